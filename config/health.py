@@ -1,0 +1,77 @@
+"""GET /healthz: the state of the database, Redis and the worker pool."""
+
+from __future__ import annotations
+
+import time
+
+import redis
+from django.conf import settings
+from django.db import DatabaseError, connection
+from django.http import JsonResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+
+from workers.heartbeat import heartbeats_read, redis_client
+
+
+def database_status() -> dict:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+            row = cursor.fetchone()
+    except DatabaseError as exc:
+        return {"ok": False, "error": f"unreachable ({exc.__class__.__name__})"}
+    if row is None:
+        return {"ok": False, "error": "the pgvector extension is not installed (run migrations)"}
+    return {"ok": True, "pgvector": row[0]}
+
+
+def redis_status() -> tuple[dict, redis.Redis | None]:
+    client = redis_client(timeout=1.0)
+    try:
+        client.ping()
+    except redis.AuthenticationError:
+        return {"ok": False, "error": "refused the password in REDIS_URL"}, None
+    except redis.RedisError as exc:
+        return {"ok": False, "error": f"unreachable ({exc.__class__.__name__})"}, None
+    return {"ok": True}, client
+
+
+def worker_status(client: redis.Redis | None) -> dict:
+    if client is None:
+        return {"ok": False, "error": "unknown while Redis is down"}
+    try:
+        beats = heartbeats_read(client=client)
+    except redis.RedisError as exc:
+        return {"ok": False, "error": f"unreadable ({exc.__class__.__name__})"}
+    if not beats:
+        return {
+            "ok": False,
+            "workers": 0,
+            "error": f"no worker heartbeat in the last {settings.WORKER_HEARTBEAT_STALE}s (start `celery -A config worker`)",
+        }
+    last = max(beats.values())
+    return {
+        "ok": True,
+        "workers": len(beats),
+        "last_heartbeat_age_s": round(max(0.0, time.time() - last), 1),
+    }
+
+
+@never_cache
+@require_GET
+def healthz(request):
+    database = database_status()
+    redis_state, client = redis_status()
+    worker = worker_status(client)
+    parts = {"database": database, "redis": redis_state, "worker": worker}
+    down = [f"{name}: {state['error']}" for name, state in parts.items() if not state["ok"]]
+    body = {"status": "ok" if not down else "down", **parts, "down": down}
+    return JsonResponse(body, status=200 if not down else 503)
+
+
+@never_cache
+@require_GET
+def livez(request):
+    """The web process answers; for load-balancer and container liveness checks."""
+    return JsonResponse({"status": "ok"})

@@ -1,0 +1,114 @@
+"""Run the whole site on one machine: migrate, first admin, web server, worker.
+
+`make run` calls this. Ctrl-C (or SIGTERM) stops the web server and the worker,
+then the embedded PostgreSQL and Redis this process started.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+
+from config.env import env_int, env_str
+
+CHILD_STOP_TIMEOUT = 20.0  # seconds a child gets to finish its current work on shutdown
+
+
+class Command(BaseCommand):
+    help = "Migrate, create the first admin, then serve the site with one Celery worker until Ctrl-C."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default=env_str("HOST") or "127.0.0.1")
+        parser.add_argument("--port", type=int, default=env_int("PORT", 8000, minimum=1, maximum=65535))
+        parser.add_argument("--web-workers", type=int, default=env_int("WEB_CONCURRENCY", 2, minimum=1))
+        parser.add_argument("--worker-concurrency", type=int, default=env_int("WORKER_CONCURRENCY", 2, minimum=1))
+
+    def handle(self, *args, host, port, web_workers, worker_concurrency, **options):
+        _check_port_free(host, port)
+        call_command("migrate", interactive=False, verbosity=0)
+        self.stdout.write("Database migrated.")
+        call_command("ensure_admin", stdout=self.stdout)
+
+        stopping = False
+
+        def request_stop(signum, frame):
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGINT, request_stop)
+        signal.signal(signal.SIGTERM, request_stop)
+
+        # Children get their own session so Ctrl-C reaches only this process,
+        # which then stops them in order (web first, then the worker).
+        web = _spawn(
+            [
+                sys.executable, "-m", "gunicorn", "config.wsgi:application",
+                "--bind", f"{host}:{port}",
+                "--workers", str(web_workers), "--threads", "4",
+                "--timeout", "180", "--graceful-timeout", "15",
+                "--access-logfile", "-",
+            ]
+        )
+        worker = _spawn(
+            [
+                sys.executable, "-m", "celery", "-A", "config", "worker",
+                "--loglevel", settings.LOG_LEVEL.lower(),
+                "--concurrency", str(worker_concurrency),
+                "--hostname", "worker@%h",
+            ]
+        )
+        children = {"web server": web, "worker": worker}
+        shown = host if ":" not in host else f"[{host}]"
+        self.stdout.write(self.style.SUCCESS(f"Everlore is running at http://{shown}:{port}/  (Ctrl-C stops it)"))
+        self.stdout.flush()
+
+        exit_code = 0
+        while not stopping:
+            for name, proc in children.items():
+                if proc.poll() is not None:
+                    self.stderr.write(f"The {name} exited with code {proc.returncode}; stopping.")
+                    stopping = True
+                    exit_code = 1
+                    break
+            time.sleep(0.2)
+
+        self.stdout.write("Stopping...")
+        for proc in (web, worker):
+            _stop(proc)
+        if settings.EMBEDDED:
+            self.stdout.write("Stopped. The embedded database and Redis stop with this process; data stays in DATA_DIR.")
+        if exit_code:
+            raise CommandError("a child process failed")
+
+
+def _check_port_free(host: str, port: int) -> None:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            raise CommandError(f"cannot listen on {host}:{port} ({exc.strerror}); set PORT or --port") from None
+
+
+def _spawn(cmd: list[str]) -> subprocess.Popen:
+    return subprocess.Popen(cmd, env=os.environ.copy(), start_new_session=True)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(CHILD_STOP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

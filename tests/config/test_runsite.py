@@ -1,0 +1,112 @@
+"""`make run`'s command, end to end: serve, Ctrl-C, nothing left running, restart keeps data."""
+
+import http.cookiejar
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import psutil
+import pytest
+import redis
+
+from config.embedded import postgres_pid, redis_pid
+from tests.support.processes import ROOT, child_env, free_port, wait_for
+
+
+class Site:
+    def __init__(self, tmp_path, data_dir, port, name):
+        self.port = port
+        self.log_path = tmp_path / f"{name}.log"
+        env = child_env(
+            DATA_DIR=str(data_dir), PORT=str(port), WEB_CONCURRENCY="1", WORKER_CONCURRENCY="1",
+            DATABASE_URL=None, REDIS_URL=None, SECRET_KEY=None, FIELD_ENCRYPTION_KEYS=None,
+            EVERLORE_EMBEDDED=None,
+        )
+        with open(self.log_path, "wb") as log:
+            # Its own process group, like a terminal's foreground job.
+            self.proc = subprocess.Popen([sys.executable, "manage.py", "runsite"], cwd=ROOT, env=env,
+                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def get(self, path):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+        except OSError:
+            return None, b""
+
+    def wait_healthy(self):
+        def healthy():
+            assert self.proc.poll() is None, f"runsite exited early:\n{self.output()[-4000:]}"
+            return self.get("/healthz")[0] == 200
+
+        wait_for(healthy, timeout=120, interval=0.5, what="the site's /healthz to answer 200")
+        return self
+
+    def ctrl_c(self):
+        os.killpg(self.proc.pid, signal.SIGINT)
+        return self.proc.wait(90)
+
+
+def alive(pid):
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def admin_login(port, username, password) -> bool:
+    jar = http.cookiejar.CookieJar()
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+    base = f"http://127.0.0.1:{port}"
+    page = opener.open(f"{base}/admin/login/", timeout=10).read().decode()
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+    form = urllib.parse.urlencode({"username": username, "password": password,
+                                   "csrfmiddlewaretoken": token, "next": "/admin/"}).encode()
+    request = urllib.request.Request(f"{base}/admin/login/", data=form, headers={"Referer": f"{base}/admin/login/"})
+    landed = opener.open(request, timeout=10)
+    return landed.geturl().rstrip("/").endswith("/admin") and "Log out" in landed.read().decode()
+
+
+@pytest.mark.slow
+def test_runsite_serves_stops_cleanly_on_ctrl_c_and_a_restart_finds_the_old_data(tmp_path):
+    data_dir = tmp_path / "data"
+    port = free_port()
+
+    first = Site(tmp_path, data_dir, port, "first").wait_healthy()
+    assert f"running at http://127.0.0.1:{port}/" in first.output()
+    created = re.search(r"Admin account created: username '(\w+)', password '([^']+)'", first.output())
+    assert created, first.output()
+    username, password = created.groups()
+    assert first.get("/api/docs/")[0] == 200
+    assert first.get("/static/admin/css/base.css")[0] == 200
+
+    state = json.loads((data_dir / "redis" / "state.json").read_text())
+    redis.Redis(port=state["port"], password=state["password"]).set("probe", "kept")
+    started = [p.pid for p in psutil.Process(first.proc.pid).children(recursive=True)]
+    started += [postgres_pid(data_dir), redis_pid(data_dir)]
+    assert None not in started and len(started) >= 4
+
+    assert first.ctrl_c() == 0, first.output()[-3000:]
+    wait_for(lambda: not any(alive(pid) for pid in started), timeout=15, what="every process to stop")
+    assert postgres_pid(data_dir) is None and redis_pid(data_dir) is None
+
+    second = Site(tmp_path, data_dir, port, "second").wait_healthy()
+    try:
+        assert "Admin account created" not in second.output()
+        assert admin_login(port, username, password), "the admin made on the first start must still log in"
+        state = json.loads((data_dir / "redis" / "state.json").read_text())
+        assert redis.Redis(port=state["port"], password=state["password"]).get("probe") == b"kept"
+    finally:
+        assert second.ctrl_c() == 0
+    assert postgres_pid(data_dir) is None and redis_pid(data_dir) is None

@@ -1,0 +1,140 @@
+"""Real server processes for tests: Celery workers and throwaway Redis servers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from urllib.parse import quote
+
+import redis
+
+from config.embedded import redis_server_binary
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(predicate, *, timeout: float, interval: float = 0.1, what: str = "condition"):
+    """Poll ``predicate`` until it returns a truthy value; fail the test after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def test_database_url() -> str:
+    """A DATABASE_URL for the database this test run uses (pytest-django's test_ copy)."""
+    from django.db import connection
+
+    s = connection.settings_dict
+    user = quote(s.get("USER") or "", safe="")
+    password = quote(s.get("PASSWORD") or "", safe="")
+    host = s.get("HOST") or ""
+    name = s["NAME"]
+    if host.startswith("/"):
+        return f"postgres://{user}:{password}@/{name}?host={quote(host, safe='/')}"
+    port = s.get("PORT") or 5432
+    return f"postgres://{user}:{password}@{host}:{port}/{name}"
+
+
+def child_env(**overrides: str | None) -> dict[str, str]:
+    env = os.environ.copy()
+    env["DJANGO_SETTINGS_MODULE"] = "config.settings"
+    env["PYTHONUNBUFFERED"] = "1"
+    for key, value in overrides.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+class Worker:
+    """A real `celery -A config worker` process on the test database."""
+
+    def __init__(self, *, redis_url: str | None = None, concurrency: int = 1, log_path: Path | None = None,
+                 extra_env: dict | None = None):
+        from django.conf import settings
+
+        self.hostname = f"test-{uuid.uuid4().hex[:8]}@localhost"
+        self.redis_url = redis_url or settings.REDIS_URL
+        env = child_env(DATABASE_URL=test_database_url(), REDIS_URL=self.redis_url, **(extra_env or {}))
+        self.log_path = log_path or Path(os.environ.get("TMPDIR", "/tmp")) / f"{self.hostname}.log"
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "config", "worker", "--loglevel", "info",
+             "--concurrency", str(concurrency), "--hostname", self.hostname, "--without-mingle",
+             "--without-gossip"],
+            cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+    def wait_ready(self, timeout: float = 60.0) -> "Worker":
+        from workers.heartbeat import HEARTBEAT_PREFIX
+
+        client = redis.Redis.from_url(self.redis_url)
+
+        def ready():
+            if self.proc.poll() is not None:
+                raise AssertionError(f"worker exited with {self.proc.returncode}:\n{self.log()}")
+            return client.exists(HEARTBEAT_PREFIX + self.hostname)
+
+        wait_for(ready, timeout=timeout, what=f"worker {self.hostname} heartbeat")
+        return self
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-5000:]
+
+    def stop(self, timeout: float = 20.0) -> None:
+        stop_process(self.proc, timeout=timeout)
+        self._log.close()
+
+
+def stop_process(proc: subprocess.Popen, *, timeout: float = 20.0, sig: int = signal.SIGTERM) -> None:
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+class RedisServer:
+    """A throwaway redis-server on a free loopback port, for tests that stop Redis."""
+
+    def __init__(self, directory: Path):
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        directory.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(
+            [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(directory)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=0.5)
+
+        def up():
+            try:
+                return client.ping()
+            except redis.RedisError:
+                return False
+
+        wait_for(up, timeout=10, what="redis-server")
+
+    def stop(self) -> None:
+        stop_process(self.proc, timeout=5)
