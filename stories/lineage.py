@@ -1,0 +1,94 @@
+"""Every read of "which rows are this branch's story". Nothing else knows how
+branches borrow their ancestors' actions.
+
+A branch's path is its own actions plus, for each [ancestor_id, cap] in its
+``lineage``, that ancestor's actions at depth <= cap. Only live takes are part
+of the story; losing takes are read only by ``takes_at``.
+"""
+
+from __future__ import annotations
+
+from django.db.models import Q, QuerySet
+
+from stories.models import Action, Branch
+
+
+def path_q(branch: Branch, *, prefix: str = "") -> Q:
+    """The lineage clause: rows on ``branch``'s path (any take). ``prefix`` lets
+    other tables join through a relation (e.g. ``"action__"``)."""
+    q = Q(**{f"{prefix}branch_id": branch.pk})
+    for ancestor_id, cap in branch.lineage:
+        q |= Q(**{f"{prefix}branch_id": ancestor_id, f"{prefix}depth__lte": cap})
+    return q
+
+
+def story(branch: Branch) -> QuerySet[Action]:
+    """The live actions of ``branch``'s path, oldest first."""
+    return Action.objects.filter(path_q(branch), adventure_id=branch.adventure_id, live=True).order_by("depth")
+
+
+def story_page(branch: Branch, *, before_depth: int | None, limit: int) -> tuple[list[Action], int | None]:
+    """Up to ``limit`` live actions older than ``before_depth`` (newest end when
+    None), returned oldest first, plus the ``before_depth`` of the next older
+    page (None when this page reaches the opening)."""
+    qs = story(branch)
+    if before_depth is not None:
+        qs = qs.filter(depth__lt=before_depth)
+    rows = list(qs.order_by("-depth")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    rows.reverse()
+    return rows, (rows[0].depth if more and rows else None)
+
+
+def recent(branch: Branch, *, count: int, below_depth: int | None = None) -> list[Action]:
+    """The newest ``count`` live actions (oldest first), optionally only those
+    below ``below_depth`` (to leave out a take being retried)."""
+    qs = story(branch)
+    if below_depth is not None:
+        qs = qs.filter(depth__lt=below_depth)
+    rows = list(qs.order_by("-depth")[:count])
+    rows.reverse()
+    return rows
+
+
+def owner_at(branch: Branch, depth: int) -> int:
+    """The id of the branch whose rows hold ``depth`` on ``branch``'s path."""
+    if depth > branch.fork_depth:
+        return branch.pk
+    for ancestor_id, cap in reversed(branch.lineage):
+        if cap >= depth:
+            return ancestor_id
+    raise ValueError(f"depth {depth} is not on branch {branch.pk}'s path")
+
+
+def node_at(branch: Branch, depth: int) -> Action | None:
+    """The live action at ``depth`` on ``branch``'s path."""
+    if not 1 <= depth <= branch.tip_depth:
+        return None
+    return Action.objects.filter(branch_id=owner_at(branch, depth), depth=depth, live=True).first()
+
+
+def takes_at(branch: Branch, depth: int) -> list[Action]:
+    """Every take of the node at ``depth`` on ``branch``'s path, oldest first."""
+    if not 1 <= depth <= branch.tip_depth:
+        return []
+    return list(Action.objects.filter(branch_id=owner_at(branch, depth), depth=depth).order_by("created_at", "id"))
+
+
+def on_path(branch: Branch, action: Action) -> bool:
+    """Whether ``action`` (any take) is a node of ``branch``'s path."""
+    if action.adventure_id != branch.adventure_id or not 1 <= action.depth <= branch.tip_depth:
+        return False
+    return owner_at(branch, action.depth) == action.branch_id
+
+
+def borrowers(branch: Branch, *, from_depth: int) -> list[Branch]:
+    """Other branches that read ``branch``'s own rows at depth >= ``from_depth``."""
+    out = []
+    for other in Branch.objects.filter(adventure_id=branch.adventure_id).exclude(pk=branch.pk):
+        for ancestor_id, cap in other.lineage:
+            if ancestor_id == branch.pk and cap >= from_depth and cap > branch.fork_depth:
+                out.append(other)
+                break
+    return out

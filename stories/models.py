@@ -1,0 +1,185 @@
+"""The story domain's tables. Rules live in tree.py, lineage.py, settings.py and turns.py."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+ACTION_TEXT_MAX = 4000  # characters in one action (player or model)
+TITLE_MAX = 200  # characters
+LONG_TEXT_MAX = 10_000  # characters in plot essentials, summary, instructions, persona description
+AUTHORS_NOTE_MAX = 1000  # characters
+CARD_ENTRY_MAX = 4000  # characters in a story card's entry
+CARD_KEYS_MAX = 20  # trigger keys per card
+CARD_KEY_MAX = 80  # characters per trigger key
+CARDS_PER_ADVENTURE_MAX = 500
+
+
+class AISettings(models.Model):
+    """One user's model connection and budgets. The API key is stored encrypted
+    (see stories.crypto) and is never returned by the API."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ai_settings")
+    endpoint_url = models.URLField(max_length=500, blank=True, default="")
+    api_key_encrypted = models.TextField(blank=True, default="")
+    api_key_last4 = models.CharField(max_length=4, blank=True, default="")
+    model = models.CharField(max_length=200, blank=True, default="")
+    summary_model = models.CharField(max_length=200, blank=True, default="")
+    embedding_model = models.CharField(max_length=200, blank=True, default="")
+    context_tokens = models.PositiveIntegerField(default=4096)
+    max_output_tokens = models.PositiveIntegerField(default=300)
+    temperature = models.FloatField(default=0.8)
+    reasoning_max_tokens = models.PositiveIntegerField(default=0)
+    memory_top_k = models.PositiveSmallIntegerField(default=5)
+    memory_bank_capacity = models.PositiveIntegerField(default=80)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "AI settings"
+        verbose_name_plural = "AI settings"
+
+    def __str__(self) -> str:
+        return f"AI settings of {self.user}"
+
+    @property
+    def has_api_key(self) -> bool:
+        return bool(self.api_key_encrypted)
+
+
+class Adventure(models.Model):
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="adventures")
+    title = models.CharField(max_length=TITLE_MAX)
+    persona_name = models.CharField(max_length=100, blank=True, default="")
+    persona_pronouns = models.CharField(max_length=40, blank=True, default="")
+    persona_description = models.TextField(blank=True, default="")
+    plot_essentials = models.TextField(blank=True, default="")
+    authors_note = models.TextField(blank=True, default="")
+    ai_instructions = models.TextField(blank=True, default="")
+    story_summary = models.TextField(blank=True, default="")
+    auto_summarize = models.BooleanField(default=True)
+    memory_bank_enabled = models.BooleanField(default=True)
+    # Where play continues; the depth is head_branch.tip_depth.
+    head_branch = models.ForeignKey("Branch", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["owner", "-updated_at"])]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class Branch(models.Model):
+    """A line of play. It owns the actions placed on it (depth > fork_depth) and
+    borrows its ancestors' actions: ``lineage`` lists [branch_id, read_to_depth]
+    for every ancestor, newest first. Only stories.tree writes these fields."""
+
+    adventure = models.ForeignKey(Adventure, on_delete=models.CASCADE, related_name="branches")
+    parent = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="children")
+    fork_depth = models.PositiveIntegerField(default=0)
+    lineage = models.JSONField(default=list, blank=True)
+    tip_depth = models.PositiveIntegerField(default=0)  # depth of the newest node on this branch's path
+    name = models.CharField(max_length=100, blank=True, default="")
+    # A segment holds a frozen copy of nodes other branches still read after
+    # the branch they forked from was rewritten; players never see it as a branch.
+    internal = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["adventure", "internal"])]
+
+    def __str__(self) -> str:
+        return self.name or f"branch {self.pk}"
+
+
+class Action(models.Model):
+    class Kind(models.TextChoices):
+        START = "start"
+        DO = "do"
+        SAY = "say"
+        STORY = "story"
+        CONTINUE = "continue"
+        AI = "ai"
+
+    MODEL_KINDS = (Kind.AI, Kind.CONTINUE)
+
+    adventure = models.ForeignKey(Adventure, on_delete=models.CASCADE, related_name="actions")
+    branch = models.ForeignKey(Branch, on_delete=models.CASCADE, related_name="actions")
+    depth = models.PositiveIntegerField()
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    text = models.TextField()
+    live = models.BooleanField(default=True)  # the selected take at this node
+    created_at = models.DateTimeField(auto_now_add=True)
+    edited_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["branch", "depth"], condition=Q(live=True), name="one_live_take_per_node"
+            ),
+        ]
+        indexes = [models.Index(fields=["branch", "depth"])]
+
+    def __str__(self) -> str:
+        return f"{self.kind}@{self.depth}: {self.text[:40]}"
+
+    @property
+    def is_model_output(self) -> bool:
+        return self.kind in self.MODEL_KINDS
+
+
+class StoryCard(models.Model):
+    class Type(models.TextChoices):
+        CHARACTER = "character"
+        PLACE = "place"
+        ITEM = "item"
+        FACTION = "faction"
+        OTHER = "other"
+
+    adventure = models.ForeignKey(Adventure, on_delete=models.CASCADE, related_name="cards")
+    type = models.CharField(max_length=10, choices=Type.choices, default=Type.OTHER)
+    name = models.CharField(max_length=100)
+    keys = models.JSONField(default=list, blank=True)  # trigger words, matched whole-word, case-insensitive
+    entry = models.TextField(blank=True, default="")
+    notes = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ProviderCall(models.Model):
+    """One call to a model endpoint, for the user's debug log. Never holds a key."""
+
+    class Purpose(models.TextChoices):
+        TURN = "turn"
+        TEST = "test"
+        MEMORY = "memory"
+        SUMMARY = "summary"
+        EMBEDDING = "embedding"
+        AGENT = "agent"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="provider_calls")
+    adventure = models.ForeignKey(Adventure, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    purpose = models.CharField(max_length=12, choices=Purpose.choices)
+    endpoint_host = models.CharField(max_length=255, blank=True, default="")
+    model = models.CharField(max_length=200, blank=True, default="")
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    latency_ms = models.PositiveIntegerField(default=0)
+    outcome = models.CharField(max_length=20)  # ok, or the ProviderError code
+    error = models.CharField(max_length=500, blank=True, default="")
+    demo = models.BooleanField(default=False)  # spent the shared demo model
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["user", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.purpose} {self.model} {self.outcome}"

@@ -1,0 +1,366 @@
+"""Every write to the story tree: place, take (retry), select take, undo, edit,
+delete, fork, checkout, rename and delete branches.
+
+Each branch is an independent story; sharing rows with ancestors is storage,
+never semantics. So before a node is rewritten on branch H:
+  * if H borrows it from an ancestor, H first gets its own copy of the nodes
+    from there to its fork point (``_materialize``);
+  * if other branches borrow it from H, they first get a frozen copy of what
+    they read (``_detach_borrowers``, into an internal segment).
+No operation on one branch ever changes the story another branch reads.
+
+Every function here runs in one transaction holding the adventure row lock,
+so concurrent writes to one adventure's tree are serialized.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import F
+from django.dispatch import Signal
+from django.utils import timezone
+
+from stories import lineage
+from stories.models import Action, Adventure, Branch
+
+# Sent (on commit) when nodes of a branch at depth >= from_depth were rewritten or
+# removed: kwargs adventure_id, branch_id, from_depth. The memory engine listens.
+story_rewritten = Signal()
+
+DEPTH_SHIFT_OFFSET = 1_000_000  # parks rows out of the way while depths are renumbered
+
+
+class TreeError(Exception):
+    """A tree operation the player asked for that cannot be done; the message says why."""
+
+
+@dataclass(frozen=True)
+class Locked:
+    adventure: Adventure
+    branch: Branch
+
+
+def lock(adventure_id: int, branch_id: int | None = None) -> Locked:
+    """Lock the adventure row (serializing tree writes) and re-read a branch.
+
+    Must run inside ``transaction.atomic()``. ``branch_id`` defaults to the head."""
+    adventure = Adventure.objects.select_for_update().get(pk=adventure_id)
+    branch = Branch.objects.get(pk=branch_id or adventure.head_branch_id, adventure=adventure)
+    return Locked(adventure, branch)
+
+
+def _notify(adventure_id: int, branch_id: int, from_depth: int) -> None:
+    transaction.on_commit(
+        lambda: story_rewritten.send(
+            sender=Branch, adventure_id=adventure_id, branch_id=branch_id, from_depth=from_depth
+        )
+    )
+
+
+def _save_branch(branch: Branch, *fields: str) -> None:
+    branch.save(update_fields=list(fields))
+
+
+def _set_tip(branch: Branch, depth: int) -> None:
+    """The one write path of a branch's tip: the depth of the newest node on its path."""
+    branch.tip_depth = depth
+    _save_branch(branch, "tip_depth")
+
+
+def _copy_rows(rows: list[Action], *, to_branch: Branch) -> dict[int, Action]:
+    """Copy action rows (keeping depth, kind, text, live, times) onto ``to_branch``;
+    returns old id -> copy."""
+    copies = {}
+    for row in rows:
+        copies[row.pk] = Action(
+            adventure_id=row.adventure_id, branch=to_branch, depth=row.depth, kind=row.kind, text=row.text,
+            live=row.live, edited_at=row.edited_at,
+        )
+    # Copies share one created_at; ascending ids keep the takes' order.
+    Action.objects.bulk_create(list(copies.values()))
+    return copies
+
+
+def _materialize(branch: Branch, depth: int) -> dict[int, Action]:
+    """Give ``branch`` its own copy of its path's nodes from ``depth`` to its fork
+    point (all takes), so they can be rewritten without touching an ancestor.
+    Returns old id -> copy. No-op when ``branch`` already owns ``depth``."""
+    if depth > branch.fork_depth:
+        return {}
+    rows = []
+    for d in range(depth, branch.fork_depth + 1):
+        rows.extend(lineage.takes_at(branch, d))
+    copies = _copy_rows(rows, to_branch=branch)
+    new_fork = depth - 1
+    old_lineage = branch.lineage
+    branch.lineage = [[a, min(cap, new_fork)] for a, cap in old_lineage]
+    branch.fork_depth = new_fork
+    _save_branch(branch, "lineage", "fork_depth")
+    # Descendants read those depths through ``branch`` now, not through its ancestors.
+    ancestor_ids = {a for a, _ in old_lineage}
+    for other in Branch.objects.filter(adventure_id=branch.adventure_id).exclude(pk=branch.pk):
+        ids = [a for a, _ in other.lineage]
+        if branch.pk not in ids:
+            continue
+        at = ids.index(branch.pk)
+        other.lineage = [
+            [a, min(cap, new_fork) if i > at and a in ancestor_ids else cap] for i, (a, cap) in enumerate(other.lineage)
+        ]
+        _save_branch(other, "lineage")
+    return copies
+
+
+def _detach_borrowers(branch: Branch, depth: int) -> None:
+    """Before ``branch``'s own nodes at >= ``depth`` change, move every other branch
+    that reads them onto an internal segment holding a frozen copy."""
+    readers = lineage.borrowers(branch, from_depth=depth)
+    if not readers:
+        return
+    top = max(cap for other in readers for a, cap in other.lineage if a == branch.pk)
+    segment = Branch.objects.create(
+        adventure_id=branch.adventure_id, parent=branch, fork_depth=depth - 1,
+        lineage=[[branch.pk, depth - 1]] + [[a, min(cap, depth - 1)] for a, cap in branch.lineage],
+        tip_depth=top, name=f"{branch.name or 'branch'} (kept for forks)", internal=True,
+    )
+    rows = list(Action.objects.filter(branch=branch, depth__gte=depth, depth__lte=top).order_by("depth", "created_at", "id"))
+    _copy_rows(rows, to_branch=segment)
+    for other in readers:
+        new = []
+        for a, cap in other.lineage:
+            if a == branch.pk and cap >= depth:
+                new += [[segment.pk, cap], [branch.pk, depth - 1]]
+            else:
+                new.append([a, cap])
+        other.lineage = new
+        fields = ["lineage"]
+        if other.parent_id == branch.pk and other.fork_depth >= depth:
+            other.parent = segment
+            fields.append("parent")
+        _save_branch(other, *fields)
+
+
+def _own_for_rewrite(branch: Branch, depth: int) -> None:
+    _materialize(branch, depth)
+    _detach_borrowers(branch, depth)
+
+
+# ---------------------------------------------------------------------------- creation
+
+
+def adventure_start(*, adventure: Adventure, opening: str) -> Branch:
+    """Give a new adventure its root branch (the head) and, if any, its opening."""
+    with transaction.atomic():
+        root = Branch.objects.create(adventure=adventure, name="main")
+        adventure.head_branch = root
+        adventure.save(update_fields=["head_branch"])
+        if opening:
+            Action.objects.create(adventure=adventure, branch=root, depth=1, kind=Action.Kind.START, text=opening)
+            _set_tip(root, 1)
+    return root
+
+
+def place(*, adventure_id: int, branch_id: int, kind: str, text: str) -> Action:
+    """Append a node after the tip of ``branch_id`` (normally the head)."""
+    with transaction.atomic():
+        locked = lock(adventure_id, branch_id)
+        branch = locked.branch
+        if kind == Action.Kind.START and branch.tip_depth:
+            raise TreeError("the story already has an opening")
+        action = Action.objects.create(
+            adventure_id=adventure_id, branch=branch, depth=branch.tip_depth + 1, kind=kind, text=text
+        )
+        _set_tip(branch, action.depth)
+        Adventure.objects.filter(pk=adventure_id).update(updated_at=timezone.now())
+    return action
+
+
+def take_add(*, adventure_id: int, branch_id: int, expected_tip_id: int, kind: str, text: str) -> Action:
+    """Add a new live take of the tip node (a retry); earlier takes are kept.
+
+    ``expected_tip_id`` is the live tip the new take was generated for; if the
+    tree moved meanwhile, raises TreeError instead of writing."""
+    with transaction.atomic():
+        branch = lock(adventure_id, branch_id).branch
+        tip = lineage.node_at(branch, branch.tip_depth)
+        if tip is None or tip.pk != expected_tip_id:
+            raise TreeError("the story changed while the model was writing; nothing was saved, try again")
+        depth = tip.depth
+        _own_for_rewrite(branch, depth)
+        Action.objects.filter(branch=branch, depth=depth, live=True).update(live=False)
+        action = Action.objects.create(adventure_id=adventure_id, branch=branch, depth=depth, kind=kind, text=text)
+        _notify(adventure_id, branch.pk, depth)
+    return action
+
+
+def take_select(*, adventure_id: int, action_id: int) -> Action:
+    """Make ``action_id`` the live take of its node on the head branch's path."""
+    with transaction.atomic():
+        branch = lock(adventure_id).branch
+        action = _action_on_path(branch, action_id)
+        if action.live and action.branch_id == branch.pk:
+            return action
+        copies = _materialize(branch, action.depth)
+        if copies:
+            action = copies[action.pk]
+        _detach_borrowers(branch, action.depth)
+        Action.objects.filter(branch=branch, depth=action.depth, live=True).update(live=False)
+        Action.objects.filter(pk=action.pk).update(live=True)
+        action.live = True
+        _notify(adventure_id, branch.pk, action.depth)
+    return action
+
+
+def undo(*, adventure_id: int) -> int:
+    """Remove the newest node (with all its takes) from the head branch's story.
+    Returns the removed depth. Other branches keep their stories."""
+    with transaction.atomic():
+        branch = lock(adventure_id).branch
+        depth = branch.tip_depth
+        if depth == 0:
+            raise TreeError("there is nothing to undo")
+        node = lineage.node_at(branch, depth)
+        if node.kind == Action.Kind.START:
+            raise TreeError("the opening cannot be undone; edit it instead")
+        if depth > branch.fork_depth:
+            _detach_borrowers(branch, depth)
+            Action.objects.filter(branch=branch, depth=depth).delete()
+        else:
+            # The node belongs to an ancestor: read one node less of it.
+            branch.fork_depth = depth - 1
+            branch.lineage = [[a, min(cap, depth - 1)] for a, cap in branch.lineage]
+            _save_branch(branch, "fork_depth", "lineage")
+        _set_tip(branch, depth - 1)
+        _notify(adventure_id, branch.pk, depth)
+    return depth
+
+
+def edit(*, adventure_id: int, action_id: int, text: str) -> Action:
+    """Replace the text of a node of the head branch's story (this branch only)."""
+    with transaction.atomic():
+        branch = lock(adventure_id).branch
+        action = _action_on_path(branch, action_id)
+        if not action.live:
+            raise TreeError("only the selected take can be edited; select this take first")
+        copies = _materialize(branch, action.depth)
+        if copies:
+            action = copies[action.pk]
+        _detach_borrowers(branch, action.depth)
+        now = timezone.now()
+        Action.objects.filter(pk=action.pk).update(text=text, edited_at=now)
+        action.refresh_from_db()
+        _notify(adventure_id, branch.pk, action.depth)
+    return action
+
+
+def delete(*, adventure_id: int, action_id: int) -> int:
+    """Remove a node (all its takes) from the head branch's story; later nodes
+    move up one depth. Returns the removed depth."""
+    with transaction.atomic():
+        branch = lock(adventure_id).branch
+        action = _action_on_path(branch, action_id)
+        if action.kind == Action.Kind.START:
+            raise TreeError("the opening cannot be deleted; edit it instead")
+        depth = action.depth
+        _own_for_rewrite(branch, depth)
+        Action.objects.filter(branch=branch, depth=depth).delete()
+        # Two steps so the one-live-take-per-node index never sees a collision.
+        later = Action.objects.filter(branch=branch, depth__gt=depth)
+        later.update(depth=F("depth") + DEPTH_SHIFT_OFFSET)
+        Action.objects.filter(branch=branch, depth__gt=DEPTH_SHIFT_OFFSET).update(
+            depth=F("depth") - DEPTH_SHIFT_OFFSET - 1
+        )
+        _set_tip(branch, branch.tip_depth - 1)
+        _notify(adventure_id, branch.pk, depth)
+    return depth
+
+
+def _action_on_path(branch: Branch, action_id: int) -> Action:
+    action = Action.objects.filter(pk=action_id, adventure_id=branch.adventure_id).first()
+    if action is None or not lineage.on_path(branch, action):
+        raise TreeError("that action is not part of the current branch's story; switch to its branch first")
+    return action
+
+
+# ---------------------------------------------------------------------------- branches
+
+
+def fork(*, adventure_id: int, action_id: int, name: str = "", checkout: bool = True) -> Branch:
+    """Start a new branch whose story is the head branch's story up to
+    ``action_id`` (or, for an action on another branch, that branch's story).
+    Forking at a losing take makes that take the new branch's node. Copies
+    nothing but that one take."""
+    with transaction.atomic():
+        locked = lock(adventure_id)
+        adventure, head = locked.adventure, locked.branch
+        action = Action.objects.filter(pk=action_id, adventure_id=adventure_id).first()
+        if action is None:
+            raise TreeError("no such action in this adventure")
+        source = head if lineage.on_path(head, action) else Branch.objects.get(pk=action.branch_id)
+        depth = action.depth if action.live else action.depth - 1
+        new = Branch.objects.create(
+            adventure_id=adventure_id, parent=source, fork_depth=depth,
+            lineage=[[source.pk, depth]] + [[a, min(cap, depth)] for a, cap in source.lineage],
+            tip_depth=depth, name=name or f"fork at {action.depth}",
+        )
+        if not action.live:
+            _copy_rows([action], to_branch=new)
+            Action.objects.filter(branch=new, depth=action.depth).update(live=True)
+            _set_tip(new, action.depth)
+        if checkout:
+            adventure.head_branch = new
+            adventure.save(update_fields=["head_branch", "updated_at"])
+    return new
+
+
+def checkout(*, adventure_id: int, branch_id: int) -> Branch:
+    """Make ``branch_id`` the head: play continues at its tip."""
+    with transaction.atomic():
+        adventure = Adventure.objects.select_for_update().get(pk=adventure_id)
+        branch = Branch.objects.filter(pk=branch_id, adventure=adventure, internal=False).first()
+        if branch is None:
+            raise TreeError("no such branch in this adventure")
+        adventure.head_branch = branch
+        adventure.save(update_fields=["head_branch", "updated_at"])
+    return branch
+
+
+def branch_rename(*, adventure_id: int, branch_id: int, name: str) -> Branch:
+    with transaction.atomic():
+        branch = lock(adventure_id, branch_id).branch
+        if branch.internal:
+            raise TreeError("no such branch in this adventure")
+        branch.name = name
+        _save_branch(branch, "name")
+    return branch
+
+
+def branch_delete(*, adventure_id: int, branch_id: int) -> None:
+    """Delete a branch and its own actions. Branches forked from it keep their
+    stories. The head cannot be deleted."""
+    with transaction.atomic():
+        locked = lock(adventure_id, branch_id)
+        branch = locked.branch
+        if branch.internal:
+            raise TreeError("no such branch in this adventure")
+        if locked.adventure.head_branch_id == branch.pk:
+            raise TreeError("this is the branch being played; switch to another branch before deleting it")
+        _detach_borrowers(branch, branch.fork_depth + 1)
+        for other in Branch.objects.filter(adventure_id=adventure_id).exclude(pk=branch.pk):
+            if any(a == branch.pk for a, _ in other.lineage):
+                other.lineage = [[a, cap] for a, cap in other.lineage if a != branch.pk]
+                _save_branch(other, "lineage")
+        branch.delete()
+        _drop_unread_segments(adventure_id)
+
+
+def _drop_unread_segments(adventure_id: int) -> None:
+    """Internal segments no other branch reads any more hold nothing anyone sees."""
+    while True:
+        branches = list(Branch.objects.filter(adventure_id=adventure_id))
+        read = {a for b in branches for a, _ in b.lineage}
+        unread = [b.pk for b in branches if b.internal and b.pk not in read]
+        if not unread:
+            return
+        Branch.objects.filter(pk__in=unread).delete()

@@ -1,0 +1,158 @@
+"""Every branch reads exactly the story a player expects, whatever they do.
+
+The model keeps each branch as an independent list of nodes (each node: kind,
+takes, which take is live). The database shares rows between branches; after
+every step each branch read through the lineage clause must equal the model.
+"""
+
+import copy
+import itertools
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
+
+from stories import lineage, tree
+from stories.models import Action, Adventure, Branch
+
+PLAYER_KINDS = ["do", "say", "story"]
+MODEL_KINDS = ["ai", "continue"]
+USER_NUMBERS = itertools.count()
+
+
+class StoryTree(RuleBasedStateMachine):
+    def __init__(self):
+        super().__init__()
+        from django.contrib.auth import get_user_model
+
+        self.counter = itertools.count()
+        user = get_user_model().objects.create_user(username=f"player{next(USER_NUMBERS)}")
+        self.adventure = Adventure.objects.create(owner=user, title="t")
+        root = tree.adventure_start(adventure=self.adventure, opening="opening")
+        self.model = {root.pk: [{"kind": "start", "takes": ["opening"], "live": 0}]}
+        self.head = root.pk
+
+    # ---- helpers
+    def text(self):
+        return f"text-{next(self.counter)}"
+
+    @property
+    def nodes(self):
+        return self.model[self.head]
+
+    def head_branch(self):
+        return Branch.objects.get(pk=self.head)
+
+    def db_node(self, depth):
+        return lineage.node_at(self.head_branch(), depth)
+
+    # ---- rules
+    @rule(kind=st.sampled_from(PLAYER_KINDS + MODEL_KINDS))
+    def place(self, kind):
+        text = self.text()
+        tree.place(adventure_id=self.adventure.pk, branch_id=self.head, kind=kind, text=text)
+        self.nodes.append({"kind": kind, "takes": [text], "live": 0})
+
+    @precondition(lambda self: self.nodes[-1]["kind"] in MODEL_KINDS)
+    @rule()
+    def retry(self):
+        text = self.text()
+        tip = self.db_node(len(self.nodes))
+        tree.take_add(adventure_id=self.adventure.pk, branch_id=self.head, expected_tip_id=tip.pk,
+                      kind=tip.kind, text=text)
+        node = self.nodes[-1]
+        node["takes"].append(text)
+        node["live"] = len(node["takes"]) - 1
+
+    @precondition(lambda self: any(len(n["takes"]) > 1 for n in self.nodes))
+    @rule(data=st.data())
+    def select_take(self, data):
+        depth = data.draw(st.sampled_from([i + 1 for i, n in enumerate(self.nodes) if len(n["takes"]) > 1]))
+        node = self.nodes[depth - 1]
+        index = data.draw(st.integers(0, len(node["takes"]) - 1))
+        take = lineage.takes_at(self.head_branch(), depth)[index]
+        tree.take_select(adventure_id=self.adventure.pk, action_id=take.pk)
+        node["live"] = index
+
+    @precondition(lambda self: len(self.nodes) > 1)
+    @rule()
+    def undo(self):
+        tree.undo(adventure_id=self.adventure.pk)
+        self.nodes.pop()
+
+    @rule(data=st.data())
+    def edit(self, data):
+        depth = data.draw(st.integers(1, len(self.nodes)))
+        text = self.text()
+        tree.edit(adventure_id=self.adventure.pk, action_id=self.db_node(depth).pk, text=text)
+        node = self.nodes[depth - 1]
+        node["takes"][node["live"]] = text
+
+    @precondition(lambda self: len(self.nodes) > 1)
+    @rule(data=st.data())
+    def delete(self, data):
+        depth = data.draw(st.integers(2, len(self.nodes)))
+        tree.delete(adventure_id=self.adventure.pk, action_id=self.db_node(depth).pk)
+        del self.nodes[depth - 1]
+
+    @rule(data=st.data())
+    def fork(self, data):
+        depth = data.draw(st.integers(1, len(self.nodes)))
+        node = self.nodes[depth - 1]
+        index = data.draw(st.integers(0, len(node["takes"]) - 1))
+        take = lineage.takes_at(self.head_branch(), depth)[index]
+        new = tree.fork(adventure_id=self.adventure.pk, action_id=take.pk)
+        story = copy.deepcopy(self.nodes[: depth - 1])
+        if index == node["live"]:
+            story.append(copy.deepcopy(node))
+        else:
+            story.append({"kind": node["kind"], "takes": [node["takes"][index]], "live": 0})
+        self.model[new.pk] = story
+        self.head = new.pk
+
+    @precondition(lambda self: len(self.model) > 1)
+    @rule(data=st.data())
+    def checkout(self, data):
+        self.head = data.draw(st.sampled_from(sorted(self.model)))
+        tree.checkout(adventure_id=self.adventure.pk, branch_id=self.head)
+
+    @precondition(lambda self: len(self.model) > 1)
+    @rule(data=st.data())
+    def delete_branch(self, data):
+        victim = data.draw(st.sampled_from(sorted(b for b in self.model if b != self.head)))
+        tree.branch_delete(adventure_id=self.adventure.pk, branch_id=victim)
+        del self.model[victim]
+
+    # ---- what a player sees
+    @invariant()
+    def every_branch_reads_its_own_story(self):
+        visible = Branch.objects.filter(adventure=self.adventure, internal=False)
+        assert {b.pk for b in visible} == set(self.model)
+        assert Adventure.objects.get(pk=self.adventure.pk).head_branch_id == self.head
+        for branch in visible:
+            expected = self.model[branch.pk]
+            rows = list(lineage.story(branch))
+            assert [r.depth for r in rows] == list(range(1, len(expected) + 1)), "depths must be contiguous"
+            assert branch.tip_depth == len(expected)
+            assert [(r.kind, r.text) for r in rows] == [(n["kind"], n["takes"][n["live"]]) for n in expected]
+            for depth, node in enumerate(expected, start=1):
+                takes = lineage.takes_at(branch, depth)
+                assert [t.text for t in takes] == node["takes"], f"takes at depth {depth}"
+                assert sum(t.live for t in takes) == 1, "exactly one live take per node"
+
+    @invariant()
+    def forks_see_ancestors_only_up_to_the_fork(self):
+        for branch in Branch.objects.filter(adventure=self.adventure):
+            for ancestor_id, cap in branch.lineage:
+                assert cap <= branch.fork_depth, "an ancestor is never read past the fork point"
+            assert not Action.objects.filter(branch=branch, depth__lte=branch.fork_depth).exists()
+
+
+@pytest.mark.django_db
+def test_every_branch_reads_exactly_the_story_the_player_expects():
+    run_state_machine_as_test(
+        StoryTree,
+        settings=settings(max_examples=60, stateful_step_count=25, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow]),
+    )
