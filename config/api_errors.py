@@ -1,0 +1,70 @@
+"""Errors as JSON a user can act on: domain errors become 4xx, bodies over the
+limit 413, unknown /api/ URLs a JSON 404. A 500 is a bug."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404, JsonResponse
+from rest_framework import status
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+
+def too_large() -> JsonResponse:
+    return JsonResponse(
+        {"detail": f"the request body is over the limit of {settings.REQUEST_BODY_MAX_BYTES} bytes"},
+        status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+    )
+
+
+class BodySizeLimitMiddleware:
+    """Refuse a declared Content-Length over the limit before reading anything."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        try:
+            length = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            return JsonResponse({"detail": "Content-Length is not a number"}, status=400)
+        if length > settings.REQUEST_BODY_MAX_BYTES:
+            return too_large()
+        try:
+            return self.get_response(request)
+        except RequestDataTooBig:
+            return too_large()
+
+
+def exception_handler(exc, context):
+    from stories.errors import domain_error_response
+
+    if isinstance(exc, RequestDataTooBig):
+        return too_large()
+    response = domain_error_response(exc)
+    if response is not None:
+        return response
+    if isinstance(exc, Http404):
+        return Response({"detail": "Not found."}, status=404)
+    response = drf_exception_handler(exc, context)
+    if response is not None and isinstance(exc, ValidationError) and isinstance(response.data, list):
+        response.data = {"detail": " ".join(str(x) for x in response.data)}
+    return response
+
+
+def api_not_found(request, exception=None):
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "Not found."}, status=404)
+    from django.views.defaults import page_not_found
+
+    return page_not_found(request, exception)
+
+
+def api_server_error(request):
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "internal error; it has been logged"}, status=500)
+    from django.views.defaults import server_error
+
+    return server_error(request)

@@ -1,0 +1,138 @@
+"""Users' AI settings and which connection a piece of work may spend.
+
+``connection_for_turn`` may fall back to the shared demo model; ``connection_for_background``
+never does: it reads only the owner's own settings, so background work cannot
+spend the demo key (or anyone else's) by construction.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import redis
+from django.conf import settings
+from django.db import transaction
+
+from stories import crypto
+from stories.errors import RateLimited
+from stories.models import AISettings
+from stories.netguard import check_endpoint
+from stories.providers import Connection, ProviderError
+
+SETTINGS_FIELDS = (
+    "endpoint_url", "model", "summary_model", "embedding_model", "context_tokens", "max_output_tokens",
+    "temperature", "reasoning_max_tokens", "memory_top_k", "memory_bank_capacity",
+)
+DEMO_COUNTER_PREFIX = "everlore:demo-turns:"
+
+
+def ai_settings_get(*, user_id: int) -> AISettings:
+    obj, _ = AISettings.objects.get_or_create(user_id=user_id)
+    return obj
+
+
+def ai_settings_update(*, user_id: int, api_key: str | None = None, **fields) -> AISettings:
+    """Update settings. ``api_key``: None keeps the stored key, "" removes it,
+    anything else replaces it (encrypted; only its last 4 characters are kept
+    in clear). The endpoint is checked against the SSRF rules when it changes."""
+    unknown = set(fields) - set(SETTINGS_FIELDS)
+    if unknown:
+        raise TypeError(f"unknown settings: {sorted(unknown)}")
+    with transaction.atomic():
+        obj = AISettings.objects.select_for_update().get(pk=ai_settings_get(user_id=user_id).pk)
+        if fields.get("endpoint_url") and fields["endpoint_url"] != obj.endpoint_url:
+            check_endpoint(fields["endpoint_url"])
+        for name, value in fields.items():
+            setattr(obj, name, value)
+        if api_key is not None:
+            obj.api_key_encrypted = crypto.encrypt(api_key) if api_key else ""
+            obj.api_key_last4 = api_key[-4:] if api_key else ""
+        obj.save()
+    return obj
+
+
+def _own(obj: AISettings, model: str) -> Connection:
+    return Connection(
+        endpoint_url=obj.endpoint_url,
+        api_key=crypto.decrypt(obj.api_key_encrypted) if obj.api_key_encrypted else "",
+        model=model,
+    )
+
+
+def demo_available() -> bool:
+    return bool(settings.DEMO_ENDPOINT_URL and settings.DEMO_MODELS and settings.DEMO_TURNS_PER_DAY)
+
+
+def connection_for_turn(*, user_id: int) -> Connection:
+    """The user's own model, else the demo model (counting a demo turn)."""
+    obj = ai_settings_get(user_id=user_id)
+    if obj.endpoint_url and obj.model:
+        return _own(obj, obj.model)
+    if demo_available():
+        _count_demo_turn(user_id)
+        model = obj.model if obj.model in settings.DEMO_MODELS else settings.DEMO_MODELS[0]
+        return Connection(endpoint_url=settings.DEMO_ENDPOINT_URL, api_key=settings.DEMO_API_KEY, model=model, demo=True)
+    raise ProviderError("not_configured", "no model is set up: add an endpoint URL and model in your settings")
+
+
+def connection_for_test(*, user_id: int) -> Connection:
+    obj = ai_settings_get(user_id=user_id)
+    if not (obj.endpoint_url and obj.model):
+        raise ProviderError("not_configured", "set an endpoint URL and a model first")
+    return _own(obj, obj.model)
+
+
+def connection_for_background(*, user_id: int, purpose: str) -> Connection | None:
+    """The owner's own connection for summaries ("summary") or embeddings
+    ("embedding"), or None when the owner has not set one up. Never the demo."""
+    obj = ai_settings_get(user_id=user_id)
+    if not obj.endpoint_url:
+        return None
+    model = {"summary": obj.summary_model or obj.model, "embedding": obj.embedding_model}[purpose]
+    return _own(obj, model) if model else None
+
+
+def demo_refund(*, user_id: int) -> None:
+    """Give back a demo turn whose model call failed."""
+    try:
+        _redis().decr(_demo_key(user_id))
+    except redis.RedisError:
+        pass
+
+
+def _redis() -> redis.Redis:
+    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+
+
+def _demo_key(user_id: int) -> str:
+    return f"{DEMO_COUNTER_PREFIX}{user_id}:{dt.datetime.now(dt.timezone.utc):%Y-%m-%d}"
+
+
+def _count_demo_turn(user_id: int) -> None:
+    """Atomic per-user daily counter in Redis; 429 past DEMO_TURNS_PER_DAY."""
+    now = dt.datetime.now(dt.timezone.utc)
+    midnight = (now + dt.timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    key = _demo_key(user_id)
+    try:
+        pipe = _redis().pipeline()
+        pipe.incr(key)
+        pipe.expire(key, 2 * 24 * 3600)
+        used, _ = pipe.execute()
+    except redis.RedisError:
+        raise ProviderError("unreachable", "the demo model is unavailable right now; set up your own model") from None
+    if used > settings.DEMO_TURNS_PER_DAY:
+        raise RateLimited(
+            f"you have used today's {settings.DEMO_TURNS_PER_DAY} demo turns; add your own model in settings "
+            "or come back tomorrow",
+            retry_after=int((midnight - now).total_seconds()) + 1,
+        )
+
+
+def model_for_display(*, user_id: int) -> str:
+    """The model name the next turn would use (for token counting), spending nothing."""
+    obj = ai_settings_get(user_id=user_id)
+    if obj.endpoint_url and obj.model:
+        return obj.model
+    if demo_available():
+        return obj.model if obj.model in settings.DEMO_MODELS else settings.DEMO_MODELS[0]
+    return obj.model

@@ -1,0 +1,194 @@
+"""Build the prompt from its parts under a token budget, and say what each part
+costs and why it is there (the same object powers Insights).
+
+Order: AI instructions, plot essentials (with the protagonist), story summary,
+memories, triggered story cards (at most 40% of the flexible budget), the
+recent story (newest kept, oldest dropped), with the author's note placed a
+few actions from the end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from stories import tokens
+from stories.cards import triggered
+from stories.models import Action, Adventure, StoryCard
+
+DEFAULT_INSTRUCTIONS = (
+    "You are the narrator of an interactive story. Continue the story from exactly where it stops, "
+    "in second person (\"you\" is the protagonist), for one or two short paragraphs. Never decide what the "
+    "protagonist says or does beyond what the player wrote. Do not repeat earlier text or summarize."
+)
+AUTHORS_NOTE_OFFSET = 3  # actions from the end where the author's note is placed
+CARD_SHARE = 0.4  # of the flexible budget, at most, for story cards
+FIXED_PART_SHARE = 0.15  # of the budget, at most, for each of instructions / plot essentials / summary / note
+CARD_SCAN_ACTIONS = 6  # newest actions whose text can trigger a card
+MESSAGE_OVERHEAD = 4  # tokens per chat message (role and separators)
+REPLY_PRIMING = 3  # tokens the API adds to prime the reply
+
+
+@dataclass(frozen=True)
+class MemoryItem:
+    """A recalled memory, as the memory engine hands it to the builder."""
+
+    id: int
+    text: str
+    similarity: float | None
+    pinned: bool = False
+
+
+@dataclass
+class Part:
+    name: str
+    text: str
+    tokens: int
+    reason: str
+    items: list[dict] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "tokens": self.tokens, "reason": self.reason, "items": self.items,
+                "text": self.text}
+
+
+@dataclass
+class Context:
+    messages: list[dict]
+    parts: list[Part]
+    total_tokens: int
+    budget: int
+    encoding: str
+
+    def as_dict(self) -> dict:
+        return {"budget": self.budget, "total_tokens": self.total_tokens, "encoding": self.encoding,
+                "parts": [p.as_dict() for p in self.parts]}
+
+
+def render_action(action: Action) -> str:
+    text = action.text.strip()
+    if action.kind == Action.Kind.DO:
+        return "> " + (text if text.lower().startswith("you ") else f"You {text}")
+    if action.kind == Action.Kind.SAY:
+        return f'> You say "{text.strip(chr(34))}"'
+    return text
+
+
+def _persona(adventure: Adventure) -> str:
+    if not adventure.persona_name:
+        return ""
+    pronouns = f" ({adventure.persona_pronouns})" if adventure.persona_pronouns else ""
+    desc = f": {adventure.persona_description.strip()}" if adventure.persona_description.strip() else ""
+    return f"The protagonist (\"you\") is {adventure.persona_name}{pronouns}{desc}"
+
+
+def build(
+    *, adventure: Adventure, story: list[Action], cards: list[StoryCard], memories: list[MemoryItem],
+    context_tokens: int, model: str,
+) -> Context:
+    """The prompt for the next model reply after ``story`` (oldest first)."""
+    enc = tokens.encoding_for(model)
+
+    def count(text: str) -> int:
+        return len(enc.encode(text, disallowed_special=())) if text else 0
+
+    def cap(text: str, limit: int, *, keep_end: bool = False) -> str:
+        ids = enc.encode(text, disallowed_special=())
+        if len(ids) <= limit:
+            return text
+        return enc.decode(ids[-limit:] if keep_end else ids[:limit])
+
+    budget = max(context_tokens, 256)
+    per_fixed = int(budget * FIXED_PART_SHARE)
+    parts: list[Part] = []
+
+    instructions = cap(adventure.ai_instructions.strip() or DEFAULT_INSTRUCTIONS, per_fixed)
+    parts.append(Part("instructions", instructions, count(instructions),
+                      "the adventure's AI instructions" if adventure.ai_instructions.strip() else "default instructions"))
+    plot = "\n".join(x for x in (_persona(adventure), adventure.plot_essentials.strip()) if x)
+    if plot:
+        plot = cap("[Plot essentials]\n" + plot, per_fixed)
+        parts.append(Part("plot_essentials", plot, count(plot), "always included: protagonist and plot essentials"))
+    if adventure.story_summary.strip():
+        summary = cap("[Story so far]\n" + adventure.story_summary.strip(), per_fixed, keep_end=True)
+        parts.append(Part("summary", summary, count(summary), "always included: the running story summary"))
+    note = ""
+    if adventure.authors_note.strip():
+        note = cap(f"[Author's note: {adventure.authors_note.strip()}]", per_fixed)
+
+    overhead = 2 * MESSAGE_OVERHEAD + REPLY_PRIMING
+    fixed = sum(p.tokens for p in parts) + count(note) + overhead + 4  # + section separators
+    flexible = max(budget - fixed, 0)
+    left = flexible
+
+    if memories:
+        lines, items = [], []
+        header = count("[Memories]\n")
+        used = header
+        for memory in memories:
+            line = f"- {memory.text.strip()}"
+            cost = count(line + "\n")
+            if used + cost > left:
+                continue
+            lines.append(line)
+            used += cost
+            items.append({"id": memory.id, "similarity": memory.similarity, "pinned": memory.pinned,
+                          "tokens": cost})
+        if lines:
+            text = "[Memories]\n" + "\n".join(lines)
+            parts.append(Part("memories", text, count(text), f"{len(lines)} memories recalled for this moment", items))
+            left -= count(text)
+
+    recent_text = "\n".join(a.text for a in story[-CARD_SCAN_ACTIONS:])
+    pulled = triggered(cards=cards, text=recent_text)
+    if pulled:
+        card_cap = min(int(flexible * CARD_SHARE), left)
+        lines, items = [], []
+        used = count("[World info]\n")
+        for hit in pulled:
+            line = f"{hit.card.name}: {hit.card.entry.strip()}"
+            cost = count(line + "\n")
+            if used + cost > card_cap:
+                items.append({"id": hit.card.pk, "name": hit.card.name, "key": hit.key, "included": False,
+                              "tokens": cost})
+                continue
+            lines.append(line)
+            used += cost
+            items.append({"id": hit.card.pk, "name": hit.card.name, "key": hit.key, "included": True,
+                          "tokens": cost})
+        if lines:
+            text = "[World info]\n" + "\n".join(lines)
+            reason = "story cards whose keys appear in the recent story: " + ", ".join(
+                f"{i['name']} (\"{i['key']}\")" for i in items if i["included"]
+            )
+            parts.append(Part("cards", text, count(text), reason, items))
+            left -= count(text)
+
+    # Recent story, newest first until the budget is spent.
+    kept: list[Action] = []
+    used = 0
+    for action in reversed(story):
+        cost = count(render_action(action) + "\n\n")
+        if used + cost > left:
+            break
+        kept.append(action)
+        used += cost
+    kept.reverse()
+    rendered = [render_action(a) for a in kept]
+    dropped = len(story) - len(kept)
+    if note:
+        at = max(len(rendered) - AUTHORS_NOTE_OFFSET, 0)
+        rendered.insert(at, note)
+    story_text = "\n\n".join(x for x in rendered if x != note)
+    story_reason = (f"the newest {len(kept)} actions" + (f"; {dropped} older ones did not fit" if dropped else ""))
+    parts.append(Part("story", story_text, count(story_text), story_reason,
+                      [{"first_depth": kept[0].depth if kept else None, "last_depth": kept[-1].depth if kept else None,
+                        "dropped": dropped}]))
+    if note:
+        parts.append(Part("authors_note", note, count(note),
+                          f"the author's note, placed {min(AUTHORS_NOTE_OFFSET, len(kept))} actions from the end"))
+
+    system = "\n\n".join(p.text for p in parts if p.name in {"instructions", "plot_essentials", "summary", "memories", "cards"})
+    user = "\n\n".join(rendered) if rendered else "(The story begins.)"
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    total = count(system) + count(user) + overhead
+    return Context(messages=messages, parts=parts, total_tokens=total, budget=budget, encoding=enc.name)

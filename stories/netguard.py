@@ -1,0 +1,111 @@
+"""Outbound requests to user-supplied model endpoints.
+
+Unless ALLOW_PRIVATE_ENDPOINTS is on, an endpoint must resolve only to public
+addresses. The URL is checked when saved, and every connection resolves the
+host once, checks each address, and connects to the checked address itself,
+so a DNS answer that changes between check and connect gains nothing.
+Redirects are never followed and proxy variables are ignored.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from urllib.parse import urlsplit
+
+import httpcore2
+import httpx2
+from django.conf import settings
+from httpcore2._backends.sync import SyncBackend
+
+
+class EndpointRefused(Exception):
+    """The endpoint URL is not allowed; the message says why."""
+
+
+def check_url_shape(url: str) -> tuple[str, int]:
+    """(host, port) of an http(s) URL without credentials, or EndpointRefused."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise EndpointRefused("the endpoint URL is malformed") from None
+    if parts.scheme not in {"http", "https"}:
+        raise EndpointRefused("the endpoint URL must start with http:// or https://")
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        raise EndpointRefused("the endpoint URL must not contain a user name or password; put the key in the API key field")
+    if not parts.hostname:
+        raise EndpointRefused("the endpoint URL has no host")
+    return parts.hostname, port or (443 if parts.scheme == "https" else 80)
+
+
+def address_problem(ip: str) -> str | None:
+    """Why connecting to ``ip`` is refused on a hosted site, or None if it is public."""
+    addr = ipaddress.ip_address(ip.split("%", 1)[0])
+    if isinstance(addr, ipaddress.IPv6Address):
+        embedded = addr.ipv4_mapped or addr.sixtofour or (addr.teredo[1] if addr.teredo else None)
+        if embedded is not None:
+            inner = address_problem(str(embedded))
+            if inner:
+                return f"{inner} (inside an IPv6 address)"
+    if addr.is_loopback:
+        return "a loopback address"
+    if addr.is_link_local:
+        return "a link-local address (cloud metadata lives here)"
+    if addr.is_unspecified:
+        return "an unspecified address"
+    if addr.is_multicast:
+        return "a multicast address"
+    if addr.is_private:
+        return "a private-network address"
+    if addr.is_reserved or not addr.is_global:
+        return "a reserved address"
+    return None
+
+
+def resolve_checked(host: str, port: int) -> list[tuple]:
+    """getaddrinfo results for host, all checked; EndpointRefused otherwise."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        raise EndpointRefused(f"the endpoint host {host!r} does not resolve") from None
+    if not settings.ALLOW_PRIVATE_ENDPOINTS:
+        for info in infos:
+            problem = address_problem(info[4][0])
+            if problem:
+                raise EndpointRefused(
+                    f"the endpoint host {host!r} resolves to {problem}; this site only connects to public addresses"
+                )
+    return infos
+
+
+def check_endpoint(url: str) -> None:
+    """Validate an endpoint URL when it is saved."""
+    host, port = check_url_shape(url)
+    resolve_checked(host, port)
+
+
+class _GuardedBackend(SyncBackend):
+    def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+        infos = resolve_checked(host, port)
+        last_error: Exception | None = None
+        for family, type_, proto, _, sockaddr in infos:
+            try:
+                # Connect to the checked address itself; TLS still verifies ``host``.
+                return super().connect_tcp(sockaddr[0], sockaddr[1], timeout, local_address, socket_options)
+            except httpcore2.ConnectError as exc:
+                last_error = exc
+        raise last_error or httpcore2.ConnectError(f"could not connect to {host}")
+
+
+class GuardedTransport(httpx2.HTTPTransport):
+    def __init__(self, **kwargs):
+        super().__init__(trust_env=False, **kwargs)
+        self._pool = httpcore2.ConnectionPool(
+            ssl_context=self._pool._ssl_context, network_backend=_GuardedBackend(), max_connections=10,
+        )
+
+
+def http_client(*, timeout: httpx2.Timeout) -> httpx2.Client:
+    """An HTTP client for model endpoints: guarded connects, no redirects, no env proxies."""
+    return httpx2.Client(transport=GuardedTransport(), timeout=timeout, follow_redirects=False, trust_env=False)

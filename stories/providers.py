@@ -1,0 +1,201 @@
+"""The one door to any model: OpenAI-compatible chat and embeddings through the
+`openai` SDK with the user's own endpoint and key.
+
+Timeouts (connect 5 s, read 120 s), bounded retries with backoff on 429/5xx
+(the SDK's), no redirects, the SSRF guard on every connection. Every call is
+recorded in ProviderCall for the user's debug log; keys never reach a log,
+an error message or a response.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import httpx2
+import openai
+from django.conf import settings
+
+from stories.models import ProviderCall
+from stories.netguard import EndpointRefused, check_url_shape, http_client
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT = 5.0  # seconds
+READ_TIMEOUT = 120.0  # seconds; overridable for tests via PROVIDER_READ_TIMEOUT
+MAX_RETRIES = 2  # extra attempts on 408/409/429/5xx and connection errors
+
+
+class ProviderError(Exception):
+    """A model call failed; ``code`` is stable, ``message`` is for the player."""
+
+    def __init__(self, code: str, message: str, *, retry_after: int | None = None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Where and as whom to call. ``demo`` marks the shared demo model."""
+
+    endpoint_url: str
+    api_key: str
+    model: str
+    demo: bool = False
+
+    def __repr__(self) -> str:  # never print the key
+        return f"Connection({self.endpoint_url!r}, model={self.model!r}, demo={self.demo})"
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_ms: int
+    finish_reason: str | None
+
+
+def _timeout() -> httpx2.Timeout:
+    read = getattr(settings, "PROVIDER_READ_TIMEOUT", READ_TIMEOUT)
+    return httpx2.Timeout(connect=CONNECT_TIMEOUT, read=read, write=30.0, pool=CONNECT_TIMEOUT)
+
+
+def _client(conn: Connection) -> openai.OpenAI:
+    try:
+        check_url_shape(conn.endpoint_url)
+    except EndpointRefused as exc:
+        raise ProviderError("refused", str(exc)) from None
+    return openai.OpenAI(
+        base_url=conn.endpoint_url.rstrip("/"),
+        api_key=conn.api_key or "none",
+        timeout=_timeout(),
+        max_retries=getattr(settings, "PROVIDER_MAX_RETRIES", MAX_RETRIES),
+        http_client=http_client(timeout=_timeout()),
+    )
+
+
+_SECRETISH = re.compile(r"(sk-[A-Za-z0-9_\-*]{4,}|Bearer\s+\S+)")
+
+
+def _scrub(text: str, conn: Connection) -> str:
+    text = text.replace(conn.api_key, "[key]") if conn.api_key else text
+    return _SECRETISH.sub("[key]", text)[:300]
+
+
+def _translate(exc: Exception, conn: Connection) -> ProviderError:
+    """Map an SDK failure onto the errors a player can act on."""
+    cause = exc
+    while cause is not None:
+        if isinstance(cause, EndpointRefused):
+            return ProviderError("refused", str(cause))
+        cause = cause.__cause__ or cause.__context__
+    if isinstance(exc, openai.APITimeoutError):
+        return ProviderError("timeout", "the model endpoint did not answer in time; try again or use a faster model")
+    if isinstance(exc, openai.APIConnectionError):
+        return ProviderError("unreachable", "the model endpoint could not be reached; check the endpoint URL")
+    if isinstance(exc, openai.AuthenticationError):
+        return ProviderError("bad_key", "the model endpoint refused the API key; check the key in your settings")
+    if isinstance(exc, openai.PermissionDeniedError):
+        return ProviderError("forbidden", "the model endpoint refused access with this key (403)")
+    if isinstance(exc, openai.NotFoundError):
+        return ProviderError(
+            "model_not_found",
+            f"the endpoint has no model {conn.model!r} (or the endpoint URL is wrong); check the model name",
+        )
+    if isinstance(exc, openai.RateLimitError):
+        retry_after = None
+        try:
+            retry_after = int(float(exc.response.headers.get("retry-after", "")))
+        except (TypeError, ValueError):
+            pass
+        return ProviderError("rate_limited", "the model endpoint is rate limiting this key; wait and try again",
+                             retry_after=retry_after)
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        if 300 <= status < 400:
+            return ProviderError("redirect", "the model endpoint answered with a redirect; use the final URL (redirects are not followed)")
+        detail = _scrub(getattr(exc, "message", "") or "", conn)
+        return ProviderError("endpoint_error", f"the model endpoint answered {status}: {detail}".rstrip(": "))
+    return ProviderError("bad_response", "the model endpoint sent a response that is not OpenAI-compatible")
+
+
+def _record(*, user_id, adventure_id, purpose, conn, outcome, started, error="", prompt=0, completion=0) -> None:
+    ProviderCall.objects.create(
+        user_id=user_id, adventure_id=adventure_id, purpose=purpose,
+        endpoint_host=(urlsplit(conn.endpoint_url).hostname or "")[:255], model=conn.model[:200],
+        prompt_tokens=prompt, completion_tokens=completion,
+        latency_ms=int((time.monotonic() - started) * 1000), outcome=outcome, error=error[:500], demo=conn.demo,
+    )
+
+
+def complete(
+    *, conn: Connection, messages: list[dict], max_tokens: int, temperature: float, user_id: int,
+    purpose: str, adventure_id: int | None = None, reasoning_max_tokens: int = 0,
+) -> Completion:
+    """One chat completion. Raises ProviderError; records the call either way."""
+    if not conn.endpoint_url or not conn.model:
+        raise ProviderError("not_configured", "no model is set up: add an endpoint URL and model in your settings")
+    started = time.monotonic()
+    extra = {"reasoning": {"max_tokens": reasoning_max_tokens}} if reasoning_max_tokens else None
+    try:
+        response = _client(conn).chat.completions.create(
+            model=conn.model, messages=messages, max_tokens=max_tokens, temperature=temperature,
+            extra_body=extra,
+        )
+        choice = response.choices[0]
+        text = (choice.message.content or "").strip()
+    except ProviderError as exc:
+        _record(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome=exc.code,
+                started=started, error=exc.message)
+        raise
+    except (openai.OpenAIError, IndexError, AttributeError, TypeError, ValueError) as exc:
+        error = _translate(exc, conn)
+        log.info("model call failed: %s (%s, model %s)", error.code, urlsplit(conn.endpoint_url).hostname, conn.model)
+        _record(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome=error.code,
+                started=started, error=error.message)
+        raise error from None
+    usage = response.usage
+    result = Completion(
+        text=text, model=response.model or conn.model,
+        prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+        completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+        latency_ms=int((time.monotonic() - started) * 1000), finish_reason=choice.finish_reason,
+    )
+    if not text:
+        _record(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome="empty",
+                started=started, error="the model returned no text", prompt=result.prompt_tokens)
+        raise ProviderError("empty", "the model returned no text; try again")
+    _record(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome="ok", started=started,
+            prompt=result.prompt_tokens, completion=result.completion_tokens)
+    return result
+
+
+def embed(*, conn: Connection, texts: list[str], user_id: int, purpose: str = ProviderCall.Purpose.EMBEDDING,
+          adventure_id: int | None = None) -> list[list[float]]:
+    """Embeddings for ``texts`` (one request). Raises ProviderError; records the call."""
+    started = time.monotonic()
+    try:
+        response = _client(conn).embeddings.create(model=conn.model, input=texts)
+        vectors = [item.embedding for item in sorted(response.data, key=lambda d: d.index)]
+        if len(vectors) != len(texts):
+            raise ValueError("wrong number of embeddings")
+    except ProviderError as exc:
+        _record(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome=exc.code,
+                started=started, error=exc.message)
+        raise
+    except (openai.OpenAIError, IndexError, AttributeError, TypeError, ValueError) as exc:
+        error = _translate(exc, conn)
+        _record(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome=error.code,
+                started=started, error=error.message)
+        raise error from None
+    usage = getattr(response, "usage", None)
+    _record(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome="ok", started=started,
+            prompt=getattr(usage, "prompt_tokens", 0) or 0)
+    return vectors

@@ -1,0 +1,259 @@
+"""Input and output shapes of the story API. Limits are documented in the schema."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model, password_validation
+from django.core.exceptions import ValidationError as DjangoValidationError
+from rest_framework import serializers
+
+from stories.cards import clean_keys
+from stories.errors import InvalidRequest
+from stories.models import (
+    ACTION_TEXT_MAX,
+    AUTHORS_NOTE_MAX,
+    CARD_ENTRY_MAX,
+    CARD_KEY_MAX,
+    CARD_KEYS_MAX,
+    LONG_TEXT_MAX,
+    TITLE_MAX,
+    Action,
+    Adventure,
+    AISettings,
+    Branch,
+    ProviderCall,
+    StoryCard,
+)
+from stories.netguard import EndpointRefused, check_url_shape
+
+User = get_user_model()
+
+
+# ---------------------------------------------------------------------------- accounts
+
+
+class SignupSerializer(serializers.Serializer):
+    username = serializers.RegexField(r"^[\w.@+-]{3,150}$", max_length=150,
+                                      error_messages={"invalid": "3-150 letters, digits and @/./+/-/_ only"})
+    password = serializers.CharField(write_only=True, max_length=128, trim_whitespace=False)
+    email = serializers.EmailField(required=False, allow_blank=True, max_length=254)
+
+    def validate_username(self, value):
+        if User.objects.filter(username__iexact=value).exists():
+            raise serializers.ValidationError("that username is taken")
+        return value
+
+    def validate(self, attrs):
+        try:
+            password_validation.validate_password(attrs["password"], User(username=attrs["username"]))
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError({"password": list(exc.messages)}) from None
+        return attrs
+
+
+class LoginSerializer(serializers.Serializer):
+    username = serializers.CharField(max_length=150)
+    password = serializers.CharField(max_length=128, trim_whitespace=False, write_only=True)
+
+
+class TokenSerializer(serializers.Serializer):
+    token = serializers.CharField()
+    username = serializers.CharField()
+
+
+class MeSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    username = serializers.CharField()
+    email = serializers.CharField()
+
+
+class AISettingsSerializer(serializers.ModelSerializer):
+    api_key = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=500,
+                                    trim_whitespace=True,
+                                    help_text="Write-only. Empty string removes the stored key; omit to keep it.")
+    has_api_key = serializers.BooleanField(read_only=True)
+    api_key_last4 = serializers.CharField(read_only=True)
+    context_tokens = serializers.IntegerField(min_value=256, max_value=2_000_000, required=False)
+    max_output_tokens = serializers.IntegerField(min_value=1, max_value=64_000, required=False)
+    temperature = serializers.FloatField(min_value=0.0, max_value=2.0, required=False)
+    reasoning_max_tokens = serializers.IntegerField(min_value=0, max_value=200_000, required=False)
+    memory_top_k = serializers.IntegerField(min_value=0, max_value=50, required=False)
+    memory_bank_capacity = serializers.IntegerField(min_value=1, max_value=100_000, required=False)
+
+    class Meta:
+        model = AISettings
+        fields = ["endpoint_url", "api_key", "has_api_key", "api_key_last4", "model", "summary_model",
+                  "embedding_model", "context_tokens", "max_output_tokens", "temperature", "reasoning_max_tokens",
+                  "memory_top_k", "memory_bank_capacity", "updated_at"]
+        read_only_fields = ["updated_at"]
+
+    def validate_endpoint_url(self, value):
+        if value:
+            try:
+                check_url_shape(value)
+            except EndpointRefused as exc:
+                raise serializers.ValidationError(str(exc)) from None
+        return value
+
+
+class TestConnectionResultSerializer(serializers.Serializer):
+    ok = serializers.BooleanField()
+    model = serializers.CharField()
+    latency_ms = serializers.IntegerField()
+    reply = serializers.CharField()
+
+
+class ProviderCallSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ProviderCall
+        fields = ["id", "created_at", "purpose", "adventure", "endpoint_host", "model", "prompt_tokens",
+                  "completion_tokens", "latency_ms", "outcome", "error", "demo"]
+
+
+# ---------------------------------------------------------------------------- adventures
+
+
+class CardInputSerializer(serializers.Serializer):
+    type = serializers.ChoiceField(choices=StoryCard.Type.choices, default=StoryCard.Type.OTHER)
+    name = serializers.CharField(max_length=100)
+    keys = serializers.ListField(child=serializers.CharField(max_length=CARD_KEY_MAX), max_length=CARD_KEYS_MAX,
+                                 required=False, default=list)
+    entry = serializers.CharField(max_length=CARD_ENTRY_MAX, allow_blank=True, required=False, default="")
+    notes = serializers.CharField(max_length=CARD_ENTRY_MAX, allow_blank=True, required=False, default="")
+
+    def validate_keys(self, value):
+        try:
+            return clean_keys(value)
+        except InvalidRequest as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+
+class CardSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = StoryCard
+        fields = ["id", "type", "name", "keys", "entry", "notes", "created_at", "updated_at"]
+
+
+class AdventureSerializer(serializers.ModelSerializer):
+    title = serializers.CharField(max_length=TITLE_MAX)
+    persona_name = serializers.CharField(max_length=100, allow_blank=True, required=False)
+    persona_pronouns = serializers.CharField(max_length=40, allow_blank=True, required=False)
+    persona_description = serializers.CharField(max_length=LONG_TEXT_MAX, allow_blank=True, required=False)
+    plot_essentials = serializers.CharField(max_length=LONG_TEXT_MAX, allow_blank=True, required=False)
+    authors_note = serializers.CharField(max_length=AUTHORS_NOTE_MAX, allow_blank=True, required=False)
+    ai_instructions = serializers.CharField(max_length=LONG_TEXT_MAX, allow_blank=True, required=False)
+    story_summary = serializers.CharField(max_length=LONG_TEXT_MAX, allow_blank=True, required=False)
+    opening = serializers.CharField(max_length=ACTION_TEXT_MAX, allow_blank=True, required=False, write_only=True,
+                                    help_text="The story's first passage (create only).")
+    cards = CardInputSerializer(many=True, required=False, write_only=True, help_text="Story cards (create only).")
+    head_branch = serializers.PrimaryKeyRelatedField(read_only=True)
+    head_depth = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Adventure
+        fields = ["id", "title", "persona_name", "persona_pronouns", "persona_description", "plot_essentials",
+                  "authors_note", "ai_instructions", "story_summary", "auto_summarize", "memory_bank_enabled",
+                  "head_branch", "head_depth", "opening", "cards", "created_at", "updated_at"]
+        read_only_fields = ["created_at", "updated_at"]
+
+    def get_head_depth(self, obj) -> int:
+        return obj.head_branch.tip_depth if obj.head_branch_id else 0
+
+
+class ActionSerializer(serializers.ModelSerializer):
+    take_count = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Action
+        fields = ["id", "branch", "depth", "kind", "text", "live", "created_at", "edited_at", "take_count"]
+
+    def get_take_count(self, obj) -> int:
+        return self.context.get("take_counts", {}).get((obj.branch_id, obj.depth), 1)
+
+
+class StoryPageSerializer(serializers.Serializer):
+    branch = serializers.IntegerField()
+    tip_depth = serializers.IntegerField()
+    actions = ActionSerializer(many=True)
+    next_before = serializers.IntegerField(allow_null=True, help_text="Pass as ?before= for older actions.")
+
+
+class TurnInputSerializer(serializers.Serializer):
+    mode = serializers.ChoiceField(choices=["do", "say", "story", "continue"])
+    text = serializers.CharField(max_length=ACTION_TEXT_MAX, allow_blank=True, required=False, default="",
+                                 help_text=f"1-{ACTION_TEXT_MAX} characters; empty for continue.")
+
+    def validate(self, attrs):
+        if attrs["mode"] == "continue":
+            if attrs["text"].strip():
+                raise serializers.ValidationError({"text": "continue takes no text; use mode story to write"})
+        elif not attrs["text"].strip():
+            raise serializers.ValidationError({"text": "write something for this mode (or use continue)"})
+        return attrs
+
+
+class UsageSerializer(serializers.Serializer):
+    model = serializers.CharField()
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
+    latency_ms = serializers.IntegerField()
+    demo = serializers.BooleanField()
+
+
+class ContextPartSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    tokens = serializers.IntegerField()
+    reason = serializers.CharField()
+    items = serializers.ListField(child=serializers.DictField())
+    text = serializers.CharField()
+
+
+class ContextSerializer(serializers.Serializer):
+    budget = serializers.IntegerField()
+    total_tokens = serializers.IntegerField()
+    encoding = serializers.CharField()
+    parts = ContextPartSerializer(many=True)
+
+
+class TurnResultSerializer(serializers.Serializer):
+    actions = ActionSerializer(many=True)
+    context = ContextSerializer()
+    usage = UsageSerializer()
+    memories = serializers.ListField(child=serializers.DictField())
+
+
+class EditInputSerializer(serializers.Serializer):
+    text = serializers.CharField(max_length=ACTION_TEXT_MAX)
+
+
+class TakeSelectSerializer(serializers.Serializer):
+    take_id = serializers.IntegerField()
+
+
+class TakesSerializer(serializers.Serializer):
+    depth = serializers.IntegerField()
+    takes = ActionSerializer(many=True)
+
+
+class ForkInputSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100, allow_blank=True, required=False, default="")
+    checkout = serializers.BooleanField(required=False, default=True)
+
+
+class BranchSerializer(serializers.ModelSerializer):
+    is_head = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Branch
+        fields = ["id", "name", "parent", "fork_depth", "tip_depth", "is_head", "created_at"]
+
+    def get_is_head(self, obj) -> bool:
+        return obj.pk == self.context.get("head_id")
+
+
+class BranchRenameSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100)
+
+
+class UndoResultSerializer(serializers.Serializer):
+    removed_depth = serializers.IntegerField()
+    tip_depth = serializers.IntegerField()

@@ -1,0 +1,114 @@
+"""Playing: place the player's action, build the context, generate with the
+user's own model, place the reply. Each write is its own short transaction;
+the model call runs outside any transaction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stories import accounts, context, lineage, providers, tree
+from stories.adventures import access_adventure
+from stories.context import Context, MemoryItem
+from stories.errors import InvalidRequest, RateLimited
+from stories.models import ACTION_TEXT_MAX, Action, Adventure, Branch, ProviderCall
+from stories.providers import Completion, ProviderError
+
+PLAYER_MODES = ("do", "say", "story")
+
+
+@dataclass
+class TurnResult:
+    actions: list[Action]
+    context: Context
+    completion: Completion
+    memories: list[MemoryItem]
+    demo: bool
+
+
+class TurnFailed(Exception):
+    """The model failed the turn; ``stored`` are the player's actions that were kept."""
+
+    def __init__(self, error: ProviderError | RateLimited, stored: list[Action]):
+        super().__init__(str(error))
+        self.error = error
+        self.stored = stored
+
+
+def _story_window(context_tokens: int) -> int:
+    """How many recent actions to hand the builder (it drops what does not fit)."""
+    return min(500, max(50, context_tokens // 40))
+
+
+def _generate(*, user_id: int, adventure: Adventure, branch: Branch, below_depth: int | None):
+    conn = accounts.connection_for_turn(user_id=user_id)
+    ai = accounts.ai_settings_get(user_id=user_id)
+    story = lineage.recent(branch, count=_story_window(ai.context_tokens), below_depth=below_depth)
+    memories: list[MemoryItem] = []
+    ctx = context.build(adventure=adventure, story=story, cards=list(adventure.cards.all()), memories=memories,
+                        context_tokens=ai.context_tokens, model=conn.model)
+    try:
+        completion = providers.complete(
+            conn=conn, messages=ctx.messages, max_tokens=ai.max_output_tokens, temperature=ai.temperature,
+            user_id=user_id, purpose=ProviderCall.Purpose.TURN, adventure_id=adventure.pk,
+            reasoning_max_tokens=ai.reasoning_max_tokens,
+        )
+    except ProviderError:
+        if conn.demo:
+            accounts.demo_refund(user_id=user_id)
+        raise
+    return completion, ctx, memories, conn
+
+
+def play(*, user_id: int, adventure_id: int, mode: str, text: str) -> TurnResult:
+    """One turn: the player's action (unless ``mode`` is continue), then the reply.
+
+    Raises TurnFailed when the model fails; the player's action stays stored."""
+    adventure = access_adventure(user_id=user_id, adventure_id=adventure_id)
+    placed: list[Action] = []
+    if mode in PLAYER_MODES:
+        placed.append(tree.place(adventure_id=adventure.pk, branch_id=adventure.head_branch_id, kind=mode, text=text))
+    elif mode != "continue":
+        raise InvalidRequest(f"unknown mode {mode!r}")
+    branch = Branch.objects.get(pk=adventure.head_branch_id)
+    try:
+        completion, ctx, memories, conn = _generate(user_id=user_id, adventure=adventure, branch=branch,
+                                                    below_depth=None)
+    except (ProviderError, RateLimited) as exc:
+        raise TurnFailed(exc, placed) from None
+    kind = Action.Kind.CONTINUE if mode == "continue" else Action.Kind.AI
+    reply = tree.place(adventure_id=adventure.pk, branch_id=branch.pk, kind=kind, text=completion.text[:ACTION_TEXT_MAX])
+    return TurnResult(placed + [reply], ctx, completion, memories, conn.demo)
+
+
+def retry(*, user_id: int, adventure_id: int) -> TurnResult:
+    """A new take of the last reply (earlier takes kept), or, when the last
+    node is the player's (its reply failed), the missing reply."""
+    adventure = access_adventure(user_id=user_id, adventure_id=adventure_id)
+    branch = Branch.objects.get(pk=adventure.head_branch_id)
+    tip = lineage.node_at(branch, branch.tip_depth)
+    if tip is None or tip.kind == Action.Kind.START:
+        raise InvalidRequest("there is no reply to retry yet; play a turn or continue")
+    below = tip.depth if tip.is_model_output else None
+    try:
+        completion, ctx, memories, conn = _generate(user_id=user_id, adventure=adventure, branch=branch,
+                                                    below_depth=below)
+    except (ProviderError, RateLimited) as exc:
+        raise TurnFailed(exc, []) from None
+    text = completion.text[:ACTION_TEXT_MAX]
+    if tip.is_model_output:
+        reply = tree.take_add(adventure_id=adventure.pk, branch_id=branch.pk, expected_tip_id=tip.pk,
+                              kind=tip.kind, text=text)
+    else:
+        reply = tree.place(adventure_id=adventure.pk, branch_id=branch.pk, kind=Action.Kind.AI, text=text)
+    return TurnResult([reply], ctx, completion, memories, conn.demo)
+
+
+def insights(*, user_id: int, adventure_id: int) -> Context:
+    """A dry run of the next turn's context. Changes nothing, spends nothing."""
+    adventure = access_adventure(user_id=user_id, adventure_id=adventure_id)
+    branch = Branch.objects.get(pk=adventure.head_branch_id)
+    ai = accounts.ai_settings_get(user_id=user_id)
+    model = accounts.model_for_display(user_id=user_id)
+    story = lineage.recent(branch, count=_story_window(ai.context_tokens))
+    return context.build(adventure=adventure, story=story, cards=list(adventure.cards.all()), memories=[],
+                         context_tokens=ai.context_tokens, model=model)

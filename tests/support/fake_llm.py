@@ -1,0 +1,170 @@
+"""A small OpenAI-compatible HTTP server for tests: the only faked part.
+
+It answers /v1/chat/completions and /v1/embeddings like the real API, records
+every request (headers and JSON body), and can be scripted per request with
+status codes, delays and bodies. Embeddings are deterministic bag-of-words
+vectors, so similar texts get similar vectors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    text: str | None = None  # chat reply text (status 200)
+    delay: float = 0.0  # seconds before answering
+    body: dict | None = None  # raw JSON body, overrides everything
+    headers: dict = field(default_factory=dict)
+
+
+@dataclass
+class Recorded:
+    path: str
+    headers: dict
+    body: dict
+    at: float
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9']+", text.lower())
+
+
+def bag_of_words_vector(text: str, dims: int) -> list[float]:
+    vec = [0.0] * dims
+    for word in _words(text):
+        h = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "big")
+        vec[h % dims] += 1.0 if (h >> 32) & 1 else -1.0
+    norm = math.sqrt(sum(v * v for v in vec)) or 1.0
+    return [v / norm for v in vec]
+
+
+class FakeLLM:
+    def __init__(self, *, embedding_dims: int = 384, reply=None):
+        self.embedding_dims = embedding_dims
+        self.script: deque[Reply] = deque()
+        self.requests: list[Recorded] = []
+        self.lock = threading.Lock()
+        self.counter = 0
+        self.reply = reply or (lambda body, n: f"The story goes on, and something new happens (reply {n}).")
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                server._record(self, {})
+                if self.path.rstrip("/").endswith("/models"):
+                    return self._send(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+                self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b"{}"
+                try:
+                    body = json.loads(raw or b"{}")
+                except ValueError:
+                    body = {}
+                server._record(self, body)
+                if self.path.endswith("/chat/completions"):
+                    return server._chat(self, body)
+                if self.path.endswith("/embeddings"):
+                    return server._embeddings(self, body)
+                self._send(404, {"error": {"message": f"no route {self.path}", "type": "invalid_request_error"}})
+
+            def _send(self, status, payload, headers=None):
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    # ---- control
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def queue(self, *replies: Reply) -> None:
+        self.script.extend(replies)
+
+    def chat_requests(self) -> list[Recorded]:
+        return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    # ---- internals
+    def _record(self, handler, body):
+        with self.lock:
+            headers = {k.lower(): v for k, v in handler.headers.items()}
+            self.requests.append(Recorded(handler.path, headers, body, time.time()))
+
+    def _next(self) -> Reply | None:
+        with self.lock:
+            return self.script.popleft() if self.script else None
+
+    def _error_body(self, status):
+        messages = {
+            401: ("Incorrect API key provided: sk-****. You can find your API key at the provider.", "invalid_api_key"),
+            404: ("The model does not exist or you do not have access to it.", "model_not_found"),
+            429: ("Rate limit reached for requests.", "rate_limit_exceeded"),
+        }
+        message, code = messages.get(status, (f"upstream failure {status}", "server_error"))
+        return {"error": {"message": message, "type": "invalid_request_error", "code": code}}
+
+    def _chat(self, handler, body):
+        script = self._next() or Reply()
+        if script.delay:
+            time.sleep(script.delay)
+        if script.body is not None:
+            return handler._send(script.status, script.body, script.headers)
+        if script.status != 200:
+            return handler._send(script.status, self._error_body(script.status), script.headers)
+        with self.lock:
+            self.counter += 1
+            n = self.counter
+        text = script.text if script.text is not None else self.reply(body, n)
+        prompt_words = sum(len(_words(m.get("content") or "")) for m in body.get("messages", []))
+        handler._send(200, {
+            "id": f"chatcmpl-{n}", "object": "chat.completion", "created": int(time.time()),
+            "model": body.get("model", "fake-model"),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": prompt_words, "completion_tokens": len(_words(text)),
+                      "total_tokens": prompt_words + len(_words(text))},
+        }, script.headers)
+
+    def _embeddings(self, handler, body):
+        script = self._next() or Reply()
+        if script.delay:
+            time.sleep(script.delay)
+        if script.status != 200:
+            return handler._send(script.status, self._error_body(script.status), script.headers)
+        inputs = body.get("input", [])
+        if isinstance(inputs, str):
+            inputs = [inputs]
+        data = [{"object": "embedding", "index": i, "embedding": bag_of_words_vector(t, self.embedding_dims)}
+                for i, t in enumerate(inputs)]
+        handler._send(200, {"object": "list", "data": data, "model": body.get("model", "fake-embed"),
+                            "usage": {"prompt_tokens": sum(len(_words(t)) for t in inputs), "total_tokens": 0}})
