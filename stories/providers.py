@@ -155,7 +155,7 @@ def complete(
         _record(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome=exc.code,
                 started=started, error=exc.message)
         raise
-    except (openai.OpenAIError, IndexError, AttributeError, TypeError, ValueError) as exc:
+    except (openai.OpenAIError, EndpointRefused, IndexError, AttributeError, TypeError, ValueError) as exc:
         error = _translate(exc, conn)
         log.info("model call failed: %s (%s, model %s)", error.code, urlsplit(conn.endpoint_url).hostname, conn.model)
         _record(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome=error.code,
@@ -190,7 +190,7 @@ def embed(*, conn: Connection, texts: list[str], user_id: int, purpose: str = Pr
         _record(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome=exc.code,
                 started=started, error=exc.message)
         raise
-    except (openai.OpenAIError, IndexError, AttributeError, TypeError, ValueError) as exc:
+    except (openai.OpenAIError, EndpointRefused, IndexError, AttributeError, TypeError, ValueError) as exc:
         error = _translate(exc, conn)
         _record(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome=error.code,
                 started=started, error=error.message)

@@ -70,6 +70,8 @@ class AISettingsSerializer(serializers.ModelSerializer):
     api_key = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=500,
                                     trim_whitespace=True,
                                     help_text="Write-only. Empty string removes the stored key; omit to keep it.")
+    endpoint_url = serializers.CharField(max_length=500, allow_blank=True, required=False,
+                                         help_text="OpenAI-compatible base URL, e.g. https://api.openai.com/v1")
     has_api_key = serializers.BooleanField(read_only=True)
     api_key_last4 = serializers.CharField(read_only=True)
     context_tokens = serializers.IntegerField(min_value=256, max_value=2_000_000, required=False)

@@ -1,0 +1,74 @@
+import pytest
+from django.core.management import call_command
+
+from stories import accounts
+from tests.conftest import ALICE_KEY
+
+pytestmark = pytest.mark.django_db
+
+
+def test_signup_login_logout_with_tokens():
+    from rest_framework.test import APIClient
+
+    api = APIClient()
+    weak = api.post("/api/auth/signup/", {"username": "eve", "password": "123"}, format="json")
+    assert weak.status_code == 400 and "password" in weak.json()
+    made = api.post("/api/auth/signup/", {"username": "eve", "password": "correct-horse-battery"}, format="json")
+    assert made.status_code == 201
+    again = api.post("/api/auth/signup/", {"username": "EVE", "password": "correct-horse-battery"}, format="json")
+    assert again.status_code == 400 and "taken" in str(again.json())
+    wrong = api.post("/api/auth/login/", {"username": "eve", "password": "nope"}, format="json")
+    assert wrong.status_code == 400 and wrong.json()["detail"] == "wrong username or password"
+
+    fresh = APIClient()
+    token = fresh.post("/api/auth/login/", {"username": "eve", "password": "correct-horse-battery"},
+                       format="json").json()["token"]
+    fresh.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+    assert fresh.get("/api/auth/me/").json()["username"] == "eve"
+    assert fresh.post("/api/auth/logout/").status_code == 204
+    assert fresh.get("/api/auth/me/").status_code in (401, 403)
+
+
+def test_the_openapi_schema_lists_every_story_route(client):
+    schema = client.get("/api/schema/?format=json").json()
+    paths = set(schema["paths"])
+    for path in ["/api/auth/signup/", "/api/settings/", "/api/settings/test/", "/api/adventures/",
+                 "/api/adventures/{adventure_id}/story/", "/api/adventures/{adventure_id}/turns/",
+                 "/api/adventures/{adventure_id}/retry/", "/api/adventures/{adventure_id}/undo/",
+                 "/api/adventures/{adventure_id}/actions/{action_id}/",
+                 "/api/adventures/{adventure_id}/actions/{action_id}/takes/",
+                 "/api/adventures/{adventure_id}/actions/{action_id}/fork/",
+                 "/api/adventures/{adventure_id}/branches/",
+                 "/api/adventures/{adventure_id}/branches/{branch_id}/checkout/",
+                 "/api/adventures/{adventure_id}/cards/", "/api/adventures/{adventure_id}/cards/import/",
+                 "/api/adventures/{adventure_id}/cards/export/", "/api/adventures/{adventure_id}/insights/",
+                 "/api/adventures/{adventure_id}/export/", "/api/adventures/import/", "/api/debug/requests/"]:
+        assert path in paths, path
+    assert "api_key" not in schema["components"]["schemas"]["AISettings"]["properties"] or \
+        schema["components"]["schemas"]["AISettings"]["properties"]["api_key"].get("writeOnly") is True
+
+
+def test_rotate_keys_re_encrypts_so_old_keys_can_be_dropped(alice_plays, settings):
+    from cryptography.fernet import Fernet
+
+    new = Fernet.generate_key().decode()
+    settings.FIELD_ENCRYPTION_KEYS = [new] + list(settings.FIELD_ENCRYPTION_KEYS)
+    call_command("rotate_keys", stdout=open("/dev/null", "w"))
+    settings.FIELD_ENCRYPTION_KEYS = [new]
+    assert accounts.connection_for_test(user_id=alice_plays.user.id).api_key == ALICE_KEY
+
+
+def test_branches_can_be_renamed_and_deleted_without_harming_forks(alice_plays, fake_llm):
+    api = alice_plays
+    aid = api.post("/api/adventures/", {"title": "T", "opening": "Dawn."}, format="json").json()["id"]
+    for text in ("north", "east"):
+        api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": text}, format="json")
+    story = api.get(f"/api/adventures/{aid}/story/").json()["actions"]
+    fork = api.post(f"/api/adventures/{aid}/actions/{story[2]['id']}/fork/", {"name": "side"}, format="json").json()
+    fork_story = [a["text"] for a in api.get(f"/api/adventures/{aid}/story/").json()["actions"]]
+    main = next(b for b in api.get(f"/api/adventures/{aid}/branches/").json() if b["name"] == "main")
+    renamed = api.patch(f"/api/adventures/{aid}/branches/{main['id']}/", {"name": "trunk"}, format="json")
+    assert renamed.status_code == 200 and renamed.json()["name"] == "trunk"
+    assert api.delete(f"/api/adventures/{aid}/branches/{main['id']}/").status_code == 204
+    assert [b["id"] for b in api.get(f"/api/adventures/{aid}/branches/").json()] == [fork["id"]]
+    assert [a["text"] for a in api.get(f"/api/adventures/{aid}/story/").json()["actions"]] == fork_story
