@@ -184,10 +184,15 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_TIMEOUT = 3  # seconds; a turn's enqueue must not hang on a dead broker
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 600, minimum=10)  # seconds
 CELERY_TASK_TIME_LIMIT = CELERY_TASK_SOFT_TIME_LIMIT + 60  # seconds
 # A job not acked within this window is redelivered; it must exceed the hard limit.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT + 300}
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": CELERY_TASK_TIME_LIMIT + 300,
+    "socket_timeout": 5,
+    "socket_connect_timeout": 3,
+}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 WORKER_HEARTBEAT_INTERVAL = 10  # seconds between a worker's heartbeats

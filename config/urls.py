@@ -11,6 +11,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/", include("stories.urls")),
+    path("api/", include("memory.urls")),
 ]
 
 handler404 = "config.api_errors.api_not_found"

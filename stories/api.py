@@ -14,10 +14,12 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from memory import bank, embedder
 from stories import accounts, adventures, cards, lineage, providers, tree, turns
 from stories import serializers as s
 from stories.errors import InvalidRequest
 from stories.models import Action, Adventure, Branch, ProviderCall, StoryCard
+from workers.tasks import enqueue_post_turn
 
 User = get_user_model()
 
@@ -103,7 +105,12 @@ class SettingsView(APIView):
     def patch(self, request):
         data = _valid(s.AISettingsSerializer, request, partial=True)
         api_key = data.pop("api_key", None)
+        before = embedder.active_model(user_id=request.user.id)
         obj = accounts.ai_settings_update(user_id=request.user.id, api_key=api_key, **data)
+        if embedder.active_model(user_id=request.user.id) != before:
+            # the bank is re-embedded with the new model in the background
+            for adventure_id in bank.vectors_clear_other_models(owner_id=request.user.id):
+                enqueue_post_turn(adventure_id)
         return Response(s.AISettingsSerializer(obj).data)
 
     put = patch
@@ -178,6 +185,7 @@ class AdventureImportView(APIView):
                    responses={201: s.AdventureSerializer}, tags=["adventures"])
     def post(self, request):
         adventure = adventures.adventure_import(owner_id=request.user.id, data=request.data)
+        enqueue_post_turn(adventure.pk)
         return Response(s.AdventureSerializer(adventure).data, status=201)
 
 
@@ -243,7 +251,9 @@ class TurnView(APIView):
             result = turns.play(user_id=request.user.id, adventure_id=adventure_id, mode=data["mode"],
                                 text=data["text"].strip())
         except turns.TurnFailed as exc:
+            enqueue_post_turn(adventure_id)
             return _turn_failed(exc)
+        enqueue_post_turn(adventure_id)
         return _turn_response(result)
 
 
@@ -255,6 +265,7 @@ class RetryView(APIView):
             result = turns.retry(user_id=request.user.id, adventure_id=adventure_id)
         except turns.TurnFailed as exc:
             return _turn_failed(exc)
+        enqueue_post_turn(adventure_id)
         return _turn_response(result)
 
 
@@ -263,6 +274,7 @@ class UndoView(APIView):
     def post(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
         depth = tree.undo(adventure_id=adventure.pk)
+        enqueue_post_turn(adventure.pk)
         return Response({"removed_depth": depth, "tip_depth": depth - 1})
 
 
@@ -284,6 +296,7 @@ class ActionView(APIView):
         _action(adventure, action_id)
         data = _valid(s.EditInputSerializer, request)
         action = tree.edit(adventure_id=adventure.pk, action_id=action_id, text=data["text"].strip())
+        enqueue_post_turn(adventure.pk)
         return Response(s.ActionSerializer(action).data)
 
     @extend_schema(responses={204: None}, tags=["story"])
@@ -291,6 +304,7 @@ class ActionView(APIView):
         adventure = _adventure(request, adventure_id)
         _action(adventure, action_id)
         tree.delete(adventure_id=adventure.pk, action_id=action_id)
+        enqueue_post_turn(adventure.pk)
         return Response(status=204)
 
 
@@ -315,6 +329,7 @@ class TakesView(APIView):
         if take_id not in {t.pk for t in lineage.takes_at(branch, action.depth)} or not lineage.on_path(branch, action):
             raise InvalidRequest("take_id is not a take of this action on the current branch")
         selected = tree.take_select(adventure_id=adventure.pk, action_id=take_id)
+        enqueue_post_turn(adventure.pk)
         return Response(self._takes(adventure, selected))
 
 
@@ -325,6 +340,7 @@ class ForkView(APIView):
         _action(adventure, action_id)
         data = _valid(s.ForkInputSerializer, request)
         branch = tree.fork(adventure_id=adventure.pk, action_id=action_id, name=data["name"], checkout=data["checkout"])
+        enqueue_post_turn(adventure.pk)
         adventure.refresh_from_db()
         return Response(s.BranchSerializer(branch, context={"head_id": adventure.head_branch_id}).data, status=201)
 
@@ -370,6 +386,7 @@ class BranchCheckoutView(APIView):
         adventure = _adventure(request, adventure_id)
         _branch(adventure, branch_id)
         branch = tree.checkout(adventure_id=adventure.pk, branch_id=branch_id)
+        enqueue_post_turn(adventure.pk)
         return Response(s.BranchSerializer(branch, context={"head_id": branch.pk}).data)
 
 

@@ -25,9 +25,14 @@ from django.utils import timezone
 from stories import lineage
 from stories.models import Action, Adventure, Branch
 
-# Sent (on commit) when nodes of a branch at depth >= from_depth were rewritten or
-# removed: kwargs adventure_id, branch_id, from_depth. The memory engine listens.
+# Sent inside the writing transaction, so listeners commit or roll back with it.
+# story_rewritten: nodes of branch_id changed from from_depth on; change is
+#   "removed" (undo/delete: later nodes moved up one depth), "replaced" (another
+#   take became live) or "edited" (the live take's text changed).
+# nodes_copied: the nodes of from_branch_id at ``depths`` now also stand, as
+#   copies, on to_branch_id (copy-on-write); whatever hangs off them follows.
 story_rewritten = Signal()
+nodes_copied = Signal()
 
 DEPTH_SHIFT_OFFSET = 1_000_000  # parks rows out of the way while depths are renumbered
 
@@ -51,12 +56,9 @@ def lock(adventure_id: int, branch_id: int | None = None) -> Locked:
     return Locked(adventure, branch)
 
 
-def _notify(adventure_id: int, branch_id: int, from_depth: int) -> None:
-    transaction.on_commit(
-        lambda: story_rewritten.send(
-            sender=Branch, adventure_id=adventure_id, branch_id=branch_id, from_depth=from_depth
-        )
-    )
+def _notify(adventure_id: int, branch_id: int, from_depth: int, change: str) -> None:
+    story_rewritten.send(sender=Branch, adventure_id=adventure_id, branch_id=branch_id, from_depth=from_depth,
+                         change=change)
 
 
 def _save_branch(branch: Branch, *fields: str) -> None:
@@ -69,9 +71,10 @@ def _set_tip(branch: Branch, depth: int) -> None:
     _save_branch(branch, "tip_depth")
 
 
-def _copy_rows(rows: list[Action], *, to_branch: Branch) -> dict[int, Action]:
+def _copy_rows(rows: list[Action], *, to_branch: Branch, carry: bool = True) -> dict[int, Action]:
     """Copy action rows (keeping depth, kind, text, live, times) onto ``to_branch``;
-    returns old id -> copy."""
+    returns old id -> copy. ``carry``: whole nodes are copied, so what hangs off
+    them (memories) follows."""
     copies = {}
     for row in rows:
         copies[row.pk] = Action(
@@ -80,6 +83,12 @@ def _copy_rows(rows: list[Action], *, to_branch: Branch) -> dict[int, Action]:
         )
     # Copies share one created_at; ascending ids keep the takes' order.
     Action.objects.bulk_create(list(copies.values()))
+    by_source: dict[int, set[int]] = {}
+    for row in rows if carry else []:
+        by_source.setdefault(row.branch_id, set()).add(row.depth)
+    for source_id, depths in by_source.items():
+        nodes_copied.send(sender=Branch, adventure_id=to_branch.adventure_id, from_branch_id=source_id,
+                          to_branch_id=to_branch.pk, depths=sorted(depths))
     return copies
 
 
@@ -190,7 +199,7 @@ def take_add(*, adventure_id: int, branch_id: int, expected_tip_id: int, kind: s
         _own_for_rewrite(branch, depth)
         Action.objects.filter(branch=branch, depth=depth, live=True).update(live=False)
         action = Action.objects.create(adventure_id=adventure_id, branch=branch, depth=depth, kind=kind, text=text)
-        _notify(adventure_id, branch.pk, depth)
+        _notify(adventure_id, branch.pk, depth, "replaced")
     return action
 
 
@@ -208,7 +217,7 @@ def take_select(*, adventure_id: int, action_id: int) -> Action:
         Action.objects.filter(branch=branch, depth=action.depth, live=True).update(live=False)
         Action.objects.filter(pk=action.pk).update(live=True)
         action.live = True
-        _notify(adventure_id, branch.pk, action.depth)
+        _notify(adventure_id, branch.pk, action.depth, "replaced")
     return action
 
 
@@ -232,7 +241,7 @@ def undo(*, adventure_id: int) -> int:
             branch.lineage = [[a, min(cap, depth - 1)] for a, cap in branch.lineage]
             _save_branch(branch, "fork_depth", "lineage")
         _set_tip(branch, depth - 1)
-        _notify(adventure_id, branch.pk, depth)
+        _notify(adventure_id, branch.pk, depth, "removed")
     return depth
 
 
@@ -250,7 +259,7 @@ def edit(*, adventure_id: int, action_id: int, text: str) -> Action:
         now = timezone.now()
         Action.objects.filter(pk=action.pk).update(text=text, edited_at=now)
         action.refresh_from_db()
-        _notify(adventure_id, branch.pk, action.depth)
+        _notify(adventure_id, branch.pk, action.depth, "edited")
     return action
 
 
@@ -272,7 +281,7 @@ def delete(*, adventure_id: int, action_id: int) -> int:
             depth=F("depth") - DEPTH_SHIFT_OFFSET - 1
         )
         _set_tip(branch, branch.tip_depth - 1)
-        _notify(adventure_id, branch.pk, depth)
+        _notify(adventure_id, branch.pk, depth, "removed")
     return depth
 
 
@@ -305,7 +314,7 @@ def fork(*, adventure_id: int, action_id: int, name: str = "", checkout: bool = 
             tip_depth=depth, name=name or f"fork at {action.depth}",
         )
         if not action.live:
-            _copy_rows([action], to_branch=new)
+            _copy_rows([action], to_branch=new, carry=False)
             Action.objects.filter(branch=new, depth=action.depth).update(live=True)
             _set_tip(new, action.depth)
         if checkout:

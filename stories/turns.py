@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memory import retrieval
 from stories import accounts, context, lineage, providers, tree
 from stories.adventures import access_adventure
 from stories.context import Context, MemoryItem
@@ -43,7 +44,8 @@ def _generate(*, user_id: int, adventure: Adventure, branch: Branch, below_depth
     conn = accounts.connection_for_turn(user_id=user_id)
     ai = accounts.ai_settings_get(user_id=user_id)
     story = lineage.recent(branch, count=_story_window(ai.context_tokens), below_depth=below_depth)
-    memories: list[MemoryItem] = []
+    memories = retrieval.recall(adventure=adventure, branch=branch, user_id=user_id, top_k=ai.memory_top_k,
+                                story=story, record_use=True)
     ctx = context.build(adventure=adventure, story=story, cards=list(adventure.cards.all()), memories=memories,
                         context_tokens=ai.context_tokens, model=conn.model)
     try:
@@ -110,5 +112,7 @@ def insights(*, user_id: int, adventure_id: int) -> Context:
     ai = accounts.ai_settings_get(user_id=user_id)
     model = accounts.model_for_display(user_id=user_id)
     story = lineage.recent(branch, count=_story_window(ai.context_tokens))
-    return context.build(adventure=adventure, story=story, cards=list(adventure.cards.all()), memories=[],
+    memories = retrieval.recall(adventure=adventure, branch=branch, user_id=user_id, top_k=ai.memory_top_k,
+                                story=story, record_use=False)
+    return context.build(adventure=adventure, story=story, cards=list(adventure.cards.all()), memories=memories,
                          context_tokens=ai.context_tokens, model=model)

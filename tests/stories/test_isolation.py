@@ -5,6 +5,7 @@ import re
 import pytest
 from django.urls import URLPattern, get_resolver
 
+from memory.models import Cursor, Memory
 from stories.models import Action, Adventure, AISettings, Branch, StoryCard
 
 pytestmark = pytest.mark.django_db
@@ -37,6 +38,8 @@ def snapshot():
         list(Action.objects.order_by("id").values()),
         list(StoryCard.objects.order_by("id").values()),
         list(AISettings.objects.order_by("id").values()),
+        list(Memory.objects.order_by("id").values("id", "text", "pinned", "forgotten", "depth", "branch_id")),
+        list(Cursor.objects.order_by("id").values()),
     )
 
 
@@ -53,12 +56,15 @@ def alices_world(alice_plays):
     branch = api.post(f"/api/adventures/{aid}/actions/{action['id']}/fork/", {"name": "b", "checkout": False},
                       format="json").json()
     card = api.get(f"/api/adventures/{aid}/cards/").json()[0]
-    return {"adventure_id": aid, "action_id": action["id"], "branch_id": branch["id"], "card_id": card["id"]}
+    memory = api.post(f"/api/adventures/{aid}/memories/", {"text": "Alice hid the key."}, format="json").json()
+    return {"adventure_id": aid, "action_id": action["id"], "branch_id": branch["id"], "card_id": card["id"],
+            "memory_id": memory["id"]}
 
 
 def test_bob_gets_404_on_every_route_with_alices_ids_and_no_write_lands(alices_world, bob_api):
     routes = story_routes()
-    assert len(routes) >= 15, "the sweep must see the story API"
+    assert len(routes) >= 22, "the sweep must see the story and memory APIs"
+    assert any("memories/<int:memory_id>" in r for r, _ in routes)
     before = snapshot()
     tried = 0
     for route, params in routes:

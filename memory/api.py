@@ -1,0 +1,116 @@
+"""The memory bank and story summary API: parse, call memory.memories, serialize."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from memory import bank, memories
+from memory import serializers as s
+from stories.adventures import access_adventure
+from stories.models import Branch
+from stories.serializers import ActionSerializer
+from workers.tasks import enqueue_post_turn
+
+
+def _adventure(request, adventure_id):
+    return access_adventure(user_id=request.user.id, adventure_id=adventure_id)
+
+
+def _valid(serializer_class, request):
+    serializer = serializer_class(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+class MemoryListView(APIView):
+    @extend_schema(responses=s.MemorySerializer(many=True), tags=["memory"])
+    def get(self, request, adventure_id):
+        adventure = _adventure(request, adventure_id)
+        return Response(s.MemorySerializer(memories.bank_list(adventure=adventure), many=True).data)
+
+    @extend_schema(request=s.MemoryCreateSerializer, responses={201: s.MemorySerializer}, tags=["memory"])
+    def post(self, request, adventure_id):
+        adventure = _adventure(request, adventure_id)
+        memory = memories.memory_write(adventure=adventure, text=_valid(s.MemoryCreateSerializer, request)["text"].strip())
+        enqueue_post_turn(adventure.pk)  # embeds it
+        return Response(s.MemorySerializer(memory).data, status=201)
+
+
+class MemoryDetailView(APIView):
+    @extend_schema(responses=s.MemorySerializer, tags=["memory"])
+    def get(self, request, adventure_id, memory_id):
+        memory = memories.access_memory(adventure=_adventure(request, adventure_id), memory_id=memory_id)
+        return Response(s.MemorySerializer(memory).data)
+
+    @extend_schema(request=s.MemoryPatchSerializer, responses=s.MemorySerializer, tags=["memory"])
+    def patch(self, request, adventure_id, memory_id):
+        adventure = _adventure(request, adventure_id)
+        memory = memories.access_memory(adventure=adventure, memory_id=memory_id)
+        data = _valid(s.MemoryPatchSerializer, request)
+        if "text" in data:
+            data["text"] = data["text"].strip()
+        memory = memories.memory_update(memory=memory, **data)
+        if "text" in data:
+            enqueue_post_turn(adventure.pk)  # re-embeds it
+        return Response(s.MemorySerializer(memory).data)
+
+    @extend_schema(responses={204: None}, tags=["memory"])
+    def delete(self, request, adventure_id, memory_id):
+        memories.access_memory(adventure=_adventure(request, adventure_id), memory_id=memory_id).delete()
+        return Response(status=204)
+
+
+class MemorySourceView(APIView):
+    @extend_schema(responses=ActionSerializer(many=True), tags=["memory"])
+    def get(self, request, adventure_id, memory_id):
+        memory = memories.access_memory(adventure=_adventure(request, adventure_id), memory_id=memory_id)
+        return Response(ActionSerializer(memories.memory_source(memory=memory), many=True).data)
+
+
+class MemoryRegenerateView(APIView):
+    @extend_schema(request=None, responses=s.MemorySerializer, tags=["memory"])
+    def post(self, request, adventure_id, memory_id):
+        adventure = _adventure(request, adventure_id)
+        memory = memories.access_memory(adventure=adventure, memory_id=memory_id)
+        memory = memories.memory_regenerate(adventure=adventure, memory=memory)
+        enqueue_post_turn(adventure.pk)
+        return Response(s.MemorySerializer(memory).data)
+
+
+class MemoryRunView(APIView):
+    @extend_schema(request=None, responses={202: s.RunQueuedSerializer}, tags=["memory"])
+    def post(self, request, adventure_id):
+        adventure = _adventure(request, adventure_id)
+        enqueue_post_turn(adventure.pk)
+        return Response({"queued": True}, status=202)
+
+
+def _summary(adventure) -> dict:
+    cursor = bank.cursor_for(adventure.pk)
+    head = Branch.objects.get(pk=adventure.head_branch_id)
+    behind = adventure.memory_bank_enabled and head.tip_depth >= bank.MEMORY_THRESHOLD and (
+        head.tip_depth - cursor.memory_depth >= bank.MEMORY_INTERVAL
+    )
+    return {"story_summary": adventure.story_summary, "auto_summarize": adventure.auto_summarize,
+            "summary_depth": cursor.summary_depth, "memory_depth": cursor.memory_depth, "catching_up": behind}
+
+
+class SummaryView(APIView):
+    @extend_schema(responses=s.SummarySerializer, tags=["memory"])
+    def get(self, request, adventure_id):
+        return Response(_summary(_adventure(request, adventure_id)))
+
+    @extend_schema(request=s.SummarySerializer, responses=s.SummarySerializer, tags=["memory"])
+    def put(self, request, adventure_id):
+        adventure = _adventure(request, adventure_id)
+        text = _valid(s.SummarySerializer, request)["story_summary"].strip()
+        return Response(_summary(memories.summary_set(adventure=adventure, text=text)))
+
+
+class SummaryRegenerateView(APIView):
+    @extend_schema(request=None, responses=s.SummarySerializer, tags=["memory"])
+    def post(self, request, adventure_id):
+        adventure = _adventure(request, adventure_id)
+        return Response(_summary(memories.summary_regenerate(adventure=adventure)))

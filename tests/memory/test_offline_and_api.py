@@ -1,0 +1,149 @@
+import re
+
+import pytest
+from django.core.management import call_command
+
+from memory import bank, embedder, retrieval, summarize
+from memory.models import Memory
+from stories.adventures import adventure_create
+from stories.models import Branch
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def demo_only(settings, fake_llm):
+    """No key of the player's own: turns use the demo model, memory work stays offline."""
+    import redis
+
+    from stories import accounts
+
+    settings.DEMO_ENDPOINT_URL = fake_llm.url
+    settings.DEMO_API_KEY = "sk-demo-SENTINEL"
+    settings.DEMO_MODELS = ["demo-small"]
+    settings.DEMO_TURNS_PER_DAY = 100
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    for key in client.scan_iter(accounts.DEMO_COUNTER_PREFIX + "*"):
+        client.delete(key)
+    fake_llm.reply = lambda body, n: (
+        f"You follow the river north. The ferryman Tobias asks you for {n} copper coins to cross. "
+        f"Rain starts falling on the old stone bridge."
+    )
+    return fake_llm
+
+
+def test_with_no_key_the_offline_default_forms_and_recalls_memories(bob_api, demo_only):
+    created = bob_api.post("/api/adventures/", {"title": "River", "persona_name": "Ada", "opening": "You wake."},
+                           format="json").json()
+    aid = created["id"]
+    for n in range(8):
+        turn = bob_api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": f"pay Tobias {n} coins"},
+                            format="json")
+        assert turn.status_code == 201
+        bank.run(aid)
+    bank_rows = list(Memory.objects.filter(adventure_id=aid).order_by("source_start"))
+    assert [(m.source_start, m.source_end) for m in bank_rows] == [(1, 6), (7, 12)]
+    for memory in bank_rows:
+        assert memory.offline and memory.embedding_model == embedder.LOCAL_MODEL
+        assert len(memory.text.split()) <= 50
+        assert not re.search(r"\byou\b", memory.text, re.I) and "Ada" in memory.text
+    turn = bob_api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "ask Tobias about the bridge"},
+                        format="json").json()
+    assert turn["memories"], "recall works with the local embedder"
+    assert all(0 < m["similarity"] <= 1 for m in turn["memories"])
+    memory_part = next(p for p in turn["context"]["parts"] if p["name"] == "memories")
+    assert memory_part["items"][0]["id"] == turn["memories"][0]["id"]
+    # the demo key only ever served turns
+    assert all(r.path.endswith("/chat/completions") for r in demo_only.requests)
+    assert len(demo_only.chat_requests()) == 9
+
+
+def test_the_offline_summarizer_names_the_protagonist_and_keeps_facts(alice):
+    adventure = adventure_create(owner_id=alice.pk, title="t", persona_name="Ada")
+    from stories.models import Action
+
+    actions = [Action(kind="story", text="You walk. You see the Copper Gate of Vell, sealed since 1042."),
+               Action(kind="ai", text="It is quiet. Your lantern flickers.")]
+    text = summarize.offline_memory(actions=actions, name="Ada")
+    assert "Copper Gate" in text and "Ada" in text and not re.search(r"\byou\b", text, re.I)
+
+
+def test_recall_is_one_ranked_query_and_counts_use_only_on_real_turns(alice, django_assert_num_queries):
+    adventure = adventure_create(owner_id=alice.pk, title="t", opening="A quiet harbor at dusk.")
+    head = Branch.objects.get(pk=adventure.head_branch_id)
+    texts = ["Ada sold her boat to the harbor master.", "A storm sank three ships.", "Ada hid a key in the lighthouse."]
+    for text in texts:
+        Memory.objects.create(adventure=adventure, branch=head, depth=1, text=text)
+    bank.embed_pending(adventure=adventure, report=bank.PassReport())
+    embedder.embed_local(["warm-up"])
+    from stories import lineage
+
+    story = lineage.recent(head, count=50)  # a turn has read these already
+    # settings (active model) + the ranked SELECT + the use-count UPDATE
+    with django_assert_num_queries(3):
+        items = retrieval.recall(adventure=adventure, branch=head, user_id=alice.pk, top_k=2, story=story,
+                                 record_use=True)
+    assert len(items) == 2
+    with django_assert_num_queries(2):
+        retrieval.recall(adventure=adventure, branch=head, user_id=alice.pk, top_k=2, story=story,
+                         record_use=False)
+    counts = dict(Memory.objects.values_list("text", "use_count"))
+    assert sum(counts.values()) == 2, "the dry run changed no use count"
+
+
+def test_pinned_memories_always_come_back_and_count_toward_top_k(alice):
+    adventure = adventure_create(owner_id=alice.pk, title="t", opening="Sailing.")
+    head = Branch.objects.get(pk=adventure.head_branch_id)
+    pinned = Memory.objects.create(adventure=adventure, branch=head, depth=1, text="Ada is allergic to honey.",
+                                   pinned=True)
+    for n in range(5):
+        Memory.objects.create(adventure=adventure, branch=head, depth=1, text=f"Sailing fact {n} about the sea.")
+    bank.embed_pending(adventure=adventure, report=bank.PassReport())
+    items = retrieval.recall(adventure=adventure, branch=head, user_id=alice.pk, top_k=3, record_use=False)
+    assert items[0].id == pinned.pk and items[0].pinned and len(items) == 3
+
+
+def test_the_memory_api_lists_writes_edits_pins_forgets_and_deletes(alice_api, alice):
+    aid = alice_api.post("/api/adventures/", {"title": "T", "opening": "Go."}, format="json").json()["id"]
+    made = alice_api.post(f"/api/adventures/{aid}/memories/", {"text": "Ada owes the ferryman a favor."},
+                          format="json")
+    assert made.status_code == 201 and made.json()["hand_written"] is True
+    mid = made.json()["id"]
+    bank.run(aid)
+    assert alice_api.get(f"/api/adventures/{aid}/memories/{mid}/").json()["embedded"] is True
+    edited = alice_api.patch(f"/api/adventures/{aid}/memories/{mid}/", {"text": "Ada owes the ferryman two favors."},
+                             format="json").json()
+    assert edited["embedded"] is False, "a new text clears the vector until it is embedded again"
+    bank.run(aid)
+    assert Memory.objects.get(pk=mid).embedding is not None
+    assert alice_api.patch(f"/api/adventures/{aid}/memories/{mid}/", {"pinned": True}, format="json").json()["pinned"]
+    assert alice_api.patch(f"/api/adventures/{aid}/memories/{mid}/", {}, format="json").status_code == 400
+    too_long = alice_api.post(f"/api/adventures/{aid}/memories/", {"text": "x" * 1001}, format="json")
+    assert too_long.status_code == 400 and "text" in too_long.json()
+    assert alice_api.get(f"/api/adventures/{aid}/memories/{mid}/source/").json() == []
+    assert alice_api.delete(f"/api/adventures/{aid}/memories/{mid}/").status_code == 204
+    assert alice_api.get(f"/api/adventures/{aid}/memories/").json() == []
+    assert alice_api.post(f"/api/adventures/{aid}/memories/run/").status_code == 202
+
+
+def test_the_summary_api_keeps_the_players_text(alice_api, owner, memory_llm):
+    aid = alice_api.post("/api/adventures/", {"title": "T", "opening": "Go."}, format="json").json()["id"]
+    put = alice_api.put(f"/api/adventures/{aid}/summary/", {"story_summary": "Ada lost her map."}, format="json")
+    assert put.status_code == 200 and put.json()["story_summary"] == "Ada lost her map."
+    regenerated = alice_api.post(f"/api/adventures/{aid}/summary/regenerate/")
+    assert regenerated.status_code == 200
+    assert regenerated.json()["story_summary"].startswith("Ada lost her map.")
+
+
+def test_rewrite_memories_is_a_dry_run_unless_told_to_write(adventure, memory_llm, capsys):
+    from tests.memory.conftest import grow
+
+    grow(adventure, 12)
+    bank.run(adventure.pk)
+    Memory.objects.filter(adventure=adventure).update(text="old wording")
+    call_command("rewrite_memories")
+    assert set(Memory.objects.values_list("text", flat=True)) == {"old wording"}
+    assert "would rewrite 2 of 2" in capsys.readouterr().out
+    call_command("rewrite_memories", "--write")
+    assert "old wording" not in set(Memory.objects.values_list("text", flat=True))
+    assert all(m.embedding is None for m in Memory.objects.all()), "new texts are re-embedded by the next pass"

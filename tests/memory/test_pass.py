@@ -1,0 +1,166 @@
+"""The post-turn pass follows the rules: which blocks, when, the summary, vectors, recall."""
+
+import numpy as np
+import pytest
+
+from memory import bank, embedder, memories, retrieval
+from memory.models import Cursor, Memory
+from stories.models import Branch
+from tests.memory.conftest import grow
+from tests.support.fake_llm import Reply
+
+pytestmark = pytest.mark.django_db
+
+
+def blocks(adventure):
+    return sorted(Memory.objects.filter(adventure=adventure, source_start__isnull=False)
+                  .values_list("source_start", "source_end"))
+
+
+def summary_requests(fake):
+    return [r for r in fake.chat_requests() if r.body["messages"][0]["content"].startswith("You keep the running")]
+
+
+def test_forty_actions_give_exactly_the_blocks_the_rules_say(adventure, memory_llm):
+    history = {}
+    summary_at = []
+
+    def run(depth):
+        before = len(summary_requests(memory_llm))
+        bank.run(adventure.pk)
+        history[depth] = blocks(adventure)
+        if len(summary_requests(memory_llm)) > before:
+            summary_at.append(depth)
+        if depth == 10:
+            memories.summary_set(adventure=adventure, text="Mira owes Oren a silver coin.")
+
+    grow(adventure, 40, run=run)
+    assert history[11] == []
+    assert history[12] == [(1, 6), (7, 12)], "the first two are written once the story reaches 12"
+    assert history[17] == history[12] and history[18][-1] == (13, 18)
+    assert blocks(adventure) == [(1, 6), (7, 12), (13, 18), (19, 24), (25, 30), (31, 36)]
+    memory = Memory.objects.get(adventure=adventure, source_start=7)
+    assert memory.text.startswith("Mira remembered this: Action Action 12") or "Mira" in memory.text
+    assert memory.branch_id == adventure.head_branch_id and memory.depth == 12
+
+    assert summary_at == [15, 30]
+    adventure.refresh_from_db()
+    assert adventure.story_summary.startswith("Mira owes Oren a silver coin."), "the player's edit is kept"
+    cursor = Cursor.objects.get(adventure=adventure)
+    assert (cursor.memory_depth, cursor.summary_depth) == (36, 30)
+
+    stored = list(Memory.objects.filter(adventure=adventure))
+    assert all(m.embedding is not None and m.embedding_model == "fake-embed" for m in stored)
+    assert len(stored[0].embedding) == 384
+
+
+def test_recall_returns_the_same_top_k_as_brute_force_numpy(adventure, memory_llm):
+    grow(adventure, 60, run=lambda d: bank.run(adventure.pk) if d % 6 == 0 else None)
+    head = Branch.objects.get(pk=adventure.head_branch_id)
+    model, (query,) = embedder.embed(user_id=adventure.owner_id, texts=[retrieval.query_text(head)])
+    rows = list(Memory.objects.filter(adventure=adventure))
+    assert len(rows) == 10
+    bank_vectors = np.array([list(m.embedding) for m in rows], dtype=np.float32)
+    q = np.array(query, dtype=np.float16).astype(np.float32)
+    cosine = bank_vectors @ q / (np.linalg.norm(bank_vectors, axis=1) * np.linalg.norm(q))
+    expected = [rows[i].pk for i in np.argsort(-cosine, kind="stable")[:5]]
+    got = retrieval.rank(branch=head, vector=query, model=model, top_k=5)
+    assert [m.id for m in got] == expected
+    assert [m.similarity for m in got] == pytest.approx(sorted(cosine, reverse=True)[:5], abs=2e-3)
+
+
+def test_a_failed_summary_call_leaves_the_cursor_and_the_next_run_writes_it_once(adventure, memory_llm, settings):
+    grow(adventure, 12)
+    memory_llm.queue(*[Reply(status=500)] * 3)  # the SDK tries three times
+    report = bank.run(adventure.pk)
+    assert report.memories_created == 0 and "memory of actions 1-6" in report.errors[0]
+    assert Cursor.objects.get(adventure=adventure).memory_depth == 0
+    assert bank.run(adventure.pk).memories_created == 2
+    assert bank.run(adventure.pk).memories_created == 0, "running again changes nothing"
+    assert blocks(adventure) == [(1, 6), (7, 12)]
+
+
+def test_at_most_five_memories_a_run_so_imports_catch_up_over_runs(adventure, memory_llm):
+    grow(adventure, 48)
+    assert bank.run(adventure.pk).memories_created == 5
+    assert bank.run(adventure.pk).memories_created == 3
+    assert len(blocks(adventure)) == 8
+
+
+def test_eviction_forgets_least_recently_used_keeps_pins_and_can_be_restored(adventure, owner, alice_api):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from stories import accounts
+
+    accounts.ai_settings_update(user_id=owner.pk, memory_bank_capacity=3)
+    head = Branch.objects.get(pk=adventure.head_branch_id)
+    now = timezone.now()
+    made = {}
+    for name, used, count, pinned in [("old-unused", None, 0, False), ("old-pinned", None, 0, True),
+                                      ("used-long-ago", now - timedelta(days=3), 5, False),
+                                      ("used-today-once", now - timedelta(hours=1), 1, False),
+                                      ("used-today-twice", now - timedelta(hours=1), 2, False),
+                                      ("fresh", now, 0, False)]:
+        m = Memory.objects.create(adventure=adventure, branch=head, depth=1, text=name, pinned=pinned,
+                                  last_used_at=used, use_count=count)
+        made[name] = m
+    Memory.objects.filter(pk=made["old-unused"].pk).update(created_at=now - timedelta(days=9))
+    Memory.objects.filter(pk=made["old-pinned"].pk).update(created_at=now - timedelta(days=9))
+    report = bank.PassReport()
+    bank.evict(adventure=adventure, head=head, report=report)
+    forgotten = set(Memory.objects.filter(forgotten=True).values_list("text", flat=True))
+    assert forgotten == {"old-unused", "used-long-ago", "used-today-once"}
+    assert Memory.objects.filter(adventure=adventure, forgotten=False).count() == 3
+
+    restored = alice_api.patch(f"/api/adventures/{adventure.pk}/memories/{made['used-long-ago'].pk}/",
+                               {"forgotten": False}, format="json")
+    assert restored.status_code == 200 and restored.json()["forgotten"] is False
+    listed = alice_api.get(f"/api/adventures/{adventure.pk}/memories/").json()
+    assert {m["text"]: m["forgotten"] for m in listed}["old-unused"] is True, "evicted memories stay visible"
+
+
+def test_pins_may_exceed_capacity_but_nothing_else_does(adventure, owner):
+    from stories import accounts
+
+    accounts.ai_settings_update(user_id=owner.pk, memory_bank_capacity=2)
+    head = Branch.objects.get(pk=adventure.head_branch_id)
+    for n in range(4):
+        Memory.objects.create(adventure=adventure, branch=head, depth=1, text=f"pin {n}", pinned=True)
+    Memory.objects.create(adventure=adventure, branch=head, depth=1, text="plain")
+    bank.evict(adventure=adventure, head=head, report=bank.PassReport())
+    assert list(Memory.objects.filter(forgotten=True).values_list("text", flat=True)) == ["plain"]
+    assert Memory.objects.filter(forgotten=False).count() == 4
+
+
+def test_the_summarizer_gets_the_block_and_a_cast_brief(adventure, memory_llm):
+    from stories.models import StoryCard
+
+    adventure.plot_essentials = "The salt caravans leave at the new moon."
+    adventure.persona_description = "a cartographer"
+    adventure.save()
+    StoryCard.objects.create(adventure=adventure, type="character", name="Oren", keys=["stone 7"],
+                             entry="Oren is the one-eyed innkeeper.")
+    StoryCard.objects.create(adventure=adventure, type="place", name="Well", keys=["well"], entry="A dry well.")
+    grow(adventure, 12)
+    bank.run(adventure.pk)
+    request = [r for r in memory_llm.chat_requests() if "write memories" in r.body["messages"][0]["content"]][0]
+    system, user = request.body["messages"][0]["content"], request.body["messages"][1]["content"]
+    assert "past tense, third person" in system and "never \"you\"" in system
+    assert "Mira (she/her): a cartographer" in user
+    assert "- Oren: Oren is the one-eyed innkeeper." in user, "characters whose keys appear are in the cast"
+    assert "A dry well" not in user, "only character cards make the cast"
+    assert "Setting:\nThe salt caravans leave at the new moon." in user
+    assert user.rstrip().endswith("Action 6: Mira walks past stone 6 near the well.")
+
+
+def test_changing_the_embedding_model_clears_old_vectors_and_reembeds(adventure, memory_llm, alice_api):
+    grow(adventure, 12)
+    bank.run(adventure.pk)
+    assert set(Memory.objects.values_list("embedding_model", flat=True)) == {"fake-embed"}
+    response = alice_api.patch("/api/settings/", {"embedding_model": ""}, format="json")
+    assert response.status_code == 200
+    assert all(m.embedding is None for m in Memory.objects.all())
+    bank.run(adventure.pk)
+    assert set(Memory.objects.values_list("embedding_model", flat=True)) == {embedder.LOCAL_MODEL}

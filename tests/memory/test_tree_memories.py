@@ -1,0 +1,124 @@
+"""Memories follow the branch they describe through undo, delete, edit, fork and retry."""
+
+import pytest
+
+from memory import bank, memories, retrieval
+from memory.models import Cursor, Memory
+from stories import lineage, tree
+from stories.models import Branch
+from tests.memory.conftest import grow
+
+pytestmark = pytest.mark.django_db
+
+
+def last_passage(fake):
+    """The passage of the newest memory request the model received."""
+    requests = [r for r in fake.chat_requests() if r.body["messages"][0]["content"].startswith("You write memories")]
+    return requests[-1].body["messages"][-1]["content"].split("Passage:\n", 1)[1]
+
+
+def visible(branch_id):
+    return sorted(bank.path_memories(Branch.objects.get(pk=branch_id)).filter(source_start__isnull=False)
+                  .values_list("source_start", "source_end"))
+
+
+def head_of(adventure):
+    adventure.refresh_from_db()
+    return Branch.objects.get(pk=adventure.head_branch_id)
+
+
+def test_undo_withdraws_the_memory_of_the_removed_node_and_rewinds_the_cursor(adventure, memory_llm):
+    grow(adventure, 12)
+    bank.run(adventure.pk)
+    head = head_of(adventure)
+    opening_note = memories.memory_write(adventure=adventure, text="Mira fears deep water.")
+    Memory.objects.filter(pk=opening_note.pk).update(depth=1)
+    tree.undo(adventure_id=adventure.pk)
+    assert visible(head.pk) == [(1, 6)]
+    assert Cursor.objects.get(adventure=adventure).memory_depth == 6
+    assert Memory.objects.filter(pk=opening_note.pk).exists(), "hand-written memories at the opening survive"
+    tree.place(adventure_id=adventure.pk, branch_id=head.pk, kind="story", text="Mira meets Oren at the gate.")
+    bank.run(adventure.pk)
+    assert visible(head.pk) == [(1, 6), (7, 12)]
+    assert last_passage(memory_llm).endswith("Mira meets Oren at the gate."), "the block is summarized again"
+
+
+def test_deleting_an_early_action_withdraws_every_later_block(adventure, memory_llm):
+    grow(adventure, 13)
+    bank.run(adventure.pk)
+    head = head_of(adventure)
+    third = lineage.node_at(head, 3)
+    tree.delete(adventure_id=adventure.pk, action_id=third.pk)
+    assert visible(head.pk) == []
+    assert Cursor.objects.get(adventure=adventure).memory_depth == 0
+    bank.run(adventure.pk)
+    assert visible(head.pk) == [(1, 6), (7, 12)]
+    requests = [r for r in memory_llm.chat_requests() if r.body["messages"][0]["content"].startswith("You write")]
+    first_block = requests[-2].body["messages"][-1]["content"]
+    assert "Action 3:" not in first_block and "Action 7:" in first_block, "later actions moved up one depth"
+
+
+def test_editing_an_action_marks_its_memory_stale_until_regenerated(adventure, memory_llm, alice_api):
+    grow(adventure, 12)
+    bank.run(adventure.pk)
+    head = head_of(adventure)
+    tree.edit(adventure_id=adventure.pk, action_id=lineage.node_at(head, 8).pk, text="Mira finds a map.")
+    stale = Memory.objects.get(adventure=adventure, source_start=7)
+    assert stale.stale is True and Memory.objects.get(source_start=1, adventure=adventure).stale is False
+    response = alice_api.post(f"/api/adventures/{adventure.pk}/memories/{stale.pk}/regenerate/")
+    assert response.status_code == 200 and response.json()["stale"] is False
+    source = alice_api.get(f"/api/adventures/{adventure.pk}/memories/{stale.pk}/source/").json()
+    assert [a["depth"] for a in source] == list(range(7, 13)) and source[1]["text"] == "Mira finds a map."
+
+
+def test_a_fork_inherits_the_memories_of_its_path_and_no_others_with_nothing_copied(adventure, memory_llm):
+    grow(adventure, 18)
+    bank.run(adventure.pk)
+    main = head_of(adventure)
+    count = Memory.objects.count()
+    at_12 = tree.fork(adventure_id=adventure.pk, action_id=lineage.node_at(main, 12).pk)
+    assert visible(at_12.pk) == [(1, 6), (7, 12)] and Memory.objects.count() == count
+    at_8 = tree.fork(adventure_id=adventure.pk, action_id=lineage.node_at(main, 8).pk)
+    assert visible(at_8.pk) == [(1, 6)]
+    grow(adventure, 12)  # on the fork at 8
+    bank.run(adventure.pk)
+    assert visible(at_8.pk) == [(1, 6), (7, 12)]
+    assert visible(main.pk) == [(1, 6), (7, 12), (13, 18)], "the original branch keeps its own memories"
+    own = Memory.objects.get(branch_id=at_8.pk, source_start=7)
+    mains = Memory.objects.get(branch_id=main.pk, source_start=7)
+    assert own.pk != mains.pk
+    head = head_of(adventure)
+    items = retrieval.recall(adventure=adventure, branch=head, user_id=adventure.owner_id, top_k=10,
+                             record_use=False)
+    assert mains.pk not in {m.id for m in items}, "a memory on another branch is never recalled"
+
+
+def test_retrying_a_reply_withdraws_its_block_and_leaves_the_take_out_of_the_query(adventure, memory_llm):
+    grow(adventure, 11)
+    head = head_of(adventure)
+    reply = tree.place(adventure_id=adventure.pk, branch_id=head.pk, kind="ai", text="A kraken rises from the well.")
+    bank.run(adventure.pk)
+    assert visible(head.pk) == [(1, 6), (7, 12)]
+    head.refresh_from_db()
+    assert "kraken" not in retrieval.query_text(head, below_depth=reply.depth)
+    assert "kraken" in retrieval.query_text(head)
+    tree.take_add(adventure_id=adventure.pk, branch_id=head.pk, expected_tip_id=reply.pk, kind="ai",
+                  text="A heron lands on the well.")
+    assert visible(head.pk) == [(1, 6)]
+    bank.run(adventure.pk)
+    assert visible(head.pk) == [(1, 6), (7, 12)]
+    assert last_passage(memory_llm).endswith("A heron lands on the well.")
+
+
+def test_switching_branches_reconciles_the_cursor_to_the_new_path(adventure, memory_llm):
+    grow(adventure, 24)
+    bank.run(adventure.pk)
+    main = head_of(adventure)
+    fork = tree.fork(adventure_id=adventure.pk, action_id=lineage.node_at(main, 9).pk)
+    grow(adventure, 20)
+    bank.run(adventure.pk)
+    assert visible(fork.pk) == [(1, 6), (7, 12), (13, 18)]
+    tree.checkout(adventure_id=adventure.pk, branch_id=main.pk)
+    assert bank.run(adventure.pk).memories_created == 0
+    cursor = Cursor.objects.get(adventure=adventure)
+    assert (cursor.memory_branch_id, cursor.memory_depth) == (main.pk, 24)
