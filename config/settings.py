@@ -178,6 +178,9 @@ SPECTACULAR_SETTINGS = {
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = REDIS_URL
 CELERY_RESULT_EXPIRES = 3600  # seconds
+# Jobs report through the database; only health probes return a result.
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = {"retry_policy": {"timeout": 3.0}}
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True
@@ -194,6 +197,17 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "socket_connect_timeout": 3,
 }
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# The per-adventure lock: a holder extends it every WORKER_LOCK_EXTEND_S while it
+# works; one that dies loses it after WORKER_LOCK_TTL_MS.
+WORKER_LOCK_TTL_MS = env_int("WORKER_LOCK_TTL_MS", 60_000, minimum=100)
+WORKER_LOCK_EXTEND_S = float(env_int("WORKER_LOCK_EXTEND_MS", 0, minimum=0)) / 1000  # 0: a third of the TTL
+JOB_MAX_ATTEMPTS = env_int("JOB_MAX_ATTEMPTS", 5, minimum=1)  # deliveries (retries included) before parking
+JOB_RETRY_BACKOFF_S = env_int("JOB_RETRY_BACKOFF_S", 30, minimum=0)  # first retry delay; doubles each time
+SWEEP_INTERVAL_S = env_int("SWEEP_INTERVAL_S", 60, minimum=1)  # how often beat re-enqueues lagging adventures
+CELERY_BEAT_SCHEDULE = {
+    "sweep-lagging-adventures": {"task": "workers.sweep", "schedule": float(SWEEP_INTERVAL_S)},
+}
 
 WORKER_HEARTBEAT_INTERVAL = 10  # seconds between a worker's heartbeats
 WORKER_HEARTBEAT_STALE = env_int("WORKER_HEARTBEAT_STALE", 60, minimum=5)  # seconds until a worker counts as down

@@ -3,6 +3,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from config.health import healthz, livez
+from workers.api import PoolStatusView
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
@@ -12,6 +13,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/", include("stories.urls")),
     path("api/", include("memory.urls")),
+    path("api/admin/workers/", PoolStatusView.as_view(), name="pool-status"),
 ]
 
 handler404 = "config.api_errors.api_not_found"

@@ -19,7 +19,7 @@ from django.utils import timezone
 from pgvector import HalfVector
 
 from memory import embedder, summarize
-from memory.models import EMBEDDING_DIMS_MAX, Cursor, Memory
+from memory.models import EMBEDDING_DIMS_MAX, Cursor, Memory, PassRun
 from stories import accounts, lineage
 from stories.context import render_action
 from stories.models import Adventure, Branch
@@ -34,6 +34,9 @@ SUMMARY_INTERVAL = 15  # actions past the summary mark before a rewrite
 EMBED_PER_RUN = 256  # memories embedded per run, in batches of embedder.BATCH_MAX
 
 
+TRANSIENT_CODES = {"timeout", "unreachable", "rate_limited", "endpoint_error"}  # worth retrying soon
+
+
 @dataclass
 class PassReport:
     memories_created: int = 0
@@ -41,6 +44,33 @@ class PassReport:
     embedded: int = 0
     evicted: int = 0
     errors: list[str] = field(default_factory=list)
+    transient: bool = False  # an error a retry in a little while may fix
+
+    def failed(self, message: str, code: str) -> None:
+        self.errors.append(message)
+        self.transient = self.transient or code in TRANSIENT_CODES
+
+
+def run_recorded(adventure_id: int, *, worker: str = "") -> PassReport:
+    """``run`` with a PassRun row around it, and the cursor's failure count kept
+    (the sweeper backs off on adventures whose passes keep failing)."""
+    if not Adventure.objects.filter(pk=adventure_id).exists():
+        return PassReport()
+    record = PassRun.objects.create(adventure_id=adventure_id, worker=worker[:200])
+    report = run(adventure_id)
+    PassRun.objects.filter(pk=record.pk).update(
+        finished_at=timezone.now(), outcome="errors" if report.errors else "ok",
+        memories_created=report.memories_created, summary_written=report.summary_written,
+        embedded=report.embedded, evicted=report.evicted, errors="\n".join(report.errors)[:5000],
+    )
+    cursor_for(adventure_id)
+    if report.errors:
+        Cursor.objects.filter(adventure_id=adventure_id).update(
+            failures=F("failures") + 1, last_error=report.errors[0][:500], last_error_at=timezone.now()
+        )
+    else:
+        Cursor.objects.filter(adventure_id=adventure_id).exclude(failures=0).update(failures=0, last_error="")
+    return report
 
 
 def run(adventure_id: int) -> PassReport:
@@ -142,7 +172,7 @@ def create_due_memories(*, adventure: Adventure, head: Branch, report: PassRepor
                 written = summarize.write_memory(conn=conn, adventure=adventure, actions=actions, cards=cards,
                                                  user_id=adventure.owner_id)
             except ProviderError as exc:
-                report.errors.append(f"memory of actions {start}-{end}: {exc.message}")
+                report.failed(f"memory of actions {start}-{end}: {exc.message}", exc.code)
                 return
         try:
             with transaction.atomic():
@@ -197,7 +227,7 @@ def update_summary(*, adventure: Adventure, head: Branch, report: PassReport, fo
         written = summarize.write_summary(conn=conn, adventure=adventure, current=current, base=cursor.summary_base,
                                           new_material=material, user_id=adventure.owner_id)
     except ProviderError as exc:
-        report.errors.append(f"story summary: {exc.message}")
+        report.failed(f"story summary: {exc.message}", exc.code)
         return
     with transaction.atomic():
         if not mark_move(adventure.pk, "summary", old, (node_of(head, target), target)):
@@ -247,14 +277,14 @@ def embed_pending(*, adventure: Adventure, report: PassReport) -> None:
             name, vectors = embedder.embed(user_id=adventure.owner_id, texts=[t for _, t in batch],
                                            adventure_id=adventure.pk)
         except embedder.EmbeddingUnavailable as exc:
-            report.errors.append(f"embeddings: {exc}")
+            report.failed(f"embeddings: {exc}", exc.code)
             return
         for (pk, text), vector in zip(batch, vectors):
             try:
                 if vector_set(memory_id=pk, expected_text=text, vector=vector, model=name):
                     report.embedded += 1
             except ValueError as exc:
-                report.errors.append(f"embeddings: {exc}")
+                report.failed(f"embeddings: {exc}", "bad_response")
                 return
 
 
@@ -282,3 +312,45 @@ def record_use(memory_ids: list[int]) -> None:
     """Count a real turn's use of these memories (never on a dry run)."""
     if memory_ids:
         Memory.objects.filter(pk__in=memory_ids).update(use_count=F("use_count") + 1, last_used_at=timezone.now())
+
+
+# ---------------------------------------------------------------------------- lagging adventures
+
+SWEEP_BATCH = 500  # adventures re-enqueued per sweep at most
+BACKOFF_MAX_MINUTES = 60
+
+
+def adventures_behind(*, limit: int = SWEEP_BATCH) -> list[int]:
+    """Adventures whose cursors lag behind their story (or with unembedded
+    memories), skipping those whose passes keep failing until their backoff
+    (2^failures minutes, at most an hour) has passed."""
+    from datetime import timedelta
+
+    from django.db.models import Exists, OuterRef, Value
+    from django.db.models.functions import Coalesce
+
+    now = timezone.now()
+    unembedded = Memory.objects.filter(adventure_id=OuterRef("pk"), embedding__isnull=True)
+    qs = (
+        Adventure.objects.filter(head_branch__isnull=False)
+        .annotate(
+            tip=F("head_branch__tip_depth"),
+            mem=Coalesce(F("memory_cursor__memory_depth"), Value(0)),
+            summ=Coalesce(F("memory_cursor__summary_depth"), Value(0)),
+            fails=Coalesce(F("memory_cursor__failures"), Value(0)),
+            pending=Exists(unembedded),
+        )
+        .filter(
+            Q(memory_bank_enabled=True, tip__gte=MEMORY_THRESHOLD) & Q(tip__gte=F("mem") + MEMORY_INTERVAL)
+            | Q(auto_summarize=True, tip__gte=F("summ") + SUMMARY_INTERVAL)
+            | Q(pending=True)
+        )
+    )
+    out = []
+    for pk, fails, last in qs.order_by("pk").values_list("pk", "fails", "memory_cursor__last_error_at")[: limit * 2]:
+        if fails and last and now - last < timedelta(minutes=min(2 ** fails, BACKOFF_MAX_MINUTES)):
+            continue
+        out.append(pk)
+        if len(out) >= limit:
+            break
+    return out

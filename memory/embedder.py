@@ -20,7 +20,11 @@ BATCH_MAX = 32  # texts per embedding request
 
 
 class EmbeddingUnavailable(Exception):
-    """The owner's embedding model failed; the message says why."""
+    """The owner's embedding model failed; the message says why, ``code`` is the ProviderError code."""
+
+    def __init__(self, message: str, code: str = "bad_response"):
+        super().__init__(message)
+        self.code = code
 
 
 class _Local:
@@ -85,5 +89,5 @@ def embed(*, user_id: int, texts: list[str], adventure_id: int | None = None) ->
             vectors.extend(providers.embed(conn=conn, texts=texts[start:start + BATCH_MAX], user_id=user_id,
                                            purpose=ProviderCall.Purpose.EMBEDDING, adventure_id=adventure_id))
         except providers.ProviderError as exc:
-            raise EmbeddingUnavailable(exc.message) from None
+            raise EmbeddingUnavailable(exc.message, exc.code) from None
     return conn.model, vectors

@@ -73,6 +73,32 @@ class Cursor(models.Model):
     # rewrites keep it verbatim.
     summary_base = models.TextField(blank=True, default="")
     summary_written_at = models.DateTimeField(null=True, blank=True)
+    # Consecutive passes that ended with a model error; the sweeper backs off on them.
+    failures = models.PositiveIntegerField(default=0)
+    last_error = models.CharField(max_length=500, blank=True, default="")
+    last_error_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"cursor of {self.adventure_id}: memories {self.memory_depth}, summary {self.summary_depth}"
+
+
+class PassRun(models.Model):
+    """One run of the post-turn pass, for operators (and the proof that passes
+    of one adventure never overlap)."""
+
+    adventure = models.ForeignKey(Adventure, on_delete=models.CASCADE, related_name="pass_runs")
+    worker = models.CharField(max_length=200, blank=True, default="")
+    started_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=20, blank=True, default="running")  # ok, errors, crashed
+    memories_created = models.PositiveIntegerField(default=0)
+    summary_written = models.BooleanField(default=False)
+    embedded = models.PositiveIntegerField(default=0)
+    evicted = models.PositiveIntegerField(default=0)
+    errors = models.TextField(blank=True, default="")
+
+    class Meta:
+        indexes = [models.Index(fields=["adventure", "started_at"])]
+
+    def __str__(self) -> str:
+        return f"pass of {self.adventure_id} at {self.started_at:%H:%M:%S}: {self.outcome}"

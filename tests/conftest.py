@@ -65,3 +65,29 @@ def fast_provider(settings):
     """Short read timeout and quick retries, so failure tests stay short."""
     settings.PROVIDER_READ_TIMEOUT = 1.0
     return settings
+
+
+@pytest.fixture
+def memory_llm(fake_llm):
+    from tests.support.story import memory_reply
+
+    fake_llm.reply = memory_reply
+    return fake_llm
+
+
+@pytest.fixture
+def owner(alice, memory_llm):
+    """alice, whose own endpoint writes memories and summaries and embeds (bag-of-words vectors)."""
+    from stories import accounts
+
+    accounts.ai_settings_update(user_id=alice.pk, api_key=ALICE_KEY, endpoint_url=memory_llm.url,
+                                model="fake-model", embedding_model="fake-embed")
+    return alice
+
+
+@pytest.fixture
+def adventure(owner):
+    from stories.adventures import adventure_create
+
+    return adventure_create(owner_id=owner.pk, title="The Salt Road", opening="Action 1: dawn on the flats.",
+                            persona_name="Mira", persona_pronouns="she/her")

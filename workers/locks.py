@@ -29,9 +29,10 @@ class Lock:
     def __init__(self, name: str, *, ttl_ms: int | None = None, extend_every: float | None = None):
         self.key = f"everlore:lock:{name}"
         self.rerun_key = f"everlore:rerun:{name}"
+        self.followup_key = f"everlore:followup:{name}"
         self.token = uuid.uuid4().hex
-        self.ttl_ms = ttl_ms or getattr(settings, "WORKER_LOCK_TTL_MS", LOCK_TTL_MS)
-        self.extend_every = extend_every or min(EXTEND_EVERY_S, self.ttl_ms / 3000)
+        self.ttl_ms = ttl_ms or settings.WORKER_LOCK_TTL_MS
+        self.extend_every = extend_every or settings.WORKER_LOCK_EXTEND_S or min(EXTEND_EVERY_S, self.ttl_ms / 3000)
         self.redis = client()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -68,6 +69,11 @@ class Lock:
 
     def take_rerun(self) -> bool:
         return bool(self.redis.delete(self.rerun_key))
+
+    def claim_followup(self) -> bool:
+        """True for the one waiting job (per lock TTL) that should schedule a
+        check after the TTL, in case the holder died without running again."""
+        return bool(self.redis.set(self.followup_key, "1", nx=True, px=self.ttl_ms))
 
 
 def adventure_lock(adventure_id: int) -> Lock:

@@ -1,39 +1,91 @@
-"""Celery tasks: doorways that take ids and call one function; no logic here
-beyond the lock that keeps one pass per adventure at a time."""
+"""Celery tasks: doorways that take ids and call one function of `memory`.
+
+Delivery is at-least-once (late acks, requeue when a worker dies); every task
+here is idempotent, and the database (cursor compare-and-set, unique
+constraints) decides what is true. The per-adventure lock only saves work.
+"""
 
 from __future__ import annotations
 
 import logging
+import socket
+import time
 
-from celery import shared_task
-from django.db import transaction
+import redis
+from celery import Task, shared_task
+from django.conf import settings
+from django.db import IntegrityError, transaction
 
 from config.health import database_status
 from memory import bank
-from workers.locks import adventure_lock
+from workers.locks import adventure_lock, client
+from workers.models import ParkedJob
 
 log = logging.getLogger(__name__)
 
+ATTEMPTS_TTL_S = 24 * 3600  # how long a job's delivery count is remembered
 
-@shared_task(name="workers.health_probe", bind=True)
+
+class ParkingTask(Task):
+    """Counts deliveries of each job in Redis. A job delivered more than
+    JOB_MAX_ATTEMPTS times (it keeps crashing its worker, or keeps failing) is
+    parked in the database and reported instead of being run again."""
+
+    abstract = True
+    acks_late = True
+    reject_on_worker_lost = True
+
+    def __call__(self, *args, **kwargs):
+        task_id = self.request.id
+        if task_id:
+            key = f"everlore:attempts:{task_id}"
+            try:
+                r = client()
+                attempts = r.incr(key)
+                r.expire(key, ATTEMPTS_TTL_S)
+            except redis.RedisError:
+                attempts = 1
+            if attempts > settings.JOB_MAX_ATTEMPTS:
+                self._park(task_id, args, kwargs, attempts - 1)
+                return "parked"
+        return super().__call__(*args, **kwargs)
+
+    def _park(self, task_id, args, kwargs, attempts):
+        log.error("job %s%s parked after %s attempts", self.name, tuple(args), attempts)
+        try:
+            with transaction.atomic():
+                ParkedJob.objects.create(task_name=self.name, task_id=task_id, args=list(args), kwargs=kwargs,
+                                         attempts=attempts, reason="crashed or failed on every attempt")
+        except IntegrityError:
+            pass  # parked already (a redelivery of the parked job)
+
+
+@shared_task(name="workers.health_probe", bind=True, ignore_result=False)
 def health_probe(self) -> dict:
     """Answer from a worker with its name and what it sees of the database."""
     return {"worker": self.request.hostname, "database": database_status()}
 
 
-@shared_task(name="workers.post_turn", acks_late=True)
-def post_turn(adventure_id: int) -> str:
-    """Run the memory pass of one adventure under its lock. A job that finds the
-    lock held asks the holder to run again (coalescing) and returns at once."""
+@shared_task(name="workers.post_turn", bind=True, base=ParkingTask, max_retries=3, ignore_result=True)
+def post_turn(self, adventure_id: int, enqueued_at: float | None = None) -> str:
+    """Run the memory pass of one adventure under its lock.
+
+    A job that finds the lock held asks the holder to run again (coalescing)
+    and returns at once; a follow-up after the lock's TTL covers a holder that
+    died. Transient model errors retry with backoff, a few times."""
     lock = adventure_lock(adventure_id)
     if not lock.acquire():
         lock.request_rerun()
         if not lock.acquire():  # the holder may have finished just now
+            if lock.claim_followup():
+                post_turn.apply_async(args=[adventure_id], countdown=lock.ttl_ms / 1000)
             return "coalesced"
+    transient = False
     try:
         while True:
             lock.take_rerun()
-            bank.run(adventure_id)
+            report = bank.run_recorded(adventure_id, worker=self.request.hostname or socket.gethostname())
+            transient = report.transient
             if not lock.take_rerun():
                 break
     finally:
@@ -42,18 +94,32 @@ def post_turn(adventure_id: int) -> str:
     # and then found the lock still held: run its pass as a new job.
     if lock.take_rerun():
         post_turn.apply_async(args=[adventure_id])
+    if transient and self.request.retries < self.max_retries:
+        raise self.retry(countdown=settings.JOB_RETRY_BACKOFF_S * 2 ** self.request.retries)
     return "done"
+
+
+@shared_task(name="workers.sweep", ignore_result=True)
+def sweep() -> int:
+    """Re-enqueue adventures whose cursors lag behind their story (a job lost
+    with a Redis restart is picked up within a sweep interval)."""
+    behind = bank.adventures_behind()
+    for adventure_id in behind:
+        _send(adventure_id)
+    if behind:
+        log.info("sweeper re-enqueued %s adventures", len(behind))
+    return len(behind)
+
+
+def _send(adventure_id: int) -> None:
+    try:
+        post_turn.apply_async(args=[adventure_id], kwargs={"enqueued_at": time.time()}, retry=False)
+    except Exception as exc:  # kombu/redis raise many types when the broker is away
+        log.warning("post-turn job for adventure %s not queued (%s); the sweeper will catch up",
+                    adventure_id, exc.__class__.__name__)
 
 
 def enqueue_post_turn(adventure_id: int) -> None:
     """Queue the memory pass once the current transaction commits. Never raises:
     a broker outage is logged and the sweeper catches the adventure up later."""
-
-    def send():
-        try:
-            post_turn.apply_async(args=[adventure_id], retry=False)
-        except Exception as exc:  # kombu/redis raise many types when the broker is away
-            log.warning("post-turn job for adventure %s not queued (%s); the sweeper will catch up",
-                        adventure_id, exc.__class__.__name__)
-
-    transaction.on_commit(send)
+    transaction.on_commit(lambda: _send(adventure_id))

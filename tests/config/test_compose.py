@@ -12,7 +12,7 @@ from tests.support.processes import ROOT
 
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SERVICES = COMPOSE["services"]
-APP_SERVICES = ["migrate", "web", "worker"]
+APP_SERVICES = ["migrate", "web", "worker", "beat"]
 
 
 def command_words(service: dict) -> list[list[str]]:
@@ -84,6 +84,15 @@ def test_database_is_pgvector_and_data_lives_in_volumes():
     assert SERVICES["db"]["image"].startswith("pgvector/pgvector:")
     assert any(v.startswith("pgdata:") for v in SERVICES["db"]["volumes"])
     assert any(v.startswith("redisdata:") for v in SERVICES["redis"]["volumes"])
+
+
+def test_exactly_one_beat_runs_the_periodic_sweeper():
+    from django.conf import settings
+
+    assert "workers.sweep" in {job["task"] for job in settings.CELERY_BEAT_SCHEDULE.values()}
+    beat = SERVICES["beat"]
+    assert beat["command"][:4] == ["celery", "-A", "config", "beat"]
+    assert "deploy" not in beat or beat["deploy"].get("replicas", 1) == 1
 
 
 def test_workers_can_be_scaled_out():

@@ -56,6 +56,7 @@ class FakeLLM:
         self.requests: list[Recorded] = []
         self.lock = threading.Lock()
         self.counter = 0
+        self.latency = 0.0  # seconds before each unscripted answer
         self.reply = reply or (lambda body, n: f"The story goes on, and something new happens (reply {n}).")
         server = self
 
@@ -135,7 +136,7 @@ class FakeLLM:
         return {"error": {"message": message, "type": "invalid_request_error", "code": code}}
 
     def _chat(self, handler, body):
-        script = self._next() or Reply()
+        script = self._next() or Reply(delay=self.latency)
         if script.delay:
             time.sleep(script.delay)
         if script.body is not None:

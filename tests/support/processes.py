@@ -68,7 +68,7 @@ class Worker:
     """A real `celery -A config worker` process on the test database."""
 
     def __init__(self, *, redis_url: str | None = None, concurrency: int = 1, log_path: Path | None = None,
-                 extra_env: dict | None = None):
+                 extra_env: dict | None = None, include: str | None = None):
         from django.conf import settings
 
         self.hostname = f"test-{uuid.uuid4().hex[:8]}@localhost"
@@ -79,7 +79,7 @@ class Worker:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "config", "worker", "--loglevel", "info",
              "--concurrency", str(concurrency), "--hostname", self.hostname, "--without-mingle",
-             "--without-gossip"],
+             "--without-gossip"] + (["--include", include] if include else []),
             cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
         )
 
@@ -138,3 +138,23 @@ class RedisServer:
 
     def stop(self) -> None:
         stop_process(self.proc, timeout=5)
+
+
+class Beat:
+    """A real `celery -A config beat` process (the periodic sweeper)."""
+
+    def __init__(self, *, extra_env: dict | None = None):
+        import tempfile
+
+        self.dir = Path(tempfile.mkdtemp(prefix="beat-"))
+        env = child_env(DATABASE_URL=test_database_url(), **(extra_env or {}))
+        self._log = open(self.dir / "beat.log", "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "config", "beat", "--loglevel", "info",
+             "--schedule", str(self.dir / "schedule")],
+            cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+    def stop(self) -> None:
+        stop_process(self.proc, timeout=10)
+        self._log.close()

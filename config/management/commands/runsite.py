@@ -63,6 +63,8 @@ class Command(BaseCommand):
                 "--loglevel", settings.LOG_LEVEL.lower(),
                 "--concurrency", str(worker_concurrency),
                 "--hostname", "worker@%h",
+                # one machine: the periodic sweeper runs inside this worker
+                "--beat", "--schedule", str(settings.DATA_DIR / "celerybeat-schedule"),
             ]
         )
         children = {"web server": web, "worker": worker}

@@ -1,0 +1,190 @@
+"""The worker pool under load, races, lost locks, crashes, outages and poison
+jobs: real Redis, real `celery worker` processes, the fake model over HTTP."""
+
+import os
+import signal
+import time
+
+import psutil
+import pytest
+from django.db.models import Count
+
+from memory.models import Cursor, Memory, PassRun
+from stories.adventures import adventure_create
+from tests.support.processes import Worker, wait_for
+from tests.support.story import grow, is_memory_request
+from workers.models import ParkedJob
+from workers.tasks import post_turn
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+FAST_JOBS = {"JOB_RETRY_BACKOFF_S": "1"}
+
+
+def blocks_of(adventure_id):
+    return list(Memory.objects.filter(adventure_id=adventure_id, source_start__isnull=False)
+                .order_by("source_start").values_list("source_start", "source_end"))
+
+
+def expected_blocks(actions):
+    return [(s, s + 5) for s in range(1, actions - 4, 6) if s + 5 <= actions]
+
+
+def make_adventures(owner, count, actions):
+    made = []
+    for n in range(count):
+        adventure = adventure_create(owner_id=owner.pk, title=f"Load {n}", opening="Action 1: dawn.",
+                                     persona_name="Mira")
+        grow(adventure, actions)
+        made.append(adventure.pk)
+    return made
+
+
+def no_duplicates(adventure_ids):
+    dupes = (Memory.objects.filter(adventure_id__in=adventure_ids, source_start__isnull=False)
+             .values("adventure_id", "branch_id", "source_start").annotate(n=Count("id")).filter(n__gt=1))
+    return not dupes.exists()
+
+
+@pytest.fixture
+def pool():
+    workers = []
+
+    def start(n, **env):
+        for _ in range(n):
+            workers.append(Worker(extra_env={**FAST_JOBS, **env}))
+        for w in workers[-n:]:
+            w.wait_ready()
+        return workers[-n:]
+
+    yield start
+    for w in workers:
+        w.stop()
+
+
+def test_three_workers_catch_twenty_adventures_up_with_no_duplicate_and_no_gap(owner, memory_llm, pool):
+    memory_llm.latency = 0.02
+    ids = make_adventures(owner, 20, 81)  # 40 turns after the opening
+    pool(3)
+    for turn in range(40):  # every turn of every adventure enqueues a pass, interleaved
+        for adventure_id in ids:
+            post_turn.apply_async(args=[adventure_id])
+    wait_for(lambda: all(len(blocks_of(a)) == 13 for a in ids), timeout=240, interval=1,
+             what="every adventure's 13 memories")
+    time.sleep(1)  # late passes must add nothing
+    for adventure_id in ids:
+        assert blocks_of(adventure_id) == expected_blocks(81)
+        assert Cursor.objects.get(adventure_id=adventure_id).memory_depth == 78
+    assert no_duplicates(ids)
+
+
+def test_two_hundred_enqueues_of_one_adventure_never_overlap_and_call_the_model_once_per_block(
+        owner, memory_llm, pool):
+    memory_llm.latency = 0.05
+    (adventure_id,) = make_adventures(owner, 1, 81)
+    pool(3)
+    for _ in range(200):
+        post_turn.apply_async(args=[adventure_id])
+    wait_for(lambda: len(blocks_of(adventure_id)) == 13, timeout=180, interval=0.5, what="13 memories")
+    wait_for(lambda: not PassRun.objects.filter(finished_at__isnull=True).exists(), timeout=60, what="passes to end")
+    runs = list(PassRun.objects.filter(adventure_id=adventure_id).order_by("started_at")
+                .values_list("started_at", "finished_at", "worker"))
+    assert len({w for _, _, w in runs}) >= 1
+    for (_, end, _), (start, _, _) in zip(runs, runs[1:]):
+        assert end <= start, "two passes of one adventure overlapped"
+    memory_calls = [r for r in memory_llm.chat_requests() if is_memory_request(r)]
+    assert len(memory_calls) <= 13 * 1.05
+    assert no_duplicates([adventure_id])
+
+
+def test_a_lock_lost_mid_call_wastes_a_call_at_most_and_writes_no_duplicate(owner, memory_llm, pool):
+    memory_llm.latency = 0.6
+    (adventure_id,) = make_adventures(owner, 1, 24)
+    # the lock expires long before a model call ends, and is never extended
+    pool(2, WORKER_LOCK_TTL_MS="200", WORKER_LOCK_EXTEND_MS="60000")
+    for _ in range(6):
+        post_turn.apply_async(args=[adventure_id])
+        time.sleep(0.3)
+    wait_for(lambda: len(blocks_of(adventure_id)) == 4, timeout=120, interval=0.5, what="4 memories")
+    wait_for(lambda: not PassRun.objects.filter(finished_at__isnull=True).exists(), timeout=60, what="passes to end")
+    runs = list(PassRun.objects.filter(adventure_id=adventure_id).values_list("started_at", "finished_at"))
+    overlapped = any(a[0] < b[1] and b[0] < a[1] for i, a in enumerate(runs) for b in runs[i + 1:])
+    assert overlapped, "the test must really run two passes at once"
+    memory_calls = [r for r in memory_llm.chat_requests() if is_memory_request(r)]
+    assert len(memory_calls) > 4, "the stale writer made a call..."
+    assert blocks_of(adventure_id) == expected_blocks(24), "...and its result was discarded"
+    assert no_duplicates([adventure_id])
+
+
+def test_a_worker_killed_mid_call_is_replaced_and_the_work_finishes(owner, memory_llm, pool):
+    memory_llm.latency = 3.0
+    (adventure_id,) = make_adventures(owner, 1, 12)
+    workers = pool(2, WORKER_LOCK_TTL_MS="2000")
+    post_turn.apply_async(args=[adventure_id])
+    wait_for(lambda: any(is_memory_request(r) for r in memory_llm.requests), timeout=30, what="a model call")
+    run = PassRun.objects.get(adventure_id=adventure_id)
+    victim = next(w for w in workers if w.hostname == run.worker)
+    children = psutil.Process(victim.proc.pid).children()
+    assert children, "the pool process running the job"
+    memory_llm.latency = 0.05
+    started = time.monotonic()
+    for child in children:
+        os.kill(child.pid, signal.SIGKILL)
+    wait_for(lambda: len(blocks_of(adventure_id)) == 2, timeout=60, interval=0.5, what="the work to finish")
+    assert time.monotonic() - started < 60
+    assert blocks_of(adventure_id) == [(1, 6), (7, 12)] and no_duplicates([adventure_id])
+
+
+def test_a_poison_job_is_parked_after_its_attempts_and_others_keep_flowing(owner, memory_llm, pool):
+    from tests.support.poison import poison
+
+    ids = make_adventures(owner, 3, 12)
+    workers = [Worker(extra_env={**FAST_JOBS, "JOB_MAX_ATTEMPTS": "3"}, include="tests.support.poison")
+               for _ in range(2)]
+    try:
+        for w in workers:
+            w.wait_ready()
+        poison.apply_async(args=[1])
+        for adventure_id in ids:
+            post_turn.apply_async(args=[adventure_id])
+        wait_for(lambda: ParkedJob.objects.filter(task_name="tests.poison").exists(), timeout=120, interval=0.5,
+                 what="the poison job to be parked")
+        wait_for(lambda: all(len(blocks_of(a)) == 2 for a in ids), timeout=60, interval=0.5, what="other work")
+    finally:
+        for w in workers:
+            w.stop()
+    parked = ParkedJob.objects.get(task_name="tests.poison")
+    assert parked.attempts == 3 and parked.args == [1]
+
+
+def test_turns_survive_a_broker_outage_and_the_sweeper_catches_up(owner, memory_llm, settings, caplog):
+    from config import embedded
+    from tests.conftest import api_client_for
+    from tests.support.processes import Beat
+
+    api = api_client_for(owner)
+    aid = api.post("/api/adventures/", {"title": "Outage", "opening": "Dawn."}, format="json").json()["id"]
+    data_dir = settings.DATA_DIR
+    state = embedded._redis_state(data_dir)
+    embedded.stop_redis(data_dir)
+    try:
+        started = time.monotonic()
+        statuses = []
+        while time.monotonic() - started < 10 and len(statuses) < 30:
+            response = api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "walk on"}, format="json")
+            statuses.append(response.status_code)
+            time.sleep(0.2)
+    finally:
+        embedded._start_redis(data_dir / "redis", state)
+    assert len(statuses) >= 6 and set(statuses) == {201}, "every turn answered 2xx while Redis was down"
+    assert "not queued" in caplog.text
+    assert blocks_of(aid) == []
+    worker = Worker(extra_env=FAST_JOBS).wait_ready()
+    beat = Beat(extra_env={"SWEEP_INTERVAL_S": "2"})
+    try:
+        actions = 1 + 2 * len(statuses)
+        wait_for(lambda: blocks_of(aid) == expected_blocks(actions), timeout=90, interval=0.5,
+                 what="the sweeper to catch the adventure up")
+    finally:
+        beat.stop()
+        worker.stop()

@@ -1,0 +1,63 @@
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from memory import bank
+from memory.models import Cursor
+from tests.support.story import grow
+from workers.models import ParkedJob
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_sweeper_finds_lagging_adventures_and_backs_off_on_failing_ones(adventure, memory_llm):
+    assert bank.adventures_behind() == []
+    grow(adventure, 12)
+    assert bank.adventures_behind() == [adventure.pk]
+    bank.run(adventure.pk)
+    assert bank.adventures_behind() == [], "caught up: nothing to do"
+    grow(adventure, 18)
+    Cursor.objects.filter(adventure=adventure).update(failures=3, last_error="bad key",
+                                                      last_error_at=timezone.now() - timedelta(minutes=2))
+    assert bank.adventures_behind() == [], "failed 3 times: waits 8 minutes before the next try"
+    Cursor.objects.filter(adventure=adventure).update(last_error_at=timezone.now() - timedelta(minutes=9))
+    assert bank.adventures_behind() == [adventure.pk]
+
+
+def test_a_recorded_pass_counts_failures_and_clears_them_on_success(adventure, memory_llm):
+    from tests.support.fake_llm import Reply
+
+    grow(adventure, 12)
+    memory_llm.queue(Reply(status=401))
+    report = bank.run_recorded(adventure.pk, worker="w1")
+    assert report.errors and not report.transient, "a bad key is not worth a quick retry"
+    assert Cursor.objects.get(adventure=adventure).failures == 1
+    bank.run_recorded(adventure.pk, worker="w1")
+    cursor = Cursor.objects.get(adventure=adventure)
+    assert cursor.failures == 0 and cursor.memory_depth == 12
+
+
+def test_workers_status_shows_the_pool_to_operators(adventure, memory_llm, capsys, client, django_user_model):
+    grow(adventure, 13)
+    ParkedJob.objects.create(task_name="workers.post_turn", task_id="t-1", args=[adventure.pk], attempts=5)
+    call_command("workers_status")
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "Adventures behind" in line)
+    assert row.split("│")[2].strip() == "1"
+    assert "parked: workers.post_turn" in out
+    call_command("workers_status", "--json")
+    import json
+
+    status = json.loads(capsys.readouterr().out)
+    assert status["adventures_behind"] == 1 and status["parked_jobs"] == 1 and status["redis"] == "up"
+    assert status["recent_parked"][0]["args"] == [adventure.pk]
+
+    staff = django_user_model.objects.create_user(username="ops", password="x", is_staff=True)
+    player = django_user_model.objects.create_user(username="player", password="x")
+    client.force_login(player)
+    assert client.get("/api/admin/workers/").status_code == 403
+    client.force_login(staff)
+    response = client.get("/api/admin/workers/")
+    assert response.status_code == 200 and response.json()["parked_jobs"] == 1
