@@ -77,7 +77,7 @@ def _client(conn: Connection) -> openai.OpenAI:
         api_key=conn.api_key or "none",
         timeout=_timeout(),
         max_retries=getattr(settings, "PROVIDER_MAX_RETRIES", MAX_RETRIES),
-        http_client=http_client(timeout=_timeout()),
+        http_client=http_client(connect=CONNECT_TIMEOUT, read=_timeout().read),
     )
 
 

@@ -1,0 +1,55 @@
+"""Shared bootstrap for bench scripts: Django on its own embedded Postgres and
+Redis under .data/bench (or DATABASE_URL / REDIS_URL), migrated, and helpers
+to print a table and save results under bench/results/."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+
+
+def django_setup() -> None:
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DATA_DIR", str(ROOT / ".data" / "bench"))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def percentile(values: list[float], p: float) -> float:
+    import numpy as np
+
+    return float(np.percentile(values, p)) if values else float("nan")
+
+
+def save(name: str, rows: list[dict], plot=None) -> None:
+    """Write rows as JSON (and a PNG if ``plot(path)`` is given) under bench/results/."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(json.dumps(rows, indent=2))
+    if plot:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        plot(RESULTS / f"{name}.png")
+
+
+def print_table(title: str, columns: list[str], rows: list[list]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, justify="right")
+    for row in rows:
+        table.add_row(*[str(x) for x in row])
+    Console(width=140).print(table)
