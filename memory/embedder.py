@@ -71,16 +71,16 @@ def embed_local(texts: list[str]) -> list[list[float]]:
     return out
 
 
-def active_model(*, user_id: int) -> str:
+def active_model(*, user_id: int, ai=None) -> str:
     """The embedding model an owner's memories are ranked with."""
-    conn = accounts.connection_for_background(user_id=user_id, purpose="embedding")
+    conn = accounts.connection_for_background(user_id=user_id, purpose="embedding", ai=ai)
     return conn.model if conn else LOCAL_MODEL
 
 
-def embed(*, user_id: int, texts: list[str], adventure_id: int | None = None) -> tuple[str, list[list[float]]]:
+def embed(*, user_id: int, texts: list[str], adventure_id: int | None = None, ai=None) -> tuple[str, list[list[float]]]:
     """(model name, vectors) with the owner's active embedding model, never the demo.
     Raises EmbeddingUnavailable when the owner's own model fails."""
-    conn = accounts.connection_for_background(user_id=user_id, purpose="embedding")
+    conn = accounts.connection_for_background(user_id=user_id, purpose="embedding", ai=ai)
     if conn is None:
         return LOCAL_MODEL, embed_local(texts)
     vectors: list[list[float]] = []

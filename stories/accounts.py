@@ -63,9 +63,10 @@ def demo_available() -> bool:
     return bool(settings.DEMO_ENDPOINT_URL and settings.DEMO_MODELS and settings.DEMO_TURNS_PER_DAY)
 
 
-def connection_for_turn(*, user_id: int) -> Connection:
-    """The user's own model, else the demo model (counting a demo turn)."""
-    obj = ai_settings_get(user_id=user_id)
+def connection_for_turn(*, user_id: int, ai: AISettings | None = None) -> Connection:
+    """The user's own model, else the demo model (counting a demo turn).
+    ``ai``: the user's settings when the caller has loaded them already."""
+    obj = ai or ai_settings_get(user_id=user_id)
     if obj.endpoint_url and obj.model:
         return _own(obj, obj.model)
     if demo_available():
@@ -82,10 +83,11 @@ def connection_for_test(*, user_id: int) -> Connection:
     return _own(obj, obj.model)
 
 
-def connection_for_background(*, user_id: int, purpose: str) -> Connection | None:
+def connection_for_background(*, user_id: int, purpose: str, ai: AISettings | None = None) -> Connection | None:
     """The owner's own connection for summaries ("summary") or embeddings
-    ("embedding"), or None when the owner has not set one up. Never the demo."""
-    obj = ai_settings_get(user_id=user_id)
+    ("embedding"), or None when the owner has not set one up. Never the demo.
+    ``ai``: the owner's settings when the caller has loaded them already."""
+    obj = ai if ai is not None and ai.user_id == user_id else ai_settings_get(user_id=user_id)
     if not obj.endpoint_url:
         return None
     model = {"summary": obj.summary_model or obj.model, "embedding": obj.embedding_model}[purpose]

@@ -220,17 +220,18 @@ def _valid_query(request):
     return serializer.validated_data
 
 
-def _turn_response(result: turns.TurnResult, status_code=201) -> Response:
+def _turn_response(result: turns.TurnResult, *, retried: bool = False) -> Response:
+    # A new node has one take; only a retry adds a take to an existing node.
+    counts = _take_counts(result.actions) if retried else {}
     return Response({
-        "actions": s.ActionSerializer(result.actions, many=True,
-                                      context={"take_counts": _take_counts(result.actions)}).data,
+        "actions": s.ActionSerializer(result.actions, many=True, context={"take_counts": counts}).data,
         "context": result.context.as_dict(),
         "usage": {"model": result.completion.model, "prompt_tokens": result.completion.prompt_tokens,
                   "completion_tokens": result.completion.completion_tokens,
                   "latency_ms": result.completion.latency_ms, "demo": result.demo},
         "memories": [{"id": m.id, "text": m.text, "similarity": m.similarity, "pinned": m.pinned}
                      for m in result.memories],
-    }, status=status_code)
+    }, status=201)
 
 
 def _turn_failed(exc: turns.TurnFailed) -> Response:
@@ -245,10 +246,10 @@ def _turn_failed(exc: turns.TurnFailed) -> Response:
 class TurnView(APIView):
     @extend_schema(request=s.TurnInputSerializer, responses={201: s.TurnResultSerializer}, tags=["story"])
     def post(self, request, adventure_id):
-        _adventure(request, adventure_id)
+        adventure = _adventure(request, adventure_id)
         data = _valid(s.TurnInputSerializer, request)
         try:
-            result = turns.play(user_id=request.user.id, adventure_id=adventure_id, mode=data["mode"],
+            result = turns.play(user_id=request.user.id, adventure=adventure, mode=data["mode"],
                                 text=data["text"].strip())
         except turns.TurnFailed as exc:
             enqueue_post_turn(adventure_id)
@@ -260,13 +261,13 @@ class TurnView(APIView):
 class RetryView(APIView):
     @extend_schema(request=None, responses={201: s.TurnResultSerializer}, tags=["story"])
     def post(self, request, adventure_id):
-        _adventure(request, adventure_id)
+        adventure = _adventure(request, adventure_id)
         try:
-            result = turns.retry(user_id=request.user.id, adventure_id=adventure_id)
+            result = turns.retry(user_id=request.user.id, adventure=adventure)
         except turns.TurnFailed as exc:
             return _turn_failed(exc)
         enqueue_post_turn(adventure_id)
-        return _turn_response(result)
+        return _turn_response(result, retried=True)
 
 
 class UndoView(APIView):

@@ -22,6 +22,17 @@ def path_q(branch: Branch, *, prefix: str = "") -> Q:
     return q
 
 
+def path_sql(branch: Branch, *, table: str) -> tuple[str, list]:
+    """The same clause as ``path_q``, as SQL over ``table``'s branch_id and depth
+    columns, for hand-written hot queries."""
+    parts = [f"{table}.branch_id = %s"]
+    params: list = [branch.pk]
+    for ancestor_id, cap in branch.lineage:
+        parts.append(f"({table}.branch_id = %s AND {table}.depth <= %s)")
+        params += [ancestor_id, cap]
+    return "(" + " OR ".join(parts) + ")", params
+
+
 def story(branch: Branch) -> QuerySet[Action]:
     """The live actions of ``branch``'s path, oldest first."""
     return Action.objects.filter(path_q(branch), adventure_id=branch.adventure_id, live=True).order_by("depth")

@@ -41,11 +41,11 @@ def _story_window(context_tokens: int) -> int:
 
 
 def _generate(*, user_id: int, adventure: Adventure, branch: Branch, below_depth: int | None):
-    conn = accounts.connection_for_turn(user_id=user_id)
     ai = accounts.ai_settings_get(user_id=user_id)
+    conn = accounts.connection_for_turn(user_id=user_id, ai=ai)
     story = lineage.recent(branch, count=_story_window(ai.context_tokens), below_depth=below_depth)
     memories = retrieval.recall(adventure=adventure, branch=branch, user_id=user_id, top_k=ai.memory_top_k,
-                                story=story, record_use=True)
+                                story=story, record_use=True, ai=ai)
     ctx = context.build(adventure=adventure, story=story, cards=list(adventure.cards.all()), memories=memories,
                         context_tokens=ai.context_tokens, model=conn.model)
     try:
@@ -61,11 +61,11 @@ def _generate(*, user_id: int, adventure: Adventure, branch: Branch, below_depth
     return completion, ctx, memories, conn
 
 
-def play(*, user_id: int, adventure_id: int, mode: str, text: str) -> TurnResult:
+def play(*, user_id: int, adventure: Adventure, mode: str, text: str) -> TurnResult:
     """One turn: the player's action (unless ``mode`` is continue), then the reply.
+    ``adventure`` comes from access_adventure for ``user_id``.
 
     Raises TurnFailed when the model fails; the player's action stays stored."""
-    adventure = access_adventure(user_id=user_id, adventure_id=adventure_id)
     placed: list[Action] = []
     if mode in PLAYER_MODES:
         placed.append(tree.place(adventure_id=adventure.pk, branch_id=adventure.head_branch_id, kind=mode, text=text))
@@ -82,10 +82,10 @@ def play(*, user_id: int, adventure_id: int, mode: str, text: str) -> TurnResult
     return TurnResult(placed + [reply], ctx, completion, memories, conn.demo)
 
 
-def retry(*, user_id: int, adventure_id: int) -> TurnResult:
+def retry(*, user_id: int, adventure: Adventure) -> TurnResult:
     """A new take of the last reply (earlier takes kept), or, when the last
-    node is the player's (its reply failed), the missing reply."""
-    adventure = access_adventure(user_id=user_id, adventure_id=adventure_id)
+    node is the player's (its reply failed), the missing reply. ``adventure``
+    comes from access_adventure for ``user_id``."""
     branch = Branch.objects.get(pk=adventure.head_branch_id)
     tip = lineage.node_at(branch, branch.tip_depth)
     if tip is None or tip.kind == Action.Kind.START:
@@ -113,6 +113,6 @@ def insights(*, user_id: int, adventure_id: int) -> Context:
     model = accounts.model_for_display(user_id=user_id)
     story = lineage.recent(branch, count=_story_window(ai.context_tokens))
     memories = retrieval.recall(adventure=adventure, branch=branch, user_id=user_id, top_k=ai.memory_top_k,
-                                story=story, record_use=False)
+                                story=story, record_use=False, ai=ai)
     return context.build(adventure=adventure, story=story, cards=list(adventure.cards.all()), memories=memories,
                          context_tokens=ai.context_tokens, model=model)

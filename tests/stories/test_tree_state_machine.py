@@ -156,3 +156,27 @@ def test_every_branch_reads_exactly_the_story_the_player_expects():
         settings=settings(max_examples=60, stateful_step_count=25, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow]),
     )
+
+
+@pytest.mark.django_db
+def test_the_sql_form_of_the_lineage_clause_selects_the_same_rows(alice):
+    from django.db import connection
+
+    adventure = Adventure.objects.create(owner=alice, title="t")
+    root = tree.adventure_start(adventure=adventure, opening="o")
+    for n in range(6):
+        tree.place(adventure_id=adventure.pk, branch_id=root.pk, kind="do", text=f"a{n}")
+    root.refresh_from_db()
+    mid = tree.fork(adventure_id=adventure.pk, action_id=lineage.node_at(root, 5).pk)
+    for n in range(3):
+        tree.place(adventure_id=adventure.pk, branch_id=mid.pk, kind="do", text=f"b{n}")
+    mid.refresh_from_db()
+    leaf = tree.fork(adventure_id=adventure.pk, action_id=lineage.node_at(mid, 7).pk)
+    tree.place(adventure_id=adventure.pk, branch_id=leaf.pk, kind="do", text="c")
+    for branch in Branch.objects.filter(adventure=adventure):
+        clause, params = lineage.path_sql(branch, table="a")
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT a.id FROM stories_action a WHERE {clause} ORDER BY a.id", params)
+            via_sql = [row[0] for row in cursor.fetchall()]
+        via_q = list(Action.objects.filter(lineage.path_q(branch)).order_by("id").values_list("id", flat=True))
+        assert via_sql == via_q and via_q

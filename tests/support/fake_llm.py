@@ -62,6 +62,7 @@ class FakeLLM:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body leave at once (no 40 ms delayed-ACK stall)
 
             def log_message(self, *args):
                 pass

@@ -1,0 +1,138 @@
+"""A turn end to end through the API (in-process WSGI, real database and Redis)
+against a zero-latency fake model, with memories on and a full bank: total
+p50/p95, the part spent in the memory system (recall: query embedding with the
+local model, the ranked SQL, use counts; and queueing the post-turn job), and
+SQL queries per turn. Targets: memory share <= 10 ms p95, <= 12 SQL queries.
+
+    .venv/bin/python bench/turn.py [--turns 100] [--quick]
+
+Ends with one line of JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from _setup import django_setup, percentile, print_table, save
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--turns", type=int, default=100)
+    parser.add_argument("--quick", action="store_true", help="30 turns")
+    parser.add_argument("--bank", type=int, default=80, help="memories in the bank (the default capacity)")
+    parser.add_argument("--embedder", choices=["remote", "local"], default="remote",
+                        help="remote: the player's embedding endpoint (the zero-latency fake); "
+                             "local: the built-in MiniLM on this CPU")
+    args = parser.parse_args()
+    turns = 30 if args.quick else args.turns
+    django_setup()
+
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+    from rest_framework.authtoken.models import Token
+    from tqdm import tqdm
+
+    from memory import bank as memory_bank
+    from memory.models import Memory
+    from stories import accounts, lineage, tree, turns as turns_module
+    from stories.adventures import adventure_create
+    from stories.models import Adventure, Branch
+    from tests.support.fake_llm import FakeLLM
+    from workers import tasks
+    from workers.locks import client as redis_client
+
+    fake = FakeLLM()
+    user, _ = get_user_model().objects.get_or_create(username="bench-turn")
+    accounts.ai_settings_update(user_id=user.pk, endpoint_url=fake.url, api_key="sk-bench", model="gpt-4o",
+                                embedding_model="fake-embed" if args.embedder == "remote" else "",
+                                memory_bank_capacity=args.bank, context_tokens=4096)
+    Adventure.objects.filter(owner=user).delete()
+    adventure = adventure_create(owner_id=user.pk, title="bench turn", opening="You arrive at the harbor.",
+                                 persona_name="Ada")
+    head = Branch.objects.get(pk=adventure.head_branch_id)
+    for n in tqdm(range(200), desc="story", unit="action"):
+        tree.place(adventure_id=adventure.pk, branch_id=head.pk, kind="story",
+                   text=f"Ada meets sailor {n} who tells her about island {n % 17} and the storm of year {n}.")
+    for n in tqdm(range(args.bank), desc="bank", unit="memory"):
+        Memory.objects.create(adventure=adventure, branch=head, depth=1 + n * 2,
+                              text=f"Ada learned that island {n % 17} hides the wreck of ship {n}.")
+    memory_bank.embed_pending(adventure=adventure, report=memory_bank.PassReport())
+
+    token, _ = Token.objects.get_or_create(user=user)
+    api = Client(HTTP_AUTHORIZATION=f"Token {token.key}", HTTP_HOST="localhost")
+    spent = {"memory": 0.0, "queries": 0}
+    real_recall, real_send = turns_module.retrieval.recall, tasks._send
+
+    def timed_recall(**kwargs):
+        start = time.perf_counter()
+        with CaptureQueriesContext(connection) as captured:
+            out = real_recall(**kwargs)
+        spent["memory"] += time.perf_counter() - start
+        spent["queries"] += len(captured.captured_queries)
+        return out
+
+    def timed_send(adventure_id):
+        start = time.perf_counter()
+        real_send(adventure_id)
+        spent["memory"] += time.perf_counter() - start
+
+    turns_module.retrieval.recall = timed_recall
+    tasks._send = timed_send
+    totals, memory_ms, queries, memory_queries, recalled = [], [], [], [], []
+    url = f"/api/adventures/{adventure.pk}/turns/"
+    api.post(url, {"mode": "do", "text": "warm up"}, content_type="application/json")
+    for n in tqdm(range(turns), desc="turns", unit="turn"):
+        spent.update(memory=0.0, queries=0)
+        with CaptureQueriesContext(connection) as captured:
+            start = time.perf_counter()
+            response = api.post(url, {"mode": "do", "text": f"ask about island {n % 17}"},
+                                content_type="application/json")
+            totals.append((time.perf_counter() - start) * 1000)
+        assert response.status_code == 201, response.content
+        recalled.append(len(response.json()["memories"]))
+        memory_ms.append(spent["memory"] * 1000)
+        queries.append(len(captured.captured_queries))
+        memory_queries.append(spent["queries"])
+    turns_module.retrieval.recall, tasks._send = real_recall, real_send
+    redis_client().delete("celery")  # the bench's queued post-turn jobs
+    fake.stop()
+
+    result = {
+        "embedder": args.embedder, "turns": turns, "bank": args.bank, "memories_recalled_per_turn": round(sum(recalled) / len(recalled), 1),
+        "total_p50_ms": round(percentile(totals, 50), 2), "total_p95_ms": round(percentile(totals, 95), 2),
+        "memory_p50_ms": round(percentile(memory_ms, 50), 2), "memory_p95_ms": round(percentile(memory_ms, 95), 2),
+        "sql_per_turn": max(queries), "memory_sql_per_turn": max(memory_queries),
+        "memory_p95_target_ms": 10, "sql_target": 12,
+    }
+    print_table(f"A turn through the API, zero-latency model, full bank ({args.embedder} embedder)",
+                ["turns", "bank", "recalled", "total p50 ms", "total p95 ms", "memory p50 ms", "memory p95 ms",
+                 "SQL / turn", "memory SQL / turn"],
+                [[turns, args.bank, result["memories_recalled_per_turn"], result["total_p50_ms"],
+                  result["total_p95_ms"], result["memory_p50_ms"], result["memory_p95_ms"], result["sql_per_turn"],
+                  result["memory_sql_per_turn"]]])
+
+    def plot(path):
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(7, 4))
+        ax.hist(totals, bins=30, alpha=0.6, label="whole turn")
+        ax.hist(memory_ms, bins=30, alpha=0.6, label="memory system")
+        ax.axvline(10, color="red", linestyle="--", label="memory target p95 10 ms")
+        ax.set_xlabel("ms")
+        ax.set_ylabel("turns")
+        ax.set_title("Turn latency with a zero-latency model")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+
+    save(f"turn-{args.embedder}", [result], plot)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
