@@ -89,6 +89,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django.contrib.postgres",
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
@@ -172,6 +173,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "ActionKindEnum": "stories.models.Action.Kind",
+        "AgentMemoryKindEnum": "memory.models.AgentMemory.Kind",
+    },
 }
 
 # --- Celery (the worker pool). Names map to Celery's settings without the prefix.
@@ -207,6 +212,28 @@ JOB_RETRY_BACKOFF_S = env_int("JOB_RETRY_BACKOFF_S", 30, minimum=0)  # first ret
 SWEEP_INTERVAL_S = env_int("SWEEP_INTERVAL_S", 60, minimum=1)  # how often beat re-enqueues lagging adventures
 CELERY_BEAT_SCHEDULE = {
     "sweep-lagging-adventures": {"task": "workers.sweep", "schedule": float(SWEEP_INTERVAL_S)},
+}
+
+# Agent memory recall: a memory's score adds these parts (README: "Agent memory").
+AGENT_RECALL = {
+    "partner": 0.35,  # the memory is about the partner asked for
+    "location": 0.15,  # ...happened at the location asked for
+    "importance": 0.2,  # x importance (0..1)
+    "recency": 0.3,  # x exp(-age / half-life)
+    "recency_half_life_hours": 72,
+    "vector": 1.0,  # x cosine similarity to the query (pgvector)
+    "text": 1.0,  # x Postgres full-text rank of the query (ts_rank_cd, normalized to 0..1)
+    # the agent's own acts above what it heard or witnessed
+    "kind_weights": {"say": 0.15, "interaction": 0.15, "note": 0.15, "summary": 0.12, "custom": 0.1,
+                     "observation": 0.08, "heard": 0.05, "witnessed": 0.0},
+    "window_days": env_int("AGENT_RECALL_WINDOW_DAYS", 365, minimum=1),  # default window when since is absent
+    "cooldown_seconds": env_int("AGENT_RECALL_COOLDOWN_S", 300, minimum=0),  # recently returned ones held back
+    "dedupe_jaccard": 0.85,  # word overlap above which two memories count as the same
+}
+AGENT_CONSOLIDATION = {
+    "min_run": 5,  # fine-grained memories folded into one summary at least
+    "window_minutes": 120,  # largest gap inside one run
+    "settle_minutes": 30,  # memories younger than this are left alone
 }
 
 WORKER_HEARTBEAT_INTERVAL = 10  # seconds between a worker's heartbeats

@@ -13,6 +13,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/", include("stories.urls")),
     path("api/", include("memory.urls")),
+    path("api/", include("memory.agent_urls")),
     path("api/admin/workers/", PoolStatusView.as_view(), name="pool-status"),
 ]
 

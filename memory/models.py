@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
 from django.db.models import Q
 from pgvector.django import HalfVectorField
@@ -102,3 +104,91 @@ class PassRun(models.Model):
 
     def __str__(self) -> str:
         return f"pass of {self.adventure_id} at {self.started_at:%H:%M:%S}: {self.outcome}"
+
+
+# ---------------------------------------------------------------------------- multi-agent worlds
+
+AGENT_MEMORY_TEXT_MAX = 1000  # characters in one agent memory
+
+
+class World(models.Model):
+    """A multi-agent world, owned by a user; agents reach it with world tokens."""
+
+    owner = models.ForeignKey("auth.User", on_delete=models.CASCADE, related_name="worlds")
+    name = models.CharField(max_length=200)
+    agent_capacity = models.PositiveIntegerField(default=2000)  # memories kept per agent
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class WorldToken(models.Model):
+    """An API token for one world. Only its SHA-256 is stored; revoked tokens are refused."""
+
+    world = models.ForeignKey(World, on_delete=models.CASCADE, related_name="tokens")
+    name = models.CharField(max_length=100, blank=True, default="")
+    key_hash = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=12)  # shown to the owner to tell tokens apart
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.world})"
+
+
+class Agent(models.Model):
+    world = models.ForeignKey(World, on_delete=models.CASCADE, related_name="agents")
+    external_id = models.CharField(max_length=100)  # the agent's id in the builder's world
+    display_name = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["world", "external_id"], name="one_agent_per_external_id")]
+
+    def __str__(self) -> str:
+        return self.display_name or self.external_id
+
+
+class AgentMemory(models.Model):
+    class Kind(models.TextChoices):
+        SAY = "say"  # what the agent said
+        HEARD = "heard"  # what it heard another agent say
+        INTERACTION = "interaction"  # what it did to or with another agent
+        WITNESSED = "witnessed"  # what it saw others do nearby
+        OBSERVATION = "observation"  # what it noticed
+        NOTE = "note"  # written by the agent itself (the remember tool)
+        CUSTOM = "custom"  # a builder-defined event type (its name in metadata.type)
+        SUMMARY = "summary"  # a consolidation of several fine-grained memories
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="memories")
+    world = models.ForeignKey(World, on_delete=models.CASCADE, related_name="+")
+    partner = models.CharField(max_length=100, blank=True, default="")
+    location = models.CharField(max_length=200, blank=True, default="")
+    kind = models.CharField(max_length=12, choices=Kind.choices)
+    content = models.TextField()
+    metadata = models.JSONField(default=dict, blank=True)
+    search = models.GeneratedField(
+        expression=SearchVector("content", config="english"), output_field=SearchVectorField(), db_persist=True
+    )
+    embedding = HalfVectorField(null=True, blank=True)  # see Memory.embedding
+    embedding_model = models.CharField(max_length=200, blank=True, default="")
+    importance = models.FloatField(default=0.5)  # 0..1
+    pinned = models.BooleanField(default=False)
+    occurred_at = models.DateTimeField()  # world time of the event
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    last_retrieved_at = models.DateTimeField(null=True, blank=True)
+    retrieval_count = models.PositiveIntegerField(default=0)
+    consolidated_into = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True,
+                                          related_name="sources")
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["agent", "occurred_at"]),
+            GinIndex(fields=["search"], name="agentmemory_search_gin"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.content[:50]}"

@@ -213,3 +213,38 @@ def write_summary(*, conn: providers.Connection | None, adventure: Adventure, cu
     if not text:
         raise providers.ProviderError("empty", "the model returned an empty summary")
     return Written(text, offline=False)
+
+
+RUN_WORDS_MAX = 80
+RUN_INSTRUCTIONS = (
+    "Fold these memories of {agent} into ONE memory: at most {words} words, past tense, third person, naming "
+    "everyone. Keep facts, promises, trades and decisions; drop small talk. Answer with the memory only."
+)
+
+
+def summarize_run(*, conn: providers.Connection | None, owner_id: int, agent: str, text: str) -> str:
+    """One memory for a run of an agent's fine-grained memories (model, or offline:
+    the run's most informative lines)."""
+    if conn is None:
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        words = Counter(w.lower() for line in lines for w in re.findall(r"[A-Za-z']+", line)
+                        if w.lower() not in _STOPWORDS)
+
+        def score(line: str) -> float:
+            content = [w.lower() for w in re.findall(r"[A-Za-z']+", line) if w.lower() not in _STOPWORDS]
+            return sum(1.0 / words[w] for w in content) / (len(line.split()) ** 0.5 or 1)
+
+        ranked = sorted(range(len(lines)), key=lambda i: score(lines[i]), reverse=True)
+        chosen, count = [], 0
+        for i in ranked:
+            n = len(lines[i].split())
+            if count + n > RUN_WORDS_MAX and chosen:
+                continue
+            chosen.append(i)
+            count += n
+        return limit_words(f"{len(lines)} moments: " + " ".join(lines[i] for i in sorted(chosen)), RUN_WORDS_MAX)
+    messages = [{"role": "system", "content": RUN_INSTRUCTIONS.format(agent=agent, words=RUN_WORDS_MAX)},
+                {"role": "user", "content": text}]
+    result = providers.complete(conn=conn, messages=messages, max_tokens=200, temperature=0.2, user_id=owner_id,
+                                purpose=ProviderCall.Purpose.AGENT)
+    return limit_words(_PREAMBLE.sub("", result.text.strip()), RUN_WORDS_MAX)

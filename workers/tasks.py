@@ -18,7 +18,7 @@ from django.db import IntegrityError, transaction
 
 from config.health import database_status
 from memory import bank
-from workers.locks import adventure_lock, client
+from workers.locks import adventure_lock, agent_lock, client
 from workers.models import ParkedJob
 
 log = logging.getLogger(__name__)
@@ -97,6 +97,44 @@ def post_turn(self, adventure_id: int, enqueued_at: float | None = None) -> str:
     if transient and self.request.retries < self.max_retries:
         raise self.retry(countdown=settings.JOB_RETRY_BACKOFF_S * 2 ** self.request.retries)
     return "done"
+
+
+@shared_task(name="workers.agent_pass", bind=True, base=ParkingTask, ignore_result=True)
+def agent_pass(self, agent_id: int) -> str:
+    """Embed and consolidate one agent's memories under its lock (coalescing
+    like post_turn)."""
+    from memory import agents
+
+    lock = agent_lock(agent_id)
+    if not lock.acquire():
+        lock.request_rerun()
+        if not lock.acquire():
+            if lock.claim_followup():
+                agent_pass.apply_async(args=[agent_id], countdown=lock.ttl_ms / 1000)
+            return "coalesced"
+    try:
+        while True:
+            lock.take_rerun()
+            agents.agent_pass(agent_id=agent_id)
+            if not lock.take_rerun():
+                break
+    finally:
+        lock.release()
+    if lock.take_rerun():
+        agent_pass.apply_async(args=[agent_id])
+    return "done"
+
+
+def enqueue_agent_pass(agent_id: int) -> None:
+    """Queue an agent's background pass after commit; never raises."""
+
+    def send():
+        try:
+            agent_pass.apply_async(args=[agent_id], retry=False)
+        except Exception as exc:  # kombu/redis raise many types when the broker is away
+            log.warning("agent job for agent %s not queued (%s)", agent_id, exc.__class__.__name__)
+
+    transaction.on_commit(send)
 
 
 @shared_task(name="workers.sweep", ignore_result=True)

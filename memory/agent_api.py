@@ -1,0 +1,247 @@
+"""The world API: owners manage worlds and tokens with their account; agents use
+a world token (``Authorization: Bearer wt_...``), which reaches only its world."""
+
+from __future__ import annotations
+
+from django.db.models import Count, Q
+from django.http import Http404
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from memory import agents
+from memory import agent_serializers as s
+from memory.agent_auth import WorldTokenAuthentication
+from memory.models import Agent, AgentMemory, World, WorldToken
+from workers.tasks import enqueue_agent_pass
+
+MEMORY_PAGE_MAX = 200
+
+
+class WorldView(APIView):
+    """Base: accepts world tokens as well as the owner's own credentials."""
+
+    authentication_classes = [WorldTokenAuthentication, TokenAuthentication, SessionAuthentication]
+
+    def world(self, request, world_id) -> World:
+        token = request.auth if isinstance(request.auth, WorldToken) else None
+        return agents.access_world(user_id=request.user.id, token=token, world_id=world_id)
+
+    def owner_only(self, request):
+        if isinstance(request.auth, WorldToken):
+            raise Http404  # tokens cannot manage worlds or tokens
+
+
+def _valid(serializer_class, request, **kwargs):
+    serializer = serializer_class(data=request.data, **kwargs)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+class WorldListView(WorldView):
+    @extend_schema(responses=s.WorldSerializer(many=True), tags=["worlds"])
+    def get(self, request):
+        self.owner_only(request)
+        return Response(s.WorldSerializer(World.objects.filter(owner=request.user).order_by("id"), many=True).data)
+
+    @extend_schema(request=s.WorldSerializer, responses={201: s.WorldSerializer}, tags=["worlds"])
+    def post(self, request):
+        self.owner_only(request)
+        data = _valid(s.WorldSerializer, request)
+        world = World.objects.create(owner=request.user, **data)
+        return Response(s.WorldSerializer(world).data, status=201)
+
+
+class WorldDetailView(WorldView):
+    @extend_schema(responses=s.WorldSerializer, tags=["worlds"])
+    def get(self, request, world_id):
+        return Response(s.WorldSerializer(self.world(request, world_id)).data)
+
+    @extend_schema(request=s.WorldSerializer, responses=s.WorldSerializer, tags=["worlds"])
+    def patch(self, request, world_id):
+        self.owner_only(request)
+        world = self.world(request, world_id)
+        for name, value in _valid(s.WorldSerializer, request, partial=True).items():
+            setattr(world, name, value)
+        world.save()
+        return Response(s.WorldSerializer(world).data)
+
+    @extend_schema(responses={204: None}, tags=["worlds"])
+    def delete(self, request, world_id):
+        self.owner_only(request)
+        self.world(request, world_id).delete()
+        return Response(status=204)
+
+
+class TokenListView(WorldView):
+    @extend_schema(responses=s.WorldTokenSerializer(many=True), tags=["worlds"])
+    def get(self, request, world_id):
+        self.owner_only(request)
+        world = self.world(request, world_id)
+        return Response(s.WorldTokenSerializer(world.tokens.order_by("id"), many=True).data)
+
+    @extend_schema(request=s.NewTokenSerializer, responses={201: s.CreatedTokenSerializer}, tags=["worlds"])
+    def post(self, request, world_id):
+        self.owner_only(request)
+        world = self.world(request, world_id)
+        token, raw = agents.token_create(world=world, name=_valid(s.NewTokenSerializer, request)["name"])
+        return Response({**s.WorldTokenSerializer(token).data, "token": raw}, status=201)
+
+
+class TokenDetailView(WorldView):
+    @extend_schema(responses={204: None}, tags=["worlds"], description="Revoke the token (it stops working at once).")
+    def delete(self, request, world_id, token_id):
+        self.owner_only(request)
+        world = self.world(request, world_id)
+        if not WorldToken.objects.filter(pk=token_id, world=world, revoked_at__isnull=True).update(
+                revoked_at=timezone.now()):
+            raise Http404
+        return Response(status=204)
+
+
+class EventsView(WorldView):
+    @extend_schema(
+        request=s.EventBatchSerializer,
+        responses={201: inline_serializer("EventsRecorded", {"memories": serializers.IntegerField(),
+                                                             "agents": serializers.ListField()})},
+        tags=["worlds"],
+        description="One event, or {\"events\": [...]} for a batch. Unknown agents are created on first use. "
+                    "All or nothing: one bad event writes nothing.",
+    )
+    def post(self, request, world_id):
+        world = self.world(request, world_id)
+        if isinstance(request.data, dict) and "events" in request.data:
+            events = _valid(s.EventBatchSerializer, request)["events"]
+        else:
+            events = [_valid(s.EventSerializer, request)]
+        created = agents.events_record(world=world, events=[agents.Event(**e) for e in events])
+        touched = sorted({m.agent_id for m in created})
+        for agent_id in touched:
+            enqueue_agent_pass(agent_id)
+        names = sorted(Agent.objects.filter(pk__in=touched).values_list("external_id", flat=True))
+        return Response({"memories": len(created), "agents": names}, status=201)
+
+
+class AgentListView(WorldView):
+    @extend_schema(responses=s.AgentSerializer(many=True), tags=["worlds"])
+    def get(self, request, world_id):
+        world = self.world(request, world_id)
+        qs = Agent.objects.filter(world=world).annotate(memory_count=Count("memories")).order_by("external_id")
+        return Response(s.AgentSerializer(qs, many=True).data)
+
+
+class AgentDetailView(WorldView):
+    @extend_schema(responses={204: None}, tags=["worlds"], description="Delete the agent with all its memories.")
+    def delete(self, request, world_id, agent_id):
+        world = self.world(request, world_id)
+        agents.access_agent(world=world, external_id=agent_id).delete()
+        return Response(status=204)
+
+
+class RecallView(WorldView):
+    @extend_schema(
+        request=s.RecallInputSerializer,
+        responses={200: inline_serializer("Recall", {"memories": serializers.ListField(child=serializers.DictField()),
+                                                     "text": serializers.CharField()})},
+        tags=["worlds"],
+    )
+    def post(self, request, world_id, agent_id):
+        world = self.world(request, world_id)
+        agent = agents.access_agent(world=world, external_id=agent_id)
+        data = _valid(s.RecallInputSerializer, request)
+        found, block = agents.recall(
+            world=world, agent=agent, partner=data["partner"], location=data["location"], query=data["query"],
+            since=data["since"], kinds=data.get("kinds"), limit=data["limit"], token_budget=data["token_budget"],
+            cooldown_s=data["cooldown_seconds"],
+        )
+        return Response({
+            "memories": [{"id": m.id, "content": m.content, "kind": m.kind, "partner": m.partner,
+                          "location": m.location, "occurred_at": m.occurred_at, "score": m.score, "parts": m.parts}
+                         for m in found],
+            "text": block,
+        })
+
+
+class AgentMemoryListView(WorldView):
+    @extend_schema(
+        parameters=[OpenApiParameter("q", str, description="full-text search"),
+                    OpenApiParameter("kind", str), OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
+        responses=s.AgentMemorySerializer(many=True), tags=["worlds"],
+    )
+    def get(self, request, world_id, agent_id):
+        world = self.world(request, world_id)
+        agent = agents.access_agent(world=world, external_id=agent_id)
+        query = _MemoryQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        params = query.validated_data
+        qs = AgentMemory.objects.filter(agent=agent)
+        if params.get("q"):
+            from django.contrib.postgres.search import SearchQuery
+
+            qs = qs.filter(Q(search=SearchQuery(params["q"], config="english", search_type="websearch"))
+                           | Q(content__icontains=params["q"]))
+        if params.get("kind"):
+            qs = qs.filter(kind=params["kind"])
+        rows = qs.order_by("-occurred_at", "-id")[params["offset"]: params["offset"] + params["limit"]]
+        return Response(s.AgentMemorySerializer(rows, many=True).data)
+
+    @extend_schema(request=s.RememberSerializer, responses={201: s.AgentMemorySerializer}, tags=["worlds"],
+                   description="The agent writes a memory of its own (a note).")
+    def post(self, request, world_id, agent_id):
+        world = self.world(request, world_id)
+        agent = agents.access_agent(world=world, external_id=agent_id)
+        data = _valid(s.RememberSerializer, request)
+        memory = agents.remember(world=world, agent=agent, **data)
+        enqueue_agent_pass(agent.pk)
+        return Response(s.AgentMemorySerializer(memory).data, status=201)
+
+
+class _MemoryQuery(serializers.Serializer):
+    q = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    kind = serializers.ChoiceField(choices=AgentMemory.Kind.choices, required=False)
+    limit = serializers.IntegerField(min_value=1, max_value=MEMORY_PAGE_MAX, required=False, default=50)
+    offset = serializers.IntegerField(min_value=0, required=False, default=0)
+
+
+class AgentMemoryDetailView(WorldView):
+    def _memory(self, request, world_id, agent_id, memory_id) -> AgentMemory:
+        world = self.world(request, world_id)
+        agent = agents.access_agent(world=world, external_id=agent_id)
+        memory = AgentMemory.objects.filter(pk=memory_id, agent=agent).first()
+        if memory is None:
+            raise Http404
+        return memory
+
+    @extend_schema(request=s.AgentMemoryPatchSerializer, responses=s.AgentMemorySerializer, tags=["worlds"])
+    def patch(self, request, world_id, agent_id, memory_id):
+        memory = self._memory(request, world_id, agent_id, memory_id)
+        data = _valid(s.AgentMemoryPatchSerializer, request)
+        for name, value in data.items():
+            setattr(memory, name, value)
+        if "content" in data:
+            memory.embedding, memory.embedding_model = None, ""
+        memory.save()
+        if "content" in data:
+            enqueue_agent_pass(memory.agent_id)
+        return Response(s.AgentMemorySerializer(memory).data)
+
+    @extend_schema(responses={204: None}, tags=["worlds"])
+    def delete(self, request, world_id, agent_id, memory_id):
+        self._memory(request, world_id, agent_id, memory_id).delete()
+        return Response(status=204)
+
+
+class WorldExportView(WorldView):
+    @extend_schema(responses={200: inline_serializer("WorldExport", {"world": serializers.DictField()})},
+                   tags=["worlds"])
+    def get(self, request, world_id):
+        world = self.world(request, world_id)
+        out = {"world": {"id": world.pk, "name": world.name}, "agents": []}
+        for agent in Agent.objects.filter(world=world).order_by("external_id"):
+            memories = AgentMemory.objects.filter(agent=agent).order_by("occurred_at", "id")
+            out["agents"].append({"external_id": agent.external_id, "display_name": agent.display_name,
+                                  "memories": s.AgentMemorySerializer(memories, many=True).data})
+        return Response(out)

@@ -1,0 +1,99 @@
+from rest_framework import serializers
+
+from memory import agents
+from memory.models import AGENT_MEMORY_TEXT_MAX, Agent, AgentMemory, World, WorldToken
+
+BUILTIN_TYPES = ("say", "interact", "observe")
+
+
+class WorldSerializer(serializers.ModelSerializer):
+    agent_capacity = serializers.IntegerField(min_value=10, max_value=1_000_000, required=False)
+
+    class Meta:
+        model = World
+        fields = ["id", "name", "agent_capacity", "created_at"]
+
+
+class WorldTokenSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = WorldToken
+        fields = ["id", "name", "prefix", "created_at", "last_used_at", "revoked_at"]
+
+
+class NewTokenSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100, allow_blank=True, required=False, default="")
+
+
+class CreatedTokenSerializer(WorldTokenSerializer):
+    token = serializers.CharField(help_text="Shown once; store it now.")
+
+    class Meta(WorldTokenSerializer.Meta):
+        fields = WorldTokenSerializer.Meta.fields + ["token"]
+
+
+class EventSerializer(serializers.Serializer):
+    type = serializers.RegexField(r"^[a-z][a-z0-9_]{0,39}$",
+                                  help_text="say, interact, observe, or a custom type (needs a template)")
+    actor = serializers.CharField(max_length=100)
+    target = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
+    location = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    text = serializers.CharField(max_length=agents.EVENT_TEXT_MAX)
+    nearby = serializers.ListField(child=serializers.CharField(max_length=100), max_length=agents.NEARBY_MAX,
+                                   required=False, default=list)
+    time = serializers.DateTimeField(required=False, allow_null=True, default=None)
+    importance = serializers.FloatField(min_value=0, max_value=1, required=False, allow_null=True, default=None)
+    template = serializers.CharField(max_length=500, required=False, allow_blank=True, default="",
+                                     help_text="for custom types: {actor} {target} {location} {text}")
+    metadata = serializers.DictField(required=False, default=dict)
+
+    def validate(self, attrs):
+        if attrs["type"] not in BUILTIN_TYPES and not attrs["template"]:
+            raise serializers.ValidationError({"template": f"a custom type ({attrs['type']}) needs a template"})
+        return attrs
+
+
+class EventBatchSerializer(serializers.Serializer):
+    events = EventSerializer(many=True, allow_empty=False, max_length=agents.BATCH_MAX)
+
+
+class RecallInputSerializer(serializers.Serializer):
+    partner = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
+    location = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    query = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+    since = serializers.DateTimeField(required=False, allow_null=True, default=None)
+    kinds = serializers.ListField(child=serializers.ChoiceField(choices=AgentMemory.Kind.choices), required=False,
+                                  allow_empty=False)
+    limit = serializers.IntegerField(min_value=1, max_value=agents.RECALL_LIMIT_MAX, required=False, default=3)
+    token_budget = serializers.IntegerField(min_value=16, max_value=100_000, required=False, allow_null=True,
+                                            default=None)
+    cooldown_seconds = serializers.IntegerField(min_value=0, max_value=86_400, required=False, allow_null=True,
+                                                default=None, help_text="default: the world setting")
+
+
+class AgentMemorySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = AgentMemory
+        fields = ["id", "kind", "partner", "location", "content", "metadata", "importance", "pinned",
+                  "occurred_at", "created_at", "last_retrieved_at", "retrieval_count", "consolidated_into"]
+
+
+class AgentMemoryPatchSerializer(serializers.Serializer):
+    content = serializers.CharField(max_length=AGENT_MEMORY_TEXT_MAX, required=False)
+    pinned = serializers.BooleanField(required=False)
+    importance = serializers.FloatField(min_value=0, max_value=1, required=False)
+
+
+class RememberSerializer(serializers.Serializer):
+    content = serializers.CharField(max_length=AGENT_MEMORY_TEXT_MAX)
+    partner = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
+    location = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    importance = serializers.FloatField(min_value=0, max_value=1, required=False, default=0.7)
+    pinned = serializers.BooleanField(required=False, default=False)
+
+
+class AgentSerializer(serializers.ModelSerializer):
+    memories = serializers.IntegerField(read_only=True, source="memory_count")
+
+    class Meta:
+        model = Agent
+        fields = ["id", "external_id", "display_name", "created_at", "memories"]

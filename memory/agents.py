@@ -1,0 +1,406 @@
+"""Memory for agents in multi-agent worlds: events in, memories out, scored
+recall in one Postgres query, bounded growth, consolidation.
+
+Decisions (documented in the README): an unknown agent in an event is created
+on first use; a recall's default window is AGENT_RECALL["window_days"]; all
+weights live in settings.AGENT_RECALL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import secrets
+import weakref
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+import psycopg
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import F
+from django.http import Http404
+from django.utils import timezone
+from pgvector import HalfVector
+from pgvector.psycopg.halfvec import register_halfvec_info
+from psycopg.types import TypeInfo
+
+from memory import embedder
+from memory.models import AGENT_MEMORY_TEXT_MAX, Agent, AgentMemory, World, WorldToken
+from stories import tokens as token_counter
+from stories.errors import InvalidRequest
+
+EVENT_TEXT_MAX = 2000  # characters of an event's text
+NEARBY_MAX = 50  # listeners / witnesses per event
+BATCH_MAX = 500  # events per request
+FUTURE_SLACK = timedelta(days=1)  # event times further ahead are refused
+RECALL_LIMIT_MAX = 50
+CANDIDATES_PER_RESULT = 4  # ranked rows fetched per requested memory, for dedupe and the token budget
+TOKEN_PREFIX = "wt_"
+PASSIVE_KINDS = (AgentMemory.Kind.HEARD, AgentMemory.Kind.WITNESSED, AgentMemory.Kind.OBSERVATION)
+FINE_KINDS = ("say", "heard", "interaction", "witnessed", "observation", "custom")
+
+
+# ---------------------------------------------------------------------------- worlds and tokens
+
+
+def access_world(*, user_id: int | None, token: WorldToken | None, world_id: int) -> World:
+    """The world if the caller owns it or holds a live token of it; Http404 otherwise."""
+    world = World.objects.filter(pk=world_id).first()
+    if world is None:
+        raise Http404
+    if token is not None:
+        if token.world_id != world.pk:
+            raise Http404
+    elif world.owner_id != user_id:
+        raise Http404
+    return world
+
+
+def token_create(*, world: World, name: str = "") -> tuple[WorldToken, str]:
+    """A new token; the raw value is returned once and never stored."""
+    raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = WorldToken.objects.create(world=world, name=name, key_hash=_hash(raw), prefix=raw[:10])
+    return token, raw
+
+
+def token_resolve(raw: str) -> WorldToken | None:
+    """The live token for a raw value (None if unknown or revoked)."""
+    token = WorldToken.objects.select_related("world").filter(key_hash=_hash(raw), revoked_at__isnull=True).first()
+    if token is not None and (token.last_used_at is None or timezone.now() - token.last_used_at > timedelta(minutes=1)):
+        WorldToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
+    return token
+
+
+def _hash(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def access_agent(*, world: World, external_id: str) -> Agent:
+    agent = Agent.objects.filter(world=world, external_id=external_id).first()
+    if agent is None:
+        raise Http404
+    return agent
+
+
+# ---------------------------------------------------------------------------- events
+
+
+@dataclass
+class Event:
+    type: str
+    actor: str
+    text: str
+    location: str = ""
+    target: str = ""
+    nearby: list[str] = field(default_factory=list)
+    time: datetime | None = None
+    importance: float | None = None
+    template: str = ""
+    metadata: dict = field(default_factory=dict)
+
+
+DEFAULT_IMPORTANCE = {"say": 0.5, "interact": 0.6, "observe": 0.4}
+
+
+def _clip(text: str) -> str:
+    text = re.sub(r"\s+", " ", text).strip()
+    return text if len(text) <= AGENT_MEMORY_TEXT_MAX else text[: AGENT_MEMORY_TEXT_MAX - 1] + "…"
+
+
+def _fan_out(event: Event, now: datetime) -> list[tuple[str, dict]]:
+    """(agent external id, memory fields) for everyone the event leaves a memory with."""
+    at = f" at {event.location}" if event.location else ""
+    when = event.time or now
+    importance = event.importance if event.importance is not None else DEFAULT_IMPORTANCE.get(event.type, 0.5)
+    base = {"location": event.location, "occurred_at": when, "importance": importance,
+            "metadata": {**event.metadata, "event": event.type}}
+    others = [n for n in dict.fromkeys(event.nearby) if n and n != event.actor]
+    out = []
+    if event.type == "say":
+        to = event.target or "everyone nearby"
+        out.append((event.actor, {**base, "kind": "say", "partner": event.target,
+                                  "content": _clip(f'{event.actor} said to {to}{at}: "{event.text}"')}))
+        listeners = others + ([event.target] if event.target and event.target not in others and event.target != event.actor else [])
+        for listener in listeners:
+            out.append((listener, {**base, "kind": "heard", "partner": event.actor,
+                                   "content": _clip(f'{event.actor} said to {to}{at}: "{event.text}"'),
+                                   "importance": importance * (1.0 if listener == event.target else 0.6)}))
+    elif event.type == "interact":
+        target = f" {event.target}" if event.target else ""
+        content = _clip(f"{event.actor} {event.text}{target}{at}".replace(f"{target}{target}", target))
+        out.append((event.actor, {**base, "kind": "interaction", "partner": event.target, "content": content}))
+        for witness in others:
+            kind = "interaction" if witness == event.target else "witnessed"
+            out.append((witness, {**base, "kind": kind, "partner": event.actor, "content": content,
+                                  "importance": importance * (1.0 if kind == "interaction" else 0.5)}))
+    elif event.type == "observe":
+        out.append((event.actor, {**base, "kind": "observation", "partner": event.target,
+                                  "content": _clip(f"{event.actor} noticed{at}: {event.text}")}))
+    else:
+        values = {"actor": event.actor, "target": event.target, "location": event.location, "text": event.text}
+        try:
+            content = (event.template or "{actor} ({type}): {text}").format(**values, type=event.type)
+        except (KeyError, IndexError, ValueError):
+            raise InvalidRequest("template may use only {actor}, {target}, {location}, {text} and {type}") from None
+        base["metadata"]["type"] = event.type
+        out.append((event.actor, {**base, "kind": "custom", "partner": event.target, "content": _clip(content)}))
+        for witness in others:
+            out.append((witness, {**base, "kind": "witnessed", "partner": event.actor, "content": _clip(content),
+                                  "importance": importance * 0.5}))
+    return out
+
+
+def events_record(*, world: World, events: list[Event]) -> list[AgentMemory]:
+    """Write the memories of ``events`` in one transaction (agents are created
+    on first use), then hold every touched agent to the world's capacity."""
+    now = timezone.now()
+    for n, event in enumerate(events, start=1):
+        if event.time and event.time > now + FUTURE_SLACK:
+            raise InvalidRequest(f"event #{n}: its time is in the far future")
+    rows = [(agent_id, fields) for event in events for agent_id, fields in _fan_out(event, now)]
+    with transaction.atomic():
+        names = {agent_id for agent_id, _ in rows}
+        existing = {a.external_id: a for a in Agent.objects.filter(world=world, external_id__in=names)}
+        missing = [Agent(world=world, external_id=name, display_name=name) for name in names if name not in existing]
+        Agent.objects.bulk_create(missing, ignore_conflicts=True)
+        agents = {a.external_id: a for a in Agent.objects.filter(world=world, external_id__in=names)}
+        created = AgentMemory.objects.bulk_create(
+            [AgentMemory(agent=agents[agent_id], world=world, **fields) for agent_id, fields in rows]
+        )
+        for agent in agents.values():
+            enforce_capacity(agent=agent, capacity=world.agent_capacity)
+    return created
+
+
+def enforce_capacity(*, agent: Agent, capacity: int) -> int:
+    """Evict the lowest-value memories past ``capacity``: folded-away sources,
+    then passive, never retrieved, unimportant, old ones. Pinned never."""
+    excess = AgentMemory.objects.filter(agent=agent).count() - capacity
+    if excess <= 0:
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            DELETE FROM memory_agentmemory WHERE id IN (
+              SELECT id FROM memory_agentmemory
+              WHERE agent_id = %s AND NOT pinned
+              ORDER BY (consolidated_into_id IS NULL), (kind = ANY(%s)) DESC, (retrieval_count > 0),
+                       importance, occurred_at, id
+              LIMIT %s)
+            """,
+            [agent.pk, list(PASSIVE_KINDS), excess],
+        )
+        return cursor.rowcount
+
+
+# ---------------------------------------------------------------------------- recall
+
+
+@dataclass
+class Recalled:
+    id: int
+    content: str
+    kind: str
+    partner: str
+    location: str
+    occurred_at: datetime
+    score: float
+    parts: dict
+
+
+_RECALL_SQL = """
+SELECT id, content, kind, partner, location, occurred_at,
+       s_partner, s_location, s_kind, s_importance, s_recency, s_vector, s_text
+FROM (
+  SELECT m.id, m.content, m.kind, m.partner, m.location, m.occurred_at,
+    CASE WHEN %(partner)s <> '' AND m.partner = %(partner)s THEN %(w_partner)s ELSE 0 END AS s_partner,
+    CASE WHEN %(location)s <> '' AND m.location = %(location)s THEN %(w_location)s ELSE 0 END AS s_location,
+    COALESCE((%(kind_weights)s::jsonb ->> m.kind)::float8, 0) AS s_kind,
+    %(w_importance)s * m.importance AS s_importance,
+    %(w_recency)s * exp(-greatest(extract(epoch FROM (%(now)s - m.occurred_at)), 0) / %(half_life)s) AS s_recency,
+    CASE WHEN %(has_vector)s AND m.embedding_model = %(model)s
+         THEN %(w_vector)s * (1 - (m.embedding <=> %(vector)s::halfvec)) ELSE 0 END AS s_vector,
+    CASE WHEN %(has_text)s
+         THEN %(w_text)s * ts_rank_cd(m.search, websearch_to_tsquery('english', %(query)s), 32) ELSE 0 END AS s_text
+  FROM memory_agentmemory m
+  WHERE m.agent_id = %(agent)s AND m.consolidated_into_id IS NULL AND m.occurred_at >= %(since)s
+    AND m.kind = ANY(%(kinds)s)
+    AND (m.pinned OR m.last_retrieved_at IS NULL OR m.last_retrieved_at < %(cooled)s)
+) scored
+ORDER BY s_partner + s_location + s_kind + s_importance + s_recency + s_vector + s_text DESC, occurred_at DESC, id
+LIMIT %(candidates)s
+"""
+_TYPES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _cursor():
+    """A server-binding cursor with pgvector's binary halfvec adapter, wrapped by Django."""
+    connection.ensure_connection()
+    raw = connection.connection
+    info = _TYPES.get(raw)
+    if info is None:
+        info = _TYPES[raw] = TypeInfo.fetch(raw, "halfvec")
+    cursor = psycopg.Cursor(raw)
+    register_halfvec_info(cursor, info)
+    return connection._prepare_cursor(cursor)
+
+
+def _normal(text: str) -> set[str]:
+    return set(re.findall(r"[a-z0-9']+", text.lower()))
+
+
+def recall(*, world: World, agent: Agent, partner: str = "", location: str = "", query: str = "",
+           since: datetime | None = None, kinds: list[str] | None = None, limit: int = 3,
+           token_budget: int | None = None, cooldown_s: int | None = None, now: datetime | None = None,
+           record: bool = True) -> tuple[list[Recalled], str]:
+    """The memories that matter now, ranked in one SQL query, near-duplicates
+    collapsed and cut to the token budget; returns them and a ready-to-inject
+    "Relevant memories" block. Updates retrieval stats when ``record``."""
+    conf = settings.AGENT_RECALL
+    now = now or timezone.now()
+    limit = max(1, min(limit, RECALL_LIMIT_MAX))
+    cooldown = conf["cooldown_seconds"] if cooldown_s is None else cooldown_s
+    vector, model = None, ""
+    if query.strip():
+        try:
+            model, (vector,) = embedder.embed(user_id=world.owner_id, texts=[query])
+        except embedder.EmbeddingUnavailable:
+            vector = None
+    params = {
+        "partner": partner, "location": location, "query": query,
+        "kind_weights": json.dumps(conf["kind_weights"]),
+        "w_partner": conf["partner"], "w_location": conf["location"], "w_importance": conf["importance"],
+        "w_recency": conf["recency"], "half_life": conf["recency_half_life_hours"] * 3600.0,
+        "w_vector": conf["vector"], "w_text": conf["text"], "now": now,
+        "has_vector": vector is not None, "model": model, "vector": HalfVector(vector) if vector is not None else None,
+        "has_text": bool(query.strip()), "agent": agent.pk,
+        "since": since or now - timedelta(days=conf["window_days"]),
+        "kinds": kinds or [k for k in AgentMemory.Kind.values],
+        "cooled": now - timedelta(seconds=cooldown), "candidates": limit * CANDIDATES_PER_RESULT,
+    }
+    with _cursor() as cursor:
+        cursor.execute(_RECALL_SQL, params)
+        rows = cursor.fetchall()
+    kept: list[Recalled] = []
+    seen: list[set[str]] = []
+    used = 0
+    for pk, content, kind, partner_, location_, occurred, *parts in rows:
+        words = _normal(content)
+        if any(len(words & other) / max(len(words | other), 1) >= conf["dedupe_jaccard"] for other in seen):
+            continue
+        cost = token_counter.count(content) + 8
+        if token_budget is not None and used + cost > token_budget:
+            continue
+        names = ("partner", "location", "kind", "importance", "recency", "vector", "text")
+        scored = {n: round(float(v), 4) for n, v in zip(names, parts)}
+        kept.append(Recalled(pk, content, kind, partner_, location_, occurred, round(sum(scored.values()), 4), scored))
+        seen.append(words)
+        used += cost
+        if len(kept) == limit:
+            break
+    if record and kept:
+        AgentMemory.objects.filter(pk__in=[m.id for m in kept]).update(
+            last_retrieved_at=now, retrieval_count=F("retrieval_count") + 1)
+    block = ""
+    if kept:
+        lines = []
+        for m in kept:
+            where = f", {m.location}" if m.location else ""
+            lines.append(f"- [{m.occurred_at:%Y-%m-%d %H:%M}{where}] {m.content}")
+        block = "Relevant memories:\n" + "\n".join(lines)
+    return kept, block
+
+
+# ---------------------------------------------------------------------------- background: embed, consolidate
+
+
+def embed_pending(*, agent_id: int, batch: int = 256) -> int:
+    agent = Agent.objects.select_related("world").get(pk=agent_id)
+    owner = agent.world.owner_id
+    model = embedder.active_model(user_id=owner)
+    pending = list(AgentMemory.objects.filter(agent=agent).exclude(embedding_model=model)
+                   .order_by("id").values_list("pk", "content")[:batch])
+    done = 0
+    for start in range(0, len(pending), embedder.BATCH_MAX):
+        chunk = pending[start:start + embedder.BATCH_MAX]
+        name, vectors = embedder.embed(user_id=owner, texts=[c for _, c in chunk])
+        for (pk, content), vector in zip(chunk, vectors):
+            done += AgentMemory.objects.filter(pk=pk, content=content).update(
+                embedding=HalfVector(vector), embedding_model=name)
+    return done
+
+
+def consolidate(*, agent_id: int, now: datetime | None = None) -> int:
+    """Fold runs of fine-grained memories (same partner, or same location when
+    there is no partner, within the window) into one summary memory; the
+    originals stay, linked, and leave recall. Returns summaries written."""
+    from memory import summarize
+    from stories import accounts
+    from stories.providers import ProviderError
+
+    conf = settings.AGENT_CONSOLIDATION
+    now = now or timezone.now()
+    agent = Agent.objects.select_related("world").get(pk=agent_id)
+    candidates = list(
+        AgentMemory.objects.filter(agent=agent, consolidated_into__isnull=True, pinned=False, kind__in=FINE_KINDS,
+                                   occurred_at__lte=now - timedelta(minutes=conf["settle_minutes"]))
+        .order_by("partner", "location", "occurred_at")
+    )
+    groups: list[list[AgentMemory]] = []
+    for memory in candidates:
+        key = (memory.partner, "" if memory.partner else memory.location)
+        last = groups[-1] if groups else None
+        if (last and (last[0].partner, "" if last[0].partner else last[0].location) == key
+                and memory.occurred_at - last[-1].occurred_at <= timedelta(minutes=conf["window_minutes"])):
+            last.append(memory)
+        else:
+            groups.append([memory])
+    conn = accounts.connection_for_background(user_id=agent.world.owner_id, purpose="summary")
+    written = 0
+    for group in groups:
+        if len(group) < conf["min_run"]:
+            continue
+        text = "\n".join(m.content for m in group)
+        try:
+            summary = summarize.summarize_run(conn=conn, owner_id=agent.world.owner_id, agent=agent.external_id,
+                                              text=text)
+        except ProviderError:
+            return written
+        with transaction.atomic():
+            ids = [m.pk for m in group]
+            if AgentMemory.objects.filter(pk__in=ids, consolidated_into__isnull=True).count() != len(ids):
+                continue  # another run folded some of them meanwhile
+            first, last = group[0], group[-1]
+            folded = AgentMemory.objects.create(
+                agent=agent, world=agent.world, kind=AgentMemory.Kind.SUMMARY, partner=first.partner,
+                location=first.location if len({m.location for m in group}) == 1 else "",
+                content=_clip(summary), occurred_at=last.occurred_at, importance=max(m.importance for m in group),
+                metadata={"sources": len(group), "from": first.occurred_at.isoformat(), "to": last.occurred_at.isoformat()},
+            )
+            AgentMemory.objects.filter(pk__in=ids).update(consolidated_into=folded)
+            written += 1
+    return written
+
+
+def remember(*, world: World, agent: Agent, content: str, partner: str = "", location: str = "",
+             importance: float = 0.7, pinned: bool = False) -> AgentMemory:
+    """A memory the agent writes itself (the remember tool)."""
+    with transaction.atomic():
+        memory = AgentMemory.objects.create(agent=agent, world=world, kind=AgentMemory.Kind.NOTE,
+                                            content=_clip(content), partner=partner, location=location,
+                                            importance=importance, pinned=pinned, occurred_at=timezone.now())
+        enforce_capacity(agent=agent, capacity=world.agent_capacity)
+    return memory
+
+
+def agent_pass(*, agent_id: int) -> dict:
+    """The per-agent background pass: embed new memories, then consolidate."""
+    if not Agent.objects.filter(pk=agent_id).exists():
+        return {"embedded": 0, "summaries": 0}
+    try:
+        embedded = embed_pending(agent_id=agent_id)
+    except embedder.EmbeddingUnavailable:
+        embedded = 0
+    return {"embedded": embedded, "summaries": consolidate(agent_id=agent_id)}

@@ -1,0 +1,223 @@
+"""Agent memory for multi-agent worlds over REST."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from memory import agents
+from memory.models import Agent, AgentMemory, World
+from tests.conftest import api_client_for
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def world(alice):
+    return World.objects.create(owner=alice, name="Smallville", agent_capacity=200)
+
+
+@pytest.fixture
+def agent_api(world):
+    """An agent framework holding a world token."""
+    token, raw = agents.token_create(world=world, name="town")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    client.raw_token = raw
+    client.token = token
+    return client
+
+
+def events_url(world):
+    return f"/api/worlds/{world.pk}/events/"
+
+
+def test_one_say_with_three_listeners_writes_one_say_and_three_heard(agent_api, world):
+    response = agent_api.post(events_url(world), {"type": "say", "actor": "ann", "target": "bo", "location": "cafe",
+                                                  "text": "The well is poisoned.", "nearby": ["bo", "cy", "di"]},
+                              format="json")
+    assert response.status_code == 201 and response.json() == {"memories": 4, "agents": ["ann", "bo", "cy", "di"]}
+    rows = {(m.agent.external_id, m.kind, m.partner) for m in AgentMemory.objects.select_related("agent")}
+    assert rows == {("ann", "say", "bo"), ("bo", "heard", "ann"), ("cy", "heard", "ann"), ("di", "heard", "ann")}
+    assert all('"The well is poisoned."' in m.content and m.location == "cafe" for m in AgentMemory.objects.all())
+
+
+def test_an_interaction_is_the_actors_act_and_the_bystanders_sight(agent_api, world):
+    agent_api.post(events_url(world), {"type": "interact", "actor": "ann", "target": "bo", "location": "market",
+                                       "text": "sold a lamp to", "nearby": ["bo", "cy"]}, format="json")
+    rows = {(m.agent.external_id, m.kind, m.partner) for m in AgentMemory.objects.select_related("agent")}
+    assert rows == {("ann", "interaction", "bo"), ("bo", "interaction", "ann"), ("cy", "witnessed", "ann")}
+    assert AgentMemory.objects.get(agent__external_id="ann").content == "ann sold a lamp to bo at market"
+
+
+def test_custom_events_use_their_template(agent_api, world):
+    response = agent_api.post(events_url(world), {"type": "trade", "actor": "ann", "target": "bo", "text": "3 apples",
+                                                  "template": "{actor} traded {text} with {target}"}, format="json")
+    assert response.status_code == 201
+    memory = AgentMemory.objects.get()
+    assert memory.content == "ann traded 3 apples with bo" and memory.metadata["type"] == "trade"
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"type": "say", "actor": "ann", "text": ""}, "text"),
+    ({"type": "say", "actor": "ann", "text": "x" * 2001}, "text"),
+    ({"type": "say", "actor": "ann", "text": "hi", "nearby": [f"a{n}" for n in range(51)]}, "nearby"),
+    ({"type": "trade", "actor": "ann", "text": "hi"}, "template"),
+    ({"type": "Bad Type", "actor": "ann", "text": "hi"}, "type"),
+    ({"events": []}, "events"),
+])
+def test_bad_events_get_field_errors_and_write_nothing(agent_api, world, body, field):
+    response = agent_api.post(events_url(world), body, format="json")
+    assert response.status_code == 400 and field in str(response.json())
+    assert not AgentMemory.objects.exists() and not Agent.objects.exists()
+
+
+def test_a_batch_with_one_far_future_event_writes_nothing(agent_api, world):
+    future = (timezone.now() + timedelta(days=30)).isoformat()
+    batch = {"events": [{"type": "say", "actor": "ann", "text": "fine"},
+                        {"type": "say", "actor": "ann", "text": "later", "time": future}]}
+    response = agent_api.post(events_url(world), batch, format="json")
+    assert response.status_code == 400 and "far future" in response.json()["detail"]
+    assert not AgentMemory.objects.exists()
+
+
+def make(agent, world, content, *, kind="say", partner="", location="", hours_ago=1.0, importance=0.5, **extra):
+    return AgentMemory.objects.create(agent=agent, world=world, kind=kind, partner=partner, location=location,
+                                      content=content, importance=importance,
+                                      occurred_at=timezone.now() - timedelta(hours=hours_ago), **extra)
+
+
+def test_recall_scores_partner_location_kind_and_recency_in_the_expected_order(world):
+    ann = Agent.objects.create(world=world, external_id="ann")
+    a = make(ann, world, "ann promised bo to repair the mill", partner="bo", location="mill", hours_ago=2)
+    b = make(ann, world, "ann heard bo complain about rain", kind="heard", partner="bo", hours_ago=2)
+    c = make(ann, world, "ann sold bread to cy", partner="cy", location="mill", hours_ago=2)
+    d = make(ann, world, "ann chatted with di long ago", partner="di", hours_ago=24 * 30)
+    found, block = agents.recall(world=world, agent=ann, partner="bo", location="mill", limit=4, record=False)
+    assert [m.id for m in found] == [a.pk, b.pk, c.pk, d.pk]
+    assert found[0].parts["partner"] > 0 and found[0].parts["location"] > 0
+    assert found[1].parts["kind"] < found[0].parts["kind"], "what it heard ranks below what it did"
+    assert found[3].parts["recency"] < found[2].parts["recency"]
+    assert block.startswith("Relevant memories:\n- [") and "repair the mill" in block.splitlines()[1]
+
+
+def test_recall_filters_window_kinds_cooldown_dedupe_and_budget(world):
+    ann = Agent.objects.create(world=world, external_id="ann")
+    old = make(ann, world, "ann buried the silver in the orchard", hours_ago=24 * 400)
+    said = make(ann, world, "ann said the bridge is closed", hours_ago=1)
+    make(ann, world, "ann said the bridge is closed!", hours_ago=2)  # a near-duplicate
+    heard = make(ann, world, "ann heard wolves near the bridge", kind="heard", hours_ago=1)
+    ids = lambda found: [m.id for m in found]  # noqa: E731
+
+    found, _ = agents.recall(world=world, agent=ann, limit=10, record=False)
+    assert old.pk not in ids(found), "outside the default window"
+    assert len([m for m in found if "bridge is closed" in m.content]) == 1, "near-duplicates collapse"
+    found, _ = agents.recall(world=world, agent=ann, limit=10, since=timezone.now() - timedelta(days=500),
+                             record=False)
+    assert old.pk in ids(found)
+    found, _ = agents.recall(world=world, agent=ann, kinds=["heard"], limit=10, record=False)
+    assert ids(found) == [heard.pk]
+    found, _ = agents.recall(world=world, agent=ann, limit=1, token_budget=16, record=False)
+    assert len(found) == 1 and found[0].id == said.pk
+
+    first, _ = agents.recall(world=world, agent=ann, limit=2)
+    again, _ = agents.recall(world=world, agent=ann, limit=2)
+    assert not set(ids(first)) & set(ids(again)), "just-returned memories are held back (cooldown)"
+    assert AgentMemory.objects.get(pk=first[0].id).retrieval_count == 1
+
+
+def test_a_query_ranks_by_meaning_and_words_inside_postgres(world, agent_api):
+    for text in ["The blacksmith forged a sword for the mayor.", "It rained all day on the fields.",
+                 "Bo lost his lantern in the cave."]:
+        agent_api.post(events_url(world), {"type": "observe", "actor": "ann", "text": text}, format="json")
+    ann = Agent.objects.get(external_id="ann")
+    agents.embed_pending(agent_id=ann.pk)
+    found, _ = agents.recall(world=world, agent=ann, query="who made a weapon?", limit=1, record=False)
+    assert "sword" in found[0].content and found[0].parts["vector"] > 0
+    found, _ = agents.recall(world=world, agent=ann, query="lantern", limit=1, record=False)
+    assert "lantern" in found[0].content and found[0].parts["text"] > 0
+
+
+def test_capacity_holds_under_five_thousand_events_and_recall_stays_one_query(agent_api, world,
+                                                                            django_assert_num_queries):
+    now = timezone.now()
+    for batch in range(10):
+        events = [{"type": "observe", "actor": "ann", "text": f"ann counted crow number {batch * 500 + n}",
+                   "time": (now - timedelta(minutes=5000 - batch * 500 - n)).isoformat()} for n in range(500)]
+        assert agent_api.post(events_url(world), {"events": events}, format="json").status_code == 201
+    ann = Agent.objects.get(external_id="ann")
+    assert AgentMemory.objects.filter(agent=ann).count() == world.agent_capacity
+    assert AgentMemory.objects.filter(agent=ann, content__endswith="4999").exists(), "the newest stay"
+    with django_assert_num_queries(2):  # the ranked SELECT and the retrieval-stats UPDATE
+        found, _ = agents.recall(world=world, agent=ann, limit=5)
+    assert len(found) == 5
+
+
+def test_pinned_and_retrieved_memories_outlive_passive_ones(world):
+    world.agent_capacity = 3
+    ann = Agent.objects.create(world=world, external_id="ann")
+    pinned = make(ann, world, "pinned", kind="heard", hours_ago=100, pinned=True)
+    used = make(ann, world, "used", kind="heard", hours_ago=90, retrieval_count=3)
+    mine = make(ann, world, "my own act", kind="say", hours_ago=80)
+    make(ann, world, "overheard", kind="heard", hours_ago=1)
+    make(ann, world, "saw something", kind="witnessed", hours_ago=1)
+    agents.enforce_capacity(agent=ann, capacity=3)
+    assert set(AgentMemory.objects.values_list("pk", flat=True)) == {pinned.pk, used.pk, mine.pk}
+
+
+def test_consolidation_writes_one_summary_and_hides_its_sources_from_recall(world):
+    ann = Agent.objects.create(world=world, external_id="ann")
+    sources = [make(ann, world, f"ann haggled with bo over the price of wool, offer {n}", partner="bo",
+                    hours_ago=5 - n * 0.2) for n in range(6)]
+    other = make(ann, world, "ann fed the goats", hours_ago=3)
+    assert agents.consolidate(agent_id=ann.pk) == 1
+    summary = AgentMemory.objects.get(kind="summary")
+    assert summary.partner == "bo" and summary.metadata["sources"] == 6 and "wool" in summary.content
+    assert set(AgentMemory.objects.filter(consolidated_into=summary).values_list("pk", flat=True)) == {
+        s.pk for s in sources}
+    found, _ = agents.recall(world=world, agent=ann, limit=10, record=False)
+    assert {m.id for m in found} == {summary.pk, other.pk}
+    assert agents.consolidate(agent_id=ann.pk) == 0, "running again folds nothing twice"
+
+
+def test_worlds_are_isolated_between_tokens_and_users(world, agent_api, bob, alice):
+    other = World.objects.create(owner=alice, name="Elsewhere")
+    agent_api.post(events_url(world), {"type": "say", "actor": "ann", "text": "secret"}, format="json")
+    assert agent_api.post(events_url(other), {"type": "say", "actor": "x", "text": "y"}, format="json").status_code == 404
+    assert agent_api.post(f"/api/worlds/{other.pk}/agents/ann/recall/", {}, format="json").status_code == 404
+    assert agent_api.get("/api/adventures/").status_code in (401, 403), "a world token is not the owner's login"
+    assert agent_api.get("/api/worlds/").status_code == 404, "tokens cannot manage worlds"
+    bob_api = api_client_for(bob)
+    for method, url in [("get", f"/api/worlds/{world.pk}/"), ("get", f"/api/worlds/{world.pk}/agents/"),
+                        ("post", f"/api/worlds/{world.pk}/agents/ann/recall/"),
+                        ("get", f"/api/worlds/{world.pk}/export/"), ("delete", f"/api/worlds/{world.pk}/agents/ann/")]:
+        assert getattr(bob_api, method)(url, {}, format="json").status_code == 404
+    assert Agent.objects.filter(external_id="ann").exists()
+
+
+def test_revoked_tokens_are_refused_at_once(world, agent_api, alice):
+    owner = api_client_for(alice)
+    assert owner.delete(f"/api/worlds/{world.pk}/tokens/{agent_api.token.pk}/").status_code == 204
+    response = agent_api.post(events_url(world), {"type": "say", "actor": "ann", "text": "hi"}, format="json")
+    assert response.status_code == 401 and "revoked" in response.json()["detail"]
+    listed = owner.get(f"/api/worlds/{world.pk}/tokens/").json()
+    assert listed[0]["revoked_at"] and "token" not in listed[0] and agent_api.raw_token not in str(listed)
+
+
+def test_owners_manage_memories_and_export_a_world(world, agent_api, alice):
+    owner = api_client_for(alice)
+    agent_api.post(events_url(world), {"type": "say", "actor": "ann", "target": "bo", "text": "meet at noon",
+                                       "nearby": ["bo"]}, format="json")
+    noted = agent_api.post(f"/api/worlds/{world.pk}/agents/ann/memories/", {"content": "bo owes me a favor",
+                                                                           "pinned": True}, format="json")
+    assert noted.status_code == 201 and noted.json()["kind"] == "note"
+    search = owner.get(f"/api/worlds/{world.pk}/agents/ann/memories/?q=noon").json()
+    assert [m["content"] for m in search] == ['ann said to bo: "meet at noon"']
+    mid = search[0]["id"]
+    patched = owner.patch(f"/api/worlds/{world.pk}/agents/ann/memories/{mid}/", {"pinned": True}, format="json")
+    assert patched.json()["pinned"] is True
+    exported = owner.get(f"/api/worlds/{world.pk}/export/").json()
+    assert {a["external_id"]: len(a["memories"]) for a in exported["agents"]} == {"ann": 2, "bo": 1}
+    assert owner.delete(f"/api/worlds/{world.pk}/agents/bo/").status_code == 204
+    assert not AgentMemory.objects.filter(agent__external_id="bo").exists()
