@@ -12,7 +12,7 @@ from tests.support.processes import ROOT
 
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SERVICES = COMPOSE["services"]
-APP_SERVICES = ["migrate", "web", "worker", "beat"]
+APP_SERVICES = ["migrate", "web", "worker", "beat", "mcp"]
 
 
 def command_words(service: dict) -> list[list[str]]:

@@ -5,7 +5,7 @@ import re
 import pytest
 from django.urls import URLPattern, get_resolver
 
-from memory.models import Cursor, Memory
+from memory.models import AgentMemory, Cursor, Memory, World, WorldToken
 from stories.models import Action, Adventure, AISettings, Branch, StoryCard
 
 pytestmark = pytest.mark.django_db
@@ -21,7 +21,7 @@ def story_routes():
         for p in patterns:
             if isinstance(p, URLPattern):
                 route = prefix + str(p.pattern)
-                params = re.findall(r"<int:(\w+)>", route)
+                params = re.findall(r"<(?:int|str):(\w+)>", route)
                 if route.startswith("api/") and params:
                     out.append((route, params))
             else:
@@ -40,6 +40,9 @@ def snapshot():
         list(AISettings.objects.order_by("id").values()),
         list(Memory.objects.order_by("id").values("id", "text", "pinned", "forgotten", "depth", "branch_id")),
         list(Cursor.objects.order_by("id").values()),
+        list(World.objects.order_by("id").values()),
+        list(WorldToken.objects.order_by("id").values("id", "revoked_at")),
+        list(AgentMemory.objects.order_by("id").values("id", "content", "pinned")),
     )
 
 
@@ -57,18 +60,22 @@ def alices_world(alice_plays):
                       format="json").json()
     card = api.get(f"/api/adventures/{aid}/cards/").json()[0]
     memory = api.post(f"/api/adventures/{aid}/memories/", {"text": "Alice hid the key."}, format="json").json()
+    world = api.post("/api/worlds/", {"name": "Alice's town"}, format="json").json()
+    token = api.post(f"/api/worlds/{world['id']}/tokens/", {"name": "t"}, format="json").json()
+    api.post(f"/api/worlds/{world['id']}/events/", {"type": "say", "actor": "ann", "text": "hi"}, format="json")
     return {"adventure_id": aid, "action_id": action["id"], "branch_id": branch["id"], "card_id": card["id"],
-            "memory_id": memory["id"]}
+            "memory_id": memory["id"], "world_id": world["id"], "token_id": token["id"], "agent_id": "ann"}
 
 
 def test_bob_gets_404_on_every_route_with_alices_ids_and_no_write_lands(alices_world, bob_api):
     routes = story_routes()
     assert len(routes) >= 22, "the sweep must see the story and memory APIs"
     assert any("memories/<int:memory_id>" in r for r, _ in routes)
+    assert any("worlds/<int:world_id>/agents/<str:agent_id>/recall/" in r for r, _ in routes)
     before = snapshot()
     tried = 0
     for route, params in routes:
-        url = "/" + re.sub(r"<int:(\w+)>", lambda m: str(alices_world[m.group(1)]), route)
+        url = "/" + re.sub(r"<(?:int|str):(\w+)>", lambda m: str(alices_world[m.group(1)]), route)
         for method in METHODS:
             body = {"text": "pwned", "mode": "do", "name": "pwned", "take_id": alices_world["action_id"],
                     "title": "pwned"}

@@ -67,9 +67,12 @@ class Command(BaseCommand):
                 "--beat", "--schedule", str(settings.DATA_DIR / "celerybeat-schedule"),
             ]
         )
-        children = {"web server": web, "worker": worker}
+        mcp_port = env_int("MCP_PORT", port + 1, minimum=1, maximum=65535)
+        mcp = _spawn([sys.executable, "manage.py", "runmcp", "--host", host, "--port", str(mcp_port)])
+        children = {"web server": web, "worker": worker, "MCP server": mcp}
         shown = host if ":" not in host else f"[{host}]"
         self.stdout.write(self.style.SUCCESS(f"Everlore is running at http://{shown}:{port}/  (Ctrl-C stops it)"))
+        self.stdout.write(f"Agent memory over MCP: http://{shown}:{mcp_port}/mcp")
         self.stdout.flush()
 
         exit_code = 0
@@ -83,7 +86,7 @@ class Command(BaseCommand):
             time.sleep(0.2)
 
         self.stdout.write("Stopping...")
-        for proc in (web, worker):
+        for proc in (web, mcp, worker):
             _stop(proc)
         if settings.EMBEDDED:
             self.stdout.write("Stopped. The embedded database and Redis stop with this process; data stays in DATA_DIR.")
