@@ -221,8 +221,13 @@ AGENT_RECALL = {
     "importance": 0.2,  # x importance (0..1)
     "recency": 0.3,  # x exp(-age / half-life)
     "recency_half_life_hours": 72,
-    "vector": 1.0,  # x cosine similarity to the query (pgvector)
-    "text": 1.0,  # x Postgres full-text rank of the query (ts_rank_cd, normalized to 0..1)
+    # with a query: reciprocal-rank fusion of the pgvector cosine ranking and the
+    # Postgres full-text ranking, each worth (rrf_k + 1) / (rrf_k + rank): 1 at rank 1
+    "vector": 1.0,
+    "text": 1.0,
+    "rrf_k": 20,
+    # with a query, kind, importance and recency count this much (meaning and words lead)
+    "prior_scale_with_query": 0.25,
     # the agent's own acts above what it heard or witnessed
     "kind_weights": {"say": 0.15, "interaction": 0.15, "note": 0.15, "summary": 0.12, "custom": 0.1,
                      "observation": 0.08, "heard": 0.05, "witnessed": 0.0},

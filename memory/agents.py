@@ -113,6 +113,8 @@ def _fan_out(event: Event, now: datetime) -> list[tuple[str, dict]]:
     """(agent external id, memory fields) for everyone the event leaves a memory with."""
     at = f" at {event.location}" if event.location else ""
     when = event.time or now
+    # A memory is read alone, much later: it carries its own date.
+    dated = f"({when:%-d %B %Y}) "
     importance = event.importance if event.importance is not None else DEFAULT_IMPORTANCE.get(event.type, 0.5)
     base = {"location": event.location, "occurred_at": when, "importance": importance,
             "metadata": {**event.metadata, "event": event.type}}
@@ -121,15 +123,15 @@ def _fan_out(event: Event, now: datetime) -> list[tuple[str, dict]]:
     if event.type == "say":
         to = event.target or "everyone nearby"
         out.append((event.actor, {**base, "kind": "say", "partner": event.target,
-                                  "content": _clip(f'{event.actor} said to {to}{at}: "{event.text}"')}))
+                                  "content": _clip(f'{dated}{event.actor} said to {to}{at}: "{event.text}"')}))
         listeners = others + ([event.target] if event.target and event.target not in others and event.target != event.actor else [])
         for listener in listeners:
             out.append((listener, {**base, "kind": "heard", "partner": event.actor,
-                                   "content": _clip(f'{event.actor} said to {to}{at}: "{event.text}"'),
+                                   "content": _clip(f'{dated}{event.actor} said to {to}{at}: "{event.text}"'),
                                    "importance": importance * (1.0 if listener == event.target else 0.6)}))
     elif event.type == "interact":
         target = f" {event.target}" if event.target else ""
-        content = _clip(f"{event.actor} {event.text}{target}{at}".replace(f"{target}{target}", target))
+        content = _clip(f"{dated}{event.actor} {event.text}{target}{at}")
         out.append((event.actor, {**base, "kind": "interaction", "partner": event.target, "content": content}))
         for witness in others:
             kind = "interaction" if witness == event.target else "witnessed"
@@ -137,7 +139,7 @@ def _fan_out(event: Event, now: datetime) -> list[tuple[str, dict]]:
                                   "importance": importance * (1.0 if kind == "interaction" else 0.5)}))
     elif event.type == "observe":
         out.append((event.actor, {**base, "kind": "observation", "partner": event.target,
-                                  "content": _clip(f"{event.actor} noticed{at}: {event.text}")}))
+                                  "content": _clip(f"{dated}{event.actor} noticed{at}: {event.text}")}))
     else:
         values = {"actor": event.actor, "target": event.target, "location": event.location, "text": event.text}
         try:
@@ -145,6 +147,7 @@ def _fan_out(event: Event, now: datetime) -> list[tuple[str, dict]]:
         except (KeyError, IndexError, ValueError):
             raise InvalidRequest("template may use only {actor}, {target}, {location}, {text} and {type}") from None
         base["metadata"]["type"] = event.type
+        content = dated + content
         out.append((event.actor, {**base, "kind": "custom", "partner": event.target, "content": _clip(content)}))
         for witness in others:
             out.append((witness, {**base, "kind": "witnessed", "partner": event.actor, "content": _clip(content),
@@ -210,25 +213,41 @@ class Recalled:
     parts: dict
 
 
+# Hybrid search fuses the vector and full-text rankings by reciprocal rank
+# (window functions over the agent's candidates), so neither signal's scale
+# dominates; the query's words are OR-ed (a question rarely repeats every word
+# of the memory that answers it).
 _RECALL_SQL = """
-SELECT id, content, kind, partner, location, occurred_at,
-       s_partner, s_location, s_kind, s_importance, s_recency, s_vector, s_text
-FROM (
-  SELECT m.id, m.content, m.kind, m.partner, m.location, m.occurred_at,
-    CASE WHEN %(partner)s <> '' AND m.partner = %(partner)s THEN %(w_partner)s ELSE 0 END AS s_partner,
-    CASE WHEN %(location)s <> '' AND m.location = %(location)s THEN %(w_location)s ELSE 0 END AS s_location,
-    COALESCE((%(kind_weights)s::jsonb ->> m.kind)::float8, 0) AS s_kind,
-    %(w_importance)s * m.importance AS s_importance,
-    %(w_recency)s * exp(-greatest(extract(epoch FROM (%(now)s - m.occurred_at)), 0) / %(half_life)s) AS s_recency,
+WITH q AS (
+  SELECT replace(plainto_tsquery('english', %(query)s)::text, '&', '|')::tsquery AS ts
+), base AS (
+  SELECT m.id, m.content, m.kind, m.partner, m.location, m.occurred_at, m.importance,
     CASE WHEN %(has_vector)s AND m.embedding_model = %(model)s
-         THEN %(w_vector)s * (1 - (m.embedding <=> %(vector)s::halfvec)) ELSE 0 END AS s_vector,
-    CASE WHEN %(has_text)s
-         THEN %(w_text)s * ts_rank_cd(m.search, websearch_to_tsquery('english', %(query)s), 32) ELSE 0 END AS s_text
-  FROM memory_agentmemory m
+         THEN 1 - (m.embedding <=> %(vector)s::halfvec) END AS sim,
+    CASE WHEN %(has_text)s AND q.ts::text <> '' THEN ts_rank_cd(m.search, q.ts, 32) ELSE 0 END AS tr
+  FROM memory_agentmemory m, q
   WHERE m.agent_id = %(agent)s AND m.consolidated_into_id IS NULL AND m.occurred_at >= %(since)s
     AND m.kind = ANY(%(kinds)s)
     AND (m.pinned OR m.last_retrieved_at IS NULL OR m.last_retrieved_at < %(cooled)s)
-) scored
+), ranked AS (
+  SELECT base.*,
+    rank() OVER (ORDER BY sim DESC NULLS LAST) AS r_vector,
+    rank() OVER (ORDER BY tr DESC) AS r_text
+  FROM base
+), scored AS (
+  SELECT id, content, kind, partner, location, occurred_at,
+    CASE WHEN %(partner)s <> '' AND partner = %(partner)s THEN %(w_partner)s ELSE 0 END AS s_partner,
+    CASE WHEN %(location)s <> '' AND location = %(location)s THEN %(w_location)s ELSE 0 END AS s_location,
+    %(prior)s * COALESCE((%(kind_weights)s::jsonb ->> kind)::float8, 0) AS s_kind,
+    %(prior)s * %(w_importance)s * importance AS s_importance,
+    %(prior)s * %(w_recency)s * exp(-greatest(extract(epoch FROM (%(now)s - occurred_at)), 0) / %(half_life)s) AS s_recency,
+    CASE WHEN sim IS NOT NULL THEN %(w_vector)s * (%(rrf_k)s + 1) / (%(rrf_k)s + r_vector) ELSE 0 END AS s_vector,
+    CASE WHEN tr > 0 THEN %(w_text)s * (%(rrf_k)s + 1) / (%(rrf_k)s + r_text) ELSE 0 END AS s_text
+  FROM ranked
+)
+SELECT id, content, kind, partner, location, occurred_at,
+       s_partner, s_location, s_kind, s_importance, s_recency, s_vector, s_text
+FROM scored
 ORDER BY s_partner + s_location + s_kind + s_importance + s_recency + s_vector + s_text DESC, occurred_at DESC, id
 LIMIT %(candidates)s
 """
@@ -273,7 +292,8 @@ def recall(*, world: World, agent: Agent, partner: str = "", location: str = "",
         "kind_weights": json.dumps(conf["kind_weights"]),
         "w_partner": conf["partner"], "w_location": conf["location"], "w_importance": conf["importance"],
         "w_recency": conf["recency"], "half_life": conf["recency_half_life_hours"] * 3600.0,
-        "w_vector": conf["vector"], "w_text": conf["text"], "now": now,
+        "w_vector": conf["vector"], "w_text": conf["text"], "rrf_k": float(conf["rrf_k"]), "now": now,
+        "prior": conf["prior_scale_with_query"] if query.strip() else 1.0,
         "has_vector": vector is not None, "model": model, "vector": HalfVector(vector) if vector is not None else None,
         "has_text": bool(query.strip()), "agent": agent.pk,
         "since": since or now - timedelta(days=conf["window_days"]),
