@@ -43,6 +43,7 @@ def populate(total_rows: int, owner) -> dict:
     from django.db import connection
     from pgvector import HalfVector
     from pgvector.psycopg import register_vector
+    from django.utils import timezone
     from tqdm import tqdm
 
     from memory.models import Memory
@@ -64,7 +65,7 @@ def populate(total_rows: int, owner) -> dict:
         plan.append((f"bench filler {n}", DIMS[n % len(DIMS)], min(FILLER_BANK, filler - n * FILLER_BANK)))
     rng = np.random.default_rng(7)
     connection.ensure_connection()
-    register_vector(connection.connection)
+    register_vector(connection.connection)  # binary COPY of halfvec (bench connection only)
     columns = ("adventure_id", "branch_id", "depth", "text", "embedding", "embedding_model", "pinned",
                "forgotten", "stale", "offline", "use_count", "created_at", "updated_at")
     out = {}
@@ -74,11 +75,15 @@ def populate(total_rows: int, owner) -> dict:
             branch = Branch.objects.get(pk=adventure.head_branch_id)
             vectors = rng.standard_normal((bank, dims)).astype(np.float32)
             vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            now = timezone.now()
             with connection.cursor() as cursor:
-                with cursor.cursor.copy(f"COPY memory_memory ({', '.join(columns)}) FROM STDIN") as copy:
+                sql = f"COPY memory_memory ({', '.join(columns)}) FROM STDIN WITH (FORMAT BINARY)"
+                with cursor.cursor.copy(sql) as copy:
+                    copy.set_types(["int8", "int8", "int4", "text", "halfvec", "varchar", "bool", "bool", "bool",
+                                    "bool", "int4", "timestamptz", "timestamptz"])
                     for i in range(bank):
                         copy.write_row((adventure.pk, branch.pk, 1, f"memory {i} of {title}", HalfVector(vectors[i]),
-                                        model_name(dims), False, False, False, False, 0, "now", "now"))
+                                        model_name(dims), False, False, False, False, 0, now, now))
             bar.update(bank)
             if title in wanted.values():
                 out[next(k for k, t in wanted.items() if t == title)] = adventure
@@ -105,6 +110,7 @@ def main() -> None:
     parser.add_argument("--top-k", type=int, default=5)
     args = parser.parse_args()
     rows = args.rows or (100_000 if args.quick else 1_000_000)
+    quick = args.quick
     queries = args.queries or (60 if args.quick else 300)
     django_setup()
 
@@ -175,7 +181,7 @@ def main() -> None:
             numpy_ids = numpy_warm()
             agree = len(set(ours_ids) & set(numpy_ids))
 
-            slow_repeats = max(5, queries // (10 if bank >= 10_000 else 3))
+            slow_repeats = max(3 if quick else 5, queries // (20 if bank >= 10_000 else 3))
             timings = {
                 "ours": time_it(ours, queries),
                 "numpy_warm": time_it(numpy_warm, queries),

@@ -12,21 +12,18 @@ import hashlib
 import json
 import re
 import secrets
-import weakref
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-import psycopg
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
 from django.http import Http404
 from django.utils import timezone
 from pgvector import HalfVector
-from pgvector.psycopg.halfvec import register_halfvec_info
-from psycopg.types import TypeInfo
 
 from memory import embedder
+from memory.vectors import vector_cursor
 from memory.models import AGENT_MEMORY_TEXT_MAX, Agent, AgentMemory, World, WorldToken
 from stories import tokens as token_counter
 from stories.errors import InvalidRequest
@@ -251,21 +248,6 @@ FROM scored
 ORDER BY s_partner + s_location + s_kind + s_importance + s_recency + s_vector + s_text DESC, occurred_at DESC, id
 LIMIT %(candidates)s
 """
-_TYPES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _cursor():
-    """A server-binding cursor with pgvector's binary halfvec adapter, wrapped by Django."""
-    connection.ensure_connection()
-    raw = connection.connection
-    info = _TYPES.get(raw)
-    if info is None:
-        info = _TYPES[raw] = TypeInfo.fetch(raw, "halfvec")
-    cursor = psycopg.Cursor(raw)
-    register_halfvec_info(cursor, info)
-    return connection._prepare_cursor(cursor)
-
-
 def _normal(text: str) -> set[str]:
     return set(re.findall(r"[a-z0-9']+", text.lower()))
 
@@ -300,7 +282,7 @@ def recall(*, world: World, agent: Agent, partner: str = "", location: str = "",
         "kinds": kinds or [k for k in AgentMemory.Kind.values],
         "cooled": now - timedelta(seconds=cooldown), "candidates": limit * CANDIDATES_PER_RESULT,
     }
-    with _cursor() as cursor:
+    with vector_cursor() as cursor:
         cursor.execute(_RECALL_SQL, params)
         rows = cursor.fetchall()
     kept: list[Recalled] = []

@@ -6,15 +6,10 @@ from __future__ import annotations
 
 import logging
 
-import weakref
-
-import psycopg
-from django.db import connection
 from pgvector import HalfVector
-from pgvector.psycopg.halfvec import register_halfvec_info
-from psycopg.types import TypeInfo
 
 from memory import bank, embedder
+from memory.vectors import vector_cursor
 from stories import lineage, tokens
 from stories.context import MemoryItem, render_action
 from stories.models import Action, Adventure, Branch
@@ -56,20 +51,6 @@ WHERE m.adventure_id = %s AND NOT m.forgotten AND m.pinned AND {path}
 ORDER BY m.id
 LIMIT %s
 """
-_HALFVEC_TYPES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _vector_cursor():
-    """A server-binding cursor on Django's connection with pgvector's binary
-    halfvec adapter, wrapped by Django (so query logging and counts see it)."""
-    connection.ensure_connection()
-    raw = connection.connection
-    info = _HALFVEC_TYPES.get(raw)
-    if info is None:
-        info = _HALFVEC_TYPES[raw] = TypeInfo.fetch(raw, "halfvec")
-    cursor = psycopg.Cursor(raw)
-    register_halfvec_info(cursor, info)
-    return connection._prepare_cursor(cursor)
 
 
 def rank(*, branch: Branch, vector: list[float] | None, model: str, top_k: int) -> list[MemoryItem]:
@@ -78,7 +59,7 @@ def rank(*, branch: Branch, vector: list[float] | None, model: str, top_k: int) 
     if top_k <= 0:
         return []
     path, path_params = lineage.path_sql(branch, table="m")
-    with _vector_cursor() as cursor:
+    with vector_cursor() as cursor:
         if vector is None:
             cursor.execute(_PINNED_SQL.format(path=path), [branch.adventure_id, *path_params, top_k])
         else:

@@ -48,7 +48,8 @@ def test_an_interaction_is_the_actors_act_and_the_bystanders_sight(agent_api, wo
                                        "text": "sold a lamp to", "nearby": ["bo", "cy"]}, format="json")
     rows = {(m.agent.external_id, m.kind, m.partner) for m in AgentMemory.objects.select_related("agent")}
     assert rows == {("ann", "interaction", "bo"), ("bo", "interaction", "ann"), ("cy", "witnessed", "ann")}
-    assert AgentMemory.objects.get(agent__external_id="ann").content == "ann sold a lamp to bo at market"
+    content = AgentMemory.objects.get(agent__external_id="ann").content
+    assert content == f"({timezone.now():%-d %B %Y}) ann sold a lamp to bo at market", "dated: read alone later"
 
 
 def test_custom_events_use_their_template(agent_api, world):
@@ -56,7 +57,7 @@ def test_custom_events_use_their_template(agent_api, world):
                                                   "template": "{actor} traded {text} with {target}"}, format="json")
     assert response.status_code == 201
     memory = AgentMemory.objects.get()
-    assert memory.content == "ann traded 3 apples with bo" and memory.metadata["type"] == "trade"
+    assert memory.content.endswith(") ann traded 3 apples with bo") and memory.metadata["type"] == "trade"
 
 
 @pytest.mark.parametrize("body, field", [
@@ -213,7 +214,7 @@ def test_owners_manage_memories_and_export_a_world(world, agent_api, alice):
                                                                            "pinned": True}, format="json")
     assert noted.status_code == 201 and noted.json()["kind"] == "note"
     search = owner.get(f"/api/worlds/{world.pk}/agents/ann/memories/?q=noon").json()
-    assert [m["content"] for m in search] == ['ann said to bo: "meet at noon"']
+    assert [m["content"].split(") ", 1)[1] for m in search] == ['ann said to bo: "meet at noon"']
     mid = search[0]["id"]
     patched = owner.patch(f"/api/worlds/{world.pk}/agents/ann/memories/{mid}/", {"pinned": True}, format="json")
     assert patched.json()["pinned"] is True

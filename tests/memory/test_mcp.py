@@ -9,7 +9,7 @@ import pytest
 
 from memory import agents
 from memory.models import AgentMemory, World
-from tests.support.processes import ROOT, child_env, free_port, stop_process, test_database_url, wait_for
+from tests.support.processes import ROOT, child_env, free_port, stop_process, child_database_url, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -19,7 +19,7 @@ def mcp_server(tmp_path):
     port = free_port()
     log = open(tmp_path / "mcp.log", "wb")
     proc = subprocess.Popen([sys.executable, "manage.py", "runmcp", "--port", str(port)], cwd=ROOT,
-                            env=child_env(DATABASE_URL=test_database_url()), stdout=log, stderr=subprocess.STDOUT,
+                            env=child_env(DATABASE_URL=child_database_url()), stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
 
     def listening():

@@ -147,3 +147,25 @@ def test_rewrite_memories_is_a_dry_run_unless_told_to_write(adventure, memory_ll
     call_command("rewrite_memories", "--write")
     assert "old wording" not in set(Memory.objects.values_list("text", flat=True))
     assert all(m.embedding is None for m in Memory.objects.all()), "new texts are re-embedded by the next pass"
+
+
+def test_a_turn_with_a_full_bank_runs_a_pinned_number_of_queries(owner, memory_llm, django_assert_num_queries):
+    """An N+1 on the hot path fails here: auth, access, place the action, settings, story, recall
+    (ranked SELECT + use counts + the embedding call's log row), cards, the model call's log row,
+    place the reply."""
+    from memory.models import Memory
+    from stories import tree
+    from tests.conftest import api_client_for
+
+    api = api_client_for(owner)
+    aid = api.post("/api/adventures/", {"title": "T", "opening": "Dawn."}, format="json").json()["id"]
+    adventure = owner.adventures.get(pk=aid)
+    for n in range(20):
+        tree.place(adventure_id=aid, branch_id=adventure.head_branch_id, kind="story", text=f"Event {n} happens.")
+        Memory.objects.create(adventure=adventure, branch_id=adventure.head_branch_id, depth=n + 1,
+                              text=f"Memory {n} about the harbor.")
+    bank.embed_pending(adventure=adventure, report=bank.PassReport())
+    api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "warm up"}, format="json")
+    with django_assert_num_queries(24):
+        response = api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "look"}, format="json")
+    assert response.status_code == 201 and len(response.json()["memories"]) == 5

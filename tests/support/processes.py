@@ -37,7 +37,7 @@ def wait_for(predicate, *, timeout: float, interval: float = 0.1, what: str = "c
         time.sleep(interval)
 
 
-def test_database_url() -> str:
+def child_database_url() -> str:
     """A DATABASE_URL for the database this test run uses (pytest-django's test_ copy)."""
     from django.db import connection
 
@@ -73,7 +73,7 @@ class Worker:
 
         self.hostname = f"test-{uuid.uuid4().hex[:8]}@localhost"
         self.redis_url = redis_url or settings.REDIS_URL
-        env = child_env(DATABASE_URL=test_database_url(), REDIS_URL=self.redis_url, **(extra_env or {}))
+        env = child_env(DATABASE_URL=child_database_url(), REDIS_URL=self.redis_url, **(extra_env or {}))
         self.log_path = log_path or Path(os.environ.get("TMPDIR", "/tmp")) / f"{self.hostname}.log"
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
@@ -147,7 +147,7 @@ class Beat:
         import tempfile
 
         self.dir = Path(tempfile.mkdtemp(prefix="beat-"))
-        env = child_env(DATABASE_URL=test_database_url(), **(extra_env or {}))
+        env = child_env(DATABASE_URL=child_database_url(), **(extra_env or {}))
         self._log = open(self.dir / "beat.log", "wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "config", "beat", "--loglevel", "info",
