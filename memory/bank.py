@@ -77,7 +77,7 @@ def run(adventure_id: int) -> PassReport:
     """The whole pass. Uses only the owner's own settings (never the demo model)."""
     report = PassReport()
     adventure = Adventure.objects.filter(pk=adventure_id).first()
-    if adventure is None or adventure.head_branch_id is None:
+    if adventure is None or adventure.head_branch_id is None or adventure.hidden:
         return report
     head = Branch.objects.get(pk=adventure.head_branch_id)
     if adventure.memory_bank_enabled:
@@ -165,7 +165,8 @@ def create_due_memories(*, adventure: Adventure, head: Branch, report: PassRepor
         new = (node_of(head, end), end)
         existing = path_memories(head).filter(source_start=start, source_end=end).exists()
         actions = list(lineage.story(head).filter(depth__gte=start, depth__lte=end))
-        if len(actions) != MEMORY_INTERVAL:
+        if not actions:
+            report.failed(f"actions {start}-{end} are all hidden by a moderator; no memory of them", "hidden")
             return
         if not existing:
             try:

@@ -36,7 +36,7 @@ ADVENTURE_BOOL_FIELDS = ("auto_summarize", "memory_bank_enabled")
 
 def access_adventure(*, user_id: int, adventure_id: int) -> Adventure:
     """The adventure if ``user_id`` owns it; Http404 otherwise (never 403)."""
-    adventure = Adventure.objects.filter(pk=adventure_id, owner_id=user_id).first()
+    adventure = Adventure.objects.filter(pk=adventure_id, owner_id=user_id, hidden=False).first()
     if adventure is None:
         raise Http404
     return adventure

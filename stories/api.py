@@ -140,7 +140,8 @@ class DebugRequestsView(APIView):
 class AdventureListView(APIView):
     @extend_schema(responses=s.AdventureSerializer(many=True), tags=["adventures"])
     def get(self, request):
-        qs = Adventure.objects.filter(owner=request.user).select_related("head_branch").order_by("-updated_at")
+        qs = (Adventure.objects.filter(owner=request.user, hidden=False).select_related("head_branch")
+              .order_by("-updated_at"))
         return Response(s.AdventureSerializer(qs, many=True).data)
 
     @extend_schema(request=s.AdventureSerializer, responses={201: s.AdventureSerializer}, tags=["adventures"])

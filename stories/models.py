@@ -59,6 +59,7 @@ class Adventure(models.Model):
     story_summary = models.TextField(blank=True, default="")
     auto_summarize = models.BooleanField(default=True)
     memory_bank_enabled = models.BooleanField(default=True)
+    hidden = models.BooleanField(default=False)  # by a moderator: seen only by staff, no memory work
     # Where play continues; the depth is head_branch.tip_depth.
     head_branch = models.ForeignKey("Branch", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -111,6 +112,7 @@ class Action(models.Model):
     kind = models.CharField(max_length=10, choices=Kind.choices)
     text = models.TextField()
     live = models.BooleanField(default=True)  # the selected take at this node
+    hidden = models.BooleanField(default=False)  # by a moderator: out of the story, prompts and memories
     created_at = models.DateTimeField(auto_now_add=True)
     edited_at = models.DateTimeField(null=True, blank=True)
 

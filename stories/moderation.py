@@ -1,0 +1,36 @@
+"""What moderators do to players' content. Hidden content reaches nobody but
+staff: it leaves the story (lineage.story), prompts and memories."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from stories import lineage, tree
+from stories.models import Action, Adventure, Branch
+
+
+def action_set_hidden(*, action_id: int, hidden: bool) -> Action:
+    """Hide (or show again) one take. Every branch that reads the node drops
+    its memories from there on, so they are written again without it."""
+    with transaction.atomic():
+        action = Action.objects.select_for_update().get(pk=action_id)
+        if action.hidden == hidden:
+            return action
+        Action.objects.filter(pk=action.pk).update(hidden=hidden)
+        action.hidden = hidden
+        for branch in Branch.objects.filter(adventure_id=action.adventure_id):
+            if lineage.on_path(branch, action):
+                tree.story_rewritten.send(sender=Branch, adventure_id=action.adventure_id, branch_id=branch.pk,
+                                          from_depth=action.depth, change="replaced")
+    return action
+
+
+def adventure_set_hidden(*, adventure_id: int, hidden: bool) -> None:
+    Adventure.objects.filter(pk=adventure_id).update(hidden=hidden)
+
+
+def user_suspend(*, user_id: int, suspended: bool = True) -> None:
+    """A suspended user cannot log in or play; sessions end on their next
+    request and API and world tokens are refused at once."""
+    get_user_model().objects.filter(pk=user_id).update(is_active=not suspended)

@@ -1,0 +1,98 @@
+"""Moderators work in the Django admin: hide content, suspend users; they never see API keys."""
+
+import pytest
+from django.contrib.admin.models import LogEntry
+from django.contrib.auth.models import Group
+from django.urls import reverse
+
+from memory.models import Memory
+from stories.models import Action
+from tests.conftest import ALICE_KEY, api_client_for
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def moderator(django_user_model, client):
+    user = django_user_model.objects.create_user(username="mod", password="mod-pass-123", is_staff=True)
+    user.groups.add(Group.objects.get(name="Moderators"))
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def story(alice_plays, fake_llm):
+    aid = alice_plays.post("/api/adventures/", {"title": "Harbor", "opening": "You arrive."}, format="json").json()["id"]
+    alice_plays.post(f"/api/adventures/{aid}/turns/", {"mode": "say", "text": "ABUSIVE-WORDS here"}, format="json")
+    return aid
+
+
+def test_a_hidden_action_leaves_the_owners_story_and_the_next_prompt(moderator, story, alice_plays, fake_llm):
+    offending = Action.objects.get(text="ABUSIVE-WORDS here")
+    response = moderator.post(reverse("admin:stories_action_changelist"),
+                              {"action": "hide", "_selected_action": [offending.pk]})
+    assert response.status_code == 302
+    texts = [a["text"] for a in alice_plays.get(f"/api/adventures/{story}/story/").json()["actions"]]
+    assert "ABUSIVE-WORDS here" not in texts and len(texts) == 2
+    alice_plays.post(f"/api/adventures/{story}/turns/", {"mode": "do", "text": "look around"}, format="json")
+    prompt = str(fake_llm.chat_requests()[-1].body["messages"])
+    assert "ABUSIVE-WORDS" not in prompt and "look around" in prompt
+    entry = LogEntry.objects.get(object_id=str(offending.pk))
+    assert entry.user.username == "mod" and "Hidden" in entry.change_message
+
+
+def test_a_hidden_adventure_is_gone_for_its_owner(moderator, story, alice_plays):
+    moderator.post(reverse("admin:stories_adventure_changelist"), {"action": "hide", "_selected_action": [story]})
+    assert alice_plays.get(f"/api/adventures/{story}/").status_code == 404
+    assert alice_plays.get("/api/adventures/").json() == []
+
+
+def test_moderators_never_see_an_api_key_anywhere_in_the_admin(moderator, story, alice_plays):
+    assert moderator.get(reverse("admin:stories_aisettings_changelist")).status_code == 403
+    alice = alice_plays.user
+    pages = [reverse("admin:index"), reverse("admin:auth_user_change", args=[alice.pk])]
+    for model in ["adventure", "action", "branch", "storycard", "providercall"]:
+        pages.append(reverse(f"admin:stories_{model}_changelist"))
+    for model in ["memory", "world", "agentmemory", "passrun"]:
+        pages.append(reverse(f"admin:memory_{model}_changelist"))
+    pages.append(reverse("admin:stories_adventure_change", args=[story]))
+    for page in pages:
+        response = moderator.get(page)
+        assert response.status_code == 200, page
+        body = response.content.decode()
+        assert ALICE_KEY not in body and "api_key_encrypted" not in body, page
+
+
+def test_a_suspended_user_is_locked_out_at_once(moderator, alice_plays, client, alice):
+    browser = api_client_for(alice)
+    browser.force_authenticate(user=None)
+    browser.credentials()
+    browser.login(username="alice", password="alice-pass-123")
+    assert browser.get("/api/auth/me/").status_code == 200
+    response = moderator.post(reverse("admin:auth_user_changelist"), {"action": "suspend", "_selected_action": [alice.pk]})
+    assert response.status_code == 302
+    assert alice_plays.get("/api/adventures/").status_code in (401, 403), "her API token stops working"
+    assert browser.get("/api/auth/me/").status_code in (401, 403), "her session ends"
+    assert LogEntry.objects.filter(object_id=str(alice.pk), change_message__contains="Suspended").exists()
+
+
+def test_a_moderator_cannot_make_a_superuser(moderator, bob):
+    page = reverse("admin:auth_user_change", args=[bob.pk])
+    moderator.post(page, {"username": "bob", "is_active": "on", "is_staff": "on", "is_superuser": "on",
+                          "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00"})
+    bob.refresh_from_db()
+    assert not bob.is_superuser and not bob.is_staff
+
+
+def test_memory_moderation_actions(moderator, alice):
+    from stories.adventures import adventure_create
+
+    adventure = adventure_create(owner_id=alice.pk, title="t", opening="o")
+    memory = Memory.objects.create(adventure=adventure, branch=adventure.head_branch, depth=1, text="a memory")
+    url = reverse("admin:memory_memory_changelist")
+    moderator.post(url, {"action": "forget", "_selected_action": [memory.pk]})
+    memory.refresh_from_db()
+    assert memory.forgotten
+    moderator.post(url, {"action": "restore", "_selected_action": [memory.pk]})
+    memory.refresh_from_db()
+    assert not memory.forgotten
