@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: install run test migrate shell bench clean-data
+.PHONY: install run test browser migrate shell bench clean-data
 
 install: $(STAMP)
 
@@ -21,8 +21,17 @@ run: install
 	$(PY) manage.py runsite
 
 ## Run the test suite against real Postgres+pgvector and Redis (embedded unless URLs are set).
-test: install
+test: install browser
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+## Debian's chromium for the browser tests (Playwright drives it; it never downloads a browser).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else \
+	    echo "The browser tests need Debian's chromium: sudo apt-get install chromium"; exit 1; \
+	  fi; }
 
 migrate: install
 	$(PY) manage.py migrate

@@ -15,6 +15,7 @@ urlpatterns = [
     path("api/", include("memory.urls")),
     path("api/", include("memory.agent_urls")),
     path("api/admin/workers/", PoolStatusView.as_view(), name="pool-status"),
+    path("", include("stories.web_urls")),
 ]
 
 handler404 = "config.api_errors.api_not_found"

@@ -1,0 +1,30 @@
+// Shared helpers: JSON calls to the site's own API with the session and CSRF token.
+function csrfToken() {
+  const m = document.cookie.match(/(?:^|; )csrftoken=([^;]+)/);
+  return m ? decodeURIComponent(m[1]) : "";
+}
+async function apiFetch(url, options = {}) {
+  const response = await fetch(url, {
+    credentials: "same-origin",
+    ...options,
+    headers: {"Content-Type": "application/json", "X-CSRFToken": csrfToken(), ...(options.headers || {})},
+  });
+  let data = null;
+  if (response.status !== 204) { try { data = await response.json(); } catch (e) { data = null; } }
+  return {ok: response.ok, status: response.status, data};
+}
+function errorText(r) {
+  if (!r.data) return `Error ${r.status}`;
+  if (r.data.detail) return r.data.detail;
+  return Object.entries(r.data).map(([k, v]) => `${k}: ${[].concat(v).join(" ")}`).join("; ");
+}
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else if (k === "class") node.className = v;
+    else node.setAttribute(k, v);
+  }
+  for (const c of children) node.append(c);
+  return node;
+}

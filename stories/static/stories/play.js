@@ -1,0 +1,177 @@
+// The play page: the story on the current branch, turns, takes, undo, edit, fork,
+// branches, the memory drawer and Insights, all through the JSON API.
+const A = document.body.dataset.adventure;
+const base = `/api/adventures/${A}`;
+const $ = (id) => document.getElementById(id);
+const statusLine = $("status");
+
+function say(text, kind = "") { statusLine.textContent = text; statusLine.className = `status ${kind}`; }
+
+async function loadStory() {
+  const r = await apiFetch(`${base}/story/?limit=200`);
+  const list = $("story");
+  list.replaceChildren();
+  const actions = r.data.actions;
+  actions.forEach((a, i) => list.append(renderAction(a, i === actions.length - 1)));
+  list.lastElementChild?.scrollIntoView({block: "end"});
+}
+
+function renderAction(a, last) {
+  const item = el("li", {class: `action kind-${a.kind}`, "data-id": a.id, "data-depth": a.depth});
+  const text = el("p", {class: "text"}, a.kind === "do" ? `> ${a.text}` : a.kind === "say" ? `> "${a.text}"` : a.text);
+  const tools = el("div", {class: "tools"},
+    el("button", {type: "button", class: "link", onclick: () => startEdit(item, a)}, "Edit"),
+    el("button", {type: "button", class: "link", onclick: () => fork(a)}, "Fork here"));
+  if (a.kind !== "start") tools.append(el("button", {type: "button", class: "link danger", onclick: () => removeAction(a)}, "Delete"));
+  if (last && a.take_count > 1 || last && (a.kind === "ai" || a.kind === "continue")) tools.prepend(takesControl(a));
+  item.append(text, tools);
+  return item;
+}
+
+function takesControl(a) {
+  const box = el("span", {class: "takes"});
+  apiFetch(`${base}/actions/${a.id}/takes/`).then((r) => {
+    const takes = r.data.takes;
+    if (takes.length < 2) return;
+    const at = takes.findIndex((t) => t.live);
+    const pick = (i) => async () => {
+      const s = await apiFetch(`${base}/actions/${a.id}/takes/`, {method: "POST", body: JSON.stringify({take_id: takes[i].id})});
+      if (!s.ok) say(errorText(s), "error");
+      loadStory();
+    };
+    box.append(
+      el("button", {type: "button", class: "link", "aria-label": "Previous take", onclick: pick((at - 1 + takes.length) % takes.length)}, "◀"),
+      el("span", {class: "take-count"}, `${at + 1} of ${takes.length}`),
+      el("button", {type: "button", class: "link", "aria-label": "Next take", onclick: pick((at + 1) % takes.length)}, "▶"));
+  });
+  return box;
+}
+
+function startEdit(item, a) {
+  const area = el("textarea", {rows: 3, "aria-label": "Edit action"});
+  area.value = a.text;
+  const save = el("button", {type: "button", onclick: async () => {
+    const r = await apiFetch(`${base}/actions/${a.id}/`, {method: "PATCH", body: JSON.stringify({text: area.value})});
+    if (!r.ok) return say(errorText(r), "error");
+    loadStory();
+  }}, "Save");
+  item.replaceChildren(area, el("div", {class: "tools"}, save, el("button", {type: "button", onclick: loadStory}, "Cancel")));
+  area.focus();
+}
+
+async function fork(a) {
+  const r = await apiFetch(`${base}/actions/${a.id}/fork/`, {method: "POST", body: JSON.stringify({checkout: true})});
+  if (!r.ok) return say(errorText(r), "error");
+  say(`Forked: now playing "${r.data.name}".`);
+  await loadBranches(); loadStory();
+}
+
+async function removeAction(a) {
+  if (!confirm("Delete this action?")) return;
+  const r = await apiFetch(`${base}/actions/${a.id}/`, {method: "DELETE"});
+  if (!r.ok) say(errorText(r), "error");
+  loadStory();
+}
+
+async function loadBranches() {
+  const r = await apiFetch(`${base}/branches/`);
+  const select = $("branches");
+  select.replaceChildren(...r.data.map((b) => { const o = el("option", {value: b.id}, `${b.name || "branch " + b.id} (${b.tip_depth})`); o.selected = b.is_head; return o; }));
+}
+$("branches").addEventListener("change", async (e) => {
+  const r = await apiFetch(`${base}/branches/${e.target.value}/checkout/`, {method: "POST"});
+  if (!r.ok) say(errorText(r), "error");
+  loadStory(); loadBank();
+});
+
+async function play(path, body) {
+  const buttons = document.querySelectorAll(".turn button");
+  buttons.forEach((b) => (b.disabled = true));
+  say("The story is being written…", "busy");
+  try {
+    const r = await apiFetch(`${base}${path}`, {method: "POST", body: body ? JSON.stringify(body) : undefined});
+    if (!r.ok) { say(errorText(r), "error"); if (r.data && r.data.stored_actions) loadStory(); return false; }
+    say("");
+    showUsed(r.data.memories || []);
+    await Promise.all([loadStory(), loadBranches()]);
+    return true;
+  } finally { buttons.forEach((b) => (b.disabled = false)); }
+}
+$("turn").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const text = $("text").value.trim();
+  if (!text) return say("Write something first, or press Continue.", "error");
+  if (await play("/turns/", {mode: $("mode").value, text})) $("text").value = "";
+});
+$("text").addEventListener("keydown", (e) => { if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("turn").requestSubmit(); } });
+$("continue").addEventListener("click", () => play("/turns/", {mode: "continue", text: ""}));
+$("retry").addEventListener("click", () => play("/retry/"));
+$("undo").addEventListener("click", async () => {
+  const r = await apiFetch(`${base}/undo/`, {method: "POST"});
+  if (!r.ok) say(errorText(r), "error"); else say("");
+  loadStory(); loadBranches();
+});
+
+function showUsed(memories) {
+  const list = $("used");
+  list.replaceChildren(...(memories.length ? memories.map((m) => el("li", {class: m.pinned ? "pinned" : ""},
+    m.text, el("span", {class: "sim"}, m.similarity == null ? "pinned" : `similarity ${m.similarity.toFixed(2)}`)))
+    : [el("li", {class: "muted"}, "No memories were recalled for this turn.")]));
+}
+
+async function loadBank() {
+  const [bank, summary] = await Promise.all([apiFetch(`${base}/memories/`), apiFetch(`${base}/summary/`)]);
+  $("summary").value = summary.data.story_summary;
+  $("catching-up").hidden = !summary.data.catching_up;
+  const list = $("bank");
+  list.replaceChildren(...bank.data.map((m) => {
+    const flags = [m.pinned && "pinned", m.stale && "stale", m.forgotten && "forgotten", m.offline && "offline"].filter(Boolean);
+    const item = el("li", {class: `memory ${flags.join(" ")}`, "data-id": m.id},
+      el("p", {}, m.text), el("span", {class: "flags"}, flags.join(" · ")));
+    const act = (body) => async () => { await apiFetch(`${base}/memories/${m.id}/`, {method: "PATCH", body: JSON.stringify(body)}); loadBank(); };
+    item.append(el("div", {class: "tools"},
+      el("button", {type: "button", class: "link", onclick: act({pinned: !m.pinned})}, m.pinned ? "Unpin" : "Pin"),
+      el("button", {type: "button", class: "link", onclick: act({forgotten: !m.forgotten})}, m.forgotten ? "Restore" : "Forget"),
+      el("button", {type: "button", class: "link", onclick: async () => {
+        const text = prompt("Memory", m.text); if (text) await act({text})(); }}, "Edit"),
+      el("button", {type: "button", class: "link danger", onclick: async () => {
+        await apiFetch(`${base}/memories/${m.id}/`, {method: "DELETE"}); loadBank(); }}, "Delete")));
+    return item;
+  }));
+  if (!bank.data.length) list.append(el("li", {class: "muted"}, "No memories yet: they form every 6 actions once the story has 12."));
+}
+$("refresh-bank").addEventListener("click", loadBank);
+$("new-memory").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const r = await apiFetch(`${base}/memories/`, {method: "POST", body: JSON.stringify({text: $("memory-text").value})});
+  if (!r.ok) return say(errorText(r), "error");
+  $("memory-text").value = ""; loadBank();
+});
+$("save-summary").addEventListener("click", async () => {
+  const r = await apiFetch(`${base}/summary/`, {method: "PUT", body: JSON.stringify({story_summary: $("summary").value})});
+  say(r.ok ? "Summary saved." : errorText(r), r.ok ? "" : "error");
+});
+$("regen-summary").addEventListener("click", async () => {
+  say("Rewriting the summary…", "busy");
+  const r = await apiFetch(`${base}/summary/regenerate/`, {method: "POST"});
+  say(r.ok ? "" : errorText(r), r.ok ? "" : "error");
+  loadBank();
+});
+
+function toggle(buttonId, panelId, onOpen) {
+  $(buttonId).addEventListener("click", () => {
+    const panel = $(panelId);
+    panel.hidden = !panel.hidden;
+    $(buttonId).setAttribute("aria-expanded", String(!panel.hidden));
+    if (!panel.hidden) onOpen();
+  });
+}
+toggle("toggle-drawer", "drawer", loadBank);
+toggle("toggle-insights", "insights", async () => {
+  const r = await apiFetch(`${base}/insights/`);
+  $("parts").replaceChildren(el("li", {class: "muted"}, `${r.data.total_tokens} of ${r.data.budget} tokens (${r.data.encoding})`),
+    ...r.data.parts.map((p) => el("li", {}, el("strong", {}, `${p.name} · ${p.tokens} tokens`), el("p", {class: "muted"}, p.reason))));
+});
+
+loadBranches();
+loadStory();

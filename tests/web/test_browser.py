@@ -1,0 +1,115 @@
+"""A person plays in the browser: headless Debian chromium driven by Playwright,
+against the live server, a real worker and the local fake model server."""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.support.processes import ROOT, Worker
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = ROOT / "test-artifacts"
+
+
+@pytest.fixture
+def browser(monkeypatch):
+    from playwright.sync_api import sync_playwright
+
+    assert Path(CHROMIUM).exists(), "Debian's chromium is missing: `make test` installs it (apt-get install chromium)"
+    # Playwright's sync API runs an event loop in this thread; the test's ORM calls are still synchronous.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as p:
+        instance = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync"])
+        yield instance
+        instance.close()
+
+
+@pytest.fixture
+def worker():
+    w = Worker(extra_env={"JOB_RETRY_BACKOFF_S": "1"}).wait_ready()
+    yield w
+    w.stop()
+
+
+def test_a_player_plays_and_manages_memories_in_the_browser(live_server, browser, memory_llm, worker):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.set_default_timeout(20_000)
+    url = live_server.url
+
+    page.goto(f"{url}/accounts/signup/")
+    page.fill("input[name=username]", "mira")
+    page.fill("input[name=password1]", "salt-road-2026!")
+    page.fill("input[name=password2]", "salt-road-2026!")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{url}/play/")
+
+    page.goto(f"{url}/settings/")
+    page.wait_for_selector("#settings[data-loaded]")
+    page.fill("input[name=endpoint_url]", memory_llm.url)
+    page.fill("input[name=api_key]", "sk-mira-browser-9876")
+    page.fill("input[name=model]", "fake-model")
+    page.click("#settings button[type=submit]")
+    page.wait_for_selector("#settings-result.ok")
+    page.wait_for_selector("#key-state:has-text('Key set, ends in 9876')")
+    assert "sk-mira-browser-9876" not in page.content(), "the key is write-only"
+
+    page.goto(f"{url}/play/")
+    page.fill("input[name=title]", "The Salt Road")
+    page.fill("input[name=persona_name]", "Mira")
+    page.fill("textarea[name=opening]", "You stand at the edge of the salt flats at dawn.")
+    page.fill("input[name=card_name]", "Oren")
+    page.fill("input[name=card_keys]", "Oren, innkeeper")
+    page.fill("textarea[name=card_entry]", "Oren is the one-eyed innkeeper of the Last Well.")
+    page.click("form.grid button[type=submit]")
+    page.wait_for_selector("#story li.action")
+    assert page.title() == "The Salt Road · Everlore"
+
+    def story_length_becomes(n):
+        try:
+            page.wait_for_function(f"document.querySelectorAll('#story li.action').length === {n}")
+        except Exception:
+            raise AssertionError(f"story did not reach {n} actions; status: {page.text_content('#status')!r}") from None
+
+    for n in range(15):
+        before = page.locator("#story li.action").count()
+        page.fill("#text", f"walk toward the well, step {n}")
+        page.press("#text", "Enter")
+        story_length_becomes(before + 2)
+    assert page.locator("#story li.action").count() == 31
+
+    page.click("#toggle-drawer")
+    for _ in range(60):  # the worker writes memories in the background
+        if page.locator("#bank li.memory").count():
+            break
+        page.wait_for_timeout(500)
+        page.click("#refresh-bank")
+    assert page.locator("#bank li.memory").count() >= 1
+    page.locator("#bank li.memory").first.get_by_role("button", name="Pin").click()
+    page.wait_for_selector("#bank li.memory.pinned")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "play-with-memory-drawer.png"), full_page=True)
+
+    page.click("#undo")
+    story_length_becomes(30)
+    page.click("#retry")  # the last node is the player's: the reply is written again
+    story_length_becomes(31)
+    page.click("#retry")
+    page.wait_for_selector("text=2 of 2")
+    page.get_by_role("button", name="Previous take").click()
+    page.wait_for_selector("text=1 of 2")
+
+    main_count = page.locator("#story li.action").count()
+    page.locator("#story li.action").nth(2).get_by_role("button", name="Fork here").click()
+    story_length_becomes(3)
+    assert page.locator("#branches option").count() == 2
+    page.select_option("#branches", label=f"main ({main_count})")
+    story_length_becomes(main_count)
+
+    page.set_viewport_size({"width": 390, "height": 800})  # a phone-width screen still works
+    assert page.locator("#send").is_visible()
