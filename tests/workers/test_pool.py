@@ -127,11 +127,10 @@ def test_a_worker_killed_mid_call_is_replaced_and_the_work_finishes(owner, memor
     children = psutil.Process(victim.proc.pid).children()
     assert children, "the pool process running the job"
     memory_llm.latency = 0.05
-    started = time.monotonic()
     for child in children:
         os.kill(child.pid, signal.SIGKILL)
+    # bounded: the lock's TTL (2 s) plus redelivery, well inside this limit
     wait_for(lambda: len(blocks_of(adventure_id)) == 2, timeout=60, interval=0.5, what="the work to finish")
-    assert time.monotonic() - started < 60
     assert blocks_of(adventure_id) == [(1, 6), (7, 12)] and no_duplicates([adventure_id])
 
 
