@@ -26,6 +26,7 @@ class Reply:
     delay: float = 0.0  # seconds before answering
     body: dict | None = None  # raw JSON body, overrides everything
     headers: dict = field(default_factory=dict)
+    when: object = None  # optional predicate on the request body: only such a request takes this reply
 
 
 @dataclass
@@ -123,9 +124,20 @@ class FakeLLM:
             headers = {k.lower(): v for k, v in handler.headers.items()}
             self.requests.append(Recorded(handler.path, headers, body, time.time()))
 
-    def _next(self) -> Reply | None:
+    def _next(self, body: dict | None = None) -> Reply | None:
         with self.lock:
-            return self.script.popleft() if self.script else None
+            for reply in list(self.script):
+                if reply.when is None or (body is not None and self._matches(reply, body)):
+                    self.script.remove(reply)
+                    return reply
+            return None
+
+    @staticmethod
+    def _matches(reply: Reply, body: dict) -> bool:
+        try:
+            return bool(reply.when(body))
+        except (KeyError, IndexError, TypeError, AttributeError):
+            return False  # a predicate about chat bodies does not match an embeddings request
 
     def _error_body(self, status):
         messages = {
@@ -137,7 +149,7 @@ class FakeLLM:
         return {"error": {"message": message, "type": "invalid_request_error", "code": code}}
 
     def _chat(self, handler, body):
-        script = self._next() or Reply(delay=self.latency)
+        script = self._next(body) or Reply(delay=self.latency)
         if script.delay:
             time.sleep(script.delay)
         if script.body is not None:
@@ -158,7 +170,7 @@ class FakeLLM:
         }, script.headers)
 
     def _embeddings(self, handler, body):
-        script = self._next() or Reply()
+        script = self._next(body) or Reply()
         if script.delay:
             time.sleep(script.delay)
         if script.status != 200:

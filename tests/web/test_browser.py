@@ -111,5 +111,29 @@ def test_a_player_plays_and_manages_memories_in_the_browser(live_server, browser
     page.select_option("#branches", label=f"main ({main_count})")
     story_length_becomes(main_count)
 
+    # the story and its cards can be changed after creation
+    page.click("#toggle-world")
+    page.wait_for_selector("#cards li.memory:has-text('Oren')")
+    page.fill("#adventure-form input[name=authors_note]", "Keep it wistful.")
+    page.click("#adventure-form button[type=submit]")
+    page.wait_for_selector("#status:has-text('Story saved.')")
+    page.fill("#card-form input[name=name]", "Last Well")
+    page.select_option("#card-form select[name=type]", "place")
+    page.fill("#card-form input[name=keys]", "well, Last Well")
+    page.fill("#card-form textarea[name=entry]", "A dry well at the end of the salt road.")
+    page.click("#card-form button[type=submit]")
+    page.wait_for_selector("#cards li.memory:has-text('Last Well')")
+
+    # a model error shows the provider's message and keeps the player's text
+    from tests.support.fake_llm import Reply
+
+    memory_llm.queue(Reply(status=401, when=lambda body: "narrator" in body["messages"][0]["content"]))
+    page.fill("#text", "knock on the inn door")
+    page.press("#text", "Enter")
+    page.wait_for_selector("#status.error:has-text('refused the API key')")
+    assert page.input_value("#text") == "knock on the inn door"
+
     page.set_viewport_size({"width": 390, "height": 800})  # a phone-width screen still works
     assert page.locator("#send").is_visible()
+    page.keyboard.press("Tab")  # and the page is usable from the keyboard
+    assert page.evaluate("document.activeElement.tagName") in {"A", "BUTTON", "INPUT", "SELECT", "TEXTAREA"}

@@ -173,5 +173,50 @@ toggle("toggle-insights", "insights", async () => {
     ...r.data.parts.map((p) => el("li", {}, el("strong", {}, `${p.name} · ${p.tokens} tokens`), el("p", {class: "muted"}, p.reason))));
 });
 
+const adventureForm = $("adventure-form");
+async function loadWorld() {
+  const [adv, cards] = await Promise.all([apiFetch(`${base}/`), apiFetch(`${base}/cards/`)]);
+  for (const input of adventureForm.elements) {
+    if (!input.name) continue;
+    if (input.type === "checkbox") input.checked = adv.data[input.name]; else input.value = adv.data[input.name] ?? "";
+  }
+  $("cards").replaceChildren(...cards.data.map((c) => el("li", {class: "memory", "data-id": c.id},
+    el("p", {}, el("strong", {}, `${c.name} `), el("span", {class: "flags"}, `${c.type} · ${c.keys.join(", ")}`)),
+    el("p", {class: "muted"}, c.entry),
+    el("div", {class: "tools"},
+      el("button", {type: "button", class: "link", onclick: () => editCard(c)}, "Edit"),
+      el("button", {type: "button", class: "link danger", onclick: async () => {
+        await apiFetch(`${base}/cards/${c.id}/`, {method: "DELETE"}); loadWorld(); }}, "Delete")))));
+  if (!cards.data.length) $("cards").append(el("li", {class: "muted"}, "No cards yet."));
+}
+adventureForm.addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const body = {};
+  for (const input of adventureForm.elements) {
+    if (input.name) body[input.name] = input.type === "checkbox" ? input.checked : input.value;
+  }
+  const r = await apiFetch(`${base}/`, {method: "PATCH", body: JSON.stringify(body)});
+  say(r.ok ? "Story saved." : errorText(r), r.ok ? "" : "error");
+  if (r.ok) document.querySelector(".toolbar h1").textContent = r.data.title;
+});
+const cardForm = $("card-form");
+function editCard(c) {
+  cardForm.elements.id.value = c.id; cardForm.elements.type.value = c.type; cardForm.elements.name.value = c.name;
+  cardForm.elements.keys.value = c.keys.join(", "); cardForm.elements.entry.value = c.entry;
+  cardForm.elements.name.focus();
+}
+cardForm.addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const f = cardForm.elements;
+  const body = {type: f.type.value, name: f.name.value, entry: f.entry.value,
+                keys: f.keys.value.split(",").map((k) => k.trim()).filter(Boolean)};
+  const r = f.id.value
+    ? await apiFetch(`${base}/cards/${f.id.value}/`, {method: "PATCH", body: JSON.stringify(body)})
+    : await apiFetch(`${base}/cards/`, {method: "POST", body: JSON.stringify(body)});
+  if (!r.ok) return say(errorText(r), "error");
+  cardForm.reset(); f.id.value = ""; say(""); loadWorld();
+});
+toggle("toggle-world", "world", loadWorld);
+
 loadBranches();
 loadStory();
