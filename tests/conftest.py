@@ -91,3 +91,20 @@ def adventure(owner):
 
     return adventure_create(owner_id=owner.pk, title="The Salt Road", opening="Action 1: dawn on the flats.",
                             persona_name="Mira", persona_pronouns="she/her")
+
+
+@pytest.fixture
+def demo(settings, fake_llm):
+    """The shared demo model on the fake server, 2 turns a day, with today's counters cleared."""
+    import redis
+
+    from stories import accounts
+
+    settings.DEMO_ENDPOINT_URL = fake_llm.url
+    settings.DEMO_API_KEY = "sk-demo-SENTINEL"
+    settings.DEMO_MODELS = ["demo-small"]
+    settings.DEMO_TURNS_PER_DAY = 2
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    for key in client.scan_iter(accounts.DEMO_COUNTER_PREFIX + "*"):
+        client.delete(key)
+    return fake_llm

@@ -12,19 +12,10 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def demo_only(settings, fake_llm):
+def demo_only(demo, settings):
     """No key of the player's own: turns use the demo model, memory work stays offline."""
-    import redis
-
-    from stories import accounts
-
-    settings.DEMO_ENDPOINT_URL = fake_llm.url
-    settings.DEMO_API_KEY = "sk-demo-SENTINEL"
-    settings.DEMO_MODELS = ["demo-small"]
     settings.DEMO_TURNS_PER_DAY = 100
-    client = redis.Redis.from_url(settings.REDIS_URL)
-    for key in client.scan_iter(accounts.DEMO_COUNTER_PREFIX + "*"):
-        client.delete(key)
+    fake_llm = demo
     fake_llm.reply = lambda body, n: (
         f"You follow the river north. The ferryman Tobias asks you for {n} copper coins to cross. "
         f"Rain starts falling on the old stone bridge."

@@ -38,20 +38,6 @@ def test_keys_rotate_under_a_new_first_key(alice_plays, settings):
     assert accounts.connection_for_test(user_id=alice_plays.user.id).api_key == ALICE_KEY
 
 
-@pytest.fixture
-def demo(settings, fake_llm):
-    settings.DEMO_ENDPOINT_URL = fake_llm.url
-    settings.DEMO_API_KEY = "sk-demo-SENTINEL"
-    settings.DEMO_MODELS = ["demo-small"]
-    settings.DEMO_TURNS_PER_DAY = 2
-    import redis
-
-    client = redis.Redis.from_url(settings.REDIS_URL)
-    for key in client.scan_iter(accounts.DEMO_COUNTER_PREFIX + "*"):
-        client.delete(key)
-    return fake_llm
-
-
 def test_users_without_a_key_play_a_few_demo_turns_a_day(bob_api, demo):
     adventure = bob_api.post("/api/adventures/", {"title": "T", "opening": "Go."}, format="json").json()
     url = f"/api/adventures/{adventure['id']}/turns/"
