@@ -51,6 +51,28 @@ if len(SECRET_KEY) < 32:
 FIELD_ENCRYPTION_KEYS = check_fernet_keys("FIELD_ENCRYPTION_KEYS", env_list("FIELD_ENCRYPTION_KEYS", []))
 
 DEBUG = env_bool("DEBUG", False)
+
+# Served over HTTPS (directly or behind a TLS proxy that sets X-Forwarded-Proto):
+# secure cookies, HSTS, and a redirect from http (except health checks).
+HTTPS = env_bool("HTTPS", False)
+if HTTPS:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = True
+    SECURE_REDIRECT_EXEMPT = [r"^healthz"]  # container health checks speak plain http
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_SECONDS = env_int("HSTS_SECONDS", 31_536_000, minimum=0)  # a year
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("HSTS_INCLUDE_SUBDOMAINS", True)
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+SILENCED_SYSTEM_CHECKS = [
+    # HSTS preload is a submission to browser vendors that takes months to undo;
+    # an operator opts in by hand, it is not a default.
+    "security.W021",
+]
+if not HTTPS:
+    # HTTPS=false is the one-machine mode and local compose tries; production sets HTTPS=true.
+    SILENCED_SYSTEM_CHECKS += ["security.W004", "security.W008", "security.W012", "security.W016"]
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
@@ -70,6 +92,12 @@ if DEMO_ENDPOINT_URL and not DEMO_MODELS:
 # Request bodies over this size get 413 (adventure imports are the largest).
 REQUEST_BODY_MAX_BYTES = env_int("REQUEST_BODY_MAX_BYTES", 5 * 1024 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_BODY_MAX_BYTES
+
+# Per-user limits (Redis counters shared by all processes); over them: 429 with Retry-After.
+TURNS_PER_MINUTE = env_int("TURNS_PER_MINUTE", 30, minimum=0)  # 0: no limit
+MODEL_CALLS_PER_MINUTE = env_int("MODEL_CALLS_PER_MINUTE", 60, minimum=0)  # turns and connection tests
+LOGIN_FAILURES_MAX = env_int("LOGIN_FAILURES_MAX", 10, minimum=1)  # per username and address...
+LOGIN_FAILURE_WINDOW_S = env_int("LOGIN_FAILURE_WINDOW_S", 900, minimum=1)  # ...in this window
 
 PROVIDER_READ_TIMEOUT = float(env_int("PROVIDER_READ_TIMEOUT", 120, minimum=1))  # seconds
 

@@ -15,7 +15,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memory import bank, embedder
-from stories import accounts, adventures, cards, lineage, providers, tree, turns
+from django.conf import settings
+
+from stories import accounts, adventures, cards, limits, lineage, providers, tree, turns
 from stories import serializers as s
 from stories.errors import InvalidRequest
 from stories.models import Action, Adventure, Branch, ProviderCall, StoryCard
@@ -71,8 +73,13 @@ class LoginView(APIView):
     @extend_schema(request=s.LoginSerializer, responses={200: s.TokenSerializer}, tags=["auth"])
     def post(self, request):
         data = _valid(s.LoginSerializer, request)
+        ip = request.META.get("REMOTE_ADDR", "")
+        if limits.login_blocked(username=data["username"], ip=ip):
+            return Response({"detail": "too many failed logins; wait a few minutes"}, status=429,
+                            headers={"Retry-After": str(settings.LOGIN_FAILURE_WINDOW_S)})
         user = authenticate(request, username=data["username"], password=data["password"])
         if user is None:
+            limits.login_failed(username=data["username"], ip=ip)
             return Response({"detail": "wrong username or password"}, status=400)
         token, _ = Token.objects.get_or_create(user=user)
         login(request, user)
@@ -249,6 +256,7 @@ class TurnView(APIView):
     def post(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
         data = _valid(s.TurnInputSerializer, request)
+        limits.turn(user_id=request.user.id)
         try:
             result = turns.play(user_id=request.user.id, adventure=adventure, mode=data["mode"],
                                 text=data["text"].strip())
@@ -263,6 +271,7 @@ class RetryView(APIView):
     @extend_schema(request=None, responses={201: s.TurnResultSerializer}, tags=["story"])
     def post(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
+        limits.turn(user_id=request.user.id)
         try:
             result = turns.retry(user_id=request.user.id, adventure=adventure)
         except turns.TurnFailed as exc:

@@ -19,6 +19,7 @@ import httpx2
 import openai
 from django.conf import settings
 
+from stories import limits
 from stories.models import ProviderCall
 from stories.netguard import EndpointRefused, check_url_shape, http_client
 
@@ -142,6 +143,8 @@ def complete(
     """One chat completion. Raises ProviderError; records the call either way."""
     if not conn.endpoint_url or not conn.model:
         raise ProviderError("not_configured", "no model is set up: add an endpoint URL and model in your settings")
+    if purpose in (ProviderCall.Purpose.TURN, ProviderCall.Purpose.TEST):
+        limits.model_call(user_id=user_id)  # calls a player triggers; background work is bounded per pass
     started = time.monotonic()
     extra = {"reasoning": {"max_tokens": reasoning_max_tokens}} if reasoning_max_tokens else None
     try:

@@ -4,6 +4,8 @@ the JSON API with a little plain JavaScript (no build step)."""
 from __future__ import annotations
 
 from django import forms
+from django.conf import settings
+from django.contrib.auth import views as auth_views
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import UserCreationForm
@@ -11,9 +13,29 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from stories.adventures import access_adventure, adventure_create
+from stories import limits
 from stories.cards import clean_keys
 from stories.errors import InvalidRequest
 from stories.models import ACTION_TEXT_MAX, AUTHORS_NOTE_MAX, LONG_TEXT_MAX, Adventure
+
+
+class LoginView(auth_views.LoginView):
+    """Django's login page, refusing a username/address pair after too many failures."""
+
+    def post(self, request, *args, **kwargs):
+        username = request.POST.get("username", "")
+        ip = request.META.get("REMOTE_ADDR", "")
+        if limits.login_blocked(username=username, ip=ip):
+            form = self.get_form()
+            form.errors.clear()
+            response = self.render_to_response(self.get_context_data(form=form, blocked=True))
+            response.status_code = 429
+            response["Retry-After"] = str(settings.LOGIN_FAILURE_WINDOW_S)
+            return response
+        response = super().post(request, *args, **kwargs)
+        if response.status_code == 200:  # the form came back: wrong credentials
+            limits.login_failed(username=username, ip=ip)
+        return response
 
 
 def home(request):

@@ -6,7 +6,7 @@ from stories import web
 
 urlpatterns = [
     path("", web.home, name="web-home"),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", web.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/signup/", web.signup, name="web-signup"),
     path("play/", ensure_csrf_cookie(web.adventures), name="web-adventures"),

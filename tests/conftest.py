@@ -1,6 +1,13 @@
 import pytest
 
 
+@pytest.fixture(autouse=True)
+def _no_rate_limits_unless_asked(settings):
+    """Tests play fast; the rate-limit tests set their own limits."""
+    settings.TURNS_PER_MINUTE = 0
+    settings.MODEL_CALLS_PER_MINUTE = 0
+
+
 @pytest.fixture
 def alice(django_user_model):
     return django_user_model.objects.create_user(username="alice", password="alice-pass-123")

@@ -56,6 +56,8 @@ def child_env(**overrides: str | None) -> dict[str, str]:
     env = os.environ.copy()
     env["DJANGO_SETTINGS_MODULE"] = "config.settings"
     env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("TURNS_PER_MINUTE", "0")  # test processes play fast
+    env.setdefault("MODEL_CALLS_PER_MINUTE", "0")
     for key, value in overrides.items():
         if value is None:
             env.pop(key, None)

@@ -1,0 +1,72 @@
+"""Per-user rate limits as atomic fixed-window counters in Redis (shared by
+every web and worker process). Over the limit: RateLimited, a 429 with
+Retry-After. If Redis is unreachable the limit is not enforced (logged): a
+broker outage must not stop play."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import redis
+from django.conf import settings
+
+from stories.errors import RateLimited
+
+log = logging.getLogger(__name__)
+PREFIX = "everlore:rate:"
+
+
+def _client() -> redis.Redis:
+    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=1, socket_connect_timeout=1)
+
+
+def hit(*, bucket: str, who: str, limit: int, window_s: int, message: str) -> None:
+    """Count one event for ``who`` in ``bucket``; raise RateLimited past ``limit`` per ``window_s``."""
+    if limit <= 0:
+        return
+    now = time.time()
+    window = int(now // window_s)
+    key = f"{PREFIX}{bucket}:{who}:{window}"
+    try:
+        pipe = _client().pipeline()
+        pipe.incr(key)
+        pipe.expire(key, window_s * 2)
+        count, _ = pipe.execute()
+    except redis.RedisError as exc:
+        log.warning("rate limit %s not enforced: Redis unreachable (%s)", bucket, exc.__class__.__name__)
+        return
+    if count > limit:
+        retry_after = int((window + 1) * window_s - now) + 1
+        raise RateLimited(message, retry_after=retry_after)
+
+
+def count_of(*, bucket: str, who: str, window_s: int) -> int:
+    try:
+        return int(_client().get(f"{PREFIX}{bucket}:{who}:{int(time.time() // window_s)}") or 0)
+    except redis.RedisError:
+        return 0
+
+
+def turn(*, user_id: int) -> None:
+    hit(bucket="turns", who=str(user_id), limit=settings.TURNS_PER_MINUTE, window_s=60,
+        message=f"too many turns: at most {settings.TURNS_PER_MINUTE} a minute")
+
+
+def model_call(*, user_id: int) -> None:
+    hit(bucket="model-calls", who=str(user_id), limit=settings.MODEL_CALLS_PER_MINUTE, window_s=60,
+        message=f"too many model calls: at most {settings.MODEL_CALLS_PER_MINUTE} a minute")
+
+
+def login_blocked(*, username: str, ip: str) -> bool:
+    """True while this username from this address has failed too often."""
+    return count_of(bucket="login-failures", who=f"{username.lower()}|{ip}",
+                    window_s=settings.LOGIN_FAILURE_WINDOW_S) >= settings.LOGIN_FAILURES_MAX
+
+
+def login_failed(*, username: str, ip: str) -> None:
+    try:
+        hit(bucket="login-failures", who=f"{username.lower()}|{ip}", limit=10**9,
+            window_s=settings.LOGIN_FAILURE_WINDOW_S, message="")
+    except RateLimited:
+        pass
