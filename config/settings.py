@@ -166,7 +166,6 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
-FORMS_URLFIELD_ASSUME_HTTPS = True  # Django 6's default, opted into now (admin forms)
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/play/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"

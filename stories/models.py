@@ -21,7 +21,8 @@ class AISettings(models.Model):
     (see stories.crypto) and is never returned by the API."""
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ai_settings")
-    endpoint_url = models.URLField(max_length=500, blank=True, default="")
+    # validated by stories.netguard (scheme, credentials, public address), not by URLField
+    endpoint_url = models.CharField(max_length=500, blank=True, default="")
     api_key_encrypted = models.TextField(blank=True, default="")
     api_key_last4 = models.CharField(max_length=4, blank=True, default="")
     model = models.CharField(max_length=200, blank=True, default="")
