@@ -174,7 +174,6 @@ def main() -> None:
                 return ids[top[np.argsort(-scores[top])]].tolist()
 
             # the same top-k, whichever way it was ranked (halfvec rounding aside)
-            q = query_vectors[0]
             state["i"] = -1
             ours_ids = [m.id for m in ours()]
             state["i"] = -1

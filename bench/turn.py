@@ -39,7 +39,7 @@ def main() -> None:
 
     from memory import bank as memory_bank
     from memory.models import Memory
-    from stories import accounts, lineage, tree, turns as turns_module
+    from stories import accounts, tree, turns as turns_module
     from stories.adventures import adventure_create
     from stories.models import Adventure, Branch
     from tests.support.fake_llm import FakeLLM

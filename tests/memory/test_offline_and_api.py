@@ -49,8 +49,7 @@ def test_with_no_key_the_offline_default_forms_and_recalls_memories(bob_api, dem
     assert len(demo_only.chat_requests()) == 9
 
 
-def test_the_offline_summarizer_names_the_protagonist_and_keeps_facts(alice):
-    adventure = adventure_create(owner_id=alice.pk, title="t", persona_name="Ada")
+def test_the_offline_summarizer_names_the_protagonist_and_keeps_facts():
     from stories.models import Action
 
     actions = [Action(kind="story", text="You walk. You see the Copper Gate of Vell, sealed since 1042."),

@@ -3,7 +3,7 @@ import pytest
 from stories import context, tree
 from stories.adventures import adventure_create
 from stories.context import MemoryItem
-from stories.models import Action, Adventure, Branch, StoryCard
+from stories.models import Action, Branch, StoryCard
 
 pytestmark = pytest.mark.django_db
 

@@ -3,7 +3,7 @@ OpenAI-compatible HTTP server (the local fake)."""
 
 import pytest
 
-from stories.models import Action, Adventure, Branch
+from stories.models import Action
 
 pytestmark = pytest.mark.django_db
 

@@ -1,7 +1,6 @@
 """A person plays in the browser: headless Debian chromium driven by Playwright,
 against the live server, a real worker and the local fake model server."""
 
-import os
 import shutil
 from pathlib import Path
 
