@@ -3,6 +3,8 @@ limit 413, unknown /api/ URLs a JSON 404. A 500 is a bug."""
 
 from __future__ import annotations
 
+import io
+
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, JsonResponse
@@ -20,22 +22,49 @@ def too_large() -> JsonResponse:
 
 
 class BodySizeLimitMiddleware:
-    """Refuse a declared Content-Length over the limit before reading anything."""
+    """Refuse a declared Content-Length over the limit before reading anything.
+
+    A chunked body (no Content-Length) is read up to the limit and one byte
+    more: over it is a 413, under it the bytes become the request body. Left
+    alone, Django would read a body without a length as empty.
+    """
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
+        limit = settings.REQUEST_BODY_MAX_BYTES
+        declared = request.META.get("CONTENT_LENGTH")
+        if not declared and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
+            stream = request.META.get("wsgi.input")
+            body = _read_at_most(stream, limit + 1) if stream is not None else b""
+            if len(body) > limit:
+                return too_large()
+            request._body = body
+            request._stream = io.BytesIO(body)
+            request.META["CONTENT_LENGTH"] = str(len(body))
+            declared = str(len(body))
         try:
-            length = int(request.META.get("CONTENT_LENGTH") or 0)
+            length = int(declared or 0)
         except ValueError:
             return JsonResponse({"detail": "Content-Length is not a number"}, status=400)
-        if length > settings.REQUEST_BODY_MAX_BYTES:
+        if length > limit:
             return too_large()
         try:
             return self.get_response(request)
         except RequestDataTooBig:
             return too_large()
+
+
+def _read_at_most(stream, size: int) -> bytes:
+    parts, total = [], 0
+    while total < size:
+        chunk = stream.read(min(64 * 1024, size - total))
+        if not chunk:
+            break
+        parts.append(chunk)
+        total += len(chunk)
+    return b"".join(parts)
 
 
 def exception_handler(exc, context):

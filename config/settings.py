@@ -193,6 +193,9 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "config.api_errors.exception_handler",
+    # OPTIONS would describe any view, even on another user's object id, with a
+    # 200; the site is same-origin (no CORS preflight), so OPTIONS answers 405.
+    "DEFAULT_METADATA_CLASS": None,
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
 }

@@ -12,6 +12,7 @@ from rest_framework.authentication import SessionAuthentication, TokenAuthentica
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config import paging
 from memory import agents
 from memory import agent_serializers as s
 from memory.agent_auth import WorldTokenAuthentication
@@ -42,10 +43,10 @@ def _valid(serializer_class, request, **kwargs):
 
 
 class WorldListView(WorldView):
-    @extend_schema(responses=s.WorldSerializer(many=True), tags=["worlds"])
+    @extend_schema(responses=s.WorldSerializer(many=True), parameters=paging.parameters(), tags=["worlds"])
     def get(self, request):
         self.owner_only(request)
-        return Response(s.WorldSerializer(World.objects.filter(owner=request.user).order_by("id"), many=True).data)
+        return paging.page(request, World.objects.filter(owner=request.user).order_by("id"), s.WorldSerializer)
 
     @extend_schema(request=s.WorldSerializer, responses={201: s.WorldSerializer}, tags=["worlds"])
     def post(self, request):
@@ -77,11 +78,11 @@ class WorldDetailView(WorldView):
 
 
 class TokenListView(WorldView):
-    @extend_schema(responses=s.WorldTokenSerializer(many=True), tags=["worlds"])
+    @extend_schema(responses=s.WorldTokenSerializer(many=True), parameters=paging.parameters(), tags=["worlds"])
     def get(self, request, world_id):
         self.owner_only(request)
         world = self.world(request, world_id)
-        return Response(s.WorldTokenSerializer(world.tokens.order_by("id"), many=True).data)
+        return paging.page(request, world.tokens.order_by("id"), s.WorldTokenSerializer)
 
     @extend_schema(request=s.NewTokenSerializer, responses={201: s.CreatedTokenSerializer}, tags=["worlds"])
     def post(self, request, world_id):
@@ -126,11 +127,11 @@ class EventsView(WorldView):
 
 
 class AgentListView(WorldView):
-    @extend_schema(responses=s.AgentSerializer(many=True), tags=["worlds"])
+    @extend_schema(responses=s.AgentSerializer(many=True), parameters=paging.parameters(), tags=["worlds"])
     def get(self, request, world_id):
         world = self.world(request, world_id)
         qs = Agent.objects.filter(world=world).annotate(memory_count=Count("memories")).order_by("external_id")
-        return Response(s.AgentSerializer(qs, many=True).data)
+        return paging.page(request, qs, s.AgentSerializer)
 
 
 class AgentDetailView(WorldView):
@@ -168,7 +169,7 @@ class RecallView(WorldView):
 class AgentMemoryListView(WorldView):
     @extend_schema(
         parameters=[OpenApiParameter("q", str, description="full-text search"),
-                    OpenApiParameter("kind", str), OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
+                    OpenApiParameter("kind", str), *paging.parameters(default=50, maximum=MEMORY_PAGE_MAX)],
         responses=s.AgentMemorySerializer(many=True), tags=["worlds"],
     )
     def get(self, request, world_id, agent_id):
@@ -185,8 +186,8 @@ class AgentMemoryListView(WorldView):
                            | Q(content__icontains=params["q"]))
         if params.get("kind"):
             qs = qs.filter(kind=params["kind"])
-        rows = qs.order_by("-occurred_at", "-id")[params["offset"]: params["offset"] + params["limit"]]
-        return Response(s.AgentMemorySerializer(rows, many=True).data)
+        return paging.page(request, qs.order_by("-occurred_at", "-id"), s.AgentMemorySerializer,
+                           default=50, maximum=MEMORY_PAGE_MAX)
 
     @extend_schema(request=s.RememberSerializer, responses={201: s.AgentMemorySerializer}, tags=["worlds"],
                    description="The agent writes a memory of its own (a note).")
@@ -202,8 +203,6 @@ class AgentMemoryListView(WorldView):
 class _MemoryQuery(serializers.Serializer):
     q = serializers.CharField(max_length=200, required=False, allow_blank=True)
     kind = serializers.ChoiceField(choices=AgentMemory.Kind.choices, required=False)
-    limit = serializers.IntegerField(min_value=1, max_value=MEMORY_PAGE_MAX, required=False, default=50)
-    offset = serializers.IntegerField(min_value=0, required=False, default=0)
 
 
 class AgentMemoryDetailView(WorldView):

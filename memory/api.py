@@ -6,6 +6,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config import paging
 from memory import bank, memories
 from memory import serializers as s
 from stories.adventures import access_adventure
@@ -25,10 +26,10 @@ def _valid(serializer_class, request):
 
 
 class MemoryListView(APIView):
-    @extend_schema(responses=s.MemorySerializer(many=True), tags=["memory"])
+    @extend_schema(responses=s.MemorySerializer(many=True), parameters=paging.parameters(), tags=["memory"])
     def get(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
-        return Response(s.MemorySerializer(memories.bank_list(adventure=adventure), many=True).data)
+        return paging.page(request, memories.bank_list(adventure=adventure), s.MemorySerializer)
 
     @extend_schema(request=s.MemoryCreateSerializer, responses={201: s.MemorySerializer}, tags=["memory"])
     def post(self, request, adventure_id):

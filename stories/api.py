@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 from memory import bank, embedder
 from django.conf import settings
 
+from config import paging
 from stories import accounts, adventures, cards, limits, lineage, providers, tree, turns
 from stories import serializers as s
 from stories.errors import InvalidRequest
@@ -145,11 +146,11 @@ class DebugRequestsView(APIView):
 
 
 class AdventureListView(APIView):
-    @extend_schema(responses=s.AdventureSerializer(many=True), tags=["adventures"])
+    @extend_schema(responses=s.AdventureSerializer(many=True), parameters=paging.parameters(), tags=["adventures"])
     def get(self, request):
         qs = (Adventure.objects.filter(owner=request.user, hidden=False).select_related("head_branch")
-              .order_by("-updated_at"))
-        return Response(s.AdventureSerializer(qs, many=True).data)
+              .order_by("-updated_at", "-id"))
+        return paging.page(request, qs, s.AdventureSerializer)
 
     @extend_schema(request=s.AdventureSerializer, responses={201: s.AdventureSerializer}, tags=["adventures"])
     def post(self, request):
@@ -367,11 +368,11 @@ def _branch(adventure: Adventure, branch_id: int) -> Branch:
 
 
 class BranchListView(APIView):
-    @extend_schema(responses=s.BranchSerializer(many=True), tags=["branches"])
+    @extend_schema(responses=s.BranchSerializer(many=True), parameters=paging.parameters(), tags=["branches"])
     def get(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
         branches = Branch.objects.filter(adventure=adventure, internal=False).order_by("id")
-        return Response(s.BranchSerializer(branches, many=True, context={"head_id": adventure.head_branch_id}).data)
+        return paging.page(request, branches, s.BranchSerializer, context={"head_id": adventure.head_branch_id})
 
 
 class BranchDetailView(APIView):
@@ -405,10 +406,10 @@ class BranchCheckoutView(APIView):
 
 
 class CardListView(APIView):
-    @extend_schema(responses=s.CardSerializer(many=True), tags=["cards"])
+    @extend_schema(responses=s.CardSerializer(many=True), parameters=paging.parameters(), tags=["cards"])
     def get(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
-        return Response(s.CardSerializer(StoryCard.objects.filter(adventure=adventure), many=True).data)
+        return paging.page(request, StoryCard.objects.filter(adventure=adventure).order_by("id"), s.CardSerializer)
 
     @extend_schema(request=s.CardInputSerializer, responses={201: s.CardSerializer}, tags=["cards"])
     def post(self, request, adventure_id):

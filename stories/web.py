@@ -9,6 +9,7 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import UserCreationForm
+from django.core.paginator import Paginator
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
@@ -65,6 +66,9 @@ class NewAdventureForm(forms.Form):
     card_entry = forms.CharField(max_length=4000, required=False)
 
 
+ADVENTURES_PER_PAGE = 50
+
+
 @login_required
 def adventures(request):
     form = NewAdventureForm(request.POST or None)
@@ -81,8 +85,9 @@ def adventures(request):
         if not form.errors:
             adventure = adventure_create(owner_id=request.user.id, cards=cards, **data)
             return redirect("web-play", adventure.pk)
-    rows = Adventure.objects.filter(owner=request.user, hidden=False).order_by("-updated_at")
-    return render(request, "stories/adventures.html", {"adventures": rows, "form": form},
+    rows = Adventure.objects.filter(owner=request.user, hidden=False).order_by("-updated_at", "-id")
+    page = Paginator(rows, ADVENTURES_PER_PAGE).get_page(request.GET.get("page"))
+    return render(request, "stories/adventures.html", {"adventures": page.object_list, "page": page, "form": form},
                   status=400 if form.errors else 200)
 
 

@@ -1,3 +1,6 @@
+# The MCP server fixture (a real runmcp process) for any test that asks for it.
+pytest_plugins = ["tests.support.mcp"]
+
 import pytest
 
 

@@ -11,7 +11,8 @@ async function apiFetch(url, options = {}) {
   });
   let data = null;
   if (response.status !== 204) { try { data = await response.json(); } catch (e) { data = null; } }
-  return {ok: response.ok, status: response.status, data};
+  const total = response.headers.get("X-Total-Count");
+  return {ok: response.ok, status: response.status, data, total: total === null ? null : Number(total)};
 }
 function errorText(r) {
   if (!r.data) return `Error ${r.status}`;

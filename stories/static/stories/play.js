@@ -139,6 +139,7 @@ async function loadBank() {
     return item;
   }));
   if (!bank.data.length) list.append(el("li", {class: "muted"}, "No memories yet: they form every 6 actions once the story has 12."));
+  if (bank.total > bank.data.length) list.append(el("li", {class: "muted"}, `Showing the newest ${bank.data.length} of ${bank.total} memories.`));
 }
 $("refresh-bank").addEventListener("click", loadBank);
 $("new-memory").addEventListener("submit", async (e) => {
