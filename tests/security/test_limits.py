@@ -1,0 +1,190 @@
+"""Resource limits: bodies over the limit get 413 through the real server
+(with and without Content-Length), every documented size limit is the one the
+code enforces and gets a 400 naming the field with nothing stored, and every
+list endpoint pages with a bounded ``limit``."""
+
+import http.client
+import importlib
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from drf_spectacular.generators import SchemaGenerator
+
+from memory.models import AgentMemory, Memory
+from stories.models import Action, StoryCard
+from tests.support.processes import ROOT, child_database_url, child_env, free_port, stop_process, wait_for
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+BODY_LIMIT = 4096
+
+
+# ---------------------------------------------------------------------------- 413 through gunicorn
+
+
+@pytest.fixture
+def gunicorn(tmp_path):
+    """The production web server (gunicorn, as runsite and compose start it) on the test database."""
+    port = free_port()
+    log = open(tmp_path / "gunicorn.log", "wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind", f"127.0.0.1:{port}",
+         "--workers", "1", "--threads", "2"],
+        cwd=ROOT, env=child_env(DATABASE_URL=child_database_url(), REQUEST_BODY_MAX_BYTES=str(BODY_LIMIT),
+                                ALLOWED_HOSTS="127.0.0.1,localhost", HTTPS="false"),
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def up():
+        assert proc.poll() is None, (tmp_path / "gunicorn.log").read_text()
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", "/healthz/live")
+            return conn.getresponse().status == 200
+        except OSError:
+            return False
+
+    wait_for(up, timeout=60, what="gunicorn")
+    yield port
+    stop_process(proc)
+    log.close()
+
+
+def post(port, path, body: bytes, *, chunked: bool):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+    if chunked:
+        pieces = (body[i:i + 1000] for i in range(0, len(body), 1000))
+        conn.request("POST", path, body=pieces, headers={"Content-Type": "application/json"}, encode_chunked=True)
+    else:
+        conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+    response = conn.getresponse()
+    return response.status, response.read()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_a_body_over_the_limit_is_413_through_the_real_server(gunicorn, django_user_model, chunked):
+    big = json.dumps({"username": "dora", "password": "x" * (BODY_LIMIT + 10)}).encode()
+    status, body = post(gunicorn, "/api/auth/signup/", big, chunked=chunked)
+    assert status == 413
+    assert json.loads(body) == {"detail": f"the request body is over the limit of {BODY_LIMIT} bytes"}
+    assert not django_user_model.objects.filter(username="dora").exists()
+    # Under the limit the same way of sending is read in full (not taken for an empty body).
+    status, body = post(gunicorn, "/api/auth/signup/",
+                        json.dumps({"username": "dora", "password": "a long passphrase 42"}).encode(), chunked=chunked)
+    assert status == 201, body
+    assert django_user_model.objects.filter(username="dora").exists()
+
+
+# ---------------------------------------------------------------------------- documented limits
+
+
+def documented_limits():
+    """(what, number, python name) rows of the README's limits table."""
+    text = README.read_text()
+    table = text.split("<!-- limits -->")[1]
+    rows = []
+    for line in table.strip().splitlines()[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        number = int(re.match(r"[\d,]+", cells[1]).group(0).replace(",", ""))
+        rows.append((cells[0], number, cells[2].strip("`")))
+    return rows
+
+
+def test_the_readme_documents_the_limits_the_code_enforces():
+    rows = documented_limits()
+    assert len(rows) >= 14
+    for what, number, name in rows:
+        module, _, attr = name.rpartition(".")
+        assert getattr(importlib.import_module(module), attr) == number, f"README says {what} is {number}"
+
+
+def stored():
+    return (Action.objects.count(), StoryCard.objects.count(), Memory.objects.count(), AgentMemory.objects.count())
+
+
+@pytest.mark.django_db
+def test_every_size_limit_answers_400_naming_the_field_and_stores_nothing(alices_world, alice_plays):
+    from memory import agents
+    from stories import models
+
+    aid, wid = alices_world["adventure_id"], alices_world["world_id"]
+    event = {"type": "say", "actor": "ann", "text": "hi"}
+    over = [
+        ("post", f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "x" * (models.ACTION_TEXT_MAX + 1)}, "text"),
+        ("post", f"/api/adventures/{aid}/cards/",
+         {"name": "C", "keys": ["c"], "entry": "x" * (models.CARD_ENTRY_MAX + 1)}, "entry"),
+        ("post", f"/api/adventures/{aid}/cards/",
+         {"name": "C", "keys": [f"k{i}" for i in range(models.CARD_KEYS_MAX + 1)], "entry": "e"}, "keys"),
+        ("post", f"/api/adventures/{aid}/memories/", {"text": "x" * 1001}, "text"),
+        ("post", f"/api/worlds/{wid}/events/", {**event, "text": "x" * (agents.EVENT_TEXT_MAX + 1)}, "text"),
+        ("post", f"/api/worlds/{wid}/events/", {**event, "nearby": [f"a{i}" for i in range(agents.NEARBY_MAX + 1)]},
+         "nearby"),
+        ("post", f"/api/worlds/{wid}/events/", {"events": [event] * (agents.BATCH_MAX + 1)}, "events"),
+        ("post", f"/api/worlds/{wid}/agents/ann/recall/", {"limit": agents.RECALL_LIMIT_MAX + 1}, "limit"),
+        ("post", f"/api/worlds/{wid}/agents/ann/memories/", {"content": "x" * 1001}, "content"),
+    ]
+    before = stored()
+    for method, url, body, field in over:
+        response = getattr(alice_plays, method)(url, body, format="json")
+        assert response.status_code == 400, f"{url} {field}: {response.status_code}"
+        assert field in json.dumps(response.json()), f"{url}: the error must name {field}: {response.json()}"
+    assert stored() == before
+
+
+# Lists bounded by construction, each by a limit in the README's table.
+BOUNDED_LISTS = {
+    "/api/debug/requests/": "the last 30 provider calls",
+    "/api/adventures/{adventure_id}/cards/export/": "at most 500 cards",
+    "/api/adventures/{adventure_id}/memories/{memory_id}/source/": "the 6 actions of one memory's block",
+}
+
+
+def list_operations():
+    """Every GET in the OpenAPI schema whose 200 answer is a JSON array."""
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    for path, item in schema["paths"].items():
+        op = item.get("get")
+        if not op:
+            continue
+        content = op["responses"].get("200", {}).get("content", {}).get("application/json", {})
+        if content.get("schema", {}).get("type") == "array":
+            yield path, op
+
+
+@pytest.mark.django_db
+def test_every_list_endpoint_pages_with_a_bounded_limit(alices_world, alice_plays):
+    operations = list(list_operations())
+    assert len(operations) >= 9
+    for path, op in operations:
+        url = re.sub(r"\{(\w+)\}", lambda m: str(alices_world[m.group(1)]), path)
+        params = {p["name"]: p for p in op.get("parameters", []) if p["in"] == "query"}
+        if path in BOUNDED_LISTS:
+            continue
+        assert "limit" in params and "offset" in params, f"{path} lists rows without paging"
+        maximum = int(re.search(r"1-(\d+)", params["limit"]["description"]).group(1))
+        too_big = alice_plays.get(url, {"limit": maximum + 1})
+        assert too_big.status_code == 400 and "limit" in too_big.json(), path
+        assert alice_plays.get(url, {"limit": 0}).status_code == 400, path
+        assert alice_plays.get(url, {"offset": -1}).status_code == 400, path
+        first = alice_plays.get(url, {"limit": 1})
+        assert first.status_code == 200 and len(first.json()) <= 1, path
+        total = int(first["X-Total-Count"])
+        assert total == len(alice_plays.get(url, {"limit": maximum}).json()) or total > maximum, path
+        if total > 1:
+            assert "rel=\"next\"" in first["Link"] and "offset=1" in first["Link"], path
+
+
+@pytest.mark.django_db
+def test_pages_walk_a_long_list_without_gaps_or_repeats(alice_api):
+    ids = [alice_api.post("/api/adventures/", {"title": f"Tale {i}"}, format="json").json()["id"] for i in range(7)]
+    seen, url = [], "/api/adventures/?limit=3"
+    while url:
+        response = alice_api.get(url)
+        assert response["X-Total-Count"] == "7"
+        seen += [a["id"] for a in response.json()]
+        link = response.get("Link")
+        url = re.search(r"<http://testserver([^>]+)>", link).group(1) if link else None
+    assert sorted(seen) == sorted(ids) and len(seen) == 7
