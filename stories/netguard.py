@@ -37,6 +37,10 @@ def check_url_shape(url: str) -> tuple[str, int]:
         raise EndpointRefused("the endpoint URL must not contain a user name or password; put the key in the API key field")
     if not parts.hostname:
         raise EndpointRefused("the endpoint URL has no host")
+    try:
+        httpx2.URL(url)  # the client's own parser: what it refuses would fail every turn
+    except httpx2.InvalidURL as exc:
+        raise EndpointRefused(f"the endpoint URL is malformed: {exc}") from None
     return parts.hostname, port or (443 if parts.scheme == "https" else 80)
 
 

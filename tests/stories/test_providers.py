@@ -1,13 +1,11 @@
 """Model failures a player can act on, through the real openai SDK and HTTP."""
 
-import socket
-import threading
-
 import pytest
 
 from stories import netguard
 from stories.models import Action, ProviderCall
 from tests.conftest import ALICE_KEY
+from tests.support.canary import Canary
 from tests.support.fake_llm import Reply
 
 pytestmark = pytest.mark.django_db
@@ -134,35 +132,6 @@ def test_connect_time_check_refuses_an_endpoint_saved_before_the_rule(alice_play
     response = turn(alice_plays, adventure_id)
     assert response.status_code == 424 and response.json()["error"] == "refused"
     assert fake_llm.chat_requests() == []
-
-
-class Canary:
-    """A listener that counts connections it receives."""
-
-    def __init__(self):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
-        self.hits = 0
-        self.running = True
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self):
-        while self.running:
-            try:
-                conn, _ = self.sock.accept()
-                self.hits += 1
-                conn.close()
-            except OSError:
-                pass
-
-    def stop(self):
-        self.running = False
-        self.thread.join(2)
-        self.sock.close()
 
 
 def test_a_redirect_to_loopback_is_never_followed(alice_plays, adventure_id, fake_llm):
