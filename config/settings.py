@@ -205,9 +205,16 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Interactive stories whose AI never forgets, and memory for multi-agent worlds.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Request bodies get their own components, so they can say what a request must hold
+    # (a required text is non-empty) while answers say what they contain.
+    "COMPONENT_SPLIT_REQUEST": True,
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "config.openapi.add_error_responses",
+    ],
     "ENUM_NAME_OVERRIDES": {
         "ActionKindEnum": "stories.models.Action.Kind",
         "AgentMemoryKindEnum": "memory.models.AgentMemory.Kind",

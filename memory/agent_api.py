@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.db.models import Count, Q
 from django.http import Http404
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
 from rest_framework.response import Response
@@ -166,10 +166,14 @@ class RecallView(WorldView):
         })
 
 
+class _MemoryQuery(paging.query_serializer(default=50, maximum=MEMORY_PAGE_MAX)):
+    q = serializers.CharField(max_length=200, required=False, allow_blank=True, help_text="full-text search")
+    kind = serializers.ChoiceField(choices=AgentMemory.Kind.choices, required=False)
+
+
 class AgentMemoryListView(WorldView):
     @extend_schema(
-        parameters=[OpenApiParameter("q", str, description="full-text search"),
-                    OpenApiParameter("kind", str), *paging.parameters(default=50, maximum=MEMORY_PAGE_MAX)],
+        parameters=[_MemoryQuery],
         responses=s.AgentMemorySerializer(many=True), tags=["worlds"],
     )
     def get(self, request, world_id, agent_id):
@@ -198,11 +202,6 @@ class AgentMemoryListView(WorldView):
         memory = agents.remember(world=world, agent=agent, **data)
         enqueue_agent_pass(agent.pk)
         return Response(s.AgentMemorySerializer(memory).data, status=201)
-
-
-class _MemoryQuery(serializers.Serializer):
-    q = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    kind = serializers.ChoiceField(choices=AgentMemory.Kind.choices, required=False)
 
 
 class AgentMemoryDetailView(WorldView):

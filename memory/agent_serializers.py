@@ -53,7 +53,7 @@ class EventSerializer(serializers.Serializer):
 
 
 class EventBatchSerializer(serializers.Serializer):
-    events = EventSerializer(many=True, allow_empty=False, max_length=agents.BATCH_MAX)
+    events = serializers.ListField(child=EventSerializer(), min_length=1, max_length=agents.BATCH_MAX)
 
 
 class RecallInputSerializer(serializers.Serializer):

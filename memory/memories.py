@@ -7,7 +7,7 @@ from django.db import transaction
 from memory import bank, summarize
 from memory.models import Cursor, Memory
 from stories import accounts, lineage
-from stories.errors import InvalidRequest
+from stories.errors import Conflict
 from stories.models import Action, Adventure, Branch
 from stories.providers import ProviderError
 
@@ -66,7 +66,7 @@ def memory_regenerate(*, adventure: Adventure, memory: Memory) -> Memory:
     """Write the memory again from its block as it stands now (clears stale)."""
     actions = memory_source(memory=memory)
     if not actions:
-        raise InvalidRequest("a hand-written memory has no source to regenerate from; edit its text instead")
+        raise Conflict("a hand-written memory has no source to regenerate from; edit its text instead")
     conn = accounts.connection_for_background(user_id=adventure.owner_id, purpose="summary")
     written = summarize.write_memory(conn=conn, adventure=adventure, actions=actions,
                                      cards=list(adventure.cards.all()), user_id=adventure.owner_id)

@@ -27,11 +27,6 @@ class MemoryPatchSerializer(serializers.Serializer):
     pinned = serializers.BooleanField(required=False)
     forgotten = serializers.BooleanField(required=False)
 
-    def validate(self, attrs):
-        if not attrs:
-            raise serializers.ValidationError("send at least one of text, pinned, forgotten")
-        return attrs
-
 
 class SummarySerializer(serializers.Serializer):
     story_summary = serializers.CharField(max_length=LONG_TEXT_MAX, allow_blank=True)

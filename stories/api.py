@@ -3,24 +3,23 @@ goes through access_adventure (another user's id is a 404)."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth import authenticate, get_user_model, login, logout
 from django.db import transaction
 from django.db.models import Count
 from django.http import Http404
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.authtoken.models import Token
+from rest_framework.exceptions import NotFound
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory import bank, embedder
-from django.conf import settings
-
 from config import paging
+from memory import bank, embedder
 from stories import accounts, adventures, cards, limits, lineage, providers, tree, turns
 from stories import serializers as s
-from stories.errors import InvalidRequest
 from stories.models import Action, Adventure, Branch, ProviderCall, StoryCard
 from workers.tasks import enqueue_post_turn
 
@@ -81,7 +80,8 @@ class LoginView(APIView):
         user = authenticate(request, username=data["username"], password=data["password"])
         if user is None:
             limits.login_failed(username=data["username"], ip=ip)
-            return Response({"detail": "wrong username or password"}, status=400)
+            return Response({"detail": "wrong username or password"}, status=401,
+                            headers={"WWW-Authenticate": "Token"})
         token, _ = Token.objects.get_or_create(user=user)
         login(request, user)
         return Response({"token": token.key, "username": user.username})
@@ -190,7 +190,8 @@ class AdventureExportView(APIView):
 
 
 class AdventureImportView(APIView):
-    @extend_schema(request=inline_serializer("AdventureImport", {"format": serializers.CharField()}),
+    @extend_schema(request=inline_serializer("AdventureImport", {"format": serializers.ChoiceField(
+                       choices=[adventures.EXPORT_FORMAT], help_text="an export of this site, as GET .../export/ gives")}),
                    responses={201: s.AdventureSerializer}, tags=["adventures"])
     def post(self, request):
         adventure = adventures.adventure_import(owner_id=request.user.id, data=request.data)
@@ -201,10 +202,16 @@ class AdventureImportView(APIView):
 # ---------------------------------------------------------------------------- story and turns
 
 
+class _StoryQuery(serializers.Serializer):
+    before = serializers.IntegerField(min_value=1, max_value=2**31 - 1, required=False, default=None, allow_null=True,
+                                      help_text="only actions below this depth")
+    limit = serializers.IntegerField(min_value=1, max_value=STORY_PAGE_MAX, required=False, default=STORY_PAGE_DEFAULT,
+                                     help_text=f"1-{STORY_PAGE_MAX}, default {STORY_PAGE_DEFAULT}")
+
+
 class StoryView(APIView):
     @extend_schema(
-        parameters=[OpenApiParameter("before", int, description="only actions below this depth"),
-                    OpenApiParameter("limit", int, description=f"1-{STORY_PAGE_MAX}, default {STORY_PAGE_DEFAULT}")],
+        parameters=[_StoryQuery],
         responses=s.StoryPageSerializer, tags=["story"],
     )
     def get(self, request, adventure_id):
@@ -216,11 +223,6 @@ class StoryView(APIView):
             "branch": branch.pk, "tip_depth": branch.tip_depth, "next_before": next_before,
             "actions": s.ActionSerializer(rows, many=True, context={"take_counts": _take_counts(rows)}).data,
         })
-
-
-class _StoryQuery(serializers.Serializer):
-    before = serializers.IntegerField(min_value=1, required=False, default=None, allow_null=True)
-    limit = serializers.IntegerField(min_value=1, max_value=STORY_PAGE_MAX, required=False, default=STORY_PAGE_DEFAULT)
 
 
 def _valid_query(request):
@@ -253,7 +255,7 @@ def _turn_failed(exc: turns.TurnFailed) -> Response:
 
 
 class TurnView(APIView):
-    @extend_schema(request=s.TurnInputSerializer, responses={201: s.TurnResultSerializer}, tags=["story"])
+    @extend_schema(request=s.TURN_INPUT_SCHEMA, responses={201: s.TurnResultSerializer}, tags=["story"])
     def post(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
         data = _valid(s.TurnInputSerializer, request)
@@ -305,8 +307,10 @@ class ActionView(APIView):
     @extend_schema(request=s.EditInputSerializer, responses=s.ActionSerializer, tags=["story"])
     def patch(self, request, adventure_id, action_id):
         adventure = _adventure(request, adventure_id)
-        _action(adventure, action_id)
+        action = _action(adventure, action_id)
         data = _valid(s.EditInputSerializer, request)
+        if "text" not in data:  # an empty patch changes nothing
+            return Response(s.ActionSerializer(action).data)
         action = tree.edit(adventure_id=adventure.pk, action_id=action_id, text=data["text"].strip())
         enqueue_post_turn(adventure.pk)
         return Response(s.ActionSerializer(action).data)
@@ -339,7 +343,7 @@ class TakesView(APIView):
         take_id = _valid(s.TakeSelectSerializer, request)["take_id"]
         branch = Branch.objects.get(pk=adventure.head_branch_id)
         if take_id not in {t.pk for t in lineage.takes_at(branch, action.depth)} or not lineage.on_path(branch, action):
-            raise InvalidRequest("take_id is not a take of this action on the current branch")
+            raise NotFound("take_id is not a take of this action on the current branch")
         selected = tree.take_select(adventure_id=adventure.pk, action_id=take_id)
         enqueue_post_turn(adventure.pk)
         return Response(self._takes(adventure, selected))
@@ -379,9 +383,10 @@ class BranchDetailView(APIView):
     @extend_schema(request=s.BranchRenameSerializer, responses=s.BranchSerializer, tags=["branches"])
     def patch(self, request, adventure_id, branch_id):
         adventure = _adventure(request, adventure_id)
-        _branch(adventure, branch_id)
-        name = _valid(s.BranchRenameSerializer, request)["name"]
-        branch = tree.branch_rename(adventure_id=adventure.pk, branch_id=branch_id, name=name)
+        branch = _branch(adventure, branch_id)
+        name = _valid(s.BranchRenameSerializer, request).get("name")
+        if name is not None:  # an empty patch changes nothing
+            branch = tree.branch_rename(adventure_id=adventure.pk, branch_id=branch_id, name=name)
         return Response(s.BranchSerializer(branch, context={"head_id": adventure.head_branch_id}).data)
 
     @extend_schema(responses={204: None}, tags=["branches"])
@@ -450,7 +455,7 @@ class CardDetailView(APIView):
 
 
 class CardImportView(APIView):
-    @extend_schema(request=inline_serializer("AIDungeonCards", {"storyCards": serializers.ListField()}),
+    @extend_schema(request=s.AIDungeonCardsSerializer,
                    responses={201: s.CardSerializer(many=True)}, tags=["cards"])
     def post(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)

@@ -22,9 +22,13 @@ class RateLimited(Exception):
 def domain_error_response(exc) -> Response | None:
     from stories.netguard import EndpointRefused
     from stories.providers import ProviderError
-    from stories.tree import TreeError
+    from stories.tree import TreeError, TreeNotFound
 
-    if isinstance(exc, (TreeError, InvalidRequest)):
+    if isinstance(exc, TreeNotFound):
+        return Response({"detail": str(exc)}, status=404)
+    if isinstance(exc, TreeError):
+        return Response({"detail": str(exc)}, status=409)
+    if isinstance(exc, InvalidRequest):
         return Response({"detail": str(exc)}, status=400)
     if isinstance(exc, EndpointRefused):
         return Response({"endpoint_url": [str(exc)]}, status=400)

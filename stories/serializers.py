@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.contrib.auth import get_user_model, password_validation
 from django.core.exceptions import ValidationError as DjangoValidationError
+from drf_spectacular.utils import PolymorphicProxySerializer
 from rest_framework import serializers
 
 from stories.cards import clean_keys
@@ -14,6 +15,7 @@ from stories.models import (
     CARD_ENTRY_MAX,
     CARD_KEY_MAX,
     CARD_KEYS_MAX,
+    CARDS_PER_ADVENTURE_MAX,
     LONG_TEXT_MAX,
     TITLE_MAX,
     Action,
@@ -193,6 +195,44 @@ class TurnInputSerializer(serializers.Serializer):
         return attrs
 
 
+class WrittenTurnSerializer(serializers.Serializer):
+    """OpenAPI only: a turn the player writes."""
+
+    mode = serializers.ChoiceField(choices=["do", "say", "story"])
+    text = serializers.CharField(max_length=ACTION_TEXT_MAX)
+
+
+class ContinueTurnSerializer(serializers.Serializer):
+    """OpenAPI only: let the model go on, with no text."""
+
+    mode = serializers.ChoiceField(choices=["continue"])
+    text = serializers.CharField(max_length=0, allow_blank=True, required=False)
+
+
+TURN_INPUT_SCHEMA = PolymorphicProxySerializer(
+    component_name="TurnInput", resource_type_field_name="mode",
+    serializers={"do": WrittenTurnSerializer, "say": WrittenTurnSerializer, "story": WrittenTurnSerializer,
+                 "continue": ContinueTurnSerializer},
+)
+
+
+class AIDungeonCardSerializer(serializers.Serializer):
+    """OpenAPI only: one card of AI Dungeon's story-card export (keys may also be one comma-separated string)."""
+
+    title = serializers.CharField(max_length=100)
+    keys = serializers.ListField(child=serializers.CharField(max_length=CARD_KEY_MAX), max_length=CARD_KEYS_MAX,
+                                 required=False)
+    value = serializers.CharField(max_length=CARD_ENTRY_MAX, allow_blank=True, required=False)
+    type = serializers.CharField(max_length=40, allow_blank=True, required=False)
+    description = serializers.CharField(max_length=CARD_ENTRY_MAX, allow_blank=True, required=False)
+
+
+class AIDungeonCardsSerializer(serializers.Serializer):
+    """OpenAPI only: the export file (a bare list of cards is accepted too)."""
+
+    storyCards = serializers.ListField(child=AIDungeonCardSerializer(), max_length=CARDS_PER_ADVENTURE_MAX)
+
+
 class UsageSerializer(serializers.Serializer):
     model = serializers.CharField()
     prompt_tokens = serializers.IntegerField()
@@ -224,7 +264,7 @@ class TurnResultSerializer(serializers.Serializer):
 
 
 class EditInputSerializer(serializers.Serializer):
-    text = serializers.CharField(max_length=ACTION_TEXT_MAX)
+    text = serializers.CharField(max_length=ACTION_TEXT_MAX, required=False)
 
 
 class TakeSelectSerializer(serializers.Serializer):
@@ -253,7 +293,7 @@ class BranchSerializer(serializers.ModelSerializer):
 
 
 class BranchRenameSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=100)
+    name = serializers.CharField(max_length=100, required=False)
 
 
 class UndoResultSerializer(serializers.Serializer):

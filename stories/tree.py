@@ -38,7 +38,11 @@ DEPTH_SHIFT_OFFSET = 1_000_000  # parks rows out of the way while depths are ren
 
 
 class TreeError(Exception):
-    """A tree operation the player asked for that cannot be done; the message says why."""
+    """A tree operation the story's current state does not allow (409); the message says why."""
+
+
+class TreeNotFound(TreeError):
+    """The action or branch named is not in this adventure (404)."""
 
 
 @dataclass(frozen=True)
@@ -305,7 +309,7 @@ def fork(*, adventure_id: int, action_id: int, name: str = "", checkout: bool = 
         adventure, head = locked.adventure, locked.branch
         action = Action.objects.filter(pk=action_id, adventure_id=adventure_id).first()
         if action is None:
-            raise TreeError("no such action in this adventure")
+            raise TreeNotFound("no such action in this adventure")
         source = head if lineage.on_path(head, action) else Branch.objects.get(pk=action.branch_id)
         depth = action.depth if action.live else action.depth - 1
         new = Branch.objects.create(
@@ -329,7 +333,7 @@ def checkout(*, adventure_id: int, branch_id: int) -> Branch:
         adventure = Adventure.objects.select_for_update().get(pk=adventure_id)
         branch = Branch.objects.filter(pk=branch_id, adventure=adventure, internal=False).first()
         if branch is None:
-            raise TreeError("no such branch in this adventure")
+            raise TreeNotFound("no such branch in this adventure")
         adventure.head_branch = branch
         adventure.save(update_fields=["head_branch", "updated_at"])
     return branch
@@ -339,7 +343,7 @@ def branch_rename(*, adventure_id: int, branch_id: int, name: str) -> Branch:
     with transaction.atomic():
         branch = lock(adventure_id, branch_id).branch
         if branch.internal:
-            raise TreeError("no such branch in this adventure")
+            raise TreeNotFound("no such branch in this adventure")
         branch.name = name
         _save_branch(branch, "name")
     return branch
@@ -352,7 +356,7 @@ def branch_delete(*, adventure_id: int, branch_id: int) -> None:
         locked = lock(adventure_id, branch_id)
         branch = locked.branch
         if branch.internal:
-            raise TreeError("no such branch in this adventure")
+            raise TreeNotFound("no such branch in this adventure")
         if locked.adventure.head_branch_id == branch.pk:
             raise TreeError("this is the branch being played; switch to another branch before deleting it")
         _detach_borrowers(branch, branch.fork_depth + 1)

@@ -10,7 +10,7 @@ from memory import retrieval
 from stories import accounts, context, lineage, providers, tree
 from stories.adventures import access_adventure
 from stories.context import Context, MemoryItem
-from stories.errors import InvalidRequest, RateLimited
+from stories.errors import Conflict, InvalidRequest, RateLimited
 from stories.models import ACTION_TEXT_MAX, Action, Adventure, Branch, ProviderCall
 from stories.providers import Completion, ProviderError
 
@@ -89,7 +89,7 @@ def retry(*, user_id: int, adventure: Adventure) -> TurnResult:
     branch = Branch.objects.get(pk=adventure.head_branch_id)
     tip = lineage.node_at(branch, branch.tip_depth)
     if tip is None or tip.kind == Action.Kind.START:
-        raise InvalidRequest("there is no reply to retry yet; play a turn or continue")
+        raise Conflict("there is no reply to retry yet; play a turn or continue")
     below = tip.depth if tip.is_model_output else None
     try:
         completion, ctx, memories, conn = _generate(user_id=user_id, adventure=adventure, branch=branch,

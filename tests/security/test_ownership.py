@@ -254,7 +254,7 @@ def test_a_take_or_branch_of_another_adventure_is_refused(alices_world, alice_pl
     opening = alice_plays.get(f"/api/adventures/{other['id']}/story/").json()["actions"][0]
     select = alice_plays.post(f"/api/adventures/{other['id']}/actions/{opening['id']}/takes/",
                               {"take_id": alices_world["action_id"]}, format="json")
-    assert select.status_code == 400 and "take_id" in select.json()["detail"]
+    assert select.status_code == 404 and "take_id" in select.json()["detail"]
     checkout = alice_plays.post(f"/api/adventures/{other['id']}/branches/{alices_world['branch_id']}/checkout/")
     assert checkout.status_code == 404
 

@@ -18,7 +18,7 @@ def test_signup_login_logout_with_tokens():
     again = api.post("/api/auth/signup/", {"username": "EVE", "password": "correct-horse-battery"}, format="json")
     assert again.status_code == 400 and "taken" in str(again.json())
     wrong = api.post("/api/auth/login/", {"username": "eve", "password": "nope"}, format="json")
-    assert wrong.status_code == 400 and wrong.json()["detail"] == "wrong username or password"
+    assert wrong.status_code == 401 and wrong.json()["detail"] == "wrong username or password"
 
     fresh = APIClient()
     token = fresh.post("/api/auth/login/", {"username": "eve", "password": "correct-horse-battery"},

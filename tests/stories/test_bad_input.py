@@ -69,16 +69,20 @@ def test_bad_settings_are_refused_and_keep_what_was_stored(alice_plays, payload,
     assert alice_plays.get("/api/settings/").json() == before
 
 
-def test_tree_rules_answer_400_with_the_reason(alice_plays, adventure_id):
-    assert alice_plays.post(f"/api/adventures/{adventure_id}/undo/").json()["detail"].startswith("the opening cannot")
+def test_tree_rules_answer_409_with_the_reason_and_unknown_ids_404(alice_plays, adventure_id):
+    undo = alice_plays.post(f"/api/adventures/{adventure_id}/undo/")
+    assert undo.status_code == 409 and undo.json()["detail"].startswith("the opening cannot")
     opening = alice_plays.get(f"/api/adventures/{adventure_id}/story/").json()["actions"][0]
     deleted = alice_plays.delete(f"/api/adventures/{adventure_id}/actions/{opening['id']}/")
-    assert deleted.status_code == 400 and "opening cannot be deleted" in deleted.json()["detail"]
+    assert deleted.status_code == 409 and "opening cannot be deleted" in deleted.json()["detail"]
     retry = alice_plays.post(f"/api/adventures/{adventure_id}/retry/")
-    assert retry.status_code == 400 and "no reply to retry" in retry.json()["detail"]
+    assert retry.status_code == 409 and "no reply to retry" in retry.json()["detail"]
     head = alice_plays.get(f"/api/adventures/{adventure_id}/branches/").json()[0]
     gone = alice_plays.delete(f"/api/adventures/{adventure_id}/branches/{head['id']}/")
-    assert gone.status_code == 400 and "switch to another branch" in gone.json()["detail"]
+    assert gone.status_code == 409 and "switch to another branch" in gone.json()["detail"]
+    take = alice_plays.post(f"/api/adventures/{adventure_id}/actions/{opening['id']}/takes/", {"take_id": 10**9},
+                            format="json")
+    assert take.status_code == 404 and "take_id" in take.json()["detail"]
 
 
 def test_story_page_parameters_are_checked(alice_plays, adventure_id):

@@ -42,7 +42,7 @@ def test_repeated_failed_logins_are_refused_for_a_while(alice, settings, client)
     settings.LOGIN_FAILURES_MAX = 3
     api = APIClient()
     for _ in range(3):
-        assert api.post("/api/auth/login/", {"username": "alice", "password": "nope"}, format="json").status_code == 400
+        assert api.post("/api/auth/login/", {"username": "alice", "password": "nope"}, format="json").status_code == 401
     blocked = api.post("/api/auth/login/", {"username": "alice", "password": "alice-pass-123"}, format="json")
     assert blocked.status_code == 429 and int(blocked["Retry-After"]) > 0
     page = client.post("/accounts/login/", {"username": "alice", "password": "alice-pass-123"})
