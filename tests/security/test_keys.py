@@ -1,5 +1,6 @@
 """Each user's key is spent only on that user's work and is never shown, logged or stored in clear."""
 
+import json
 import logging
 from datetime import datetime, timedelta, timezone
 
@@ -12,7 +13,7 @@ from memory.models import Agent, World
 from tests.conftest import ALICE_KEY, BOB_KEY, api_client_for
 from tests.support.story import memory_reply
 
-pytestmark = pytest.mark.django_db
+
 
 MARK = {"alice": "ALICEWORLD", "bob": "BOBWORLD"}
 
@@ -45,6 +46,89 @@ def every_row_as_text() -> str:
     return "\n".join(out)
 
 
+def marked_reply(body, n):
+    """The fake model echoes whose work it was given, so every later request can be traced to an owner."""
+    text = json.dumps(body)
+    marks = [mark for mark in MARK.values() if mark in text]
+    return f"{memory_reply(body, n)} {' '.join(marks)}"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+def test_a_few_hundred_mixed_jobs_on_real_workers_spend_only_their_owners_key(alice, bob, fake_llm, settings):
+    from tests.support.processes import Worker, wait_for
+
+    fake_llm.reply = marked_reply
+    workers = [Worker(concurrency=2, extra_env={"JOB_RETRY_BACKOFF_S": "1"}) for _ in range(2)]
+    try:
+        for w in workers:
+            w.wait_ready()
+        users = {"alice": (alice, ALICE_KEY), "bob": (bob, BOB_KEY)}
+        plan = []
+        for name, (user, key) in users.items():
+            api = api_client_for(user)
+            assert api.patch("/api/settings/", {"endpoint_url": fake_llm.url, "api_key": key, "model": "m",
+                                                "embedding_model": "e"}, format="json").status_code == 200
+            adventures = [api.post("/api/adventures/", {"title": f"{MARK[name]} {k}",
+                                                        "opening": f"{MARK[name]} begins {k}."},
+                                   format="json").json()["id"] for k in range(2)]
+            world = api.post("/api/worlds/", {"name": MARK[name]}, format="json").json()["id"]
+            plan.append((name, api, adventures, world))
+        jobs = 0
+        when = datetime(2026, 1, 1, 10, tzinfo=timezone.utc)  # long settled: consolidation folds it
+        for round_ in range(25):  # alice's and bob's turns and events interleave on the shared pool
+            for name, api, adventures, world in plan:
+                for aid in adventures:
+                    response = api.post(f"/api/adventures/{aid}/turns/",
+                                        {"mode": "do", "text": f"{MARK[name]} step {round_}"}, format="json")
+                    assert response.status_code == 201, response.content
+                    jobs += 2  # the turn, and the memory pass it enqueues to the pool
+                if round_ % 5 == 0:
+                    events = [{"type": "say", "actor": f"{MARK[name]}-a", "target": f"{MARK[name]}-b",
+                               "text": f"{MARK[name]} trade {round_}.{i}", "nearby": [f"{MARK[name]}-b"],
+                               "time": (when + timedelta(minutes=round_ * 10 + i)).isoformat()} for i in range(6)]
+                    assert api.post(f"/api/worlds/{world}/events/", {"events": events},
+                                    format="json").status_code == 201
+                    jobs += 2  # an agent pass for each agent
+        client = redis.Redis.from_url(settings.REDIS_URL)
+        seen = {"count": -1, "since": 0.0}
+
+        def settled():
+            import time
+
+            count = len(fake_llm.requests)
+            if count != seen["count"] or client.llen("celery"):
+                seen.update(count=count, since=time.monotonic())
+                return False
+            return time.monotonic() - seen["since"] > 4
+
+        wait_for(settled, timeout=240, interval=0.5, what="the pool to finish every job")
+    finally:
+        for w in workers:
+            w.stop()
+
+    requests = fake_llm.requests
+    assert jobs >= 200 and len(requests) >= 200, (jobs, len(requests))
+    kinds = set()
+    for recorded in requests:
+        text = json.dumps(recorded.body)
+        owners = [name for name in MARK if MARK[name] in text]
+        assert len(owners) == 1, f"a request is not one user's work: {text[:300]}"
+        assert recorded.headers["authorization"] == f"Bearer {users[owners[0]][1]}", "spent on another user's work"
+        for kind, needle in [("turn", "narrator"), ("memory", "write memories"), ("summary", "running summary"),
+                             ("consolidation", "Fold these memories"), ("embedding", '"input"')]:
+            if needle in text:
+                kinds.add((owners[0], kind))
+    assert kinds == {(name, kind) for name in MARK
+                     for kind in ("turn", "memory", "summary", "consolidation", "embedding")}
+    for key in (ALICE_KEY, BOB_KEY):
+        assert key not in every_text_in_redis(settings.REDIS_URL)
+        assert key not in every_row_as_text()
+        for w in workers:
+            assert key not in w.log()
+
+
+@pytest.mark.django_db
 def test_keys_go_only_to_their_owners_work_and_never_show(alice, bob, fake_llm, settings, caplog, admin_client):
     caplog.set_level(logging.DEBUG)
     fake_llm.reply = memory_reply

@@ -188,3 +188,17 @@ def test_pages_walk_a_long_list_without_gaps_or_repeats(alice_api):
         link = response.get("Link")
         url = re.search(r"<http://testserver([^>]+)>", link).group(1) if link else None
     assert sorted(seen) == sorted(ids) and len(seen) == 7
+
+
+@pytest.mark.django_db
+def test_the_adventures_page_shows_fifty_at_a_time(alice, client):
+    from stories.adventures import adventure_create
+
+    for i in range(52):
+        adventure_create(owner_id=alice.pk, title=f"Tale number {i:02d}")
+    client.force_login(alice)
+    first = client.get("/play/").content.decode()
+    assert first.count("Tale number") == 50 and "Page 1 of 2" in first
+    second = client.get("/play/?page=2").content.decode()
+    assert second.count("Tale number") == 2 and "Tale number 00" in second, "oldest last"
+    assert client.get("/play/?page=junk").status_code == 200
