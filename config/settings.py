@@ -264,10 +264,18 @@ AGENT_RECALL = {
     "recency": 0.3,  # x exp(-age / half-life)
     "recency_half_life_hours": 72,
     # with a query: reciprocal-rank fusion of the pgvector cosine ranking and the
-    # Postgres full-text ranking, each worth (rrf_k + 1) / (rrf_k + rank): 1 at rank 1
+    # BM25 full-text ranking (computed in SQL over the agent's memories), each
+    # worth (rrf_k + 1) / (rrf_k + rank): 1 at rank 1
     "vector": 1.0,
     "text": 1.0,
-    "rrf_k": 20,
+    "rrf_k": 5,
+    "bm25_k1": 1.2,
+    "bm25_b": 0.75,
+    # a memory whose actor the query names (by agent id or display name)
+    "named_actor": 0.3,
+    # share of the match of the memory just before and just after (within the window)
+    "context": 0.25,
+    "context_window_minutes": 30,
     # with a query, kind, importance and recency count this much (meaning and words lead)
     "prior_scale_with_query": 0.25,
     # the agent's own acts above what it heard or witnessed

@@ -113,7 +113,7 @@ def _fan_out(event: Event, now: datetime) -> list[tuple[str, dict]]:
     # A memory is read alone, much later: it carries its own date.
     dated = f"({when:%-d %B %Y}) "
     importance = event.importance if event.importance is not None else DEFAULT_IMPORTANCE.get(event.type, 0.5)
-    base = {"location": event.location, "occurred_at": when, "importance": importance,
+    base = {"location": event.location, "occurred_at": when, "importance": importance, "actor": event.actor,
             "metadata": {**event.metadata, "event": event.type}}
     others = [n for n in dict.fromkeys(event.nearby) if n and n != event.actor]
     out = []
@@ -210,44 +210,99 @@ class Recalled:
     parts: dict
 
 
-# Hybrid search fuses the vector and full-text rankings by reciprocal rank
-# (window functions over the agent's candidates), so neither signal's scale
-# dominates; the query's words are OR-ed (a question rarely repeats every word
-# of the memory that answers it).
+# Hybrid search, in one query over the agent's candidates:
+# - the full-text side is BM25 computed in SQL (a word counts once per memory:
+#   memories are short), with document frequencies over this agent's
+#   memories, so a word every memory holds, like the partner's name, counts
+#   for nothing;
+# - the vector side is pgvector cosine; the two rankings are fused by
+#   reciprocal rank, so neither scale dominates;
+# - a memory whose actor the query names ranks up ("what did Ann say ...");
+# - a line of a conversation (said or heard) takes a share of the match of
+#   the lines just before and after it with the same partner, within the
+#   context window: an answer is found through the question it answers;
+# - partner, location, kind, importance and recency add their weights.
 _RECALL_SQL = """
 WITH q AS (
-  SELECT replace(plainto_tsquery('english', %(query)s)::text, '&', '|')::tsquery AS ts
+  SELECT replace(plainto_tsquery('english', %(query)s)::text, '&', '|')::tsquery AS ts,
+         tsvector_to_array(to_tsvector('english', %(query)s)) AS terms
+), kw AS (
+  SELECT key AS kind, value::float8 AS weight FROM jsonb_each_text(%(kind_weights)s::jsonb)
+), named AS (
+  SELECT coalesce(array_agg(external_id), '{}') AS ids FROM memory_agent
+  WHERE world_id = %(world)s AND (lower(external_id) = ANY(%(words)s) OR lower(display_name) = ANY(%(words)s))
 ), base AS (
-  SELECT m.id, m.content, m.kind, m.partner, m.location, m.occurred_at, m.importance,
+  SELECT m.id, m.kind, m.partner, m.location, m.occurred_at, m.importance, m.actor, m.search,
     CASE WHEN %(has_vector)s AND m.embedding_model = %(model)s
          THEN 1 - (m.embedding <=> %(vector)s::halfvec) END AS sim,
-    CASE WHEN %(has_text)s AND q.ts::text <> '' THEN ts_rank_cd(m.search, q.ts, 32) ELSE 0 END AS tr
+    %(has_text)s AND q.ts::text <> '' AND m.search @@ q.ts AS matches,
+    greatest(length(m.search), 1)::float8 AS dl
   FROM memory_agentmemory m, q
   WHERE m.agent_id = %(agent)s AND m.consolidated_into_id IS NULL AND m.occurred_at >= %(since)s
     AND m.kind = ANY(%(kinds)s)
     AND (m.pinned OR m.last_retrieved_at IS NULL OR m.last_retrieved_at < %(cooled)s)
+), stats AS (
+  SELECT count(*)::float8 AS n, greatest(avg(dl)::float8, 1) AS avgdl FROM base
+), terms AS (
+  SELECT t, quote_literal(t)::tsquery AS tq FROM q, unnest(q.terms) AS t
+), hits AS (
+  SELECT b.id, b.dl, terms.t FROM base b, terms WHERE b.matches AND b.search @@ terms.tq
+), df AS (
+  SELECT t, count(*)::float8 AS df FROM hits GROUP BY t
+), bm25 AS (
+  SELECT h.id, sum(ln(1 + (s.n - df.df + 0.5) / (df.df + 0.5)) * (%(k1)s + 1)
+                   / (1 + %(k1)s * (1 - %(b)s + %(b)s * h.dl / s.avgdl))) AS tr
+  FROM hits h JOIN df USING (t), stats s
+  GROUP BY h.id
 ), ranked AS (
-  SELECT base.*,
+  SELECT base.id, base.kind, base.partner, base.location, base.occurred_at, base.importance, base.actor, base.sim,
+    coalesce(bm25.tr, 0) AS tr,
     rank() OVER (ORDER BY sim DESC NULLS LAST) AS r_vector,
-    rank() OVER (ORDER BY tr DESC) AS r_text
-  FROM base
+    rank() OVER (ORDER BY coalesce(bm25.tr, 0) DESC) AS r_text
+  FROM base LEFT JOIN bm25 USING (id)
+), fused AS (
+  SELECT ranked.*,
+    CASE WHEN sim IS NOT NULL THEN %(w_vector)s * (%(rrf_k)s + 1) / (%(rrf_k)s + r_vector) ELSE 0 END AS s_vector,
+    CASE WHEN tr > 0 THEN %(w_text)s * (%(rrf_k)s + 1) / (%(rrf_k)s + r_text) ELSE 0 END AS s_text,
+    CASE WHEN actor <> '' AND actor = ANY(named.ids) THEN %(w_named)s ELSE 0 END AS s_named
+  FROM ranked, named
+), neighbours AS (
+  SELECT fused.*,
+    lag(occurred_at) OVER w AS prev_at, lag(s_vector + s_text + s_named) OVER w AS prev_match,
+    lead(occurred_at) OVER w AS next_at, lead(s_vector + s_text + s_named) OVER w AS next_match
+  FROM fused WINDOW w AS (PARTITION BY partner, kind IN ('say', 'heard') ORDER BY occurred_at, id)
 ), scored AS (
-  SELECT id, content, kind, partner, location, occurred_at,
+  SELECT id, n.kind, partner, location, occurred_at, s_vector, s_text, s_named,
     CASE WHEN %(partner)s <> '' AND partner = %(partner)s THEN %(w_partner)s ELSE 0 END AS s_partner,
     CASE WHEN %(location)s <> '' AND location = %(location)s THEN %(w_location)s ELSE 0 END AS s_location,
-    %(prior)s * COALESCE((%(kind_weights)s::jsonb ->> kind)::float8, 0) AS s_kind,
+    %(prior)s * COALESCE(kw.weight, 0) AS s_kind,
     %(prior)s * %(w_importance)s * importance AS s_importance,
     %(prior)s * %(w_recency)s * exp(-greatest(extract(epoch FROM (%(now)s - occurred_at)), 0) / %(half_life)s) AS s_recency,
-    CASE WHEN sim IS NOT NULL THEN %(w_vector)s * (%(rrf_k)s + 1) / (%(rrf_k)s + r_vector) ELSE 0 END AS s_vector,
-    CASE WHEN tr > 0 THEN %(w_text)s * (%(rrf_k)s + 1) / (%(rrf_k)s + r_text) ELSE 0 END AS s_text
-  FROM ranked
+    CASE WHEN n.kind IN ('say', 'heard') THEN
+      %(w_context)s * (CASE WHEN prev_at >= occurred_at - %(context_window)s THEN prev_match ELSE 0 END
+                       + CASE WHEN next_at <= occurred_at + %(context_window)s THEN next_match ELSE 0 END)
+    ELSE 0 END AS s_context
+  FROM neighbours n LEFT JOIN kw ON kw.kind = n.kind
+), top AS (
+  SELECT *, s_partner + s_location + s_kind + s_importance + s_recency + s_vector + s_text + s_named + s_context
+            AS total
+  FROM scored ORDER BY total DESC, occurred_at DESC, id LIMIT %(candidates)s
 )
-SELECT id, content, kind, partner, location, occurred_at,
-       s_partner, s_location, s_kind, s_importance, s_recency, s_vector, s_text
-FROM scored
-ORDER BY s_partner + s_location + s_kind + s_importance + s_recency + s_vector + s_text DESC, occurred_at DESC, id
-LIMIT %(candidates)s
+SELECT top.id, m.content, top.kind, top.partner, top.location, top.occurred_at,
+       s_partner, s_location, s_kind, s_importance, s_recency, s_vector, s_text, s_named, s_context
+FROM top JOIN memory_agentmemory m ON m.id = top.id
+ORDER BY total DESC, top.occurred_at DESC, top.id
 """
+
+
+def _query_words(text: str) -> list[str]:
+    """Words of a query that could be an agent's id or name ("Ann's" and "ann." name ann)."""
+    words = set()
+    for word in re.findall(r"[\w.@-]+", text.lower()):
+        words.update({word, word.strip(".-@")})
+    return sorted(w for w in words if w)
+
+
 def _normal(text: str) -> set[str]:
     return set(re.findall(r"[a-z0-9']+", text.lower()))
 
@@ -277,7 +332,9 @@ def recall(*, world: World, agent: Agent, partner: str = "", location: str = "",
         "w_vector": conf["vector"], "w_text": conf["text"], "rrf_k": float(conf["rrf_k"]), "now": now,
         "prior": conf["prior_scale_with_query"] if query.strip() else 1.0,
         "has_vector": vector is not None, "model": model, "vector": HalfVector(vector) if vector is not None else None,
-        "has_text": bool(query.strip()), "agent": agent.pk,
+        "has_text": bool(query.strip()), "agent": agent.pk, "world": world.pk,
+        "words": _query_words(query), "w_named": conf["named_actor"], "k1": conf["bm25_k1"], "b": conf["bm25_b"],
+        "w_context": conf["context"], "context_window": timedelta(minutes=conf["context_window_minutes"]),
         "since": since or now - timedelta(days=conf["window_days"]),
         "kinds": kinds or [k for k in AgentMemory.Kind.values],
         "cooled": now - timedelta(seconds=cooldown), "candidates": limit * CANDIDATES_PER_RESULT,
@@ -295,7 +352,7 @@ def recall(*, world: World, agent: Agent, partner: str = "", location: str = "",
         cost = token_counter.count(content) + 8
         if token_budget is not None and used + cost > token_budget:
             continue
-        names = ("partner", "location", "kind", "importance", "recency", "vector", "text")
+        names = ("partner", "location", "kind", "importance", "recency", "vector", "text", "named", "context")
         scored = {n: round(float(v), 4) for n, v in zip(names, parts)}
         kept.append(Recalled(pk, content, kind, partner_, location_, occurred, round(sum(scored.values()), 4), scored))
         seen.append(words)
@@ -377,6 +434,7 @@ def consolidate(*, agent_id: int, now: datetime | None = None) -> int:
             first, last = group[0], group[-1]
             folded = AgentMemory.objects.create(
                 agent=agent, world=agent.world, kind=AgentMemory.Kind.SUMMARY, partner=first.partner,
+                actor=first.actor if len({m.actor for m in group}) == 1 else "",
                 location=first.location if len({m.location for m in group}) == 1 else "",
                 content=_clip(summary), occurred_at=last.occurred_at, importance=max(m.importance for m in group),
                 metadata={"sources": len(group), "from": first.occurred_at.isoformat(), "to": last.occurred_at.isoformat()},
@@ -390,7 +448,7 @@ def remember(*, world: World, agent: Agent, content: str, partner: str = "", loc
              importance: float = 0.7, pinned: bool = False) -> AgentMemory:
     """A memory the agent writes itself (the remember tool)."""
     with transaction.atomic():
-        memory = AgentMemory.objects.create(agent=agent, world=world, kind=AgentMemory.Kind.NOTE,
+        memory = AgentMemory.objects.create(agent=agent, world=world, kind=AgentMemory.Kind.NOTE, actor=agent.external_id,
                                             content=_clip(content), partner=partner, location=location,
                                             importance=importance, pinned=pinned, occurred_at=timezone.now())
         enforce_capacity(agent=agent, capacity=world.agent_capacity)

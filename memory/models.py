@@ -165,6 +165,8 @@ class AgentMemory(models.Model):
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="memories")
     world = models.ForeignKey(World, on_delete=models.CASCADE, related_name="+")
     partner = models.CharField(max_length=100, blank=True, default="")
+    # who said or did it (the agent itself for its own acts); a query naming them ranks it up
+    actor = models.CharField(max_length=100, blank=True, default="")
     location = models.CharField(max_length=200, blank=True, default="")
     kind = models.CharField(max_length=12, choices=Kind.choices)
     content = models.TextField()

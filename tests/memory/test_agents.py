@@ -222,3 +222,57 @@ def test_owners_manage_memories_and_export_a_world(world, agent_api, alice):
     assert {a["external_id"]: len(a["memories"]) for a in exported["agents"]} == {"ann": 2, "bo": 1}
     assert owner.delete(f"/api/worlds/{world.pk}/agents/bo/").status_code == 204
     assert not AgentMemory.objects.filter(agent__external_id="bo").exists()
+
+
+def say(agent_api, world, actor, target, text, when):
+    response = agent_api.post(events_url(world), {"type": "say", "actor": actor, "target": target, "nearby": [target],
+                                                  "text": text, "time": when.isoformat()}, format="json")
+    assert response.status_code == 201, response.content
+
+
+def test_full_text_weighs_a_rare_word_above_a_word_every_memory_holds(agent_api, world):
+    start = timezone.now() - timedelta(days=3)
+    for n in range(6):
+        say(agent_api, world, "bo", "ann", f"The festival has stall number {n}.", start + timedelta(hours=n))
+    say(agent_api, world, "bo", "ann", "Festival, festival, festival: the festival never ends.", start)
+    say(agent_api, world, "bo", "ann", "They light a lantern at the festival.", start + timedelta(hours=9))
+    ann = Agent.objects.get(external_id="ann")
+    found, _ = agents.recall(world=world, agent=ann, query="lantern festival", limit=10, record=False)
+    text = {m.content.split('"')[1]: m.parts["text"] for m in found}
+    lantern = text["They light a lantern at the festival."]
+    assert lantern == max(text.values()), "BM25: the rare word decides, repeating the common one does not"
+    assert lantern > text["Festival, festival, festival: the festival never ends."]
+
+
+def test_a_query_naming_someone_ranks_what_they_said_first(agent_api, world):
+    now = timezone.now() - timedelta(days=1)
+    say(agent_api, world, "ann", "bo", "The north bridge is closed today.", now)
+    say(agent_api, world, "bo", "ann", "The old bridge is closed for repairs.", now + timedelta(hours=2))
+    ann = Agent.objects.get(external_id="ann")
+    agents.embed_pending(agent_id=ann.pk)
+    about_bo, _ = agents.recall(world=world, agent=ann, query="What did Bo say about the bridge?", limit=2, record=False)
+    assert "old bridge" in about_bo[0].content and about_bo[0].parts["named"] > 0
+    assert about_bo[1].parts["named"] == 0
+    about_ann, _ = agents.recall(world=world, agent=ann, query="what did ann say about the bridge", limit=2,
+                                 record=False)
+    assert "north bridge" in about_ann[0].content and about_ann[0].parts["named"] > 0
+    assert AgentMemory.objects.get(agent=ann, kind="heard").actor == "bo"
+
+
+def test_an_answer_is_found_through_the_question_it_answers(agent_api, world):
+    t = timezone.now() - timedelta(days=2)
+    say(agent_api, world, "bo", "ann", "Where did you hide the silver key?", t)
+    say(agent_api, world, "ann", "bo", "Under the third stone by the well.", t + timedelta(minutes=1))
+    for n, line in enumerate(["The weather turned cold.", "Bread is cheaper at the mill.", "My cousin visits soon.",
+                              "The cart needs a new wheel.", "Owls nest in the tower."]):
+        say(agent_api, world, "bo", "ann", line, t + timedelta(hours=3 + n))
+    say(agent_api, world, "cy", "ann", "Stones are heavy to carry.", t + timedelta(minutes=2))  # another talk
+    ann = Agent.objects.get(external_id="ann")
+    agents.embed_pending(agent_id=ann.pk)
+    found, _ = agents.recall(world=world, agent=ann, query="where is the silver key hidden", limit=3, record=False)
+    answer = next(m for m in found if "third stone" in m.content)
+    assert answer.parts["context"] > 0, "it shares in the match of the question just before it"
+    assert found.index(answer) <= 1
+    other_talk = agents.recall(world=world, agent=ann, query="stones", limit=10, record=False)[0]
+    by_text = {m.content: m.parts["context"] for m in other_talk}
+    assert by_text[next(c for c in by_text if "heavy to carry" in c)] == 0, "cy's line is another conversation"
