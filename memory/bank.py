@@ -166,8 +166,13 @@ def create_due_memories(*, adventure: Adventure, head: Branch, report: PassRepor
         existing = path_memories(head).filter(source_start=start, source_end=end).exists()
         actions = list(lineage.story(head).filter(depth__gte=start, depth__lte=end))
         if not actions:
-            report.failed(f"actions {start}-{end} are all hidden by a moderator; no memory of them", "hidden")
-            return
+            # A moderator hid every action of the block: there is nothing to remember, and the
+            # mark moves past it (a later reconciliation finds it hidden again and skips it again).
+            if not mark_move(adventure.pk, "memory", mark, new):
+                return
+            log.info("memory pass of adventure %s skipped actions %s-%s: all hidden", adventure.pk, start, end)
+            mark = new
+            continue
         if not existing:
             try:
                 written = summarize.write_memory(conn=conn, adventure=adventure, actions=actions, cards=cards,

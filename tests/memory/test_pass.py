@@ -164,3 +164,22 @@ def test_changing_the_embedding_model_clears_old_vectors_and_reembeds(adventure,
     assert all(m.embedding is None for m in Memory.objects.all())
     bank.run(adventure.pk)
     assert set(Memory.objects.values_list("embedding_model", flat=True)) == {embedder.LOCAL_MODEL}
+
+
+def test_a_block_a_moderator_hid_whole_is_skipped_and_the_pass_goes_on(adventure, memory_llm):
+    from stories import moderation
+    from stories.models import Action
+
+    head = grow(adventure, 12)
+    for action in Action.objects.filter(branch=head, depth__gte=7, depth__lte=12):
+        moderation.action_set_hidden(action_id=action.pk, hidden=True)
+    grow(adventure, 24)
+    bank.run(adventure.pk)
+    assert blocks(adventure) == [(1, 6), (13, 18), (19, 24)], "no memory of hidden actions, none missing after"
+    passages = [r.body["messages"][-1]["content"] for r in memory_llm.chat_requests()
+                if r.body["messages"][0]["content"].startswith("You write memories")]
+    assert len(passages) == 3 and not any("stone 8 " in p for p in passages)
+    assert Cursor.objects.get(adventure=adventure).memory_depth == 24
+    grow(adventure, 30)
+    bank.run(adventure.pk)
+    assert blocks(adventure)[-1] == (25, 30)
