@@ -6,6 +6,7 @@ import weakref
 
 import psycopg
 from django.db import connection
+from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from pgvector.psycopg.halfvec import register_halfvec_info
 from psycopg.types import TypeInfo
 
@@ -23,4 +24,7 @@ def vector_cursor():
         info = _HALFVEC_TYPES[raw] = TypeInfo.fetch(raw, "halfvec")
     cursor = psycopg.Cursor(raw)
     register_halfvec_info(cursor, info)
-    return connection._prepare_cursor(cursor)
+    # What Django's own connection.cursor() does with a cursor it made.
+    connection.validate_thread_sharing()
+    wrapper = CursorDebugWrapper if connection.queries_logged else CursorWrapper
+    return wrapper(cursor, connection)
