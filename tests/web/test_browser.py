@@ -136,3 +136,38 @@ def test_a_player_plays_and_manages_memories_in_the_browser(live_server, browser
     assert page.locator("#send").is_visible()
     page.keyboard.press("Tab")  # and the page is usable from the keyboard
     assert page.evaluate("document.activeElement.tagName") in {"A", "BUTTON", "INPUT", "SELECT", "TEXTAREA"}
+
+
+@pytest.fixture
+def long_road(alice):
+    """An adventure with 105 memories and alice's session, made before Playwright starts (its
+    greenlets would give the ORM a second database session that outlives the test)."""
+    from django.test import Client
+
+    from memory import memories
+    from stories.adventures import adventure_create
+
+    adventure = adventure_create(owner_id=alice.pk, title="Long road", opening="Dawn.")
+    for n in range(105):
+        memories.memory_write(adventure=adventure, text=f"Memory number {n}.")
+    client = Client()
+    client.force_login(alice)
+    return adventure.pk, client.cookies["sessionid"].value
+
+
+def test_the_memory_drawer_pages_through_a_large_bank(live_server, long_road, browser):
+    adventure_id, session = long_road
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.add_cookies([{"name": "sessionid", "value": session, "url": live_server.url}])
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    page.goto(f"{live_server.url}/play/{adventure_id}/")
+    page.click("#toggle-drawer")
+    page.wait_for_selector("#bank li.memory")
+    assert page.locator("#bank li.memory").count() == 100
+    assert page.locator("#bank").get_by_text("Showing the newest 100 of 105 memories.").count() == 1
+    page.get_by_role("button", name="Show older").click()
+    page.wait_for_function("document.querySelectorAll('#bank li.memory').length === 105")
+    assert page.get_by_role("button", name="Show older").count() == 0
+    assert page.locator("#bank li.memory").last.inner_text().startswith("Memory number 0.")
+    context.close()

@@ -119,27 +119,42 @@ function showUsed(memories) {
     : [el("li", {class: "muted"}, "No memories were recalled for this turn.")]));
 }
 
+function memoryItem(m) {
+  const flags = [m.pinned && "pinned", m.stale && "stale", m.forgotten && "forgotten", m.offline && "offline"].filter(Boolean);
+  const item = el("li", {class: `memory ${flags.join(" ")}`, "data-id": m.id},
+    el("p", {}, m.text), el("span", {class: "flags"}, flags.join(" · ")));
+  const act = (body) => async () => { await apiFetch(`${base}/memories/${m.id}/`, {method: "PATCH", body: JSON.stringify(body)}); loadBank(); };
+  item.append(el("div", {class: "tools"},
+    el("button", {type: "button", class: "link", onclick: act({pinned: !m.pinned})}, m.pinned ? "Unpin" : "Pin"),
+    el("button", {type: "button", class: "link", onclick: act({forgotten: !m.forgotten})}, m.forgotten ? "Restore" : "Forget"),
+    el("button", {type: "button", class: "link", onclick: async () => {
+      const text = prompt("Memory", m.text); if (text) await act({text})(); }}, "Edit"),
+    el("button", {type: "button", class: "link danger", onclick: async () => {
+      await apiFetch(`${base}/memories/${m.id}/`, {method: "DELETE"}); loadBank(); }}, "Delete")));
+  return item;
+}
+
+function moreButton(list, shown, total) {
+  // The bank is paged (newest first): older memories come a page at a time.
+  const more = el("li", {class: "muted"}, `Showing the newest ${shown} of ${total} memories. `,
+    el("button", {type: "button", class: "link", onclick: async () => {
+      const page = await apiFetch(`${base}/memories/?offset=${shown}`);
+      if (!page.ok) return say(errorText(page), "error");
+      more.remove();
+      list.append(...page.data.map(memoryItem));
+      if (page.total > shown + page.data.length) list.append(moreButton(list, shown + page.data.length, page.total));
+    }}, "Show older"));
+  return more;
+}
+
 async function loadBank() {
   const [bank, summary] = await Promise.all([apiFetch(`${base}/memories/`), apiFetch(`${base}/summary/`)]);
   $("summary").value = summary.data.story_summary;
   $("catching-up").hidden = !summary.data.catching_up;
   const list = $("bank");
-  list.replaceChildren(...bank.data.map((m) => {
-    const flags = [m.pinned && "pinned", m.stale && "stale", m.forgotten && "forgotten", m.offline && "offline"].filter(Boolean);
-    const item = el("li", {class: `memory ${flags.join(" ")}`, "data-id": m.id},
-      el("p", {}, m.text), el("span", {class: "flags"}, flags.join(" · ")));
-    const act = (body) => async () => { await apiFetch(`${base}/memories/${m.id}/`, {method: "PATCH", body: JSON.stringify(body)}); loadBank(); };
-    item.append(el("div", {class: "tools"},
-      el("button", {type: "button", class: "link", onclick: act({pinned: !m.pinned})}, m.pinned ? "Unpin" : "Pin"),
-      el("button", {type: "button", class: "link", onclick: act({forgotten: !m.forgotten})}, m.forgotten ? "Restore" : "Forget"),
-      el("button", {type: "button", class: "link", onclick: async () => {
-        const text = prompt("Memory", m.text); if (text) await act({text})(); }}, "Edit"),
-      el("button", {type: "button", class: "link danger", onclick: async () => {
-        await apiFetch(`${base}/memories/${m.id}/`, {method: "DELETE"}); loadBank(); }}, "Delete")));
-    return item;
-  }));
+  list.replaceChildren(...bank.data.map(memoryItem));
   if (!bank.data.length) list.append(el("li", {class: "muted"}, "No memories yet: they form every 6 actions once the story has 12."));
-  if (bank.total > bank.data.length) list.append(el("li", {class: "muted"}, `Showing the newest ${bank.data.length} of ${bank.total} memories.`));
+  if (bank.total > bank.data.length) list.append(moreButton(list, bank.data.length, bank.total));
 }
 $("refresh-bank").addEventListener("click", loadBank);
 $("new-memory").addEventListener("submit", async (e) => {
