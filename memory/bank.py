@@ -212,10 +212,17 @@ def update_summary(*, adventure: Adventure, head: Branch, report: PassReport, fo
     model call wins: the rewrite is dropped and retried on a later run."""
     cursor = cursor_for(adventure.pk)
     old = (cursor.summary_branch_id, cursor.summary_depth)
+    current = adventure.story_summary
+    starting_text = current
     if force:
         since = 0  # the player asked for a rewrite over the whole path
+    elif on_path(head, *old):
+        since = old[1]
     else:
-        since = old[1] if on_path(head, *old) else min(old[1], head.tip_depth)
+        # The summary tells of actions that are not on the path being played (the player
+        # switched branches, or the story was cut below the mark): rebuild it over this path,
+        # from the player's own words only.
+        force, since, starting_text = True, 0, cursor.summary_base
     target = head.tip_depth
     if target == 0 or (not force and target - since < SUMMARY_INTERVAL):
         return
@@ -227,10 +234,9 @@ def update_summary(*, adventure: Adventure, head: Branch, report: PassReport, fo
     if covered < target:
         raw = lineage.story(head).filter(depth__gt=max(covered, since), depth__lte=target)
         material += [render_action(a) for a in raw]
-    current = adventure.story_summary
     conn = accounts.connection_for_background(user_id=adventure.owner_id, purpose="summary")
     try:
-        written = summarize.write_summary(conn=conn, adventure=adventure, current=current, base=cursor.summary_base,
+        written = summarize.write_summary(conn=conn, adventure=adventure, current=starting_text, base=cursor.summary_base,
                                           new_material=material, user_id=adventure.owner_id)
     except ProviderError as exc:
         report.failed(f"story summary: {exc.message}", exc.code)

@@ -122,3 +122,35 @@ def test_switching_branches_reconciles_the_cursor_to_the_new_path(adventure, mem
     assert bank.run(adventure.pk).memories_created == 0
     cursor = Cursor.objects.get(adventure=adventure)
     assert (cursor.memory_branch_id, cursor.memory_depth) == (main.pk, 24)
+
+
+def summary_requests(fake):
+    return [r for r in fake.chat_requests() if r.body["messages"][0]["content"].startswith("You keep the running")]
+
+
+def test_switching_branches_rebuilds_a_summary_that_tells_of_the_other_branch(adventure, memory_llm):
+    grow(adventure, 30)
+    bank.run(adventure.pk)
+    main = head_of(adventure)
+    adventure.refresh_from_db()
+    assert adventure.story_summary, "main's story has a summary"
+    fork = tree.fork(adventure_id=adventure.pk, action_id=lineage.node_at(main, 9).pk)
+    for depth in range(10, 21):
+        tree.place(adventure_id=adventure.pk, branch_id=fork.pk, kind="story",
+                   text=f"Action {depth}: Mira rows a boat across lake {depth}.")
+    before = len(summary_requests(memory_llm))
+    bank.run(adventure.pk)
+    rebuilt = summary_requests(memory_llm)[before:]
+    assert len(rebuilt) == 1, "one rewrite over the path now played"
+    prompt = rebuilt[0].body["messages"][-1]["content"]
+    assert prompt.startswith("Current summary:\n(none yet)"), "it starts from the player's own words, not main's story"
+    # The fake model's memory of a block is its first and last word: main's blocks end in "well.",
+    # the fork's in the lake's number. Only the shared block 1-6 and the fork's own path are told.
+    assert prompt.split("What happened since:\n", 1)[1].splitlines() == [
+        "- Mira remembered this: Action well.", "- Mira remembered this: Action 12.",
+        "- Mira remembered this: Action 18.", "- Action 19: Mira rows a boat across lake 19.",
+        "- Action 20: Mira rows a boat across lake 20."]
+    cursor = Cursor.objects.get(adventure=adventure)
+    assert (cursor.summary_branch_id, cursor.summary_depth) == (fork.pk, 20)
+    bank.run(adventure.pk)
+    assert len(summary_requests(memory_llm)) == before + 1, "on the path again: the usual every-15 rule"
