@@ -6,6 +6,7 @@ reach the real handlers; outbound model calls go to the fake model server and
 no name but localhost resolves (no traffic leaves the machine)."""
 
 import socket
+import zlib
 
 import pytest
 import schemathesis
@@ -99,7 +100,8 @@ def test_the_api_holds_up_under_fuzzing(case, fuzz_world, alice, fake_llm):
 
     # A fuzzed settings change moves the endpoint: put it back so every example has a working model.
     accounts.ai_settings_update(user_id=alice.pk, endpoint_url=fake_llm.url, api_key=ALICE_KEY, model="fake-model")
-    if case.path_parameters and hash(repr(case.body)) % 2 == 0:
+    # Half the examples (chosen by a stable hash, so the run stays derandomized) use alice's real ids.
+    if case.path_parameters and zlib.crc32(repr(case.body).encode()) % 2 == 0:
         for name in case.path_parameters:
             key = "agent_memory_id" if name == "memory_id" and "/agents/" in case.path else name
             if key in fuzz_world:
