@@ -1,4 +1,11 @@
 from django.apps import AppConfig
+from django.contrib.admin.apps import AdminConfig
+
+
+class EverloreAdminConfig(AdminConfig):
+    """Django's admin with the site's rules (config.admin_site)."""
+
+    default_site = "config.admin_site.EverloreAdminSite"
 
 
 class ConfigAppConfig(AppConfig):

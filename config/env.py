@@ -51,6 +51,18 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def check_networks(name: str, items: list[str]) -> list[str]:
+    """IP addresses or CIDR ranges (``10.0.0.0/8``, ``::1``)."""
+    import ipaddress
+
+    for item in items:
+        try:
+            ipaddress.ip_network(item, strict=False)
+        except ValueError:
+            raise ImproperlyConfigured(f"{name}: {item!r} is not an IP address or CIDR range") from None
+    return items
+
+
 def parse_database_url(name: str, url: str) -> dict:
     """A Django DATABASES entry from a postgres:// URL."""
     import dj_database_url

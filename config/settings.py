@@ -17,6 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 from config import embedded
 from config.env import (
     check_fernet_keys,
+    check_networks,
     check_redis_url,
     env_bool,
     env_int,
@@ -98,6 +99,15 @@ TURNS_PER_MINUTE = env_int("TURNS_PER_MINUTE", 30, minimum=0)  # 0: no limit
 MODEL_CALLS_PER_MINUTE = env_int("MODEL_CALLS_PER_MINUTE", 60, minimum=0)  # turns and connection tests
 LOGIN_FAILURES_MAX = env_int("LOGIN_FAILURES_MAX", 10, minimum=1)  # per username and address...
 LOGIN_FAILURE_WINDOW_S = env_int("LOGIN_FAILURE_WINDOW_S", 900, minimum=1)  # ...in this window
+SIGNUPS_PER_HOUR = env_int("SIGNUPS_PER_HOUR", 20, minimum=0)  # new accounts per client address; 0: no limit
+IMPORTS_PER_HOUR = env_int("IMPORTS_PER_HOUR", 30, minimum=0)  # adventure imports per user
+# Agent worlds: events (each event of a batch, and each remember) per minute per world token
+# (or per world for its owner's own credentials), and memories one world may hold.
+WORLD_EVENTS_PER_MINUTE = env_int("WORLD_EVENTS_PER_MINUTE", 600, minimum=0)
+WORLD_MEMORIES_MAX = env_int("WORLD_MEMORIES_MAX", 200_000, minimum=100)
+# Addresses (or CIDR ranges) of the TLS proxies in front of the site. Only a request
+# from one of them has its X-Forwarded-For read; everyone else's is ignored.
+TRUSTED_PROXIES = check_networks("TRUSTED_PROXIES", env_list("TRUSTED_PROXIES", []))
 
 PROVIDER_READ_TIMEOUT = float(env_int("PROVIDER_READ_TIMEOUT", 120, minimum=1))  # seconds
 
@@ -111,7 +121,7 @@ else:
     REDIS_URL = os.environ["REDIS_URL"] = embedded.ensure_redis(DATA_DIR)
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "config.apps.EverloreAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -130,7 +140,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "config.api_errors.BodySizeLimitMiddleware",
+    "config.input_guard.InputGuardMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "config.headers.SecurityHeadersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -159,12 +171,30 @@ TEMPLATES = [
     },
 ]
 
+AUTHENTICATION_BACKENDS = ["stories.auth.ThrottledModelBackend"]
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+    # not a rule: Django tells validators of every saved password; this one ends the API tokens
+    {"NAME": "stories.auth.EndSessionsOnPasswordChange"},
 ]
+
+# Password reset mail: printed to the log unless an SMTP server is configured.
+EMAIL_HOST = env_str("EMAIL_HOST") or ""
+if EMAIL_HOST:
+    EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    EMAIL_PORT = env_int("EMAIL_PORT", 587, minimum=1)
+    EMAIL_HOST_USER = env_str("EMAIL_HOST_USER") or ""
+    EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD") or ""
+    EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", True)
+    EMAIL_TIMEOUT = 10  # seconds
+else:
+    EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL") or "Everlore <noreply@localhost>"
+PASSWORD_RESET_TIMEOUT = env_int("PASSWORD_RESET_TIMEOUT", 3 * 3600, minimum=60)  # seconds a reset link works
 
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/play/"
@@ -185,13 +215,14 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        # The token scheme first: a missing or bad credential answers 401 with WWW-Authenticate.
+        "stories.auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["config.input_guard.StrictJSONParser"],
     "EXCEPTION_HANDLER": "config.api_errors.exception_handler",
     # OPTIONS would describe any view, even on another user's object id, with a
     # 200; the site is same-origin (no CORS preflight), so OPTIONS answers 405.

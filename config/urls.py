@@ -1,6 +1,6 @@
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from config.health import healthz, livez
 from workers.api import PoolStatusView
@@ -10,7 +10,7 @@ urlpatterns = [
     path("healthz/live", livez, name="livez"),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
     path("api/", include("stories.urls")),
     path("api/", include("memory.urls")),
     path("api/", include("memory.agent_urls")),

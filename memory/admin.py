@@ -1,11 +1,11 @@
 from django.contrib import admin
 
+from config.admin_site import ModeratedAdmin, each
 from memory.models import Agent, AgentMemory, Cursor, Memory, PassRun, World, WorldToken
-from stories.admin import _each
 
 
 @admin.register(Memory)
-class MemoryAdmin(admin.ModelAdmin):
+class MemoryAdmin(ModeratedAdmin):
     list_display = ("id", "adventure", "excerpt", "source_start", "source_end", "pinned", "forgotten", "stale",
                     "use_count", "embedding_model")
     list_filter = ("pinned", "forgotten", "stale", "offline")
@@ -14,13 +14,14 @@ class MemoryAdmin(admin.ModelAdmin):
     readonly_fields = ("adventure", "branch", "depth", "source_start", "source_end", "embedding_model", "use_count",
                        "last_used_at")
     actions = ["forget", "restore", "pin", "unpin"]
+    moderator_actions = ("forget", "restore", "pin", "unpin")
 
     @admin.display(description="text")
     def excerpt(self, obj):
         return obj.text[:80]
 
     def _set(self, request, queryset, message, **fields):
-        _each(self, request, queryset, lambda m: Memory.objects.filter(pk=m.pk).update(**fields), message)
+        each(self, request, queryset, lambda m: Memory.objects.filter(pk=m.pk).update(**fields), message)
 
     @admin.action(description="Forget (kept, restorable)", permissions=["change"])
     def forget(self, request, queryset):
@@ -40,49 +41,53 @@ class MemoryAdmin(admin.ModelAdmin):
 
 
 @admin.register(Cursor)
-class CursorAdmin(admin.ModelAdmin):
+class CursorAdmin(ModeratedAdmin):
     list_display = ("adventure", "memory_depth", "summary_depth", "failures", "last_error_at")
     readonly_fields = [f.name for f in Cursor._meta.fields]
 
 
 @admin.register(PassRun)
-class PassRunAdmin(admin.ModelAdmin):
+class PassRunAdmin(ModeratedAdmin):
     list_display = ("started_at", "adventure", "worker", "outcome", "memories_created", "finished_at")
     list_filter = ("outcome",)
     readonly_fields = [f.name for f in PassRun._meta.fields]
 
 
 @admin.register(World)
-class WorldAdmin(admin.ModelAdmin):
+class WorldAdmin(ModeratedAdmin):
     list_display = ("id", "name", "owner", "agent_capacity", "created_at")
     search_fields = ("name", "owner__username")
+    readonly_fields = ("owner", "created_at")
     actions = ["delete_agent_memories"]
+    moderator_actions = ("delete_agent_memories",)
 
     @admin.action(description="Delete every agent memory of these worlds", permissions=["change"])
     def delete_agent_memories(self, request, queryset):
-        _each(self, request, queryset, lambda w: AgentMemory.objects.filter(world=w).delete(), "Agent memories deleted")
+        each(self, request, queryset, lambda w: AgentMemory.objects.filter(world=w).delete(), "Agent memories deleted")
 
 
 @admin.register(WorldToken)
-class WorldTokenAdmin(admin.ModelAdmin):
+class WorldTokenAdmin(ModeratedAdmin):
     list_display = ("prefix", "world", "name", "created_at", "last_used_at", "revoked_at")
     exclude = ("key_hash",)
     readonly_fields = ("world", "prefix", "created_at", "last_used_at")
 
 
 @admin.register(Agent)
-class AgentAdmin(admin.ModelAdmin):
+class AgentAdmin(ModeratedAdmin):
     list_display = ("id", "external_id", "display_name", "world", "created_at")
     search_fields = ("external_id", "display_name", "world__name")
+    readonly_fields = ("world",)
 
 
 @admin.register(AgentMemory)
-class AgentMemoryAdmin(admin.ModelAdmin):
+class AgentMemoryAdmin(ModeratedAdmin):
     list_display = ("id", "agent", "kind", "partner", "location", "excerpt", "pinned", "retrieval_count", "occurred_at")
     list_filter = ("kind", "pinned")
     search_fields = ("content", "agent__external_id", "partner", "location")
     exclude = ("embedding",)
     readonly_fields = ("agent", "world", "embedding_model", "consolidated_into", "retrieval_count", "last_retrieved_at")
+    moderator_actions = ("delete_selected",)
 
     @admin.display(description="content")
     def excerpt(self, obj):

@@ -4,7 +4,7 @@ a world token (``Authorization: Bearer wt_...``), which reaches only its world."
 from __future__ import annotations
 
 from django.db.models import Count, Q
-from django.http import Http404
+from django.http import Http404, StreamingHttpResponse
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
@@ -30,6 +30,9 @@ class WorldView(APIView):
     def world(self, request, world_id) -> World:
         token = request.auth if isinstance(request.auth, WorldToken) else None
         return agents.access_world(user_id=request.user.id, token=token, world_id=world_id)
+
+    def token(self, request) -> WorldToken | None:
+        return request.auth if isinstance(request.auth, WorldToken) else None
 
     def owner_only(self, request):
         if isinstance(request.auth, WorldToken):
@@ -118,6 +121,7 @@ class EventsView(WorldView):
             events = _valid(s.EventBatchSerializer, request)["events"]
         else:
             events = [_valid(s.EventSerializer, request)]
+        agents.events_allowance(world=world, token=self.token(request), count=len(events))
         created = agents.events_record(world=world, events=[agents.Event(**e) for e in events])
         touched = sorted({m.agent_id for m in created})
         for agent_id in touched:
@@ -199,6 +203,7 @@ class AgentMemoryListView(WorldView):
         world = self.world(request, world_id)
         agent = agents.access_agent(world=world, external_id=agent_id)
         data = _valid(s.RememberSerializer, request)
+        agents.events_allowance(world=world, token=self.token(request), count=1)
         memory = agents.remember(world=world, agent=agent, **data)
         enqueue_agent_pass(agent.pk)
         return Response(s.AgentMemorySerializer(memory).data, status=201)
@@ -232,14 +237,16 @@ class AgentMemoryDetailView(WorldView):
         return Response(status=204)
 
 
+EXPORT_CHUNK = 2_000  # memories read per round trip while an export streams
+
+
 class WorldExportView(WorldView):
     @extend_schema(responses={200: inline_serializer("WorldExport", {"world": serializers.DictField()})},
-                   tags=["worlds"])
+                   tags=["worlds"],
+                   description="The whole world as JSON, streamed: memory stays bounded whatever the world's size.")
     def get(self, request, world_id):
         world = self.world(request, world_id)
-        out = {"world": {"id": world.pk, "name": world.name}, "agents": []}
-        for agent in Agent.objects.filter(world=world).order_by("external_id"):
-            memories = AgentMemory.objects.filter(agent=agent).order_by("occurred_at", "id")
-            out["agents"].append({"external_id": agent.external_id, "display_name": agent.display_name,
-                                  "memories": s.AgentMemorySerializer(memories, many=True).data})
-        return Response(out)
+        response = StreamingHttpResponse(agents.world_export_chunks(world=world, chunk=EXPORT_CHUNK),
+                                         content_type="application/json")
+        response["Content-Disposition"] = f'attachment; filename="world-{world.pk}.json"'
+        return response

@@ -15,13 +15,11 @@ class WorldTokenAuthentication(authentication.BaseAuthentication):
         header = authentication.get_authorization_header(request).decode(errors="replace").split()
         if len(header) != 2 or header[0].lower() != "bearer" or not header[1].startswith(TOKEN_PREFIX):
             return None
-        token = agents.token_resolve(header[1])
-        if token is None:
-            raise exceptions.AuthenticationFailed("unknown or revoked world token")
-        owner = token.world.owner
-        if not owner.is_active:
-            raise exceptions.AuthenticationFailed("the world's owner account is suspended")
-        return owner, token
+        try:
+            token = agents.token_authenticate(header[1])
+        except agents.TokenRefused as exc:
+            raise exceptions.AuthenticationFailed(str(exc)) from None
+        return token.world.owner, token
 
     def authenticate_header(self, request):
         return "Bearer"

@@ -43,8 +43,15 @@ class EventSerializer(serializers.Serializer):
     time = serializers.DateTimeField(required=False, allow_null=True, default=None)
     importance = serializers.FloatField(min_value=0, max_value=1, required=False, allow_null=True, default=None)
     template = serializers.CharField(max_length=500, required=False, allow_blank=True, default="",
-                                     help_text="for custom types: {actor} {target} {location} {text}")
+                                     help_text="for custom types: text with {actor}, {target}, {location}, {text} or {type} "
+                                               "(nothing else inside braces; {{ and }} for literal braces)")
     metadata = serializers.DictField(required=False, default=dict)
+
+    def validate_template(self, value):
+        try:
+            return agents.template_check(value)
+        except agents.InvalidRequest as exc:
+            raise serializers.ValidationError(str(exc).removeprefix("template: ")) from None
 
     def validate(self, attrs):
         if attrs["type"] not in BUILTIN_TYPES and not attrs["template"]:

@@ -31,6 +31,8 @@ from stories.errors import InvalidRequest
 EVENT_TEXT_MAX = 2000  # characters of an event's text
 NEARBY_MAX = 50  # listeners / witnesses per event
 BATCH_MAX = 500  # events per request
+BATCH_MEMORIES_MAX = 2_500  # memories one request may write (events x everyone nearby); measured: ~1 s here
+TEMPLATE_FIELDS = ("actor", "target", "location", "text", "type")
 FUTURE_SLACK = timedelta(days=1)  # event times further ahead are refused
 RECALL_LIMIT_MAX = 50
 CANDIDATES_PER_RESULT = 4  # ranked rows fetched per requested memory, for dedupe and the token budget
@@ -64,9 +66,27 @@ def token_create(*, world: World, name: str = "") -> tuple[WorldToken, str]:
 
 def token_resolve(raw: str) -> WorldToken | None:
     """The live token for a raw value (None if unknown or revoked)."""
-    token = WorldToken.objects.select_related("world").filter(key_hash=_hash(raw), revoked_at__isnull=True).first()
+    token = WorldToken.objects.select_related("world__owner").filter(key_hash=_hash(raw), revoked_at__isnull=True).first()
     if token is not None and (token.last_used_at is None or timezone.now() - token.last_used_at > timedelta(minutes=1)):
         WorldToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
+    return token
+
+
+class TokenRefused(Exception):
+    """A world token that may not act: unknown, revoked, or its owner suspended."""
+
+
+def token_authenticate(raw: str) -> WorldToken:
+    """The live token for ``raw`` whose owner may act now (stories.auth.account_active,
+    the same rule as logins, sessions and API tokens). REST and MCP both ask here.
+    Raises TokenRefused with the reason."""
+    from stories.auth import account_active
+
+    token = token_resolve(raw) if raw.startswith(TOKEN_PREFIX) else None
+    if token is None:
+        raise TokenRefused("unknown or revoked world token")
+    if not account_active(token.world.owner):
+        raise TokenRefused("the world's owner account is suspended")
     return token
 
 
@@ -96,6 +116,45 @@ class Event:
     importance: float | None = None
     template: str = ""
     metadata: dict = field(default_factory=dict)
+
+
+def template_check(template: str) -> str:
+    """A custom event's template: text with {actor}, {target}, {location}, {text}
+    or {type}, and nothing else: no attribute, index, conversion or format spec.
+    Raises InvalidRequest naming what is not allowed."""
+    import string
+
+    allowed = ", ".join("{" + f + "}" for f in TEMPLATE_FIELDS)
+    try:
+        parts = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        raise InvalidRequest(f"template: {exc}; write braces as {{{{ and }}}}") from None
+    for _, name, spec, conversion in parts:
+        if name is None:
+            continue
+        if name not in TEMPLATE_FIELDS or spec or conversion:
+            shown = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+            raise InvalidRequest(f"template: {shown} is not allowed; use only {allowed}")
+    return template
+
+
+def events_allowance(*, world: World, token: WorldToken | None, count: int) -> None:
+    """Count ``count`` events against the per-minute limit of the token (or of the
+    world, for its owner's own credentials); raises RateLimited past it."""
+    from stories import limits
+
+    limits.world_events(who=f"token-{token.pk}" if token is not None else f"world-{world.pk}", count=count)
+
+
+def _world_room_check(world: World) -> None:
+    """Raise Conflict when the world holds more memories than WORLD_MEMORIES_MAX
+    (called inside the writing transaction, so the write rolls back)."""
+    from stories.errors import Conflict
+
+    held = AgentMemory.objects.filter(world=world).count()
+    if held > settings.WORLD_MEMORIES_MAX:
+        raise Conflict(f"this world would hold {held:,} memories, over its limit of {settings.WORLD_MEMORIES_MAX:,}; "
+                       "nothing was stored: lower agent_capacity, or delete agents or memories")
 
 
 DEFAULT_IMPORTANCE = {"say": 0.5, "interact": 0.6, "observe": 0.4}
@@ -139,10 +198,7 @@ def _fan_out(event: Event, now: datetime) -> list[tuple[str, dict]]:
                                   "content": _clip(f"{dated}{event.actor} noticed{at}: {event.text}")}))
     else:
         values = {"actor": event.actor, "target": event.target, "location": event.location, "text": event.text}
-        try:
-            content = (event.template or "{actor} ({type}): {text}").format(**values, type=event.type)
-        except (KeyError, IndexError, ValueError):
-            raise InvalidRequest("template may use only {actor}, {target}, {location}, {text} and {type}") from None
+        content = template_check(event.template or "{actor} ({type}): {text}").format(**values, type=event.type)
         base["metadata"]["type"] = event.type
         content = dated + content
         out.append((event.actor, {**base, "kind": "custom", "partner": event.target, "content": _clip(content)}))
@@ -160,6 +216,9 @@ def events_record(*, world: World, events: list[Event]) -> list[AgentMemory]:
         if event.time and event.time > now + FUTURE_SLACK:
             raise InvalidRequest(f"event #{n}: its time is in the far future")
     rows = [(agent_id, fields) for event in events for agent_id, fields in _fan_out(event, now)]
+    if len(rows) > BATCH_MEMORIES_MAX:
+        raise InvalidRequest(f"these events would write {len(rows):,} memories (each listener and witness gets one); "
+                             f"at most {BATCH_MEMORIES_MAX:,} a request: send fewer events or fewer nearby agents")
     with transaction.atomic():
         names = {agent_id for agent_id, _ in rows}
         existing = {a.external_id: a for a in Agent.objects.filter(world=world, external_id__in=names)}
@@ -171,6 +230,7 @@ def events_record(*, world: World, events: list[Event]) -> list[AgentMemory]:
         )
         for agent in agents.values():
             enforce_capacity(agent=agent, capacity=world.agent_capacity)
+        _world_room_check(world)
     return created
 
 
@@ -452,6 +512,7 @@ def remember(*, world: World, agent: Agent, content: str, partner: str = "", loc
                                             content=_clip(content), partner=partner, location=location,
                                             importance=importance, pinned=pinned, occurred_at=timezone.now())
         enforce_capacity(agent=agent, capacity=world.agent_capacity)
+        _world_room_check(world)
     return memory
 
 
@@ -464,3 +525,41 @@ def agent_pass(*, agent_id: int) -> dict:
     except embedder.EmbeddingUnavailable:
         embedded = 0
     return {"embedded": embedded, "summaries": consolidate(agent_id=agent_id)}
+
+
+# ---------------------------------------------------------------------------- export
+
+_EXPORT_FIELDS = ("id", "kind", "partner", "location", "content", "metadata", "importance", "pinned",
+                  "occurred_at", "created_at", "last_retrieved_at", "retrieval_count", "consolidated_into_id")
+
+
+def world_export_chunks(*, world: World, chunk: int = 2000):
+    """The world as JSON text, in pieces: agents in order, each with its memories
+    (oldest first). Two queries in all (agents, then one server-side cursor over
+    the memories), and at most ``chunk`` rows held at once."""
+    from django.core.serializers.json import DjangoJSONEncoder
+
+    encode = DjangoJSONEncoder(ensure_ascii=False).encode
+    yield '{"world": ' + encode({"id": world.pk, "name": world.name}) + ', "agents": ['
+    agents = list(Agent.objects.filter(world=world).order_by("external_id", "id")
+                  .values_list("id", "external_id", "display_name"))
+    memories = (AgentMemory.objects.filter(world=world)
+                .order_by("agent__external_id", "agent_id", "occurred_at", "id")
+                .values_list("agent_id", *_EXPORT_FIELDS).iterator(chunk_size=chunk))
+    pending = next(memories, None)
+    for n, (agent_id, external_id, display_name) in enumerate(agents):
+        head = encode({"external_id": external_id, "display_name": display_name})[:-1]
+        parts = [("," if n else "") + head + ', "memories": [']
+        first = True
+        while pending is not None and pending[0] == agent_id:
+            row = dict(zip(_EXPORT_FIELDS, pending[1:]))
+            row["consolidated_into"] = row.pop("consolidated_into_id")
+            parts.append(("" if first else ",") + encode(row))
+            first = False
+            if len(parts) >= 200:
+                yield "".join(parts)
+                parts = []
+            pending = next(memories, None)
+        parts.append("]}")
+        yield "".join(parts)
+    yield "]}"

@@ -12,11 +12,11 @@ from django.conf import settings
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
-from rest_framework import serializers as drf
-
+from config.input_guard import check_value
 from memory import agents
 from memory import agent_serializers as s
-from memory.models import World
+from memory.models import WorldToken
+from stories.errors import Conflict, InvalidRequest, RateLimited
 
 INSTRUCTIONS = (
     "Long-term memory for agents in a shared world. Call record_event for what agents say, do and observe; "
@@ -29,22 +29,51 @@ class ToolInputError(ToolError):
     """Shown to the calling agent as the tool's error message."""
 
 
-def _world_for(ctx: Context) -> World:
+def _token_for(ctx: Context) -> WorldToken:
     request = ctx.request_context.request
     header = request.headers.get("authorization", "") if request is not None else ""
     scheme, _, raw = header.partition(" ")
     if scheme.lower() != "bearer" or not raw.startswith(agents.TOKEN_PREFIX):
         raise ToolInputError("send a world token: Authorization: Bearer wt_...")
-    token = agents.token_resolve(raw.strip())
-    if token is None:
-        raise ToolInputError("unknown or revoked world token")
-    return token.world
+    try:
+        return agents.token_authenticate(raw.strip())
+    except agents.TokenRefused as exc:
+        raise ToolInputError(str(exc)) from None
+
+
+def _sentence(errors) -> str:
+    """DRF's error structure as plain sentences: "text: This field is required."."""
+    if isinstance(errors, dict):
+        return "; ".join(f"{name}: {_sentence(value)}" if name != "non_field_errors" else _sentence(value)
+                         for name, value in errors.items())
+    if isinstance(errors, list):
+        return " ".join(_sentence(item) for item in errors)
+    return str(errors)
+
+
+def _guarded(run, **arguments):
+    """Run a tool's body: arguments Postgres cannot store and domain errors
+    (bad input, a rate limit, a full world) come back as the tool's error text."""
+    try:
+        check_value(arguments, where="the arguments")
+    except ValueError as exc:
+        raise ToolInputError(str(exc)) from None
+    try:
+        return run()
+    except (InvalidRequest, Conflict, RateLimited) as exc:
+        raise ToolInputError(str(exc)) from None
+
+
+def _agent_name(agent: str) -> str:
+    if not agent.strip() or len(agent) > 100:
+        raise ToolInputError("agent: give the agent's id, 1 to 100 characters")
+    return agent
 
 
 def _check(serializer_class, data: dict) -> dict:
     serializer = serializer_class(data=data)
     if not serializer.is_valid():
-        raise ToolInputError(str(drf.ValidationError(serializer.errors).detail))
+        raise ToolInputError(_sentence(serializer.errors))
     return serializer.validated_data
 
 
@@ -57,52 +86,64 @@ def build_server() -> MCPServer:
                            nearby: list[str] | None = None, time: str | None = None,
                            importance: float | None = None, template: str = "") -> dict[str, Any]:
         def run():
-            world = _world_for(ctx)
+            token = _token_for(ctx)
             event = _check(s.EventSerializer, {"type": type, "actor": actor, "text": text, "target": target,
                                                "location": location, "nearby": nearby or [], "time": time,
                                                "importance": importance, "template": template})
+            agents.events_allowance(world=token.world, token=token, count=1)
+            created = agents.events_record(world=token.world, events=[agents.Event(**event)])
             from workers.tasks import enqueue_agent_pass
 
-            created = agents.events_record(world=world, events=[agents.Event(**event)])
             for agent_id in {m.agent_id for m in created}:
                 enqueue_agent_pass(agent_id)
             return {"memories": len(created)}
 
-        return await sync_to_async(run, thread_sensitive=True)()
+        return await sync_to_async(_guarded, thread_sensitive=True)(
+            run, type=type, actor=actor, text=text, target=target, location=location, nearby=nearby, time=time,
+            template=template)
 
     @server.tool(description="The memories that matter now for `agent`: ranked by partner, location, kind, "
                              "importance, recency and (with `query`) meaning and words. Returns a ready-to-use "
-                             "text block and the memories with their scores.")
+                             "text block and the memories with their scores. Options as the REST recall: "
+                             "`since` (ISO time), `kinds`, `cooldown_seconds`, `token_budget`.")
     async def recall(ctx: Context, agent: str, query: str = "", partner: str = "", location: str = "",
-                     limit: int = 3, token_budget: int | None = None) -> dict[str, Any]:
+                     limit: int = 3, token_budget: int | None = None, since: str | None = None,
+                     kinds: list[str] | None = None, cooldown_seconds: int | None = None) -> dict[str, Any]:
         def run():
-            world = _world_for(ctx)
-            data = _check(s.RecallInputSerializer, {"query": query, "partner": partner, "location": location,
-                                                    "limit": limit, "token_budget": token_budget})
-            try:
-                who = agents.access_agent(world=world, external_id=agent)
-            except Exception:
-                raise ToolInputError(f"no agent {agent!r} in this world yet; record an event first") from None
-            found, block = agents.recall(world=world, agent=who, partner=data["partner"], location=data["location"],
-                                         query=data["query"], limit=data["limit"], token_budget=data["token_budget"])
+            token = _token_for(ctx)
+            data = _check(s.RecallInputSerializer, {
+                "query": query, "partner": partner, "location": location, "limit": limit,
+                "token_budget": token_budget, "since": since, "cooldown_seconds": cooldown_seconds,
+                **({"kinds": kinds} if kinds is not None else {})})
+            who = agents.Agent.objects.filter(world=token.world, external_id=_agent_name(agent)).first()
+            if who is None:
+                raise ToolInputError(f"no agent {agent!r} in this world yet; record an event first")
+            found, block = agents.recall(world=token.world, agent=who, partner=data["partner"],
+                                         location=data["location"], query=data["query"], since=data["since"],
+                                         kinds=data.get("kinds"), limit=data["limit"],
+                                         token_budget=data["token_budget"], cooldown_s=data["cooldown_seconds"])
             return {"text": block, "memories": [{"id": m.id, "content": m.content, "kind": m.kind,
                                                  "score": m.score} for m in found]}
 
-        return await sync_to_async(run, thread_sensitive=True)()
+        return await sync_to_async(_guarded, thread_sensitive=True)(
+            run, agent=agent, query=query, partner=partner, location=location, since=since, kinds=kinds)
 
     @server.tool(description="Keep a note in `agent`'s memory (pinned notes are never evicted).")
     async def remember(ctx: Context, agent: str, content: str, partner: str = "", location: str = "",
                        importance: float = 0.7, pinned: bool = False) -> dict[str, Any]:
         def run():
-            world = _world_for(ctx)
+            token = _token_for(ctx)
+            name = _agent_name(agent)
             data = _check(s.RememberSerializer, {"content": content, "partner": partner, "location": location,
                                                  "importance": importance, "pinned": pinned})
-            who, _ = agents.Agent.objects.get_or_create(world=world, external_id=agent[:100],
-                                                        defaults={"display_name": agent[:200]})
-            memory = agents.remember(world=world, agent=who, **data)
+            agents.events_allowance(world=token.world, token=token, count=1)
+            who, _ = agents.Agent.objects.get_or_create(world=token.world, external_id=name,
+                                                        defaults={"display_name": name})
+            memory = agents.remember(world=token.world, agent=who, **data)
             return {"id": memory.pk, "kind": memory.kind}
 
-        return await sync_to_async(run, thread_sensitive=True)()
+        return await sync_to_async(_guarded, thread_sensitive=True)(
+            run, agent=agent, content=content, partner=partner, location=location)
 
     return server
 

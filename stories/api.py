@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 
 from config import paging
 from memory import bank, embedder
-from stories import accounts, adventures, cards, limits, lineage, providers, tree, turns
+from stories import accounts, adventures, auth, cards, limits, lineage, providers, tree, turns
 from stories import serializers as s
 from stories.models import Action, Adventure, Branch, ProviderCall, StoryCard
 from workers.tasks import enqueue_post_turn
@@ -59,10 +59,11 @@ class SignupView(APIView):
     @extend_schema(request=s.SignupSerializer, responses={201: s.TokenSerializer}, tags=["auth"])
     def post(self, request):
         data = _valid(s.SignupSerializer, request)
+        limits.signup(ip=auth.client_ip(request))
         user = User.objects.create_user(username=data["username"], password=data["password"],
                                         email=data.get("email", ""))
         token = Token.objects.create(user=user)
-        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        login(request, user, backend=auth.BACKEND)
         return Response({"token": token.key, "username": user.username}, status=201)
 
 
@@ -73,13 +74,11 @@ class LoginView(APIView):
     @extend_schema(request=s.LoginSerializer, responses={200: s.TokenSerializer}, tags=["auth"])
     def post(self, request):
         data = _valid(s.LoginSerializer, request)
-        ip = request.META.get("REMOTE_ADDR", "")
-        if limits.login_blocked(username=data["username"], ip=ip):
-            return Response({"detail": "too many failed logins; wait a few minutes"}, status=429,
-                            headers={"Retry-After": str(settings.LOGIN_FAILURE_WINDOW_S)})
         user = authenticate(request, username=data["username"], password=data["password"])
         if user is None:
-            limits.login_failed(username=data["username"], ip=ip)
+            if auth.login_throttled(request):
+                return Response({"detail": auth.THROTTLED}, status=429,
+                                headers={"Retry-After": str(settings.LOGIN_FAILURE_WINDOW_S)})
             return Response({"detail": "wrong username or password"}, status=401,
                             headers={"WWW-Authenticate": "Token"})
         token, _ = Token.objects.get_or_create(user=user)
@@ -93,6 +92,17 @@ class LogoutView(APIView):
         Token.objects.filter(user=request.user).delete()
         logout(request)
         return Response(status=204)
+
+
+class PasswordView(APIView):
+    @extend_schema(request=s.PasswordChangeSerializer, responses={200: s.TokenSerializer}, tags=["auth"],
+                   description="Change your password. Every other session and API token of the account ends; "
+                               "the answer carries this client's new token.")
+    def post(self, request):
+        data = _valid(s.PasswordChangeSerializer, request, context={"user": request.user})
+        token = auth.password_change(request=request, old_password=data["old_password"],
+                                     new_password=data["new_password"])
+        return Response({"token": token, "username": request.user.username})
 
 
 class MeView(APIView):
@@ -194,6 +204,7 @@ class AdventureImportView(APIView):
                        choices=[adventures.EXPORT_FORMAT], help_text="an export of this site, as GET .../export/ gives")}),
                    responses={201: s.AdventureSerializer}, tags=["adventures"])
     def post(self, request):
+        limits.adventure_import(user_id=request.user.id)
         adventure = adventures.adventure_import(owner_id=request.user.id, data=request.data)
         enqueue_post_turn(adventure.pk)
         return Response(s.AdventureSerializer(adventure).data, status=201)

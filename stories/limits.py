@@ -21,8 +21,8 @@ def _client() -> redis.Redis:
     return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=1, socket_connect_timeout=1)
 
 
-def hit(*, bucket: str, who: str, limit: int, window_s: int, message: str) -> None:
-    """Count one event for ``who`` in ``bucket``; raise RateLimited past ``limit`` per ``window_s``."""
+def hit(*, bucket: str, who: str, limit: int, window_s: int, message: str, amount: int = 1) -> None:
+    """Count ``amount`` events for ``who`` in ``bucket``; raise RateLimited past ``limit`` per ``window_s``."""
     if limit <= 0:
         return
     now = time.time()
@@ -30,7 +30,7 @@ def hit(*, bucket: str, who: str, limit: int, window_s: int, message: str) -> No
     key = f"{PREFIX}{bucket}:{who}:{window}"
     try:
         pipe = _client().pipeline()
-        pipe.incr(key)
+        pipe.incrby(key, amount)
         pipe.expire(key, window_s * 2)
         count, _ = pipe.execute()
     except redis.RedisError as exc:
@@ -56,6 +56,27 @@ def turn(*, user_id: int) -> None:
 def model_call(*, user_id: int) -> None:
     hit(bucket="model-calls", who=str(user_id), limit=settings.MODEL_CALLS_PER_MINUTE, window_s=60,
         message=f"too many model calls: at most {settings.MODEL_CALLS_PER_MINUTE} a minute")
+
+
+def signup(*, ip: str) -> None:
+    hit(bucket="signups", who=ip, limit=settings.SIGNUPS_PER_HOUR, window_s=3600,
+        message=f"too many new accounts from your address: at most {settings.SIGNUPS_PER_HOUR} an hour")
+
+
+def password_reset(*, ip: str) -> None:
+    hit(bucket="password-resets", who=ip, limit=settings.SIGNUPS_PER_HOUR, window_s=3600,
+        message="too many reset requests from your address; try again later")
+
+
+def adventure_import(*, user_id: int) -> None:
+    hit(bucket="imports", who=str(user_id), limit=settings.IMPORTS_PER_HOUR, window_s=3600,
+        message=f"too many imports: at most {settings.IMPORTS_PER_HOUR} an hour")
+
+
+def world_events(*, who: str, count: int) -> None:
+    """``count`` events (a batch counts each) for one world token (or a world's owner)."""
+    hit(bucket="world-events", who=who, limit=settings.WORLD_EVENTS_PER_MINUTE, window_s=60, amount=count,
+        message=f"too many events: at most {settings.WORLD_EVENTS_PER_MINUTE} a minute for this token")
 
 
 def login_blocked(*, username: str, ip: str) -> bool:

@@ -52,6 +52,18 @@ class SignupSerializer(serializers.Serializer):
         return attrs
 
 
+class PasswordChangeSerializer(serializers.Serializer):
+    old_password = serializers.CharField(max_length=128, trim_whitespace=False, write_only=True)
+    new_password = serializers.CharField(max_length=128, trim_whitespace=False, write_only=True)
+
+    def validate(self, attrs):
+        try:
+            password_validation.validate_password(attrs["new_password"], self.context["user"])
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError({"new_password": list(exc.messages)}) from None
+        return attrs
+
+
 class LoginSerializer(serializers.Serializer):
     username = serializers.CharField(max_length=150)
     password = serializers.CharField(max_length=128, trim_whitespace=False, write_only=True)

@@ -9,6 +9,7 @@ urlpatterns = [
     path("auth/login/", api.LoginView.as_view(), name="login"),
     path("auth/logout/", api.LogoutView.as_view(), name="logout"),
     path("auth/me/", api.MeView.as_view(), name="me"),
+    path("auth/password/", api.PasswordView.as_view(), name="password"),
     path("settings/", api.SettingsView.as_view(), name="settings"),
     path("settings/test/", api.SettingsTestView.as_view(), name="settings-test"),
     path("debug/requests/", api.DebugRequestsView.as_view(), name="debug-requests"),

@@ -11,43 +11,88 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import UserCreationForm
 from django.core.paginator import Paginator
 from django.shortcuts import redirect, render
+from django.urls import reverse_lazy
 from django.views.decorators.http import require_POST
 
 from stories.adventures import access_adventure, adventure_create
-from stories import limits
+from stories import auth, limits
 from stories.cards import clean_keys
-from stories.errors import InvalidRequest
+from stories.errors import InvalidRequest, RateLimited
 from stories.models import ACTION_TEXT_MAX, AUTHORS_NOTE_MAX, LONG_TEXT_MAX, Adventure
 
 
 class LoginView(auth_views.LoginView):
-    """Django's login page, refusing a username/address pair after too many failures."""
+    """Django's login page behind the shared login throttle (stories.auth)."""
 
-    def post(self, request, *args, **kwargs):
-        username = request.POST.get("username", "")
-        ip = request.META.get("REMOTE_ADDR", "")
-        if limits.login_blocked(username=username, ip=ip):
-            form = self.get_form()
-            form.errors.clear()
-            response = self.render_to_response(self.get_context_data(form=form, blocked=True))
-            response.status_code = 429
-            response["Retry-After"] = str(settings.LOGIN_FAILURE_WINDOW_S)
-            return response
-        response = super().post(request, *args, **kwargs)
-        if response.status_code == 200:  # the form came back: wrong credentials
-            limits.login_failed(username=username, ip=ip)
+    authentication_form = auth.LoginForm
+
+    def form_invalid(self, form):
+        response = super().form_invalid(form)
+        return auth.throttled_response(response) if form.has_error("__all__", "throttled") else response
+
+
+class PasswordChangeView(auth_views.PasswordChangeView):
+    """Django's page; the form checks the current password through the throttle
+    and saving the new one ends the account's API tokens and other sessions."""
+
+    template_name = "registration/password_change.html"
+    success_url = reverse_lazy("web-password-changed")
+    form_class = auth.PasswordChangeForm
+
+    def get_form_kwargs(self):
+        return {**super().get_form_kwargs(), "request": self.request}
+
+    def form_invalid(self, form):
+        response = super().form_invalid(form)
+        if form.has_error("old_password", "throttled"):
+            return auth.throttled_response(response)
+        response.status_code = 400
         return response
+
+
+class PasswordResetView(auth_views.PasswordResetView):
+    """Asks for an email address; sends a one-time link (rate limited per address)."""
+
+    template_name = "registration/password_reset.html"
+    email_template_name = "registration/password_reset_email.txt"
+    subject_template_name = "registration/password_reset_subject.txt"
+    success_url = reverse_lazy("web-password-reset-sent")
+
+    def form_valid(self, form):
+        try:
+            limits.password_reset(ip=auth.client_ip(self.request))
+        except RateLimited as exc:
+            form.add_error(None, str(exc))
+            response = self.form_invalid(form)
+            response.status_code = 429
+            response["Retry-After"] = str(exc.retry_after)
+            return response
+        return super().form_valid(form)
 
 
 def home(request):
     return redirect("web-adventures" if request.user.is_authenticated else "login")
 
 
+class SignupForm(UserCreationForm):
+    email = forms.EmailField(required=False, max_length=254)
+
+    class Meta(UserCreationForm.Meta):
+        fields = ("username", "email")
+
+
 def signup(request):
-    form = UserCreationForm(request.POST or None)
+    form = SignupForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
+        try:
+            limits.signup(ip=auth.client_ip(request))
+        except RateLimited as exc:
+            form.add_error(None, str(exc))
+            response = render(request, "stories/signup.html", {"form": form}, status=429)
+            response["Retry-After"] = str(exc.retry_after)
+            return response
         user = form.save()
-        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        login(request, user, backend=auth.BACKEND)
         return redirect("web-adventures")
     return render(request, "stories/signup.html", {"form": form}, status=400 if form.errors else 200)
 

@@ -1,0 +1,79 @@
+"""The admin site and the one rule every admin page follows.
+
+Moderators (staff in the "Moderators" group, or any staff who is not a
+superuser) do exactly what the README lists, through the list pages' actions:
+hide and show adventures and actions, suspend and reinstate players who are not
+staff, forget, restore and pin memories, re-run a memory pass, delete a world's
+agent memories. Every change form, add form and password page is closed to
+them: forms are read-only, so no field (password, staff, superuser, groups,
+permissions, is_active, owner, tokens) can be edited by a moderator.
+
+Superusers keep Django's admin, except that nobody, a superuser included,
+edits a player's AI settings (endpoint, model, key) or moves ownership.
+
+The login page shares the site's login throttle (stories.auth).
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.contrib.admin.forms import AdminAuthenticationForm
+
+from stories import auth
+
+
+def is_moderator_only(request) -> bool:
+    """Staff without superuser rights: what moderators are."""
+    return not request.user.is_superuser
+
+
+class ModeratedAdmin(admin.ModelAdmin):
+    """The base of every ModelAdmin of the site: moderators see forms read-only
+    and change rows only through the actions their permissions allow."""
+
+    # Actions moderators may run on this model (superusers may run every action).
+    moderator_actions: tuple[str, ...] = ()
+
+    def has_change_permission(self, request, obj=None):
+        # obj None asks "may they run actions on the list"; an object asks "may they edit its form".
+        if obj is not None and is_moderator_only(request):
+            return False
+        return super().has_change_permission(request, obj)
+
+    def has_add_permission(self, request, *args):
+        return not is_moderator_only(request) and super().has_add_permission(request, *args)
+
+    def has_delete_permission(self, request, obj=None):
+        if is_moderator_only(request) and "delete_selected" not in self.moderator_actions:
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        if is_moderator_only(request):
+            actions = {name: a for name, a in actions.items() if name in self.moderator_actions}
+        return actions
+
+
+def each(modeladmin, request, queryset, change, message):
+    """Run ``change`` on every selected row, logging each in the admin log."""
+    for obj in queryset:
+        change(obj)
+        modeladmin.log_change(request, obj, message)
+    modeladmin.message_user(request, f"{message}: {queryset.count()}", messages.SUCCESS)
+
+
+class ThrottledAdminLoginForm(auth.ThrottledFormMixin, AdminAuthenticationForm):
+    pass
+
+
+class EverloreAdminSite(admin.AdminSite):
+    site_header = "Everlore moderation"
+    login_form = ThrottledAdminLoginForm
+
+    def login(self, request, extra_context=None):
+        response = super().login(request, extra_context)
+        form = getattr(response, "context_data", {}).get("form") if hasattr(response, "context_data") else None
+        if form is not None and form.has_error("__all__", "throttled"):
+            return auth.throttled_response(response)
+        return response
