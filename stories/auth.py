@@ -27,7 +27,7 @@ from stories.errors import InvalidRequest
 
 log = logging.getLogger(__name__)
 BACKEND = "stories.auth.ThrottledModelBackend"
-THROTTLED = "too many failed logins for this account from your address; wait a few minutes"
+THROTTLED = "Too many failed logins for this account from your address; wait a few minutes and try again."
 
 
 # ---------------------------------------------------------------------------- who

@@ -37,6 +37,10 @@ def hit(*, bucket: str, who: str, limit: int, window_s: int, message: str, amoun
         log.warning("rate limit %s not enforced: Redis unreachable (%s)", bucket, exc.__class__.__name__)
         return
     if count > limit:
+        try:  # a refused request spends none of the allowance
+            _client().decrby(key, amount)
+        except redis.RedisError:
+            pass
         retry_after = int((window + 1) * window_s - now) + 1
         raise RateLimited(message, retry_after=retry_after)
 

@@ -9,6 +9,22 @@ def _no_rate_limits_unless_asked(settings):
     """Tests play fast; the rate-limit tests set their own limits."""
     settings.TURNS_PER_MINUTE = 0
     settings.MODEL_CALLS_PER_MINUTE = 0
+    settings.WORLD_EVENTS_PER_MINUTE = 0
+    settings.SIGNUPS_PER_HOUR = 0
+    settings.IMPORTS_PER_HOUR = 0
+    _rate_counters_clear(settings)
+
+
+def _rate_counters_clear(settings):
+    """Counters (failed logins above all) from one test never block another."""
+    import redis
+
+    from stories.limits import PREFIX
+
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    keys = list(client.scan_iter(PREFIX + "*", count=1000))
+    if keys:
+        client.delete(*keys)
 
 
 @pytest.fixture

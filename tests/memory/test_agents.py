@@ -1,5 +1,6 @@
 """Agent memory for multi-agent worlds over REST."""
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -218,7 +219,7 @@ def test_owners_manage_memories_and_export_a_world(world, agent_api, alice):
     mid = search[0]["id"]
     patched = owner.patch(f"/api/worlds/{world.pk}/agents/ann/memories/{mid}/", {"pinned": True}, format="json")
     assert patched.json()["pinned"] is True
-    exported = owner.get(f"/api/worlds/{world.pk}/export/").json()
+    exported = json.loads(b"".join(owner.get(f"/api/worlds/{world.pk}/export/").streaming_content))
     assert {a["external_id"]: len(a["memories"]) for a in exported["agents"]} == {"ann": 2, "bo": 1}
     assert owner.delete(f"/api/worlds/{world.pk}/agents/bo/").status_code == 204
     assert not AgentMemory.objects.filter(agent__external_id="bo").exists()
