@@ -76,7 +76,7 @@ def parse_json(raw: bytes) -> object:
     except RecursionError:
         raise ValueError(f"the body is nested deeper than {JSON_DEPTH_MAX} levels") from None
     except json.JSONDecodeError as exc:
-        raise ValueError(f"the body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        raise ValueError(f"JSON parse error - {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
     if isinstance(data, (dict, list)):
         check_value(data)
     elif isinstance(data, str):

@@ -3,7 +3,8 @@ clients (and the fuzzing test) know them: 400 names what to fix, 401/403 for
 missing or insufficient credentials, 404 for an id that is not yours, 409 when
 the story's state does not allow the change, 413 for a body over the limit,
 424 when the model endpoint fails, 429 with Retry-After when a rate limit is
-hit. Required text fields also get the non-blank pattern they are checked by."""
+hit. Request texts (body fields, path and query parameters) get the pattern they
+are checked by: no NUL, and a non-space character when required."""
 
 from __future__ import annotations
 
@@ -30,23 +31,29 @@ DESCRIPTIONS = {
 }
 
 
-def _non_blank(schema) -> None:
-    """Text fields trim whitespace, so a required text needs a non-space character."""
+# Text Postgres can store has no NUL (config.input_guard refuses it with a 400); a
+# required text also needs a character that is not white space (texts are trimmed).
+TEXT = r"^[^\u0000]*$"
+NON_BLANK_TEXT = r"^[^\u0000]*[^\s\u0000][^\u0000]*$"
+
+
+def _text_rules(schema) -> None:
+    """Give every free text of a request the pattern it is checked against."""
     if isinstance(schema, list):
         for item in schema:
-            _non_blank(item)
+            _text_rules(item)
         return
     if not isinstance(schema, dict):
         return
-    if (schema.get("type") == "string" and schema.get("minLength", 0) >= 1
-            and not {"pattern", "enum", "format"} & schema.keys()):
-        schema["pattern"] = r"\S"
-    for key in ("properties",):
-        for value in schema.get(key, {}).values():
-            _non_blank(value)
+    if schema.get("type") == "string" and not {"pattern", "enum", "format"} & schema.keys():
+        schema["pattern"] = NON_BLANK_TEXT if schema.get("minLength", 0) >= 1 else TEXT
+    if schema.get("type") == "object" and "additionalProperties" in schema:
+        schema.setdefault("propertyNames", {"pattern": TEXT})
+    for value in schema.get("properties", {}).values():
+        _text_rules(value)
     for key in ("items", "oneOf", "anyOf", "allOf", "additionalProperties"):
         if key in schema:
-            _non_blank(schema[key])
+            _text_rules(schema[key])
 
 
 def add_error_responses(result, generator, request, public):
@@ -54,12 +61,16 @@ def add_error_responses(result, generator, request, public):
     components["Error"] = ERROR_SCHEMA
     for name, component in components.items():
         if name.endswith("Request"):
-            _non_blank(component)
+            _text_rules(component)
     ref = {"$ref": "#/components/schemas/Error"}
     for path, item in result.get("paths", {}).items():
         for method, operation in item.items():
             if method not in {"get", "post", "put", "patch", "delete"}:
                 continue
+            for parameter in operation.get("parameters", []):
+                _text_rules(parameter.get("schema"))
+            for media in operation.get("requestBody", {}).get("content", {}).values():
+                _text_rules(media.get("schema"))
             codes = ["400", "401", "403", "429"]
             if "{" in path:
                 codes.append("404")

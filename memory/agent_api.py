@@ -8,7 +8,7 @@ from django.http import Http404, StreamingHttpResponse
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
-from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -17,6 +17,7 @@ from memory import agents
 from memory import agent_serializers as s
 from memory.agent_auth import WorldTokenAuthentication
 from memory.models import Agent, AgentMemory, World, WorldToken
+from stories.auth import TokenAuthentication
 from workers.tasks import enqueue_agent_pass
 
 MEMORY_PAGE_MAX = 200

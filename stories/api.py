@@ -175,15 +175,14 @@ class AdventureDetailView(APIView):
     def get(self, request, adventure_id):
         return Response(s.AdventureSerializer(_adventure(request, adventure_id)).data)
 
-    @extend_schema(request=s.AdventureSerializer, responses=s.AdventureSerializer, tags=["adventures"])
+    @extend_schema(request=s.AdventureUpdateSerializer, responses=s.AdventureSerializer, tags=["adventures"])
     def patch(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
-        data = _valid(s.AdventureSerializer, request, partial=True)
-        data.pop("opening", None)
-        data.pop("cards", None)
+        data = _valid(s.AdventureUpdateSerializer, request, partial=True)
         for name, value in data.items():
             setattr(adventure, name, value)
-        adventure.save()
+        if data:  # only the fields sent: a save must not move the head or overwrite the worker's summary
+            adventure.save(update_fields=[*data, "updated_at"])
         return Response(s.AdventureSerializer(adventure).data)
 
     @extend_schema(responses={204: None}, tags=["adventures"])

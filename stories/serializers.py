@@ -175,6 +175,13 @@ class AdventureSerializer(serializers.ModelSerializer):
         return obj.head_branch.tip_depth if obj.head_branch_id else 0
 
 
+class AdventureUpdateSerializer(AdventureSerializer):
+    """What a PATCH may change: the opening and cards are set at creation (cards have their own routes)."""
+
+    class Meta(AdventureSerializer.Meta):
+        fields = [f for f in AdventureSerializer.Meta.fields if f not in ("opening", "cards")]
+
+
 class ActionSerializer(serializers.ModelSerializer):
     take_count = serializers.SerializerMethodField()
 

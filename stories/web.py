@@ -35,7 +35,7 @@ class PasswordChangeView(auth_views.PasswordChangeView):
     """Django's page; the form checks the current password through the throttle
     and saving the new one ends the account's API tokens and other sessions."""
 
-    template_name = "registration/password_change.html"
+    template_name = "accounts/password_change.html"
     success_url = reverse_lazy("web-password-changed")
     form_class = auth.PasswordChangeForm
 
@@ -53,9 +53,9 @@ class PasswordChangeView(auth_views.PasswordChangeView):
 class PasswordResetView(auth_views.PasswordResetView):
     """Asks for an email address; sends a one-time link (rate limited per address)."""
 
-    template_name = "registration/password_reset.html"
-    email_template_name = "registration/password_reset_email.txt"
-    subject_template_name = "registration/password_reset_subject.txt"
+    template_name = "accounts/password_reset.html"
+    email_template_name = "accounts/password_reset_email.txt"
+    subject_template_name = "accounts/password_reset_subject.txt"
     success_url = reverse_lazy("web-password-reset-sent")
 
     def form_valid(self, form):

@@ -27,8 +27,14 @@ OWN_ROUTES = {
     "api/auth/logout/", "api/auth/me/", "api/settings/", "api/settings/test/", "api/debug/requests/",
     "api/adventures/", "api/adventures/import/", "api/worlds/", "api/admin/workers/",
     "accounts/login/", "accounts/logout/", "accounts/signup/", "play/", "settings/",
+    "api/auth/password/", "accounts/password/", "accounts/password/changed/", "accounts/password/reset/",
+    "accounts/password/reset/sent/", "accounts/password/reset/done/",
 }
+# Routes whose parameters are not ids of anyone's objects (a signed, one-time reset link).
+NOT_OBJECT_ROUTES = {"accounts/password/reset/<uidb64>/<token>/"}
 KNOWN_MCP_TOOLS = ["recall", "record_event", "remember"]
+HOSTILE = [b"[" * 1000 + b"]" * 1000, b'{"text": "a\\u0000b", "metadata": {"k\\u0000": 1}}',
+           b'{"text": "\\ud800"}', b'{"text": "\xff"}']
 
 
 def all_routes():
@@ -67,7 +73,7 @@ def snapshot():
 def fill(route, values):
     """The concrete URL for ``route`` with ``values`` for its parameters."""
     if route.startswith("admin/"):
-        route = route.replace("^(?P<app_label>auth|authtoken|stories|memory|workers)/$", "stories/")
+        route = re.sub(r"\^\(\?P<app_label>[\w|]+\)/\$", "stories/", route)
         route = route.replace("(?P<url>.*)$", "stories/adventure/nothing-here/")
         model = re.match(r"admin/(\w+)/(\w+)/<path:object_id>", route)
         if model:
@@ -117,7 +123,7 @@ def test_every_route_refuses_bob_with_alices_ids_and_nothing_changes(alices_worl
     from rest_framework.test import APIClient
 
     routes = all_routes()
-    object_routes = [(r, p) for r, p in routes if p and not r.startswith("admin/")]
+    object_routes = [(r, p) for r, p in routes if p and not r.startswith("admin/") and r not in NOT_OBJECT_ROUTES]
     admin_routes = [r for r, _ in routes if r.startswith("admin/")]
     unclassified = {r for r, p in routes if not p and not r.startswith("admin/")} - OWN_ROUTES
     assert not unclassified, f"new routes the sweep does not know: {sorted(unclassified)}"
@@ -170,6 +176,13 @@ def test_every_route_refuses_bob_with_alices_ids_and_nothing_changes(alices_worl
                         if is_api and method != "head":
                             assert response.json() == {"detail": "Not found."}, f"{what} hints the object exists"
                     assert_no_leak(response, what)
+                    if method in ("post", "put", "patch"):
+                        # A hostile body changes nothing of that: the object is still not bob's.
+                        for body in HOSTILE:
+                            hostile = caller.generic(method.upper(), url, body, content_type="application/json")
+                            tried += 1
+                            assert hostile.status_code == response.status_code, \
+                                f"{what} with {body[:20]!r} -> {hostile.status_code}"
 
     # The admin is for staff: every admin route sends bob to its login page.
     for route in admin_routes:

@@ -137,7 +137,7 @@ def url_for(pattern, model, *, obj_pk):
     url = pattern
     url = re.sub(r"<path:object_id>|<id>", str(obj_pk), url)
     url = url.replace("<path:content_type_id>", "1")
-    url = url.replace("^(?P<app_label>auth|authtoken|stories|memory|workers)/$", "stories/")
+    url = re.sub(r"\^\(\?P<app_label>[\w|]+\)/\$", "stories/", url)
     url = url.replace("(?P<url>.*)$", "nothing-here/")
     url = url.replace("^", "").replace("$", "")
     return "/admin/" + url

@@ -5,6 +5,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.support.processes import ROOT, Worker
 
@@ -36,8 +37,18 @@ def worker():
     w.stop()
 
 
+def watch_csp(page) -> list[str]:
+    """Every Content-Security-Policy violation the page reports (console and event)."""
+    seen: list[str] = []
+    page.on("console", lambda m: seen.append(m.text) if "Content Security Policy" in m.text else None)
+    page.add_init_script("document.addEventListener('securitypolicyviolation', e => "
+                         "console.error('Content Security Policy violation: ' + e.violatedDirective + ' ' + e.blockedURI))")
+    return seen
+
+
 def test_a_player_plays_and_manages_memories_in_the_browser(live_server, browser, memory_llm, worker):
     page = browser.new_page(viewport={"width": 1280, "height": 900})
+    violations = watch_csp(page)
     page.set_default_timeout(20_000)
     url = live_server.url
 
@@ -71,9 +82,11 @@ def test_a_player_plays_and_manages_memories_in_the_browser(live_server, browser
 
     def story_length_becomes(n):
         try:
-            page.wait_for_function(f"document.querySelectorAll('#story li.action').length === {n}")
+            # a locator wait, not wait_for_function: that one evaluates a string, which the CSP forbids
+            expect(page.locator("#story li.action")).to_have_count(n)
         except Exception:
-            raise AssertionError(f"story did not reach {n} actions; status: {page.text_content('#status')!r}") from None
+            raise AssertionError(f"story did not reach {n} actions; status: {page.text_content('#status')!r}; "
+                                 f"{violations}") from None
 
     for n in range(15):
         before = page.locator("#story li.action").count()
@@ -135,7 +148,8 @@ def test_a_player_plays_and_manages_memories_in_the_browser(live_server, browser
     page.set_viewport_size({"width": 390, "height": 800})  # a phone-width screen still works
     assert page.locator("#send").is_visible()
     page.keyboard.press("Tab")  # and the page is usable from the keyboard
-    assert page.evaluate("document.activeElement.tagName") in {"A", "BUTTON", "INPUT", "SELECT", "TEXTAREA"}
+    assert page.locator(":focus").evaluate("e => e.tagName") in {"A", "BUTTON", "INPUT", "SELECT", "TEXTAREA"}
+    assert violations == [], "the play and settings pages work under the CSP"
 
 
 @pytest.fixture
@@ -167,7 +181,45 @@ def test_the_memory_drawer_pages_through_a_large_bank(live_server, long_road, br
     assert page.locator("#bank li.memory").count() == 100
     assert page.locator("#bank").get_by_text("Showing the newest 100 of 105 memories.").count() == 1
     page.get_by_role("button", name="Show older").click()
-    page.wait_for_function("document.querySelectorAll('#bank li.memory').length === 105")
+    expect(page.locator("#bank li.memory")).to_have_count(105)
     assert page.get_by_role("button", name="Show older").count() == 0
     assert page.locator("#bank li.memory").last.inner_text().startswith("Memory number 0.")
+    context.close()
+
+
+@pytest.fixture
+def staff_session(alice, django_user_model):
+    """alice's adventure and a superuser's session, made before Playwright starts."""
+    from django.test import Client
+
+    from stories.adventures import adventure_create
+
+    adventure = adventure_create(owner_id=alice.pk, title="Harbor", opening="You arrive.")
+    root = django_user_model.objects.create_superuser(username="root", password="root-pass-123")
+    client = Client()
+    client.force_login(root)
+    return adventure.pk, client.cookies["sessionid"].value
+
+
+def test_the_admin_the_api_docs_and_the_login_pages_work_under_the_csp(live_server, staff_session, browser):
+    adventure_id, session = staff_session
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    violations = watch_csp(page)
+    url = live_server.url
+    for path in ("/accounts/login/", "/accounts/signup/", "/accounts/password/reset/"):
+        response = page.goto(url + path)
+        assert "script-src 'self'" in response.headers["content-security-policy"]
+        page.wait_for_selector("form button[type=submit]")
+    context.add_cookies([{"name": "sessionid", "value": session, "url": url}])
+    page.goto(f"{url}/admin/stories/adventure/")
+    page.check("#action-toggle")  # the admin's own script runs: it selects every row
+    page.wait_for_selector(".action-counter:has-text('1 of 1 selected')")
+    page.goto(f"{url}/admin/stories/adventure/{adventure_id}/change/")
+    page.wait_for_selector("#adventure_form")
+    page.goto(f"{url}/api/docs/")
+    page.wait_for_selector("#swagger-ui .info .title:has-text('Everlore API')")
+    page.wait_for_selector("#swagger-ui .opblock-tag")
+    assert violations == []
     context.close()
