@@ -21,10 +21,10 @@ MODEL_CALLS = ("/turns/", "/retry/", "/settings/test/", "/regenerate/", "/memori
 
 DESCRIPTIONS = {
     "400": "The request is invalid; the answer says what to fix.",
-    "401": "No valid credentials were sent.",
-    "403": "The credentials do not allow this (or the account is suspended).",
+    "401": "No valid credentials were sent (or the account is suspended).",
+    "403": "The credentials do not allow this.",
     "404": "No such object among yours.",
-    "409": "The story's current state does not allow this now (the answer says why).",
+    "409": "The current state does not allow this now: the story's, or a world that is full (the answer says why).",
     "413": "The request body is over the limit.",
     "424": "The model endpoint failed; `error` says how (bad_key, unreachable, timeout, refused, ...).",
     "429": "A rate limit or quota was hit; wait for Retry-After seconds.",

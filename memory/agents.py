@@ -31,7 +31,7 @@ from stories.errors import InvalidRequest
 EVENT_TEXT_MAX = 2000  # characters of an event's text
 NEARBY_MAX = 50  # listeners / witnesses per event
 BATCH_MAX = 500  # events per request
-BATCH_MEMORIES_MAX = 2_500  # memories one request may write (events x everyone nearby); measured: ~1 s here
+BATCH_MEMORIES_MAX = 2_500  # memories one request may write (events x everyone nearby); measured: 2.1 s on 2 cores
 TEMPLATE_FIELDS = ("actor", "target", "location", "text", "type")
 FUTURE_SLACK = timedelta(days=1)  # event times further ahead are refused
 RECALL_LIMIT_MAX = 50
