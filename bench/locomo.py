@@ -128,7 +128,7 @@ def main() -> None:
                 started = time.perf_counter()
                 response = api.post(f"/api/worlds/{world.pk}/agents/{asker}/recall/",
                                     {"query": qa["question"], "limit": max(KS), "cooldown_seconds": 0,
-                                     "since": "1900-01-01T00:00:00Z"}, format="json")
+                                     "since": "1900-01-01T00:00:00Z", "token_budget": 100_000}, format="json")
                 latencies.append((time.perf_counter() - started) * 1000)
                 assert response.status_code == 200, response.content
                 ids = [m["id"] for m in response.json()["memories"]]

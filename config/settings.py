@@ -292,7 +292,7 @@ AGENT_RECALL = {
     "partner": 0.35,  # the memory is about the partner asked for
     "location": 0.15,  # ...happened at the location asked for
     "importance": 0.2,  # x importance (0..1)
-    "recency": 0.3,  # x exp(-age / half-life)
+    "recency": 0.3,  # x 0.5 ** (age / half-life)
     "recency_half_life_hours": 72,
     # with a query: reciprocal-rank fusion of the pgvector cosine ranking and the
     # BM25 full-text ranking (computed in SQL over the agent's memories), each
@@ -315,6 +315,8 @@ AGENT_RECALL = {
     "window_days": env_int("AGENT_RECALL_WINDOW_DAYS", 365, minimum=1),  # default window when since is absent
     "cooldown_seconds": env_int("AGENT_RECALL_COOLDOWN_S", 300, minimum=0),  # recently returned ones held back
     "dedupe_jaccard": 0.85,  # word overlap above which two memories count as the same
+    # tokens of memories one recall returns when the caller sets no token_budget (a bounded injection cost)
+    "token_budget": env_int("AGENT_RECALL_TOKEN_BUDGET", 800, minimum=16),
 }
 AGENT_CONSOLIDATION = {
     "min_run": 5,  # fine-grained memories folded into one summary at least

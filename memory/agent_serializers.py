@@ -72,7 +72,8 @@ class RecallInputSerializer(serializers.Serializer):
                                   allow_empty=False)
     limit = serializers.IntegerField(min_value=1, max_value=agents.RECALL_LIMIT_MAX, required=False, default=3)
     token_budget = serializers.IntegerField(min_value=16, max_value=100_000, required=False, allow_null=True,
-                                            default=None)
+                                            default=None, help_text="tokens of memories at most; default "
+                                                                    "AGENT_RECALL_TOKEN_BUDGET (800)")
     cooldown_seconds = serializers.IntegerField(min_value=0, max_value=86_400, required=False, allow_null=True,
                                                 default=None, help_text="default: the world setting")
 

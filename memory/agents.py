@@ -165,6 +165,27 @@ def _clip(text: str) -> str:
     return text if len(text) <= AGENT_MEMORY_TEXT_MAX else text[: AGENT_MEMORY_TEXT_MAX - 1] + "…"
 
 
+def _names(text: str, name: str) -> bool:
+    return bool(name) and re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text, re.IGNORECASE) is not None
+
+
+def interaction_sentence(event: Event) -> str:
+    """An interaction as one sentence: "Cy handed Bo a rusty lantern at the bridge."
+    The actor leads unless the text already names them first; the target is added
+    when the text does not name it; a place is "at <place>" ("the" before a lower-case one)."""
+    text = event.text.strip().rstrip(".!?;, ")
+    if not re.match(rf"{re.escape(event.actor)}(?!\w)", text, re.IGNORECASE):
+        text = f"{event.actor} {text}"
+    if event.target and not _names(text, event.target):
+        ends_open = re.search(r"\s(to|with|at|for|from|on|into|toward|towards|about|of)$", text, re.IGNORECASE)
+        text += f" {event.target}" if ends_open else f" (with {event.target})"
+    place = event.location.strip()
+    if place and not _names(text, place):
+        article = "" if place[0].isupper() or re.match(r"(the|a|an|his|her|their|my|our)\s", place, re.I) else "the "
+        text += f" at {article}{place}"
+    return text[0].upper() + text[1:] + "."
+
+
 def _fan_out(event: Event, now: datetime) -> list[tuple[str, dict]]:
     """(agent external id, memory fields) for everyone the event leaves a memory with."""
     at = f" at {event.location}" if event.location else ""
@@ -186,10 +207,12 @@ def _fan_out(event: Event, now: datetime) -> list[tuple[str, dict]]:
                                    "content": _clip(f'{dated}{event.actor} said to {to}{at}: "{event.text}"'),
                                    "importance": importance * (1.0 if listener == event.target else 0.6)}))
     elif event.type == "interact":
-        target = f" {event.target}" if event.target else ""
-        content = _clip(f"{dated}{event.actor} {event.text}{target}{at}")
+        content = _clip(dated + interaction_sentence(event))
         out.append((event.actor, {**base, "kind": "interaction", "partner": event.target, "content": content}))
-        for witness in others:
+        # The target takes part (created if new) whether or not it is listed nearby.
+        present = others + ([event.target] if event.target and event.target not in others
+                            and event.target != event.actor else [])
+        for witness in present:
             kind = "interaction" if witness == event.target else "witnessed"
             out.append((witness, {**base, "kind": kind, "partner": event.actor, "content": content,
                                   "importance": importance * (1.0 if kind == "interaction" else 0.5)}))
@@ -229,14 +252,19 @@ def events_record(*, world: World, events: list[Event]) -> list[AgentMemory]:
             [AgentMemory(agent=agents[agent_id], world=world, **fields) for agent_id, fields in rows]
         )
         for agent in agents.values():
-            enforce_capacity(agent=agent, capacity=world.agent_capacity)
+            enforce_capacity(agent=agent, capacity=world.agent_capacity, keep_since=now)
         _world_room_check(world)
     return created
 
 
-def enforce_capacity(*, agent: Agent, capacity: int) -> int:
-    """Evict the lowest-value memories past ``capacity``: folded-away sources,
-    then passive, never retrieved, unimportant, old ones. Pinned never."""
+def enforce_capacity(*, agent: Agent, capacity: int, keep_since: datetime | None = None) -> int:
+    """Evict past ``capacity`` by least recent use: a memory's last use is when it
+    was last retrieved, else when it happened. Folded-away sources go first;
+    among equally stale ones the less important, then passive kinds (heard,
+    witnessed, observed) go first. Pinned memories never go, and a memory written
+    at or after ``keep_since`` (the batch being written now) goes only when the
+    batch alone is over capacity (its oldest first), so a full bank always takes
+    in what just happened."""
     excess = AgentMemory.objects.filter(agent=agent).count() - capacity
     if excess <= 0:
         return 0
@@ -246,11 +274,11 @@ def enforce_capacity(*, agent: Agent, capacity: int) -> int:
             DELETE FROM memory_agentmemory WHERE id IN (
               SELECT id FROM memory_agentmemory
               WHERE agent_id = %s AND NOT pinned
-              ORDER BY (consolidated_into_id IS NULL), (kind = ANY(%s)) DESC, (retrieval_count > 0),
-                       importance, occurred_at, id
+              ORDER BY (%s::timestamptz IS NOT NULL AND created_at >= %s), (consolidated_into_id IS NULL),
+                       coalesce(last_retrieved_at, occurred_at), importance, (kind = ANY(%s)) DESC, id
               LIMIT %s)
             """,
-            [agent.pk, list(PASSIVE_KINDS), excess],
+            [agent.pk, keep_since, keep_since, list(PASSIVE_KINDS), excess],
         )
         return cursor.rowcount
 
@@ -337,7 +365,8 @@ WITH q AS (
     CASE WHEN %(location)s <> '' AND location = %(location)s THEN %(w_location)s ELSE 0 END AS s_location,
     %(prior)s * COALESCE(kw.weight, 0) AS s_kind,
     %(prior)s * %(w_importance)s * importance AS s_importance,
-    %(prior)s * %(w_recency)s * exp(-greatest(extract(epoch FROM (%(now)s - occurred_at)), 0) / %(half_life)s) AS s_recency,
+    %(prior)s * %(w_recency)s * power(0.5, greatest(extract(epoch FROM (%(now)s - occurred_at)), 0) / %(half_life)s)
+      AS s_recency,
     CASE WHEN n.kind IN ('say', 'heard') THEN
       %(w_context)s * (CASE WHEN prev_at >= occurred_at - %(context_window)s THEN prev_match ELSE 0 END
                        + CASE WHEN next_at <= occurred_at + %(context_window)s THEN next_match ELSE 0 END)
@@ -377,6 +406,8 @@ def recall(*, world: World, agent: Agent, partner: str = "", location: str = "",
     conf = settings.AGENT_RECALL
     now = now or timezone.now()
     limit = max(1, min(limit, RECALL_LIMIT_MAX))
+    if token_budget is None:
+        token_budget = conf["token_budget"]
     cooldown = conf["cooldown_seconds"] if cooldown_s is None else cooldown_s
     vector, model = None, ""
     if query.strip():
@@ -410,7 +441,7 @@ def recall(*, world: World, agent: Agent, partner: str = "", location: str = "",
         if any(len(words & other) / max(len(words | other), 1) >= conf["dedupe_jaccard"] for other in seen):
             continue
         cost = token_counter.count(content) + 8
-        if token_budget is not None and used + cost > token_budget:
+        if used + cost > token_budget:
             continue
         names = ("partner", "location", "kind", "importance", "recency", "vector", "text", "named", "context")
         scored = {n: round(float(v), 4) for n, v in zip(names, parts)}
@@ -507,11 +538,12 @@ def consolidate(*, agent_id: int, now: datetime | None = None) -> int:
 def remember(*, world: World, agent: Agent, content: str, partner: str = "", location: str = "",
              importance: float = 0.7, pinned: bool = False) -> AgentMemory:
     """A memory the agent writes itself (the remember tool)."""
+    now = timezone.now()
     with transaction.atomic():
         memory = AgentMemory.objects.create(agent=agent, world=world, kind=AgentMemory.Kind.NOTE, actor=agent.external_id,
                                             content=_clip(content), partner=partner, location=location,
-                                            importance=importance, pinned=pinned, occurred_at=timezone.now())
-        enforce_capacity(agent=agent, capacity=world.agent_capacity)
+                                            importance=importance, pinned=pinned, occurred_at=now)
+        enforce_capacity(agent=agent, capacity=world.agent_capacity, keep_since=now)
         _world_room_check(world)
     return memory
 

@@ -50,7 +50,67 @@ def test_an_interaction_is_the_actors_act_and_the_bystanders_sight(agent_api, wo
     rows = {(m.agent.external_id, m.kind, m.partner) for m in AgentMemory.objects.select_related("agent")}
     assert rows == {("ann", "interaction", "bo"), ("bo", "interaction", "ann"), ("cy", "witnessed", "ann")}
     content = AgentMemory.objects.get(agent__external_id="ann").content
-    assert content == f"({timezone.now():%-d %B %Y}) ann sold a lamp to bo at market", "dated: read alone later"
+    assert content == f"({timezone.now():%-d %B %Y}) Ann sold a lamp to bo at the market.", "dated: read alone later"
+
+
+def test_an_interaction_reaches_its_target_and_reads_as_a_sentence(agent_api, world):
+    response = agent_api.post(events_url(world), {"type": "interact", "actor": "cy", "target": "bo",
+                                                  "location": "bridge", "text": "Cy handed Bo a rusty lantern."},
+                              format="json")
+    assert response.status_code == 201 and response.json()["agents"] == ["bo", "cy"], "bo is created and told"
+    bo = AgentMemory.objects.get(agent__external_id="bo")
+    assert bo.kind == "interaction" and bo.partner == "cy"
+    assert bo.content.split(") ", 1)[1] == "Cy handed Bo a rusty lantern at the bridge."
+    agent_api.post(events_url(world), {"type": "interact", "actor": "cy", "target": "di", "text": "waved",
+                                       "location": "Hobbs Cafe"}, format="json")
+    di = AgentMemory.objects.get(agent__external_id="di")
+    assert di.content.split(") ", 1)[1] == "Cy waved (with di) at Hobbs Cafe."
+
+
+def test_a_full_bank_of_retrieved_memories_still_takes_in_new_events(agent_api, world):
+    world.agent_capacity = 10
+    world.save(update_fields=["agent_capacity"])
+    for n in range(10):
+        agent_api.post(events_url(world), {"type": "observe", "actor": "ann", "text": f"old sight {n}"}, format="json")
+    ann = Agent.objects.get(external_id="ann")
+    AgentMemory.objects.filter(agent=ann).update(retrieval_count=3, last_retrieved_at=timezone.now())
+    for n in range(3):
+        response = agent_api.post(events_url(world), {"type": "say", "actor": "bo", "target": "ann",
+                                                      "text": f"news number {n}"}, format="json")
+        assert response.status_code == 201
+    heard = AgentMemory.objects.filter(agent=ann, kind="heard").order_by("id")
+    assert [m.content.rsplit('"', 2)[1] for m in heard] == ["news number 0", "news number 1", "news number 2"]
+    assert AgentMemory.objects.filter(agent=ann).count() == 10
+    # least recently used go first: the sights retrieved longest ago
+    AgentMemory.objects.filter(agent=ann, content__contains="old sight 9").update(
+        last_retrieved_at=timezone.now() - timedelta(days=30))
+    agent_api.post(events_url(world), {"type": "say", "actor": "bo", "target": "ann", "text": "more"}, format="json")
+    assert not AgentMemory.objects.filter(agent=ann, content__contains="old sight 9").exists()
+    assert AgentMemory.objects.filter(agent=ann, content__contains="old sight 8").exists()
+
+
+def test_recency_halves_every_half_life(world, settings):
+    settings.AGENT_RECALL = {**settings.AGENT_RECALL, "recency_half_life_hours": 10, "recency": 1.0}
+    ann = Agent.objects.create(world=world, external_id="ann")
+    now = timezone.now()
+    for hours in (0, 10, 20):
+        AgentMemory.objects.create(agent=ann, world=world, kind="note", content=f"noted {hours} hours ago",
+                                   importance=0, occurred_at=now - timedelta(hours=hours))
+    found, _ = agents.recall(world=world, agent=ann, limit=3, now=now, record=False)
+    recency = {m.content: m.parts["recency"] for m in found}
+    assert recency == {"noted 0 hours ago": 1.0, "noted 10 hours ago": 0.5, "noted 20 hours ago": 0.25}
+
+
+def test_recall_has_a_default_token_budget(world, settings):
+    settings.AGENT_RECALL = {**settings.AGENT_RECALL, "token_budget": 60}
+    ann = Agent.objects.create(world=world, external_id="ann")
+    for n in range(10):
+        AgentMemory.objects.create(agent=ann, world=world, kind="note", occurred_at=timezone.now(),
+                                   content=f"memory {n}: " + "long words here " * 5)
+    found, _ = agents.recall(world=world, agent=ann, limit=10, record=False)
+    assert 1 <= len(found) < 10, "the default budget bounds what one recall injects"
+    found, _ = agents.recall(world=world, agent=ann, limit=10, record=False, token_budget=10_000)
+    assert len(found) == 10
 
 
 def test_custom_events_use_their_template(agent_api, world):
@@ -156,16 +216,27 @@ def test_capacity_holds_under_five_thousand_events_and_recall_stays_one_query(ag
     assert len(found) == 5
 
 
-def test_pinned_and_retrieved_memories_outlive_passive_ones(world):
-    world.agent_capacity = 3
+def test_eviction_takes_the_least_recently_used_and_never_a_pin(world):
     ann = Agent.objects.create(world=world, external_id="ann")
     pinned = make(ann, world, "pinned", kind="heard", hours_ago=100, pinned=True)
     used = make(ann, world, "used", kind="heard", hours_ago=90, retrieval_count=3)
-    mine = make(ann, world, "my own act", kind="say", hours_ago=80)
-    make(ann, world, "overheard", kind="heard", hours_ago=1)
-    make(ann, world, "saw something", kind="witnessed", hours_ago=1)
+    AgentMemory.objects.filter(pk=used.pk).update(last_retrieved_at=timezone.now())
+    stale = make(ann, world, "happened long ago, never used", kind="say", hours_ago=80)
+    # the same last use: the less important goes first, then the passive kind
+    mine = make(ann, world, "my own act", kind="say", hours_ago=1, importance=0.5)
+    overheard = make(ann, world, "overheard", kind="heard", hours_ago=1, importance=0.5)
+    trivial = make(ann, world, "trivial", kind="say", hours_ago=1, importance=0.1)
+    AgentMemory.objects.filter(pk__in=[mine.pk, overheard.pk, trivial.pk]).update(
+        occurred_at=timezone.now() - timedelta(hours=1))
+    left = lambda: set(AgentMemory.objects.values_list("pk", flat=True))  # noqa: E731
+    agents.enforce_capacity(agent=ann, capacity=5)
+    assert stale.pk not in left()
+    agents.enforce_capacity(agent=ann, capacity=4)
+    assert trivial.pk not in left()
     agents.enforce_capacity(agent=ann, capacity=3)
-    assert set(AgentMemory.objects.values_list("pk", flat=True)) == {pinned.pk, used.pk, mine.pk}
+    assert left() == {pinned.pk, used.pk, mine.pk}
+    agents.enforce_capacity(agent=ann, capacity=0)
+    assert left() == {pinned.pk}, "pinned never"
 
 
 def test_consolidation_writes_one_summary_and_hides_its_sources_from_recall(world):
