@@ -44,8 +44,9 @@ def _token_for(ctx: Context) -> WorldToken:
 def _sentence(errors) -> str:
     """DRF's error structure as plain sentences: "text: This field is required."."""
     if isinstance(errors, dict):
-        return "; ".join(f"{name}: {_sentence(value)}" if name != "non_field_errors" else _sentence(value)
-                         for name, value in errors.items())
+        return "; ".join(_sentence(value) if name == "non_field_errors"
+                         else f"item {name + 1}: {_sentence(value)}" if isinstance(name, int)
+                         else f"{name}: {_sentence(value)}" for name, value in errors.items())
     if isinstance(errors, list):
         return " ".join(_sentence(item) for item in errors)
     return str(errors)

@@ -41,3 +41,32 @@ def test_a_revoked_or_foreign_token_gets_nothing(mcp_server, alice):
         ("record_event", {"type": "say", "actor": "ann", "text": "hello"})]))
     assert refused.is_error and "revoked" in refused.content[0].text
     assert not AgentMemory.objects.exists()
+
+
+def test_mcp_recall_takes_the_rest_options_and_errors_are_sentences(mcp_server, alice):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    world = World.objects.create(owner=alice, name="Town")
+    old = timezone.now() - timedelta(days=3)
+    agents.events_record(world=world, events=[
+        agents.Event(type="say", actor="ann", target="bo", text="the bridge is out", nearby=["bo"], time=old),
+        agents.Event(type="observe", actor="bo", text="the bridge is rebuilt"),
+    ])
+    _, raw = agents.token_create(world=world)
+    since = (timezone.now() - timedelta(days=1)).isoformat()
+    _, first, again, recent, heard, bad = asyncio.run(session_calls(mcp_server, raw, [
+        ("recall", {"agent": "bo", "query": "bridge", "limit": 5}),
+        ("recall", {"agent": "bo", "query": "bridge", "limit": 5}),
+        ("recall", {"agent": "bo", "query": "bridge", "limit": 5, "since": since, "cooldown_seconds": 0}),
+        ("recall", {"agent": "bo", "query": "bridge", "limit": 5, "kinds": ["heard"], "cooldown_seconds": 0}),
+        ("recall", {"agent": "bo", "kinds": ["gossip"]}),
+    ]))
+    assert [m["content"].split(") ", 1)[1] for m in recent.structured_content["memories"]] == \
+        ["bo noticed: the bridge is rebuilt"]
+    assert [m["kind"] for m in heard.structured_content["memories"]] == ["heard"]
+    assert len(first.structured_content["memories"]) == 2 and again.structured_content["memories"] == [], \
+        "the cooldown holds back what was just returned"
+    assert bad.is_error and 'kinds: item 1: "gossip" is not a valid choice.' in bad.content[0].text
+    assert "ErrorDetail" not in bad.content[0].text
