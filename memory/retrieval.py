@@ -1,6 +1,6 @@
 """Recall: rank the current path's memory bank inside Postgres with pgvector's
-cosine distance (``<=>``). Pinned memories always come first and count toward
-top_k. Use counts change only on real turns."""
+cosine distance (``<=>``). Every pinned memory is sent, first, and pins count
+toward top_k. Use counts change only on real turns."""
 
 from __future__ import annotations
 
@@ -35,36 +35,48 @@ def query_text(branch: Branch, *, below_depth: int | None = None, story: list[Ac
 # Hand-written and sent with the query vector in binary: building this query
 # with the ORM cost ~1.6 ms and a text vector ~1 ms more at 1536 dimensions,
 # against ~0.1 ms of execution in Postgres (measured, bench/recall.py).
+# Every pin is sent, and pins count toward top_k: the nearest unpinned memories
+# fill what the pins leave of top_k (a top-N scan with LIMIT, as before pins counted).
 _RANK_SQL = """
-SELECT m.id, m.text, m.pinned,
-       CASE WHEN m.embedding_model = %s THEN m.embedding <=> %s END AS distance
-FROM memory_memory m
-WHERE m.adventure_id = %s AND NOT m.forgotten AND {path}
-  AND ((m.embedding_model = %s AND m.embedding IS NOT NULL) OR m.pinned)
-ORDER BY m.pinned DESC, distance ASC NULLS LAST, m.id
-LIMIT %s
+WITH pins AS (
+  SELECT m.id, m.text, m.pinned, CASE WHEN m.embedding_model = %s THEN m.embedding <=> %s END AS distance
+  FROM memory_memory m
+  WHERE m.adventure_id = %s AND NOT m.forgotten AND m.pinned AND {path}
+)
+SELECT id, text, pinned, distance FROM (
+  SELECT 0 AS grp, * FROM pins
+  UNION ALL
+  (SELECT 1 AS grp, m.id, m.text, m.pinned, m.embedding <=> %s AS distance
+   FROM memory_memory m
+   WHERE m.adventure_id = %s AND NOT m.forgotten AND NOT m.pinned AND {path}
+     AND m.embedding_model = %s AND m.embedding IS NOT NULL
+   ORDER BY distance, m.id
+   LIMIT greatest(%s - (SELECT count(*) FROM pins), 0))
+) ranked
+ORDER BY grp, distance ASC NULLS LAST, id
 """
 _PINNED_SQL = """
 SELECT m.id, m.text, m.pinned, NULL::float8 AS distance
 FROM memory_memory m
 WHERE m.adventure_id = %s AND NOT m.forgotten AND m.pinned AND {path}
 ORDER BY m.id
-LIMIT %s
 """
 
 
 def rank(*, branch: Branch, vector: list[float] | None, model: str, top_k: int) -> list[MemoryItem]:
     """One SQL query: this adventure, the path's lineage, not forgotten, embedded
-    with ``model`` (or pinned), pinned first, then nearest by ``<=>``."""
-    if top_k <= 0:
-        return []
+    with ``model`` (or pinned). Every pinned memory, then the nearest by ``<=>``
+    until ``top_k`` memories in all (pins count toward it; with more pins than
+    top_k, or top_k 0, the pins alone)."""
     path, path_params = lineage.path_sql(branch, table="m")
     with vector_cursor() as cursor:
         if vector is None:
-            cursor.execute(_PINNED_SQL.format(path=path), [branch.adventure_id, *path_params, top_k])
+            cursor.execute(_PINNED_SQL.format(path=path), [branch.adventure_id, *path_params])
         else:
+            query = HalfVector(vector)
             cursor.execute(_RANK_SQL.format(path=path),
-                           [model, HalfVector(vector), branch.adventure_id, *path_params, model, top_k])
+                           [model, query, branch.adventure_id, *path_params,
+                            query, branch.adventure_id, *path_params, model, max(top_k, 0)])
         rows = cursor.fetchall()
     return [MemoryItem(id=pk, text=text, similarity=None if d is None else round(1.0 - d, 4), pinned=pinned)
             for pk, text, pinned, d in rows]
@@ -74,11 +86,11 @@ def recall(*, adventure: Adventure, branch: Branch, user_id: int, top_k: int, be
            story: list[Action] | None = None, record_use: bool, ai=None) -> list[MemoryItem]:
     """The memories for the next reply on ``branch``. ``record_use`` is True only
     on real turns (never on an Insights dry run). ``ai``: the owner's settings, if loaded."""
-    if not adventure.memory_bank_enabled or top_k <= 0:
+    if not adventure.memory_bank_enabled:
         return []
     text = query_text(branch, below_depth=below_depth, story=story)
     vector, model = None, ""
-    if text:
+    if text and top_k > 0:
         try:
             model, vectors = embedder.embed(user_id=user_id, texts=[text], adventure_id=adventure.pk, ai=ai)
             vector = vectors[0]

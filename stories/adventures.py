@@ -69,9 +69,11 @@ def adventure_export(*, adventure: Adventure) -> dict:
              "tip_depth": b.tip_depth, "name": b.name, "internal": b.internal}
             for b in branches
         ],
+        # A take a moderator hid keeps its place in the tree, without its text; imported, it stays hidden.
         "actions": [
-            {"branch": a.branch_id, "depth": a.depth, "kind": a.kind, "text": a.text, "live": a.live,
-             "created_at": a.created_at.isoformat(), "edited_at": a.edited_at.isoformat() if a.edited_at else None}
+            {"branch": a.branch_id, "depth": a.depth, "kind": a.kind, "text": "" if a.hidden else a.text,
+             "live": a.live, "created_at": a.created_at.isoformat(),
+             "edited_at": a.edited_at.isoformat() if a.edited_at else None, **({"hidden": True} if a.hidden else {})}
             for a in actions
         ],
         "cards": [
@@ -135,8 +137,9 @@ def adventure_import(*, owner_id: int, data) -> Adventure:
         _require(isinstance(a.get("depth"), int) and a["depth"] > by_id[a["branch"]].get("fork_depth", 0),
                  f"an action of branch {a['branch']} has a depth outside it")
         _require(a.get("kind") in kinds, f"unknown action kind {a.get('kind')!r}")
-        _require(isinstance(a.get("text"), str) and 0 < len(a["text"]) <= ACTION_TEXT_MAX,
-                 f"action text must be 1 to {ACTION_TEXT_MAX} characters")
+        _require(isinstance(a.get("hidden", False), bool), "action 'hidden' must be true or false")
+        _require(isinstance(a.get("text"), str) and (a.get("hidden") or 0 < len(a["text"])) and
+                 len(a["text"]) <= ACTION_TEXT_MAX, f"action text must be 1 to {ACTION_TEXT_MAX} characters")
         _require(isinstance(a.get("live", True), bool), "action 'live' must be true or false")
     for c in cards:
         _require(isinstance(c, dict) and isinstance(c.get("name"), str) and 0 < len(c["name"]) <= 100,
@@ -164,7 +167,8 @@ def adventure_import(*, owner_id: int, data) -> Adventure:
         rows = []
         for a in actions:
             rows.append(Action(adventure=adventure, branch_id=new_ids[a["branch"]], depth=a["depth"], kind=a["kind"],
-                               text=a["text"], live=a.get("live", True),
+                               text="" if a.get("hidden") else a["text"], live=a.get("live", True),
+                               hidden=bool(a.get("hidden", False)),
                                edited_at=parse_datetime(a["edited_at"]) if isinstance(a.get("edited_at"), str) else None))
         try:
             with transaction.atomic():
@@ -174,7 +178,9 @@ def adventure_import(*, owner_id: int, data) -> Adventure:
         adventure.head_branch_id = new_ids[data["head"]]
         adventure.save(update_fields=["head_branch"])
         for b in Branch.objects.filter(adventure=adventure, internal=False):
-            depths = [x.depth for x in lineage.story(b)]
+            # hidden nodes keep their depth: the tree is whole even where the story skips them
+            depths = [x.depth for x in Action.objects.filter(lineage.path_q(b), adventure=adventure, live=True)
+                      .order_by("depth")]
             _require(depths == list(range(1, len(depths) + 1)) and len(depths) == b.tip_depth,
                      f"branch {b.name or b.pk!r} does not read as a contiguous story (depths 1..tip, one live take each)")
         StoryCard.objects.bulk_create([

@@ -303,7 +303,8 @@ class UndoView(APIView):
 
 
 def _action(adventure: Adventure, action_id: int) -> Action:
-    action = Action.objects.filter(pk=action_id, adventure=adventure).first()
+    """The action, unless a moderator hid it: hidden content reaches nobody but staff."""
+    action = Action.objects.filter(pk=action_id, adventure=adventure, hidden=False).first()
     if action is None:
         raise Http404
     return action
@@ -339,7 +340,10 @@ class TakesView(APIView):
         branch = Branch.objects.get(pk=adventure.head_branch_id)
         if not lineage.on_path(branch, action):
             branch = Branch.objects.get(pk=action.branch_id)
-        return {"depth": action.depth, "takes": s.ActionSerializer(lineage.takes_at(branch, action.depth), many=True).data}
+        takes = [t for t in lineage.takes_at(branch, action.depth) if not t.hidden]
+        counts = {(t.branch_id, t.depth): len(takes) for t in takes}
+        return {"depth": action.depth,
+                "takes": s.ActionSerializer(takes, many=True, context={"take_counts": counts}).data}
 
     @extend_schema(responses=s.TakesSerializer, tags=["story"])
     def get(self, request, adventure_id, action_id):
@@ -352,7 +356,7 @@ class TakesView(APIView):
         action = _action(adventure, action_id)
         take_id = _valid(s.TakeSelectSerializer, request)["take_id"]
         branch = Branch.objects.get(pk=adventure.head_branch_id)
-        if take_id not in {t.pk for t in lineage.takes_at(branch, action.depth)} or not lineage.on_path(branch, action):
+        if take_id not in {t.pk for t in lineage.takes_at(branch, action.depth) if not t.hidden} or not lineage.on_path(branch, action):
             raise NotFound("take_id is not a take of this action on the current branch")
         selected = tree.take_select(adventure_id=adventure.pk, action_id=take_id)
         enqueue_post_turn(adventure.pk)

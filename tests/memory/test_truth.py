@@ -1,0 +1,88 @@
+"""What the AI is told is what is true now: hidden content leaves exports and
+the owner's reads, takes report their real count, pinned memories are always
+sent, and a recall that could not embed its query says so."""
+
+import pytest
+
+from memory import bank, embedder
+from memory.models import Memory
+from stories import moderation
+from stories.models import Action
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def story_id(alice_plays, fake_llm):
+    aid = alice_plays.post("/api/adventures/", {"title": "Harbor", "opening": "You arrive."}, format="json").json()["id"]
+    for text in ("look around", "SECRET-WORDS here", "walk on"):
+        assert alice_plays.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": text},
+                                format="json").status_code == 201
+    return aid
+
+
+def test_a_hidden_action_leaves_the_export_and_stays_hidden_after_import(alice_plays, story_id):
+    hidden = Action.objects.get(text="SECRET-WORDS here")
+    moderation.action_set_hidden(action_id=hidden.pk, hidden=True)
+    exported = alice_plays.get(f"/api/adventures/{story_id}/export/").json()
+    assert "SECRET-WORDS" not in str(exported)
+    placeholder = [a for a in exported["actions"] if a.get("hidden")]
+    assert len(placeholder) == 1 and placeholder[0]["text"] == "" and placeholder[0]["depth"] == hidden.depth
+    imported = alice_plays.post("/api/adventures/import/", exported, format="json")
+    assert imported.status_code == 201, imported.json()
+    story = alice_plays.get(f"/api/adventures/{imported.json()['id']}/story/").json()["actions"]
+    assert [a["text"] for a in story] == [a["text"] for a in alice_plays.get(
+        f"/api/adventures/{story_id}/story/").json()["actions"]]
+    assert Action.objects.filter(adventure_id=imported.json()["id"], hidden=True, text="").count() == 1
+
+
+def test_the_owner_cannot_read_or_change_a_hidden_action(alice_plays, story_id):
+    hidden = Action.objects.get(text="SECRET-WORDS here")
+    moderation.action_set_hidden(action_id=hidden.pk, hidden=True)
+    url = f"/api/adventures/{story_id}/actions/{hidden.pk}/"
+    for response in (alice_plays.get(url), alice_plays.patch(url, {"text": "unhidden?"}, format="json"),
+                     alice_plays.get(url + "takes/")):
+        assert response.status_code == 404 and "SECRET" not in response.content.decode()
+    assert Action.objects.get(pk=hidden.pk).text == "SECRET-WORDS here"
+
+
+def test_the_takes_list_reports_each_takes_real_count(alice_plays, story_id):
+    for _ in range(2):
+        assert alice_plays.post(f"/api/adventures/{story_id}/retry/").status_code == 201
+    last = alice_plays.get(f"/api/adventures/{story_id}/story/").json()["actions"][-1]
+    takes = alice_plays.get(f"/api/adventures/{story_id}/actions/{last['id']}/takes/").json()["takes"]
+    assert len(takes) == 3 and [t["take_count"] for t in takes] == [3, 3, 3]
+    assert last["take_count"] == 3
+
+
+def test_every_pin_is_sent_even_past_top_k_and_at_top_k_zero(alice_plays, story_id, fake_llm):
+    from stories import accounts
+
+    adventure_branch = Action.objects.filter(adventure_id=story_id).first().branch
+    for n in range(4):
+        Memory.objects.create(adventure_id=story_id, branch=adventure_branch, depth=1, text=f"PIN-{n} matters",
+                              pinned=True)
+    Memory.objects.create(adventure_id=story_id, branch=adventure_branch, depth=1, text="UNPINNED note")
+    for top_k, unpinned in ((2, False), (0, False)):
+        accounts.ai_settings_update(user_id=alice_plays.user.pk, memory_top_k=top_k)
+        answer = alice_plays.post(f"/api/adventures/{story_id}/turns/", {"mode": "do", "text": "think"},
+                                  format="json").json()
+        prompt = str(fake_llm.chat_requests()[-1].body["messages"])
+        assert all(f"PIN-{n} matters" in prompt for n in range(4)), top_k
+        assert ("UNPINNED" in prompt) is unpinned
+        assert sorted(m["text"] for m in answer["memories"]) == [f"PIN-{n} matters" for n in range(4)]
+
+
+def test_pins_count_toward_top_k(alice_plays, story_id, fake_llm):
+    from stories import accounts
+
+    branch = Action.objects.filter(adventure_id=story_id).first().branch
+    Memory.objects.create(adventure_id=story_id, branch=branch, depth=1, text="PIN-A matters", pinned=True)
+    for n in range(3):
+        memory = Memory.objects.create(adventure_id=story_id, branch=branch, depth=1, text=f"plain memory {n}")
+        model, (vector,) = embedder.embed(user_id=alice_plays.user.pk, texts=[memory.text])
+        assert bank.vector_set(memory_id=memory.pk, expected_text=memory.text, vector=vector, model=model)
+    accounts.ai_settings_update(user_id=alice_plays.user.pk, memory_top_k=2)
+    answer = alice_plays.post(f"/api/adventures/{story_id}/turns/", {"mode": "do", "text": "think"},
+                              format="json").json()
+    assert [m["text"] for m in answer["memories"]][:1] == ["PIN-A matters"] and len(answer["memories"]) == 2
