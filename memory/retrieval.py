@@ -5,6 +5,7 @@ toward top_k. Use counts change only on real turns."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 
 from pgvector import HalfVector
 
@@ -82,21 +83,33 @@ def rank(*, branch: Branch, vector: list[float] | None, model: str, top_k: int) 
             for pk, text, pinned, d in rows]
 
 
+@dataclass
+class Recall:
+    """The memories for a reply, and why recall fell back to pinned memories
+    only (empty when it ranked the bank as usual)."""
+
+    items: list[MemoryItem] = field(default_factory=list)
+    fallback: str = ""
+
+
 def recall(*, adventure: Adventure, branch: Branch, user_id: int, top_k: int, below_depth: int | None = None,
-           story: list[Action] | None = None, record_use: bool, ai=None) -> list[MemoryItem]:
+           story: list[Action] | None = None, record_use: bool, ai=None) -> Recall:
     """The memories for the next reply on ``branch``. ``record_use`` is True only
-    on real turns (never on an Insights dry run). ``ai``: the owner's settings, if loaded."""
+    on real turns (never on an Insights dry run). ``ai``: the owner's settings, if loaded.
+    When the query cannot be embedded, only pinned memories are used and
+    ``fallback`` says why (the turn and Insights show it)."""
     if not adventure.memory_bank_enabled:
-        return []
+        return Recall()
     text = query_text(branch, below_depth=below_depth, story=story)
-    vector, model = None, ""
+    vector, model, fallback = None, "", ""
     if text and top_k > 0:
         try:
             model, vectors = embedder.embed(user_id=user_id, texts=[text], adventure_id=adventure.pk, ai=ai)
             vector = vectors[0]
         except embedder.EmbeddingUnavailable as exc:
             log.info("recall of adventure %s uses pinned memories only: %s", adventure.pk, exc)
+            fallback = f"only pinned memories were used: the embedding model failed ({exc})"
     items = rank(branch=branch, vector=vector, model=model, top_k=top_k)
     if record_use:
         bank.record_use([m.id for m in items])
-    return items
+    return Recall(items, fallback)

@@ -252,6 +252,7 @@ def _turn_response(result: turns.TurnResult, *, retried: bool = False) -> Respon
                   "latency_ms": result.completion.latency_ms, "demo": result.demo},
         "memories": [{"id": m.id, "text": m.text, "similarity": m.similarity, "pinned": m.pinned}
                      for m in result.memories],
+        "recall_note": result.context.recall_note,
     }, status=201)
 
 

@@ -58,10 +58,11 @@ class Context:
     total_tokens: int
     budget: int
     encoding: str
+    recall_note: str = ""  # why recall fell back to pinned memories only; empty when it ranked as usual
 
     def as_dict(self) -> dict:
         return {"budget": self.budget, "total_tokens": self.total_tokens, "encoding": self.encoding,
-                "parts": [p.as_dict() for p in self.parts]}
+                "recall_note": self.recall_note, "parts": [p.as_dict() for p in self.parts]}
 
 
 def render_action(action: Action) -> str:
@@ -83,7 +84,7 @@ def _persona(adventure: Adventure) -> str:
 
 def build(
     *, adventure: Adventure, story: list[Action], cards: list[StoryCard], memories: list[MemoryItem],
-    context_tokens: int, model: str,
+    context_tokens: int, model: str, recall_note: str = "",
 ) -> Context:
     """The prompt for the next model reply after ``story`` (oldest first)."""
     enc = tokens.encoding_for(model)
@@ -191,4 +192,5 @@ def build(
     user = "\n\n".join(rendered) if rendered else "(The story begins.)"
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
     total = count(system) + count(user) + overhead
-    return Context(messages=messages, parts=parts, total_tokens=total, budget=budget, encoding=enc.name)
+    return Context(messages=messages, parts=parts, total_tokens=total, budget=budget, encoding=enc.name,
+                   recall_note=recall_note)

@@ -272,6 +272,8 @@ class ContextSerializer(serializers.Serializer):
     budget = serializers.IntegerField()
     total_tokens = serializers.IntegerField()
     encoding = serializers.CharField()
+    recall_note = serializers.CharField(allow_blank=True, help_text="why recall fell back to pinned memories only "
+                                                                    "(empty when it ranked the bank as usual)")
     parts = ContextPartSerializer(many=True)
 
 
@@ -280,6 +282,7 @@ class TurnResultSerializer(serializers.Serializer):
     context = ContextSerializer()
     usage = UsageSerializer()
     memories = serializers.ListField(child=serializers.DictField())
+    recall_note = serializers.CharField(allow_blank=True, help_text="why recall fell back to pinned memories only")
 
 
 class EditInputSerializer(serializers.Serializer):

@@ -86,3 +86,25 @@ def test_pins_count_toward_top_k(alice_plays, story_id, fake_llm):
     answer = alice_plays.post(f"/api/adventures/{story_id}/turns/", {"mode": "do", "text": "think"},
                               format="json").json()
     assert [m["text"] for m in answer["memories"]][:1] == ["PIN-A matters"] and len(answer["memories"]) == 2
+
+
+def test_a_failed_query_embedding_says_recall_fell_back_to_pins(alice_plays, story_id, fake_llm):
+    from stories import accounts
+    from tests.support.fake_llm import Reply
+
+    accounts.ai_settings_update(user_id=alice_plays.user.pk, embedding_model="fake-embed")
+    branch = Action.objects.filter(adventure_id=story_id).first().branch
+    Memory.objects.create(adventure_id=story_id, branch=branch, depth=1, text="PIN-B matters", pinned=True)
+    fake_llm.queue(Reply(status=401, when=lambda body: "input" in body))
+    answer = alice_plays.post(f"/api/adventures/{story_id}/turns/", {"mode": "do", "text": "think"},
+                              format="json").json()
+    assert "only pinned memories were used" in answer["recall_note"]
+    assert "embedding model failed" in answer["recall_note"] and "sk-" not in answer["recall_note"]
+    assert answer["context"]["recall_note"] == answer["recall_note"]
+    assert [m["text"] for m in answer["memories"]] == ["PIN-B matters"]
+    fake_llm.queue(Reply(status=401, when=lambda body: "input" in body))
+    insights = alice_plays.get(f"/api/adventures/{story_id}/insights/").json()
+    assert "only pinned memories were used" in insights["recall_note"]
+    healthy = alice_plays.post(f"/api/adventures/{story_id}/turns/", {"mode": "do", "text": "think"},
+                               format="json").json()
+    assert healthy["recall_note"] == ""

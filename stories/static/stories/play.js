@@ -91,7 +91,8 @@ async function play(path, body) {
   try {
     const r = await apiFetch(`${base}${path}`, {method: "POST", body: body ? JSON.stringify(body) : undefined});
     if (!r.ok) { say(errorText(r), "error"); if (r.data && r.data.stored_actions) loadStory(); return false; }
-    say("");
+    // A recall that could not embed its query says so (it used pinned memories only).
+    if (r.data.recall_note) say(`Memory: ${r.data.recall_note}`, "warn"); else say("");
     showUsed(r.data.memories || []);
     await Promise.all([loadStory(), loadBranches()]);
     return true;
@@ -186,6 +187,7 @@ toggle("toggle-drawer", "drawer", loadBank);
 toggle("toggle-insights", "insights", async () => {
   const r = await apiFetch(`${base}/insights/`);
   $("parts").replaceChildren(el("li", {class: "muted"}, `${r.data.total_tokens} of ${r.data.budget} tokens (${r.data.encoding})`),
+    ...(r.data.recall_note ? [el("li", {class: "warn", role: "alert"}, `Memory: ${r.data.recall_note}`)] : []),
     ...r.data.parts.map((p) => el("li", {}, el("strong", {}, `${p.name} · ${p.tokens} tokens`), el("p", {class: "muted"}, p.reason))));
 });
 
