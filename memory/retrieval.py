@@ -40,14 +40,15 @@ def query_text(branch: Branch, *, below_depth: int | None = None, story: list[Ac
 # fill what the pins leave of top_k (a top-N scan with LIMIT, as before pins counted).
 _RANK_SQL = """
 WITH pins AS (
-  SELECT m.id, m.text, m.pinned, CASE WHEN m.embedding_model = %s THEN m.embedding <=> %s END AS distance
+  SELECT m.id, m.text, m.pinned, m.source_start, m.source_end,
+         CASE WHEN m.embedding_model = %s THEN m.embedding <=> %s END AS distance
   FROM memory_memory m
   WHERE m.adventure_id = %s AND NOT m.forgotten AND m.pinned AND {path}
 )
-SELECT id, text, pinned, distance FROM (
+SELECT id, text, pinned, source_start, source_end, distance FROM (
   SELECT 0 AS grp, * FROM pins
   UNION ALL
-  (SELECT 1 AS grp, m.id, m.text, m.pinned, m.embedding <=> %s AS distance
+  (SELECT 1 AS grp, m.id, m.text, m.pinned, m.source_start, m.source_end, m.embedding <=> %s AS distance
    FROM memory_memory m
    WHERE m.adventure_id = %s AND NOT m.forgotten AND NOT m.pinned AND {path}
      AND m.embedding_model = %s AND m.embedding IS NOT NULL
@@ -57,7 +58,7 @@ SELECT id, text, pinned, distance FROM (
 ORDER BY grp, distance ASC NULLS LAST, id
 """
 _PINNED_SQL = """
-SELECT m.id, m.text, m.pinned, NULL::float8 AS distance
+SELECT m.id, m.text, m.pinned, m.source_start, m.source_end, NULL::float8 AS distance
 FROM memory_memory m
 WHERE m.adventure_id = %s AND NOT m.forgotten AND m.pinned AND {path}
 ORDER BY m.id
@@ -79,8 +80,9 @@ def rank(*, branch: Branch, vector: list[float] | None, model: str, top_k: int) 
                            [model, query, branch.adventure_id, *path_params,
                             query, branch.adventure_id, *path_params, model, max(top_k, 0)])
         rows = cursor.fetchall()
-    return [MemoryItem(id=pk, text=text, similarity=None if d is None else round(1.0 - d, 4), pinned=pinned)
-            for pk, text, pinned, d in rows]
+    return [MemoryItem(id=pk, text=text, similarity=None if d is None else round(1.0 - d, 4), pinned=pinned,
+                       source_start=start, source_end=end)
+            for pk, text, pinned, start, end, d in rows]
 
 
 @dataclass

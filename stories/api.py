@@ -251,7 +251,7 @@ def _turn_response(result: turns.TurnResult, *, retried: bool = False) -> Respon
                   "completion_tokens": result.completion.completion_tokens,
                   "latency_ms": result.completion.latency_ms, "demo": result.demo},
         "memories": [{"id": m.id, "text": m.text, "similarity": m.similarity, "pinned": m.pinned}
-                     for m in result.memories],
+                     for m in result.memories if m.id in result.context.memory_ids],
         "recall_note": result.context.recall_note,
     }, status=201)
 

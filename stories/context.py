@@ -36,6 +36,8 @@ class MemoryItem:
     text: str
     similarity: float | None
     pinned: bool = False
+    source_start: int | None = None  # the story depths the memory tells of (None: hand-written)
+    source_end: int | None = None
 
 
 @dataclass
@@ -59,6 +61,11 @@ class Context:
     budget: int
     encoding: str
     recall_note: str = ""  # why recall fell back to pinned memories only; empty when it ranked as usual
+
+    @property
+    def memory_ids(self) -> set[int]:
+        """The memories the prompt holds."""
+        return {item["id"] for p in self.parts if p.name == "memories" for item in p.items}
 
     def as_dict(self) -> dict:
         return {"budget": self.budget, "total_tokens": self.total_tokens, "encoding": self.encoding,
@@ -86,7 +93,41 @@ def build(
     *, adventure: Adventure, story: list[Action], cards: list[StoryCard], memories: list[MemoryItem],
     context_tokens: int, model: str, recall_note: str = "",
 ) -> Context:
-    """The prompt for the next model reply after ``story`` (oldest first)."""
+    """The prompt for the next model reply after ``story`` (oldest first).
+
+    A memory of a block whose actions are all in the prompt's story part, word
+    for word, is left out (pins are always sent): the same events are not paid
+    twice. Leaving memories out only frees room, so the story part can only
+    grow, and one more layout settles it."""
+    ctx = _layout(adventure=adventure, story=story, cards=cards, memories=memories, context_tokens=context_tokens,
+                  model=model, recall_note=recall_note)
+    shown = _story_depths(ctx)
+    if shown is None:
+        return ctx
+    covered = [m for m in memories if not m.pinned and m.source_start is not None
+               and shown[0] <= m.source_start and m.source_end <= shown[1]]
+    if not covered:
+        return ctx
+    left = [m for m in memories if m not in covered]
+    ctx = _layout(adventure=adventure, story=story, cards=cards, memories=left, context_tokens=context_tokens,
+                  model=model, recall_note=recall_note)
+    for part in ctx.parts:
+        if part.name == "story":
+            part.reason += f"; {len(covered)} recalled memories left out: their events are here word for word"
+    return ctx
+
+
+def _story_depths(ctx: Context) -> tuple[int, int] | None:
+    for part in ctx.parts:
+        if part.name == "story" and part.items and part.items[0]["first_depth"] is not None:
+            return part.items[0]["first_depth"], part.items[0]["last_depth"]
+    return None
+
+
+def _layout(
+    *, adventure: Adventure, story: list[Action], cards: list[StoryCard], memories: list[MemoryItem],
+    context_tokens: int, model: str, recall_note: str = "",
+) -> Context:
     enc = tokens.encoding_for(model)
 
     def count(text: str) -> int:

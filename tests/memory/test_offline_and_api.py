@@ -38,6 +38,8 @@ def test_with_no_key_the_offline_default_forms_and_recalls_memories(bob_api, dem
         assert memory.offline and memory.embedding_model == embedder.LOCAL_MODEL
         assert len(memory.text.split()) <= 50
         assert not re.search(r"\byou\b", memory.text, re.I) and "Ada" in memory.text
+    # a prompt too small for the whole story: the memories stand in for what it leaves out
+    bob_api.patch("/api/settings/", {"context_tokens": 300}, format="json")
     turn = bob_api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "ask Tobias about the bridge"},
                         format="json").json()
     assert turn["memories"], "recall works with the local embedder"

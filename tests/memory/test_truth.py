@@ -108,3 +108,42 @@ def test_a_failed_query_embedding_says_recall_fell_back_to_pins(alice_plays, sto
     healthy = alice_plays.post(f"/api/adventures/{story_id}/turns/", {"mode": "do", "text": "think"},
                                format="json").json()
     assert healthy["recall_note"] == ""
+
+
+def block_memory(api, story_id, branch):
+    """A memory of actions 1-6, embedded with the owner's model (so recall ranks it)."""
+    memory = Memory.objects.create(adventure_id=story_id, branch=branch, depth=6, source_start=1, source_end=6,
+                                   text="BLOCK-MEMORY: the harbor, a secret, a walk")
+    model, (vector,) = embedder.embed(user_id=api.user.pk, texts=[memory.text])
+    assert bank.vector_set(memory_id=memory.pk, expected_text=memory.text, vector=vector, model=model)
+    return memory
+
+
+def test_memories_of_a_story_already_in_the_prompt_word_for_word_are_not_sent(alice_plays, story_id, fake_llm):
+    from stories import accounts
+
+    branch = Action.objects.filter(adventure_id=story_id).first().branch
+    block_memory(alice_plays, story_id, branch)
+    Memory.objects.create(adventure_id=story_id, branch=branch, depth=1, text="PINNED-C always", pinned=True)
+    answer = alice_plays.post(f"/api/adventures/{story_id}/turns/", {"mode": "do", "text": "rest"},
+                              format="json").json()
+    prompt = str(fake_llm.chat_requests()[-1].body["messages"])
+    assert "BLOCK-MEMORY" not in prompt and "PINNED-C always" in prompt
+    assert "SECRET-WORDS here" in prompt, "the block's own words are there"
+    assert "word for word" in next(p for p in answer["context"]["parts"] if p["name"] == "story")["reason"]
+    assert [m["text"] for m in answer["memories"]] == ["PINNED-C always"], "the answer lists what was sent"
+
+
+def test_memories_stand_in_for_the_story_the_prompt_has_no_room_for(alice_plays, story_id, fake_llm):
+    from stories import accounts
+
+    branch = Action.objects.filter(adventure_id=story_id).first().branch
+    block_memory(alice_plays, story_id, branch)
+    for n in range(12):
+        alice_plays.post(f"/api/adventures/{story_id}/turns/", {"mode": "do", "text": f"wander far {n} " + "x " * 40},
+                         format="json")
+    accounts.ai_settings_update(user_id=alice_plays.user.pk, context_tokens=400, memory_top_k=5)
+    alice_plays.post(f"/api/adventures/{story_id}/turns/", {"mode": "do", "text": "remember"}, format="json")
+    request = fake_llm.chat_requests()[-1].body
+    prompt = str(request["messages"])
+    assert "SECRET-WORDS here" not in prompt and "BLOCK-MEMORY" in prompt, prompt[:3000]
