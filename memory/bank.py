@@ -45,6 +45,7 @@ class PassReport:
     evicted: int = 0
     errors: list[str] = field(default_factory=list)
     transient: bool = False  # an error a retry in a little while may fix
+    more_due: bool = False  # the run stopped at its cap with work left: the next pass is queued at once
 
     def failed(self, message: str, code: str) -> None:
         self.errors.append(message)
@@ -196,6 +197,8 @@ def create_due_memories(*, adventure: Adventure, head: Branch, report: PassRepor
             log.info("memory pass of adventure %s stopped: %s", adventure.pk, exc)
             return
         mark = new
+    if mark[1] + MEMORY_INTERVAL <= head.tip_depth:
+        report.more_due = True
 
 
 class _Abort(Exception):
@@ -283,6 +286,7 @@ def embed_pending(*, adventure: Adventure, report: PassReport) -> None:
         Memory.objects.filter(Q(embedding__isnull=True) | ~Q(embedding_model=model), adventure=adventure)
         .order_by("id").values_list("pk", "text")[:EMBED_PER_RUN]
     )
+    report.more_due = report.more_due or len(pending) == EMBED_PER_RUN
     for start in range(0, len(pending), embedder.BATCH_MAX):
         batch = pending[start:start + embedder.BATCH_MAX]
         try:

@@ -80,19 +80,21 @@ def post_turn(self, adventure_id: int, enqueued_at: float | None = None) -> str:
             if lock.claim_followup():
                 post_turn.apply_async(args=[adventure_id], countdown=lock.ttl_ms / 1000)
             return "coalesced"
-    transient = False
+    transient = more_due = False
     try:
         while True:
             lock.take_rerun()
             report = bank.run_recorded(adventure_id, worker=self.request.hostname or socket.gethostname())
-            transient = report.transient
+            transient, more_due = report.transient, report.more_due and not report.errors
             if not lock.take_rerun():
                 break
     finally:
         lock.release()
-    # A job that arrived between the last check and the release set the flag
-    # and then found the lock still held: run its pass as a new job.
-    if lock.take_rerun():
+    # A job that arrived between the last check and the release set the flag and then
+    # found the lock still held; or the pass stopped at its cap with a backlog left
+    # (an import): either way the next pass is a new job, queued at once, so other
+    # adventures' jobs interleave with a long backlog instead of waiting behind it.
+    if lock.take_rerun() or more_due:
         post_turn.apply_async(args=[adventure_id])
     if transient and self.request.retries < self.max_retries:
         raise self.retry(countdown=settings.JOB_RETRY_BACKOFF_S * 2 ** self.request.retries)

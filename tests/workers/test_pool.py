@@ -78,6 +78,18 @@ def test_three_workers_catch_twenty_adventures_up_with_no_duplicate_and_no_gap(o
     assert no_duplicates(ids)
 
 
+def test_one_job_works_through_a_backlog_without_waiting_for_the_sweeper(owner, memory_llm, pool):
+    """An import leaves many blocks due; the pass writes its cap and queues the next at once."""
+    (adventure_id,) = make_adventures(owner, 1, 100)  # 16 blocks: four passes of at most five
+    pool(1)
+    post_turn.apply_async(args=[adventure_id])  # one job, and no beat running
+    wait_for(lambda: len(blocks_of(adventure_id)) == 16, timeout=120, interval=0.5, what="the whole backlog")
+    runs = PassRun.objects.filter(adventure_id=adventure_id)
+    assert runs.count() >= 4 and max(runs.values_list("memories_created", flat=True)) <= 5, \
+        "each pass keeps the cap of five memories"
+    assert blocks_of(adventure_id) == expected_blocks(100) and no_duplicates([adventure_id])
+
+
 def test_two_hundred_enqueues_of_one_adventure_never_overlap_and_call_the_model_once_per_block(
         owner, memory_llm, pool):
     memory_llm.latency = 0.05
