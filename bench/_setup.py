@@ -18,6 +18,8 @@ def django_setup() -> None:
     os.environ.setdefault("DATA_DIR", str(ROOT / ".data" / "bench"))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
+    if not sys.stderr.isatty():  # progress bars only on a terminal (tqdm reads TQDM_* overrides)
+        os.environ.setdefault("TQDM_DISABLE", "1")
     # Benches measure the engine, not the abuse limits: a bench may ingest or play far past them.
     for name in ("TURNS_PER_MINUTE", "MODEL_CALLS_PER_MINUTE", "WORLD_EVENTS_PER_MINUTE", "IMPORTS_PER_HOUR",
                  "SIGNUPS_PER_HOUR"):

@@ -1,10 +1,12 @@
 """Post-turn throughput of the worker pool with 1, 2 and 4 worker processes
 against a fake model with 200 ms latency: jobs per second, scaling ratio, and
-queue wait p50/p95. Target: 4 workers >= 3.5x one worker.
+queue wait p50/p95. Target: 4 workers >= 3.5x one worker. Then the time to
+memorize one imported adventure of --backlog actions (one job queued, no
+sweeper: each pass writes at most five memories and queues the next).
 
-    .venv/bin/python bench/workers.py [--jobs 48] [--latency 0.2] [--workers 1 2 4]
+    .venv/bin/python bench/workers.py [--jobs 48] [--latency 0.2] [--workers 1 2 4] [--backlog 2000]
 
-Ends with one line of JSON (one object per worker count)."""
+Ends with one line of JSON: {"throughput": [one object per worker count], "backlog": [...]}."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=48, help="post-turn jobs per run (one adventure each)")
     parser.add_argument("--latency", type=float, default=0.2, help="fake model latency, seconds")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--backlog", type=int, default=2000, help="actions of the imported adventure (0: skip)")
     args = parser.parse_args()
     django_setup()
 
@@ -72,6 +75,34 @@ def main() -> None:
                         "jobs_per_s": round(len(ids) / elapsed, 2),
                         "queue_wait_p50_ms": round(percentile(waits, 50)), "queue_wait_p95_ms": round(percentile(waits, 95)),
                         "model_latency_s": args.latency})
+    backlog = []
+    if args.backlog:
+        from memory.bank import MEMORY_INTERVAL
+
+        blocks = args.backlog // MEMORY_INTERVAL
+        for count in args.workers:
+            Adventure.objects.filter(owner=user).delete()
+            adventure = adventure_create(owner_id=user.pk, title="imported", opening="Action 1.", persona_name="Mira")
+            with tqdm(total=args.backlog, desc="the imported story", unit="action") as bar:
+                grow(adventure, args.backlog, run=lambda depth: bar.update(1))
+            workers = [Worker(extra_env={"LOG_LEVEL": "WARNING"}) for _ in range(count)]
+            for w in workers:
+                w.wait_ready()
+            started = time.monotonic()
+            post_turn.apply_async(args=[adventure.pk])
+            with tqdm(total=blocks, desc=f"backlog, {count} worker(s)", unit="memory") as bar:
+                def caught_up():
+                    made = Memory.objects.filter(adventure_id=adventure.pk).count()
+                    bar.update(made - bar.n)
+                    return made >= blocks
+                wait_for(caught_up, timeout=3600, interval=0.5, what="the backlog")
+            elapsed = time.monotonic() - started
+            for w in workers:
+                w.stop()
+            passes = PassRun.objects.filter(adventure_id=adventure.pk).count()
+            backlog.append({"workers": count, "actions": args.backlog, "memories": blocks, "passes": passes,
+                            "seconds": round(elapsed, 1), "model_latency_s": args.latency,
+                            "seconds_per_memory": round(elapsed / blocks, 3)})
     base = results[0]["jobs_per_s"]
     for row in results:
         row["scaling_vs_1"] = round(row["jobs_per_s"] / base, 2)
@@ -96,7 +127,12 @@ def main() -> None:
         fig.savefig(path, dpi=120)
 
     save("workers", results, plot)
-    print(json.dumps(results))
+    if backlog:
+        print_table(f"Memorizing one {args.backlog}-action import, fake model {args.latency * 1000:.0f} ms",
+                    ["workers", "memories", "passes", "seconds", "s / memory"],
+                    [[r["workers"], r["memories"], r["passes"], r["seconds"], r["seconds_per_memory"]] for r in backlog])
+        save("workers_backlog", backlog)
+    print(json.dumps({"throughput": results, "backlog": backlog}))
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ MEMORY_THRESHOLD = 12  # story actions on the path before the first memories
 MEMORIES_PER_RUN = 5  # imports catch up over several runs
 SUMMARY_INTERVAL = 15  # actions past the summary mark before a rewrite
 EMBED_PER_RUN = 256  # memories embedded per run, in batches of embedder.BATCH_MAX
+RAW_ACTIONS_MAX = 200  # newest raw actions read for a summary (its prompt keeps at most 2,000 tokens of them)
 
 
 TRANSIENT_CODES = {"timeout", "unreachable", "rate_limited", "endpoint_error"}  # worth retrying soon
@@ -235,12 +236,15 @@ def update_summary(*, adventure: Adventure, head: Branch, report: PassReport, fo
     material = [text for _, text in memories]
     covered = max([end for end, _ in memories], default=since)
     if covered < target:
-        raw = lineage.story(head).filter(depth__gt=max(covered, since), depth__lte=target)
-        material += [render_action(a) for a in raw]
+        # Only the newest raw actions can reach the summary's prompt (summarize.SUMMARY_MATERIAL_TOKENS).
+        raw = list(lineage.story(head).filter(depth__gt=max(covered, since), depth__lte=target)
+                   .order_by("-depth")[:RAW_ACTIONS_MAX])
+        material += [render_action(a) for a in reversed(raw)]
     conn = accounts.connection_for_background(user_id=adventure.owner_id, purpose="summary")
     try:
         written = summarize.write_summary(conn=conn, adventure=adventure, current=starting_text, base=cursor.summary_base,
-                                          new_material=material, user_id=adventure.owner_id)
+                                          new_material=material, user_id=adventure.owner_id,
+                                          cards=list(adventure.cards.all()))
     except ProviderError as exc:
         report.failed(f"story summary: {exc.message}", exc.code)
         return

@@ -31,8 +31,11 @@ MEMORY_INSTRUCTIONS = (
 SUMMARY_INSTRUCTIONS = (
     "You keep the running summary of a long interactive story. Rewrite the summary so it covers everything "
     "below, in third person past tense, naming {name}, in at most {words} words. Start from the current "
-    "summary: the player may have edited it, so keep every fact it states. Answer with the summary only."
+    "summary: the player may have edited it, so keep every fact it states. Compress older events harder than "
+    "new ones: the newest in the most detail, older ones in a sentence or a phrase each. Answer with the "
+    "summary only."
 )
+SUMMARY_MATERIAL_TOKENS = 2000  # what happened since the last summary, at most (the newest kept)
 
 
 @dataclass(frozen=True)
@@ -41,33 +44,69 @@ class Written:
     offline: bool
 
 
+UNNAMED_HERO = "the player"  # what memories call a protagonist with no name
+
+
 def protagonist(adventure: Adventure) -> str:
-    return adventure.persona_name.strip() or "the protagonist"
+    return adventure.persona_name.strip() or UNNAMED_HERO
 
 
 def block_text(actions: list[Action], *, model: str = "") -> str:
-    text = "\n\n".join(render_action(a) for a in actions)
-    return tokens.keep_end(text, tokens=BLOCK_TOKENS_MAX, model=model)
+    return tokens.keep_end(full_text(actions), tokens=BLOCK_TOKENS_MAX, model=model)
+
+
+def full_text(actions: list[Action]) -> str:
+    return "\n\n".join(render_action(a) for a in actions)
+
+
+def one_line(text: str, *, limit: int = CAST_ENTRY_CHARS) -> str:
+    """Whitespace collapsed to single spaces, cut at a word boundary with "…" past ``limit`` characters."""
+    text = re.sub(r"\s+", " ", text).strip()
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    if " " in cut:
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip(" ,;:.-") + "…"
 
 
 def cast_brief(*, adventure: Adventure, text: str, cards: list[StoryCard]) -> str:
-    """Who is who for the summarizer: the protagonist, characters whose keys
-    appear in the block, topped up with other character cards; the setting."""
-    lines = []
-    if adventure.persona_name:
+    """Who is who for the writer of a memory or summary, CAST_ENTRIES_MAX lines at
+    most, one line each: the protagonist (or "The player: ..." when unnamed but
+    described); then cards of any type that ``text`` (the whole block, before it
+    is cut to fit) mentions; then other character cards. Names count once,
+    whatever their case. The setting follows."""
+    lines, seen = [], set()
+    desc = adventure.persona_description.strip()
+    if adventure.persona_name.strip():
         pronouns = f" ({adventure.persona_pronouns})" if adventure.persona_pronouns else ""
-        desc = f": {adventure.persona_description.strip()}" if adventure.persona_description.strip() else ""
-        lines.append(f"- Protagonist (\"you\" in the story): {adventure.persona_name}{pronouns}{desc}"[:CAST_ENTRY_CHARS])
-    characters = [c for c in cards if c.type == StoryCard.Type.CHARACTER]
-    present = [hit.card for hit in triggered(cards=characters, text=text)]
-    rest = [c for c in characters if c not in present]
-    for card in (present + rest)[: CAST_ENTRIES_MAX - len(lines)]:
-        lines.append(f"- {card.name}: {card.entry.strip()}"[:CAST_ENTRY_CHARS])
+        lines.append(one_line(f"- Protagonist (\"you\" in the story): {adventure.persona_name.strip()}{pronouns}"
+                              + (f": {desc}" if desc else "")))
+        seen.add(adventure.persona_name.strip().lower())
+    elif desc:
+        lines.append(one_line(f"- The player (\"you\" in the story): {desc}"))
+    mentioned = [hit.card for hit in triggered(cards=cards, text=text)]
+    characters = [c for c in cards if c.type == StoryCard.Type.CHARACTER and c not in mentioned]
+    for card in mentioned + characters:
+        if len(lines) >= CAST_ENTRIES_MAX:
+            break
+        key = card.name.strip().lower()
+        if key in seen:
+            continue
+        seen.add(key)
+        lines.append(one_line(f"- {card.name.strip()}: {card.entry.strip()}"))
     brief = "Cast:\n" + "\n".join(lines) if lines else ""
     if adventure.plot_essentials.strip():
         setting = tokens.keep_end(adventure.plot_essentials.strip(), tokens=SETTING_TOKENS)
         brief += ("\n\n" if brief else "") + "Setting:\n" + setting
     return brief
+
+
+def sentence_case(text: str, *, name: str) -> str:
+    """An unnamed hero ("the player") is capitalised where a sentence starts."""
+    if name != UNNAMED_HERO:
+        return text
+    return re.sub(r"(^|[.!?]\s+)the player\b", lambda m: m.group(1) + "The player", text)
 
 
 _PREAMBLE = re.compile(r"^\s*(memory|summary|here is (the|a) (memory|summary))\s*[:\-]\s*", re.I)
@@ -79,7 +118,7 @@ def clean_memory(text: str, *, name: str) -> str:
     text = re.sub(r"\s+", " ", text)
     text = second_to_third_person(text, name=name)
     sentences = split_sentences(text)[:2]
-    return limit_words(" ".join(sentences), MEMORY_WORDS_MAX)
+    return sentence_case(limit_words(" ".join(sentences), MEMORY_WORDS_MAX), name=name)
 
 
 def split_sentences(text: str) -> list[str]:
@@ -154,11 +193,12 @@ def offline_memory(*, actions: list[Action], name: str) -> str:
         if len(chosen) == 2:
             break
     text = second_to_third_person(" ".join(sentences[i] for i in sorted(chosen)), name=name)
+    text = sentence_case(text, name=name)
     if name not in text:
         # a memory is read alone, much later: it must say whose story it is
         best_own = next((sentences[i] for i in ranked if name in second_to_third_person(sentences[i], name=name)), None)
         if best_own:
-            text = second_to_third_person(best_own, name=name) + " " + text
+            text = sentence_case(second_to_third_person(best_own, name=name), name=name) + " " + text
     return limit_words(text, MEMORY_WORDS_MAX)
 
 
@@ -170,7 +210,7 @@ def write_memory(*, conn: providers.Connection | None, adventure: Adventure, act
     if conn is None:
         return Written(offline_memory(actions=actions, name=name), offline=True)
     text = block_text(actions, model=conn.model)
-    brief = cast_brief(adventure=adventure, text=text, cards=cards)
+    brief = cast_brief(adventure=adventure, text=full_text(actions), cards=cards)
     messages = [
         {"role": "system", "content": MEMORY_INSTRUCTIONS.format(words=MEMORY_WORDS_MAX)},
         {"role": "user", "content": (brief + "\n\n" if brief else "") + "Passage:\n" + text},
@@ -184,7 +224,7 @@ def write_memory(*, conn: providers.Connection | None, adventure: Adventure, act
 
 
 def write_summary(*, conn: providers.Connection | None, adventure: Adventure, current: str, base: str,
-                  new_material: list[str], user_id: int) -> Written:
+                  new_material: list[str], user_id: int, cards: list[StoryCard] | None = None) -> Written:
     """The rewritten story summary. ``current`` is the summary now (it holds the
     player's last edit); ``base`` is that edit itself; ``new_material`` are the
     memories (or raw passages) written since the summary mark."""
@@ -201,15 +241,20 @@ def write_summary(*, conn: providers.Connection | None, adventure: Adventure, cu
             kept.insert(0, sentence)
             budget -= n
         return Written(" ".join(x for x in [base.strip(), " ".join(kept)] if x).strip(), offline=True)
+    brief = cast_brief(adventure=adventure, text="\n".join(new_material), cards=cards or [])
+    happened = tokens.keep_end("\n".join(f"- {m}" for m in new_material), tokens=SUMMARY_MATERIAL_TOKENS,
+                               model=conn.model)
     messages = [
         {"role": "system", "content": SUMMARY_INSTRUCTIONS.format(name=name, words=SUMMARY_WORDS_MAX)},
-        {"role": "user", "content": f"Current summary:\n{current.strip() or '(none yet)'}\n\nWhat happened since:\n"
-                                    + "\n".join(f"- {m}" for m in new_material)},
+        {"role": "user", "content": (brief + "\n\n" if brief else "")
+                                    + f"Current summary:\n{current.strip() or '(none yet)'}\n\nWhat happened since:\n"
+                                    + happened},
     ]
     result = providers.complete(conn=conn, messages=messages, max_tokens=SUMMARY_MAX_OUTPUT, temperature=0.3,
                                 user_id=user_id, purpose=ProviderCall.Purpose.SUMMARY, adventure_id=adventure.pk)
     text = _PREAMBLE.sub("", result.text.strip())
     text = limit_words(second_to_third_person(re.sub(r"\s+", " ", text), name=name), SUMMARY_WORDS_MAX)
+    text = sentence_case(text, name=name)
     if not text:
         raise providers.ProviderError("empty", "the model returned an empty summary")
     return Written(text, offline=False)

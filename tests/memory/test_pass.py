@@ -150,7 +150,7 @@ def test_the_summarizer_gets_the_block_and_a_cast_brief(adventure, memory_llm):
     assert "past tense, third person" in system and "never \"you\"" in system
     assert "Mira (she/her): a cartographer" in user
     assert "- Oren: Oren is the one-eyed innkeeper." in user, "characters whose keys appear are in the cast"
-    assert "A dry well" not in user, "only character cards make the cast"
+    assert user.index("- Well: A dry well.") < user.index("- Oren:"), "cards the block mentions, of any type, first"
     assert "Setting:\nThe salt caravans leave at the new moon." in user
     assert user.rstrip().endswith("Action 6: Mira walks past stone 6 near the well.")
 
@@ -183,3 +183,51 @@ def test_a_block_a_moderator_hid_whole_is_skipped_and_the_pass_goes_on(adventure
     grow(adventure, 30)
     bank.run(adventure.pk)
     assert blocks(adventure)[-1] == (25, 30)
+
+
+def test_the_cast_brief_follows_its_rules(adventure):
+    from memory import summarize
+    from stories.models import StoryCard
+
+    cards = [StoryCard(adventure=adventure, type="place", name="Old Mill", keys=["mill"], entry="A ruin.\n\nBy the river."),
+             StoryCard(adventure=adventure, type="character", name="Oren", keys=["oren"], entry="x " * 200),
+             StoryCard(adventure=adventure, type="character", name="oren", keys=["innkeeper"], entry="a duplicate"),
+             StoryCard(adventure=adventure, type="item", name="Lamp", keys=["lamp"], entry="brass"),
+             *[StoryCard(adventure=adventure, type="character", name=f"Extra {n}", keys=[f"nobody{n}"], entry="e")
+               for n in range(10)]]
+    block = "At the mill you met Oren. " + "Filler words here. " * 3000  # the names come before the cut
+    brief = summarize.cast_brief(adventure=adventure, text=block, cards=cards)
+    lines = brief.split("Setting:")[0].strip().splitlines()[1:]
+    assert len(lines) == 8 and lines[0].startswith("- Protagonist")
+    assert lines[1] == "- Old Mill: A ruin. By the river.", "mentioned cards of any type first, on one line"
+    assert lines[2].startswith("- Oren: x x") and lines[2].endswith("…") and len(lines[2]) <= 240
+    assert not any(line.startswith("- oren:") for line in lines), "a name counts once, whatever its case"
+    assert not any(line.startswith("- Lamp") for line in lines), "an item the block does not mention stays out"
+    assert [line.split(":")[0] for line in lines[3:]] == [f"- Extra {n}" for n in range(5)]
+
+    adventure.persona_name = ""
+    adventure.persona_description = "a tired   courier\nfrom the coast"
+    brief = summarize.cast_brief(adventure=adventure, text="nothing", cards=[])
+    assert '- The player ("you" in the story): a tired courier from the coast' in brief
+    assert summarize.clean_memory("You found the key. Then you left.", name=summarize.protagonist(adventure)) == \
+        "The player found the key. Then the player left."
+
+
+def test_the_summary_prompt_is_bounded_and_carries_the_cast(adventure, memory_llm):
+    from stories import accounts
+    from stories.models import StoryCard
+
+    StoryCard.objects.create(adventure=adventure, type="character", name="Oren", keys=["stone"], entry="innkeeper")
+    adventure.memory_bank_enabled = False  # the summary reads the raw story
+    adventure.save(update_fields=["memory_bank_enabled"])
+    grow(adventure, 200)
+    bank.run(adventure.pk)
+    request = [r for r in memory_llm.chat_requests() if "running summary" in r.body["messages"][0]["content"]][-1]
+    system, user = request.body["messages"][0]["content"], request.body["messages"][1]["content"]
+    assert "Compress older events harder" in system
+    assert "- Oren: innkeeper" in user
+    happened = user.split("What happened since:\n", 1)[1]
+    from stories import tokens
+
+    assert tokens.count(happened) <= 2000 + 5 and "stone 200 " in happened and "stone 2 " not in happened
+    assert accounts.ai_settings_get(user_id=adventure.owner_id)
