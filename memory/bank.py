@@ -84,6 +84,7 @@ def run(adventure_id: int) -> PassReport:
     head = Branch.objects.get(pk=adventure.head_branch_id)
     if adventure.memory_bank_enabled:
         create_due_memories(adventure=adventure, head=head, report=report)
+        rewrite_stale(adventure=adventure, head=head, report=report)
     if adventure.auto_summarize:
         update_summary(adventure=adventure, head=head, report=report)
     embed_pending(adventure=adventure, report=report)
@@ -204,6 +205,42 @@ def create_due_memories(*, adventure: Adventure, head: Branch, report: PassRepor
 
 class _Abort(Exception):
     pass
+
+
+def rewrite_stale(*, adventure: Adventure, head: Branch, report: PassReport) -> None:
+    """Write stale memories of the head's path again from their edited blocks
+    (what is left of this run's MEMORIES_PER_RUN). A memory the player wrote by
+    hand is never rewritten. The new text replaces the old only if neither the
+    block nor the memory changed during the model call (compare-and-set)."""
+    stale = list(path_memories(head).filter(stale=True, edited=False, source_start__isnull=False)
+                 .order_by("source_start")[:max(MEMORIES_PER_RUN - report.memories_created, 0) + 1])
+    if not stale:
+        return
+    conn = accounts.connection_for_background(user_id=adventure.owner_id, purpose="summary")
+    cards = list(adventure.cards.all())
+    for memory in stale:
+        if report.memories_created >= MEMORIES_PER_RUN:
+            report.more_due = True
+            return
+        actions = list(lineage.story(head).filter(depth__gte=memory.source_start, depth__lte=memory.source_end))
+        if not actions:
+            continue
+        try:
+            written = summarize.write_memory(conn=conn, adventure=adventure, actions=actions, cards=cards,
+                                             user_id=adventure.owner_id)
+        except ProviderError as exc:
+            report.failed(f"memory of actions {memory.source_start}-{memory.source_end}: {exc.message}", exc.code)
+            return
+        with transaction.atomic():
+            now_actions = list(lineage.story(head).filter(depth__gte=memory.source_start,
+                                                          depth__lte=memory.source_end).values_list("pk", "text"))
+            if now_actions != [(a.pk, a.text) for a in actions]:
+                continue  # edited again meanwhile: the next run writes it from the newest text
+            if Memory.objects.filter(pk=memory.pk, text=memory.text, stale=True, edited=False).update(
+                    text=written.text, stale=False, offline=written.offline) != 1:
+                continue
+            vector_set(memory_id=memory.pk, expected_text=written.text, vector=None, model="")
+        report.memories_created += 1
 
 
 # ---------------------------------------------------------------------------- 2. summary
@@ -351,6 +388,8 @@ def adventures_behind(*, limit: int = SWEEP_BATCH) -> list[int]:
 
     now = timezone.now()
     unembedded = Memory.objects.filter(adventure_id=OuterRef("pk"), embedding__isnull=True)
+    to_rewrite = Memory.objects.filter(adventure_id=OuterRef("pk"), stale=True, edited=False,
+                                       source_start__isnull=False)
     qs = (
         Adventure.objects.filter(head_branch__isnull=False)
         .annotate(
@@ -359,11 +398,13 @@ def adventures_behind(*, limit: int = SWEEP_BATCH) -> list[int]:
             summ=Coalesce(F("memory_cursor__summary_depth"), Value(0)),
             fails=Coalesce(F("memory_cursor__failures"), Value(0)),
             pending=Exists(unembedded),
+            rewrite=Exists(to_rewrite),
         )
         .filter(
             Q(memory_bank_enabled=True, tip__gte=MEMORY_THRESHOLD) & Q(tip__gte=F("mem") + MEMORY_INTERVAL)
             | Q(auto_summarize=True, tip__gte=F("summ") + SUMMARY_INTERVAL)
             | Q(pending=True)
+            | Q(memory_bank_enabled=True, rewrite=True)
         )
     )
     out = []

@@ -42,7 +42,8 @@ def memory_update(*, memory: Memory, text: str | None = None, pinned: bool | Non
     with transaction.atomic():
         memory = Memory.objects.select_for_update().get(pk=memory.pk)
         if text is not None and text != memory.text:
-            Memory.objects.filter(pk=memory.pk).update(text=text, stale=False)
+            # the player's own words now: no pass rewrites them, and they are true as of now
+            Memory.objects.filter(pk=memory.pk).update(text=text, stale=False, edited=True)
             bank.vector_set(memory_id=memory.pk, expected_text=text, vector=None, model="")
         fields = {}
         if pinned is not None:
@@ -71,7 +72,8 @@ def memory_regenerate(*, adventure: Adventure, memory: Memory) -> Memory:
     written = summarize.write_memory(conn=conn, adventure=adventure, actions=actions,
                                      cards=list(adventure.cards.all()), user_id=adventure.owner_id)
     with transaction.atomic():
-        Memory.objects.filter(pk=memory.pk).update(text=written.text, stale=False, offline=written.offline)
+        Memory.objects.filter(pk=memory.pk).update(text=written.text, stale=False, edited=False,
+                                                   offline=written.offline)
         bank.vector_set(memory_id=memory.pk, expected_text=written.text, vector=None, model="")
     memory.refresh_from_db()
     return memory

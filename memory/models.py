@@ -37,6 +37,8 @@ class Memory(models.Model):
     pinned = models.BooleanField(default=False)
     forgotten = models.BooleanField(default=False)  # evicted or forgotten by the player; kept and restorable
     stale = models.BooleanField(default=False)  # an action of its block was edited after it was written
+    # The player wrote this text by hand (an edit of a written memory): no pass rewrites it.
+    edited = models.BooleanField(default=False)
     offline = models.BooleanField(default=False)  # written by the offline extractive summarizer
     use_count = models.PositiveIntegerField(default=0)
     last_used_at = models.DateTimeField(null=True, blank=True)

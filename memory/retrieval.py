@@ -1,6 +1,7 @@
 """Recall: rank the current path's memory bank inside Postgres with pgvector's
 cosine distance (``<=>``). Every pinned memory is sent, first, and pins count
-toward top_k. Use counts change only on real turns."""
+toward top_k. A stale memory (its block was edited) is left out until the pass
+writes it again, unless the player wrote its text. Use counts change only on real turns."""
 
 from __future__ import annotations
 
@@ -43,14 +44,14 @@ WITH pins AS (
   SELECT m.id, m.text, m.pinned, m.source_start, m.source_end,
          CASE WHEN m.embedding_model = %s THEN m.embedding <=> %s END AS distance
   FROM memory_memory m
-  WHERE m.adventure_id = %s AND NOT m.forgotten AND m.pinned AND {path}
+  WHERE m.adventure_id = %s AND NOT m.forgotten AND m.pinned AND {path} AND (m.edited OR NOT m.stale)
 )
 SELECT id, text, pinned, source_start, source_end, distance FROM (
   SELECT 0 AS grp, * FROM pins
   UNION ALL
   (SELECT 1 AS grp, m.id, m.text, m.pinned, m.source_start, m.source_end, m.embedding <=> %s AS distance
    FROM memory_memory m
-   WHERE m.adventure_id = %s AND NOT m.forgotten AND NOT m.pinned AND {path}
+   WHERE m.adventure_id = %s AND NOT m.forgotten AND NOT m.pinned AND {path} AND (m.edited OR NOT m.stale)
      AND m.embedding_model = %s AND m.embedding IS NOT NULL
    ORDER BY distance, m.id
    LIMIT greatest(%s - (SELECT count(*) FROM pins), 0))
@@ -60,7 +61,7 @@ ORDER BY grp, distance ASC NULLS LAST, id
 _PINNED_SQL = """
 SELECT m.id, m.text, m.pinned, m.source_start, m.source_end, NULL::float8 AS distance
 FROM memory_memory m
-WHERE m.adventure_id = %s AND NOT m.forgotten AND m.pinned AND {path}
+WHERE m.adventure_id = %s AND NOT m.forgotten AND m.pinned AND {path} AND (m.edited OR NOT m.stale)
 ORDER BY m.id
 """
 

@@ -11,7 +11,7 @@ class MemorySerializer(serializers.ModelSerializer):
     class Meta:
         model = Memory
         fields = ["id", "text", "branch", "depth", "source_start", "source_end", "hand_written", "pinned",
-                  "forgotten", "stale", "offline", "embedded", "embedding_model", "use_count", "last_used_at",
+                  "forgotten", "stale", "edited", "offline", "embedded", "embedding_model", "use_count", "last_used_at",
                   "created_at"]
 
     def get_embedded(self, obj) -> bool:

@@ -17,7 +17,8 @@ from stories.tree import nodes_copied, story_rewritten
 def on_story_rewritten(sender, *, adventure_id: int, branch_id: int, from_depth: int, change: str, **kwargs):
     branch = Branch.objects.get(pk=branch_id)
     if change == "edited":
-        # The player can regenerate a stale memory; it stays in recall meanwhile.
+        # A stale memory leaves recall until the next pass writes it again from the edited block
+        # (one the player edited by hand is theirs: it stays, flagged stale).
         Memory.objects.filter(branch_id=branch_id, source_start__lte=from_depth, source_end__gte=from_depth).update(
             stale=True
         )
@@ -56,7 +57,7 @@ def on_nodes_copied(sender, *, adventure_id: int, from_branch_id: int, to_branch
     copies = [
         Memory(adventure_id=adventure_id, branch_id=to_branch_id, depth=m.depth, source_start=m.source_start,
                source_end=m.source_end, text=m.text, embedding=m.embedding, embedding_model=m.embedding_model,
-               pinned=m.pinned, forgotten=m.forgotten, stale=m.stale, offline=m.offline, use_count=m.use_count,
+               pinned=m.pinned, forgotten=m.forgotten, stale=m.stale, edited=m.edited, offline=m.offline, use_count=m.use_count,
                last_used_at=m.last_used_at)
         for m in Memory.objects.filter(branch_id=from_branch_id, depth__in=depths)
     ]

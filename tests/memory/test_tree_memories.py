@@ -154,3 +154,41 @@ def test_switching_branches_rebuilds_a_summary_that_tells_of_the_other_branch(ad
     assert (cursor.summary_branch_id, cursor.summary_depth) == (fork.pk, 20)
     bank.run(adventure.pk)
     assert len(summary_requests(memory_llm)) == before + 1, "on the path again: the usual every-15 rule"
+
+
+def test_an_edit_takes_the_old_memory_out_of_prompts_and_the_pass_writes_it_again(adventure, memory_llm, alice_api):
+    from stories import accounts
+
+    accounts.ai_settings_update(user_id=adventure.owner_id, context_tokens=256, memory_top_k=10)
+    grow(adventure, 24)
+    bank.run(adventure.pk)
+    head = head_of(adventure)
+    old = Memory.objects.get(adventure=adventure, source_start=7)
+    mine = Memory.objects.get(adventure=adventure, source_start=13)
+    alice_api.patch(f"/api/adventures/{adventure.pk}/memories/{mine.pk}/", {"text": "MY-OWN words about 13-18"},
+                    format="json")
+    bank.run(adventure.pk)  # embeds the edited text
+
+    def sent():
+        """The ids of the memories the next turn's prompt holds (its answer lists exactly those)."""
+        answer = alice_api.post(f"/api/adventures/{adventure.pk}/turns/", {"mode": "do", "text": "rest"},
+                                format="json").json()
+        return {m["id"] for m in answer["memories"]}
+
+    assert {old.pk, mine.pk} <= sent()
+    for depth, text in ((8, "Mira burns the MAP-OF-ASH."), (14, "Mira sings.")):
+        response = alice_api.patch(f"/api/adventures/{adventure.pk}/actions/{lineage.node_at(head, depth).pk}/",
+                                   {"text": text}, format="json")
+        assert response.status_code == 200
+    drawer = {m["id"]: m for m in alice_api.get(f"/api/adventures/{adventure.pk}/memories/").json()}
+    assert drawer[old.pk]["stale"] and drawer[mine.pk]["stale"] and drawer[mine.pk]["edited"]
+    now = sent()
+    assert old.pk not in now, "a stale memory is not recalled"
+    assert mine.pk in now, "the player's own words stay"
+    bank.run(adventure.pk)
+    old.refresh_from_db()
+    assert not old.stale and "MAP-OF-ASH" in last_passage(memory_llm), "written again from the edited block"
+    mine.refresh_from_db()
+    assert mine.text == "MY-OWN words about 13-18" and mine.stale, "never rewritten"
+    bank.run(adventure.pk)  # embeds the rewritten memory
+    assert old.pk in sent()

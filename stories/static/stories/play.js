@@ -121,7 +121,8 @@ function showUsed(memories) {
 }
 
 function memoryItem(m) {
-  const flags = [m.pinned && "pinned", m.stale && "stale", m.forgotten && "forgotten", m.offline && "offline"].filter(Boolean);
+  const flags = [m.pinned && "pinned", m.edited && "your words", m.stale && (m.edited ? "stale: its story was edited" : "stale: being rewritten"),
+    m.forgotten && "forgotten", m.offline && "offline"].filter(Boolean);
   const item = el("li", {class: `memory ${flags.join(" ")}`, "data-id": m.id},
     el("p", {}, m.text), el("span", {class: "flags"}, flags.join(" · ")));
   const act = (body) => async () => { await apiFetch(`${base}/memories/${m.id}/`, {method: "PATCH", body: JSON.stringify(body)}); loadBank(); };
