@@ -16,7 +16,7 @@ from stories.tree import nodes_copied, story_rewritten
 @receiver(story_rewritten, dispatch_uid="memory.sync.story_rewritten")
 def on_story_rewritten(sender, *, adventure_id: int, branch_id: int, from_depth: int, change: str, **kwargs):
     branch = Branch.objects.get(pk=branch_id)
-    if change == "edited":
+    if change in ("edited", "hidden"):
         # A stale memory leaves recall until the next pass writes it again from the edited block
         # (one the player edited by hand is theirs: it stays, flagged stale).
         Memory.objects.filter(branch_id=branch_id, source_start__lte=from_depth, source_end__gte=from_depth).update(

@@ -94,12 +94,16 @@ class ActionAdmin(ModeratedAdmin):
 
     @admin.action(description="Hide: out of the story, prompts and memories", permissions=["change"])
     def hide(self, request, queryset):
-        each(self, request, queryset, lambda a: moderation.action_set_hidden(action_id=a.pk, hidden=True), "Hidden")
+        each(self, request, queryset, lambda a: self._set_hidden(a, True), "Hidden")
 
     @admin.action(description="Show again", permissions=["change"])
     def unhide(self, request, queryset):
-        each(self, request, queryset, lambda a: moderation.action_set_hidden(action_id=a.pk, hidden=False),
-             "Shown again")
+        each(self, request, queryset, lambda a: self._set_hidden(a, False), "Shown again")
+
+    @staticmethod
+    def _set_hidden(action, hidden):
+        moderation.action_set_hidden(action_id=action.pk, hidden=hidden)
+        enqueue_post_turn(action.adventure_id)  # the block's memory is written again at once
 
 
 @admin.register(StoryCard)

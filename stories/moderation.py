@@ -11,18 +11,21 @@ from stories.models import Action, Adventure, Branch
 
 
 def action_set_hidden(*, action_id: int, hidden: bool) -> Action:
-    """Hide (or show again) one take. Every branch that reads the node drops
-    its memories from there on, so they are written again without it."""
+    """Hide (or show again) one take. When it is the live take, the memory of
+    the block that holds it, on every branch that reads it, is written again by
+    the next pass (without it, or with it again); every other memory, and all
+    the player set by hand, stays. The caller queues the pass."""
     with transaction.atomic():
         action = Action.objects.select_for_update().get(pk=action_id)
         if action.hidden == hidden:
             return action
         Action.objects.filter(pk=action.pk).update(hidden=hidden)
         action.hidden = hidden
-        for branch in Branch.objects.filter(adventure_id=action.adventure_id):
-            if lineage.on_path(branch, action):
-                tree.story_rewritten.send(sender=Branch, adventure_id=action.adventure_id, branch_id=branch.pk,
-                                          from_depth=action.depth, change="replaced")
+        if action.live:
+            for branch in Branch.objects.filter(adventure_id=action.adventure_id):
+                if lineage.on_path(branch, action):
+                    tree.story_rewritten.send(sender=Branch, adventure_id=action.adventure_id, branch_id=branch.pk,
+                                              from_depth=action.depth, change="hidden")
     return action
 
 

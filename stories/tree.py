@@ -28,7 +28,8 @@ from stories.models import Action, Adventure, Branch
 # Sent inside the writing transaction, so listeners commit or roll back with it.
 # story_rewritten: nodes of branch_id changed from from_depth on; change is
 #   "removed" (undo/delete: later nodes moved up one depth), "replaced" (another
-#   take became live) or "edited" (the live take's text changed).
+#   take became live), "edited" (the live take's text changed) or "hidden" (a
+#   moderator hid, or showed again, the live take: the story skips or reads it).
 # nodes_copied: the nodes of from_branch_id at ``depths`` now also stand, as
 #   copies, on to_branch_id (copy-on-write); whatever hangs off them follows.
 story_rewritten = Signal()

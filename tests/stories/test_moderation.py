@@ -96,3 +96,43 @@ def test_memory_moderation_actions(moderator, alice):
     moderator.post(url, {"action": "restore", "_selected_action": [memory.pk]})
     memory.refresh_from_db()
     assert not memory.forgotten
+
+
+def test_hiding_an_action_rewrites_only_its_block_and_keeps_what_the_player_set(
+        moderator, adventure, memory_llm, alice_api, django_capture_on_commit_callbacks):
+    from memory import bank
+    from stories import lineage
+    from stories.models import Branch
+    from tests.memory.conftest import grow
+
+    head = grow(adventure, 79)
+    for _ in range(4):
+        bank.run(adventure.pk)
+    before = {m.pk: m for m in Memory.objects.filter(adventure=adventure)}
+    assert len(before) == 13
+    by_block = {m.source_start: m for m in before.values()}
+    Memory.objects.filter(pk=by_block[13].pk).update(pinned=True)
+    alice_api.patch(f"/api/adventures/{adventure.pk}/memories/{by_block[19].pk}/", {"text": "Mira's own note"},
+                    format="json")
+    Memory.objects.filter(pk=by_block[25].pk).update(forgotten=True)
+    Memory.objects.filter(pk=by_block[31].pk).update(use_count=7)
+    Action.objects.filter(pk=lineage.node_at(head, 4).pk).update(text="Action 4: Mira sees ABUSIVE-WORDS.")
+    Memory.objects.filter(pk=by_block[1].pk).update(text="ABUSIVE-WORDS remembered")
+    snapshot = {m.pk: (m.text, m.pinned, m.forgotten, m.use_count, m.edited)
+                for m in Memory.objects.filter(adventure=adventure) if m.source_start != 1}
+
+    with django_capture_on_commit_callbacks() as queued:
+        moderator.post(reverse("admin:stories_action_changelist"),
+                       {"action": "hide", "_selected_action": [lineage.node_at(head, 4).pk]})
+    assert queued, "the memory pass is queued at once"
+    after = {m.pk: (m.text, m.pinned, m.forgotten, m.use_count, m.edited)
+             for m in Memory.objects.filter(adventure=adventure) if m.source_start != 1}
+    assert after == snapshot, "every other memory, and all the player set, stays"
+    assert Memory.objects.get(pk=by_block[1].pk).stale
+    bank.run(adventure.pk)
+    rewritten = Memory.objects.get(pk=by_block[1].pk)
+    assert not rewritten.stale and "ABUSIVE" not in rewritten.text
+    passages = [r.body["messages"][-1]["content"] for r in memory_llm.chat_requests()
+                if r.body["messages"][0]["content"].startswith("You write memories")]
+    assert "ABUSIVE" not in passages[-1] and "Action 3:" in passages[-1] and "Action 5:" in passages[-1]
+    assert Memory.objects.filter(adventure=adventure).count() == 13
