@@ -18,7 +18,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 from pgvector import HalfVector
 
-from memory import embedder, summarize
+from memory import embedder, summaries, summarize
 from memory.models import EMBEDDING_DIMS_MAX, Cursor, Memory, PassRun
 from stories import accounts, lineage
 from stories.context import render_action
@@ -247,24 +247,25 @@ def rewrite_stale(*, adventure: Adventure, head: Branch, report: PassReport) -> 
 
 
 def update_summary(*, adventure: Adventure, head: Branch, report: PassReport, force: bool = False) -> None:
-    """Every SUMMARY_INTERVAL actions past the summary mark, rewrite the summary
-    from the text as the player last left it, adding the memories written since
-    the mark (raw story where memories lag). A player's edit made during the
-    model call wins: the rewrite is dropped and retried on a later run."""
+    """Every SUMMARY_INTERVAL actions past the head path's newest summary
+    snapshot, write the summary again from that snapshot, adding the memories
+    written since (raw story where memories lag), and hang it off the tip node
+    (memory.summaries). ``force``: rewrite over the whole path from the player's
+    own text. If the path's summary changed during the model call (the player
+    edited it, or the tree moved), the rewrite is dropped and a later run retries."""
     cursor = cursor_for(adventure.pk)
     old = (cursor.summary_branch_id, cursor.summary_depth)
-    current = adventure.story_summary
-    starting_text = current
-    if force:
-        since = 0  # the player asked for a rewrite over the whole path
-    elif on_path(head, *old):
-        since = old[1]
+    snap = summaries.snapshot_on_path(head)
+    base = summaries.summary_base(head)
+    if force or snap is None:
+        since, starting_text = 0, base
     else:
-        # The summary tells of actions that are not on the path being played (the player
-        # switched branches, or the story was cut below the mark): rebuild it over this path,
-        # from the player's own words only.
-        force, since, starting_text = True, 0, cursor.summary_base
+        since, starting_text = snap.depth, snap.text
     target = head.tip_depth
+    if not on_path(head, *old) or old[1] < since:
+        # the mark follows the path's snapshot (a branch switch costs no model call)
+        mark_move(adventure.pk, "summary", old, (node_of(head, since), since))
+        old = (node_of(head, since), since)
     if target == 0 or (not force and target - since < SUMMARY_INTERVAL):
         return
     memories = list(path_memories(head).filter(source_start__isnull=False, source_end__gt=since,
@@ -279,18 +280,22 @@ def update_summary(*, adventure: Adventure, head: Branch, report: PassReport, fo
         material += [render_action(a) for a in reversed(raw)]
     conn = accounts.connection_for_background(user_id=adventure.owner_id, purpose="summary")
     try:
-        written = summarize.write_summary(conn=conn, adventure=adventure, current=starting_text, base=cursor.summary_base,
+        written = summarize.write_summary(conn=conn, adventure=adventure, current=starting_text, base=base,
                                           new_material=material, user_id=adventure.owner_id,
                                           cards=list(adventure.cards.all()))
     except ProviderError as exc:
         report.failed(f"story summary: {exc.message}", exc.code)
         return
     with transaction.atomic():
+        head = Branch.objects.select_for_update().get(pk=head.pk)
+        now = summaries.snapshot_on_path(head)
+        if (now and (now.pk, now.text)) != (snap and (snap.pk, snap.text)) or head.tip_depth < target:
+            return  # the player wrote their own summary, or the story moved, during the call
         if not mark_move(adventure.pk, "summary", old, (node_of(head, target), target)):
             return
-        if Adventure.objects.filter(pk=adventure.pk, story_summary=current).update(story_summary=written.text) != 1:
-            transaction.set_rollback(True)
-            return
+        summaries.snapshot_write(adventure_id=adventure.pk, branch=head, depth=target, text=written.text,
+                                 player=False, replace_player=force)
+        summaries.summary_refresh(adventure.pk)
         Cursor.objects.filter(adventure_id=adventure.pk).update(summary_written_at=timezone.now())
     adventure.story_summary = written.text
     report.summary_written = True

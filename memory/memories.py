@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from memory import bank, summarize
+from memory import bank, summaries, summarize
 from memory.models import Cursor, Memory
 from stories import accounts, lineage
 from stories.errors import Conflict
@@ -80,11 +80,9 @@ def memory_regenerate(*, adventure: Adventure, memory: Memory) -> Memory:
 
 
 def summary_set(*, adventure: Adventure, text: str) -> Adventure:
-    """The player's own summary text: kept as the base every rewrite starts from."""
-    with transaction.atomic():
-        Adventure.objects.filter(pk=adventure.pk).update(story_summary=text)
-        cursor, _ = Cursor.objects.get_or_create(adventure=adventure)
-        Cursor.objects.filter(pk=cursor.pk).update(summary_base=text)
+    """The player's own summary text, at the head's tip: kept through every
+    rewrite, undo and pass, and the base every later rewrite starts from."""
+    summaries.player_summary_set(adventure=adventure, text=text)
     adventure.refresh_from_db()
     return adventure
 

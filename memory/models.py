@@ -196,3 +196,23 @@ class AgentMemory(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.content[:50]}"
+
+
+class SummarySnapshot(models.Model):
+    """The story summary as it stood at one story node (branch, depth): the
+    node it covers up to, as a memory hangs off the last node of its block. A
+    path's summary is its newest snapshot (memory.summaries); ``player`` marks
+    the player's own text, which no pass or tree change loses."""
+
+    adventure = models.ForeignKey(Adventure, on_delete=models.CASCADE, related_name="summary_snapshots")
+    branch = models.ForeignKey(Branch, on_delete=models.CASCADE, related_name="summary_snapshots")
+    depth = models.PositiveIntegerField()
+    text = models.TextField()
+    player = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["adventure", "branch", "depth"], name="one_summary_per_node")]
+
+    def __str__(self) -> str:
+        return self.text[:60]

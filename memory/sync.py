@@ -10,12 +10,14 @@ from memory.bank import MEMORY_INTERVAL, mark_move
 from memory.models import Cursor, Memory
 from stories import lineage
 from stories.models import Branch
-from stories.tree import nodes_copied, story_rewritten
+from memory import summaries
+from stories.tree import head_moved, nodes_copied, story_rewritten
 
 
 @receiver(story_rewritten, dispatch_uid="memory.sync.story_rewritten")
 def on_story_rewritten(sender, *, adventure_id: int, branch_id: int, from_depth: int, change: str, **kwargs):
     branch = Branch.objects.get(pk=branch_id)
+    summaries.on_rewritten(adventure_id=adventure_id, branch_id=branch_id, from_depth=from_depth, change=change)
     if change in ("edited", "hidden"):
         # A stale memory leaves recall until the next pass writes it again from the edited block
         # (one the player edited by hand is theirs: it stays, flagged stale).
@@ -62,3 +64,11 @@ def on_nodes_copied(sender, *, adventure_id: int, from_branch_id: int, to_branch
         for m in Memory.objects.filter(branch_id=from_branch_id, depth__in=depths)
     ]
     Memory.objects.bulk_create(copies, ignore_conflicts=True)
+    summaries.on_copied(adventure_id=adventure_id, from_branch_id=from_branch_id, to_branch_id=to_branch_id,
+                        depths=depths)
+
+
+@receiver(head_moved, dispatch_uid="memory.sync.head_moved")
+def on_head_moved(sender, *, adventure_id: int, branch_id: int, **kwargs):
+    """A branch switch shows that path's summary at once, with no model call."""
+    summaries.summary_refresh(adventure_id)

@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config import paging
-from memory import bank, embedder
+from memory import bank, embedder, memories
 from stories import accounts, adventures, auth, cards, limits, lineage, providers, tree, turns
 from stories import serializers as s
 from stories.models import Action, Adventure, Branch, ProviderCall, StoryCard
@@ -165,7 +165,10 @@ class AdventureListView(APIView):
     @extend_schema(request=s.AdventureSerializer, responses={201: s.AdventureSerializer}, tags=["adventures"])
     def post(self, request):
         data = _valid(s.AdventureSerializer, request)
+        summary = data.pop("story_summary", "")
         adventure = adventures.adventure_create(owner_id=request.user.id, **data)
+        if summary:
+            memories.summary_set(adventure=adventure, text=summary)
         adventure.refresh_from_db()
         return Response(s.AdventureSerializer(adventure).data, status=201)
 
@@ -179,6 +182,8 @@ class AdventureDetailView(APIView):
     def patch(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
         data = _valid(s.AdventureUpdateSerializer, request, partial=True)
+        if "story_summary" in data:  # the player's own summary: it follows the story tree
+            adventure = memories.summary_set(adventure=adventure, text=data.pop("story_summary").strip())
         for name, value in data.items():
             setattr(adventure, name, value)
         if data:  # only the fields sent: a save must not move the head or overwrite the worker's summary
@@ -205,6 +210,8 @@ class AdventureImportView(APIView):
     def post(self, request):
         limits.adventure_import(user_id=request.user.id)
         adventure = adventures.adventure_import(owner_id=request.user.id, data=request.data)
+        if adventure.story_summary:
+            adventure = memories.summary_set(adventure=adventure, text=adventure.story_summary)
         enqueue_post_turn(adventure.pk)
         return Response(s.AdventureSerializer(adventure).data, status=201)
 

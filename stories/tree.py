@@ -34,6 +34,8 @@ from stories.models import Action, Adventure, Branch
 #   copies, on to_branch_id (copy-on-write); whatever hangs off them follows.
 story_rewritten = Signal()
 nodes_copied = Signal()
+# head_moved: the adventure's head is now branch_id (a checkout, or a fork played at once).
+head_moved = Signal()
 
 DEPTH_SHIFT_OFFSET = 1_000_000  # parks rows out of the way while depths are renumbered
 
@@ -325,6 +327,7 @@ def fork(*, adventure_id: int, action_id: int, name: str = "", checkout: bool = 
         if checkout:
             adventure.head_branch = new
             adventure.save(update_fields=["head_branch", "updated_at"])
+            head_moved.send(sender=Branch, adventure_id=adventure_id, branch_id=new.pk)
     return new
 
 
@@ -337,6 +340,7 @@ def checkout(*, adventure_id: int, branch_id: int) -> Branch:
             raise TreeNotFound("no such branch in this adventure")
         adventure.head_branch = branch
         adventure.save(update_fields=["head_branch", "updated_at"])
+        head_moved.send(sender=Branch, adventure_id=adventure_id, branch_id=branch.pk)
     return branch
 
 

@@ -43,11 +43,12 @@ def test_forty_actions_give_exactly_the_blocks_the_rules_say(adventure, memory_l
     assert memory.text.startswith("Mira remembered this: Action Action 12") or "Mira" in memory.text
     assert memory.branch_id == adventure.head_branch_id and memory.depth == 12
 
-    assert summary_at == [15, 30]
+    # the player's own summary at action 10 is the summary as of 10: rewrites come 15 actions after it
+    assert summary_at == [25, 40]
     adventure.refresh_from_db()
     assert adventure.story_summary.startswith("Mira owes Oren a silver coin."), "the player's edit is kept"
     cursor = Cursor.objects.get(adventure=adventure)
-    assert (cursor.memory_depth, cursor.summary_depth) == (36, 30)
+    assert (cursor.memory_depth, cursor.summary_depth) == (36, 40)
 
     stored = list(Memory.objects.filter(adventure=adventure))
     assert all(m.embedding is not None and m.embedding_model == "fake-embed" for m in stored)
