@@ -20,7 +20,7 @@ from pgvector import HalfVector
 
 from memory import embedder, summaries, summarize
 from memory.models import EMBEDDING_DIMS_MAX, Cursor, Memory, PassRun
-from stories import accounts, lineage
+from stories import accounts, lineage, tree
 from stories.context import render_action
 from stories.models import Adventure, Branch
 from stories.providers import ProviderError
@@ -287,7 +287,8 @@ def update_summary(*, adventure: Adventure, head: Branch, report: PassReport, fo
         report.failed(f"story summary: {exc.message}", exc.code)
         return
     with transaction.atomic():
-        head = Branch.objects.select_for_update().get(pk=head.pk)
+        # the adventure row first, as every tree write takes it: one lock order, no deadlock
+        head = tree.lock(adventure.pk, head.pk).branch
         now = summaries.snapshot_on_path(head)
         if (now and (now.pk, now.text)) != (snap and (snap.pk, snap.text)) or head.tip_depth < target:
             return  # the player wrote their own summary, or the story moved, during the call
