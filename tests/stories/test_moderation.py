@@ -136,3 +136,11 @@ def test_hiding_an_action_rewrites_only_its_block_and_keeps_what_the_player_set(
                 if r.body["messages"][0]["content"].startswith("You write memories")]
     assert "ABUSIVE" not in passages[-1] and "Action 3:" in passages[-1] and "Action 5:" in passages[-1]
     assert Memory.objects.filter(adventure=adventure).count() == 13
+    bank.run(adventure.pk)  # embeds the rewritten memory
+    from stories import accounts
+
+    accounts.ai_settings_update(user_id=adventure.owner_id, memory_top_k=20)
+    answer = alice_api.post(f"/api/adventures/{adventure.pk}/turns/", {"mode": "do", "text": "rest"},
+                            format="json").json()
+    assert "ABUSIVE" not in str(memory_llm.chat_requests()[-1].body["messages"]), "the next prompt is clean"
+    assert by_block[13].pk in {m["id"] for m in answer["memories"]}, "the pin is still sent"

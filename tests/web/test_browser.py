@@ -223,3 +223,40 @@ def test_the_admin_the_api_docs_and_the_login_pages_work_under_the_csp(live_serv
     page.wait_for_selector("#swagger-ui .opblock-tag")
     assert violations == []
     context.close()
+
+
+@pytest.fixture
+def failing_embeddings(alice, fake_llm):
+    """alice's adventure on the fake model, whose embedding endpoint refuses the key, and her session."""
+    from django.test import Client
+
+    from stories import accounts
+    from stories.adventures import adventure_create
+    from tests.support.fake_llm import Reply
+
+    accounts.ai_settings_update(user_id=alice.pk, endpoint_url=fake_llm.url, api_key="sk-alice-browser",
+                                model="fake-model", embedding_model="fake-embed")
+    adventure = adventure_create(owner_id=alice.pk, title="Fog", opening="The fog rolls in.")
+    for _ in range(2):
+        fake_llm.queue(Reply(status=401, when=lambda body: "input" in body))
+    client = Client()
+    client.force_login(alice)
+    return adventure.pk, client.cookies["sessionid"].value
+
+
+def test_the_play_page_says_when_recall_fell_back_to_pinned_memories(live_server, failing_embeddings, browser,
+                                                                      settings):
+    settings.ALLOW_PRIVATE_ENDPOINTS = True
+    adventure_id, session = failing_embeddings
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.add_cookies([{"name": "sessionid", "value": session, "url": live_server.url}])
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    page.goto(f"{live_server.url}/play/{adventure_id}/")
+    page.fill("#text", "listen")
+    page.press("#text", "Enter")
+    page.wait_for_selector("#status:has-text('only pinned memories were used')")
+    assert "embedding model failed" in page.text_content("#status")
+    page.click("#toggle-insights")
+    page.wait_for_selector("#parts li.warn:has-text('only pinned memories were used')")
+    context.close()
