@@ -185,9 +185,7 @@ def create_due_memories(*, adventure: Adventure, head: Branch, report: PassRepor
                 return
         try:
             with transaction.atomic():
-                now_actions = list(lineage.story(head).filter(depth__gte=start, depth__lte=end)
-                                   .values_list("pk", "text"))
-                if now_actions != [(a.pk, a.text) for a in actions]:
+                if block_changed(head, actions, start=start, end=end):
                     raise _Abort("the block changed while it was summarized")
                 if not mark_move(adventure.pk, "memory", mark, new):
                     raise _Abort("another run moved the memory mark")
@@ -205,6 +203,13 @@ def create_due_memories(*, adventure: Adventure, head: Branch, report: PassRepor
 
 class _Abort(Exception):
     pass
+
+
+def block_changed(head: Branch, actions: list, *, start: int, end: int) -> bool:
+    """Whether the block's live actions on ``head``'s path are no longer ``actions``
+    (a take, an edit or a hide moved in while its memory was being written)."""
+    now = list(lineage.story(head).filter(depth__gte=start, depth__lte=end).values_list("pk", "text"))
+    return now != [(a.pk, a.text) for a in actions]
 
 
 def rewrite_stale(*, adventure: Adventure, head: Branch, report: PassReport) -> None:
@@ -232,9 +237,7 @@ def rewrite_stale(*, adventure: Adventure, head: Branch, report: PassReport) -> 
             report.failed(f"memory of actions {memory.source_start}-{memory.source_end}: {exc.message}", exc.code)
             return
         with transaction.atomic():
-            now_actions = list(lineage.story(head).filter(depth__gte=memory.source_start,
-                                                          depth__lte=memory.source_end).values_list("pk", "text"))
-            if now_actions != [(a.pk, a.text) for a in actions]:
+            if block_changed(head, actions, start=memory.source_start, end=memory.source_end):
                 continue  # edited again meanwhile: the next run writes it from the newest text
             if Memory.objects.filter(pk=memory.pk, text=memory.text, stale=True, edited=False).update(
                     text=written.text, stale=False, offline=written.offline) != 1:

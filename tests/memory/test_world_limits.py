@@ -5,22 +5,13 @@ number of events a minute, and an export streams in bounded memory."""
 import json
 
 import pytest
-import redis
 from rest_framework.test import APIClient
 
 from memory import agents
 from memory.models import Agent, AgentMemory, World
-from stories import limits
 from tests.conftest import api_client_for
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def fresh_counters(settings):
-    client = redis.Redis.from_url(settings.REDIS_URL)
-    for key in client.scan_iter(limits.PREFIX + "*"):
-        client.delete(key)
 
 
 @pytest.fixture
