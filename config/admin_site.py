@@ -73,7 +73,7 @@ class EverloreAdminSite(admin.AdminSite):
 
     def login(self, request, extra_context=None):
         response = super().login(request, extra_context)
-        form = getattr(response, "context_data", {}).get("form") if hasattr(response, "context_data") else None
+        form = (getattr(response, "context_data", None) or {}).get("form")
         if form is not None and form.has_error("__all__", "throttled"):
             return auth.throttled_response(response)
         return response
