@@ -229,6 +229,9 @@ def rewrite_stale(*, adventure: Adventure, head: Branch, report: PassReport) -> 
             return
         actions = list(lineage.story(head).filter(depth__gte=memory.source_start, depth__lte=memory.source_end))
         if not actions:
+            # a moderator hid the whole block: nothing of it may be remembered (shown again, sync
+            # rewinds the memory mark and the block is written anew)
+            Memory.objects.filter(pk=memory.pk, stale=True, edited=False).delete()
             continue
         try:
             written = summarize.write_memory(conn=conn, adventure=adventure, actions=actions, cards=cards,

@@ -18,6 +18,11 @@ from stories.tree import head_moved, nodes_copied, story_rewritten
 def on_story_rewritten(sender, *, adventure_id: int, branch_id: int, from_depth: int, change: str, **kwargs):
     branch = Branch.objects.get(pk=branch_id)
     summaries.on_rewritten(adventure_id=adventure_id, branch_id=branch_id, from_depth=from_depth, change=change)
+    if change == "hidden" and not Memory.objects.filter(
+            branch_id=branch_id, source_start__lte=from_depth, source_end__gte=from_depth).exists():
+        # no memory holds this block (it was hidden whole): the pass writes it from here
+        _rewind(adventure_id, branch, from_depth)
+        return
     if change in ("edited", "hidden"):
         # A stale memory leaves recall until the next pass writes it again from the edited block
         # (one the player edited by hand is theirs: it stays, flagged stale).

@@ -232,3 +232,24 @@ def test_the_summary_prompt_is_bounded_and_carries_the_cast(adventure, memory_ll
 
     assert tokens.count(happened) <= 2000 + 5 and "stone 200 " in happened and "stone 2 " not in happened
     assert accounts.ai_settings_get(user_id=adventure.owner_id)
+
+
+def test_a_block_hidden_whole_after_its_memory_was_written_is_forgotten_and_comes_back_when_shown(
+        adventure, memory_llm):
+    from stories import moderation
+    from stories.models import Action
+
+    head = grow(adventure, 24)
+    bank.run(adventure.pk)
+    assert blocks(adventure) == [(1, 6), (7, 12), (13, 18), (19, 24)]
+    block = list(Action.objects.filter(branch=head, depth__gte=7, depth__lte=12))
+    for action in block:
+        moderation.action_set_hidden(action_id=action.pk, hidden=True)
+    bank.run(adventure.pk)
+    assert blocks(adventure) == [(1, 6), (13, 18), (19, 24)], "nothing of a hidden block is remembered"
+    assert adventure.pk not in bank.adventures_behind(), "and the sweeper has nothing left to do"
+    for action in block:
+        moderation.action_set_hidden(action_id=action.pk, hidden=False)
+    bank.run(adventure.pk)
+    assert blocks(adventure) == [(1, 6), (7, 12), (13, 18), (19, 24)], "shown again, it is remembered again"
+    assert Cursor.objects.get(adventure=adventure).memory_depth == 24
