@@ -262,18 +262,17 @@ def update_summary(*, adventure: Adventure, head: Branch, report: PassReport, fo
     cursor = cursor_for(adventure.pk)
     old = (cursor.summary_branch_id, cursor.summary_depth)
     snap = summaries.snapshot_on_path(head)
-    base = summaries.summary_base(head)
-    if force or snap is None:
-        since, starting_text = 0, base
-    else:
-        since, starting_text = snap.depth, snap.text
+    since = 0 if force or snap is None else snap.depth
     target = head.tip_depth
     if not on_path(head, *old) or old[1] < since:
         # the mark follows the path's snapshot (a branch switch costs no model call)
-        mark_move(adventure.pk, "summary", old, (node_of(head, since), since))
+        with transaction.atomic():
+            mark_move(adventure.pk, "summary", old, (node_of(head, since), since))
         old = (node_of(head, since), since)
     if target == 0 or (not force and target - since < SUMMARY_INTERVAL):
         return
+    base = summaries.summary_base(head)  # read only when a rewrite is due: the pass runs after every turn
+    starting_text = base if force or snap is None else snap.text
     memories = list(path_memories(head).filter(source_start__isnull=False, source_end__gt=since,
                                                source_end__lte=target).order_by("source_start")
                     .values_list("source_end", "text"))
