@@ -76,8 +76,8 @@ def main() -> None:
     from rest_framework.test import APIClient
     from tqdm import tqdm
 
-    from memory import agents
-    from memory.models import Agent, World
+    from memory import agent_upkeep, worlds
+    from memory.models import Agent, AgentMemory, World
     from workers.locks import client as redis_client
 
     owner, _ = get_user_model().objects.get_or_create(username="bench-locomo")
@@ -87,7 +87,7 @@ def main() -> None:
         conv = sample["conversation"]
         a, b = conv["speaker_a"], conv["speaker_b"]
         world = World.objects.create(owner=owner, name=f"locomo {sample.get('sample_id', '')}", agent_capacity=100_000)
-        _, token = agents.token_create(world=world)
+        _, token = worlds.token_create(world=world)
         api = APIClient(SERVER_NAME="localhost")
         api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
         events, known = [], set()
@@ -109,7 +109,7 @@ def main() -> None:
             assert response.status_code == 201, response.content
         redis_client().delete("celery")  # this bench embeds in-process below
         for agent in Agent.objects.filter(world=world):
-            while agents.embed_pending(agent_id=agent.pk):
+            while agent_upkeep.agent_memories_embed(agent_id=agent.pk):
                 pass
         questions = []
         for qa in sample["qa"]:
@@ -132,7 +132,7 @@ def main() -> None:
                 latencies.append((time.perf_counter() - started) * 1000)
                 assert response.status_code == 200, response.content
                 ids = [m["id"] for m in response.json()["memories"]]
-                dia = dict(agents.AgentMemory.objects.filter(pk__in=ids).values_list("pk", "metadata__dia_id"))
+                dia = dict(AgentMemory.objects.filter(pk__in=ids).values_list("pk", "metadata__dia_id"))
                 ranked = [dia.get(i) for i in ids]
                 for k in KS:
                     found = len(evidence & set(ranked[:k])) / len(evidence)

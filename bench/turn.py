@@ -38,6 +38,7 @@ def main() -> None:
     from tqdm import tqdm
 
     from memory import bank as memory_bank
+    from memory import embeddings as memory_embeddings
     from memory.models import Memory
     from stories import accounts, tree, turns as turns_module
     from stories.adventures import adventure_create
@@ -61,7 +62,7 @@ def main() -> None:
     for n in tqdm(range(args.bank), desc="bank", unit="memory"):
         Memory.objects.create(adventure=adventure, branch=head, depth=1 + n * 2,
                               text=f"Ada learned that island {n % 17} hides the wreck of ship {n}.")
-    memory_bank.embed_pending(adventure=adventure, report=memory_bank.PassReport())
+    memory_embeddings.embed_pending(adventure=adventure, report=memory_bank.PassReport())
 
     token, _ = Token.objects.get_or_create(user=user)
     api = Client(HTTP_AUTHORIZATION=f"Token {token.key}", HTTP_HOST="localhost")

@@ -4,6 +4,7 @@ limit 413, unknown /api/ URLs a JSON 404. A 500 is a bug."""
 from __future__ import annotations
 
 import io
+import sys
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
@@ -12,6 +13,8 @@ from rest_framework import status
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
+
+from stories import errors
 
 
 def too_large() -> JsonResponse:
@@ -68,18 +71,62 @@ def _read_at_most(stream, size: int) -> bytes:
 
 
 def exception_handler(exc, context):
-    from stories.errors import domain_error_response
-
+    """DRF's handler, after the one mapping of domain errors and outages (stories.errors.answer)."""
     if isinstance(exc, RequestDataTooBig):
         return too_large()
-    response = domain_error_response(exc)
-    if response is not None:
-        return response
+    answered = errors.answer(exc)
+    if answered is not None:
+        status_code, body, headers = answered
+        return Response(body, status=status_code, headers=headers)
     if isinstance(exc, Http404):
         return Response({"detail": "Not found."}, status=404)
     response = drf_exception_handler(exc, context)
     if response is not None and isinstance(exc, ValidationError) and isinstance(response.data, list):
         response.data = {"detail": " ".join(str(x) for x in response.data)}
+    return response
+
+
+def error_json(exc: BaseException) -> JsonResponse | None:
+    """The JSON answer for a domain error or an outage, outside DRF (middleware, handler500)."""
+    answered = errors.answer(exc)
+    if answered is None:
+        return None
+    status_code, body, headers = answered
+    response = JsonResponse(body, status=status_code)
+    for name, value in headers.items():
+        response[name] = value
+    return response
+
+
+class DomainErrorMiddleware:
+    """The one mapping (stories.errors.answer) for views outside DRF: a domain
+    error or an outage raised by a web page or a plain JSON view becomes its
+    status with the message (JSON under /api/, a page elsewhere)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exc):
+        error = errors.as_domain_error(exc)
+        if error is None:
+            return None
+        return error_answer(request, error)
+
+
+def error_answer(request, error: errors.DomainError):
+    if request.path.startswith("/api/"):
+        return error_json(error)
+    from django.http import HttpResponse
+    from django.template.loader import render_to_string
+
+    # No request context: during an outage the context processors would ask the database again.
+    response = HttpResponse(render_to_string("error.html", {"message": error.message, "status": error.status}),
+                            status=error.status)
+    for name, value in error.headers().items():
+        response[name] = value
     return response
 
 
@@ -92,6 +139,13 @@ def api_not_found(request, exception=None):
 
 
 def api_server_error(request):
+    """handler500. An exception that is an outage (the database went away
+    mid-request, in a view or a middleware) answers 503 with Retry-After;
+    anything else is a bug: a logged 500."""
+    exc = sys.exc_info()[1]
+    outage = errors.as_domain_error(exc) if exc is not None else None
+    if outage is not None:
+        return error_answer(request, outage)
     if request.path.startswith("/api/"):
         return JsonResponse({"detail": "internal error; it has been logged"}, status=500)
     from django.views.defaults import server_error

@@ -150,6 +150,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "config.api_errors.DomainErrorMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -287,34 +288,11 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-lagging-adventures": {"task": "workers.sweep", "schedule": float(SWEEP_INTERVAL_S)},
 }
 
-# Agent memory recall: a memory's score adds these parts (README: "Agent memory").
+# Agent memory recall: the operator's knobs. The scoring weights live with the
+# recall SQL (memory.agent_recall.WEIGHTS); a key set here overrides a weight.
 AGENT_RECALL = {
-    "partner": 0.35,  # the memory is about the partner asked for
-    "location": 0.15,  # ...happened at the location asked for
-    "importance": 0.2,  # x importance (0..1)
-    "recency": 0.3,  # x 0.5 ** (age / half-life)
-    "recency_half_life_hours": 72,
-    # with a query: reciprocal-rank fusion of the pgvector cosine ranking and the
-    # BM25 full-text ranking (computed in SQL over the agent's memories), each
-    # worth (rrf_k + 1) / (rrf_k + rank): 1 at rank 1
-    "vector": 1.0,
-    "text": 1.0,
-    "rrf_k": 5,
-    "bm25_k1": 1.2,
-    "bm25_b": 0.75,
-    # a memory whose actor the query names (by agent id or display name)
-    "named_actor": 0.3,
-    # share of the match of the memory just before and just after (within the window)
-    "context": 0.25,
-    "context_window_minutes": 30,
-    # with a query, kind, importance and recency count this much (meaning and words lead)
-    "prior_scale_with_query": 0.25,
-    # the agent's own acts above what it heard or witnessed
-    "kind_weights": {"say": 0.15, "interaction": 0.15, "note": 0.15, "summary": 0.12, "custom": 0.1,
-                     "observation": 0.08, "heard": 0.05, "witnessed": 0.0},
     "window_days": env_int("AGENT_RECALL_WINDOW_DAYS", 365, minimum=1),  # default window when since is absent
     "cooldown_seconds": env_int("AGENT_RECALL_COOLDOWN_S", 300, minimum=0),  # recently returned ones held back
-    "dedupe_jaccard": 0.85,  # word overlap above which two memories count as the same
     # tokens of memories one recall returns when the caller sets no token_budget (a bounded injection cost)
     "token_budget": env_int("AGENT_RECALL_TOKEN_BUDGET", 800, minimum=16),
 }

@@ -1,6 +1,7 @@
 from django.contrib import admin
 
 from config.admin_site import ModeratedAdmin, each
+from memory import memories, worlds
 from memory.models import Agent, AgentMemory, Cursor, Memory, PassRun, World, WorldToken
 
 
@@ -21,7 +22,7 @@ class MemoryAdmin(ModeratedAdmin):
         return obj.text[:80]
 
     def _set(self, request, queryset, message, **fields):
-        each(self, request, queryset, lambda m: Memory.objects.filter(pk=m.pk).update(**fields), message)
+        each(self, request, queryset, lambda m: memories.memory_update(memory=m, **fields), message)
 
     @admin.action(description="Forget (kept, restorable)", permissions=["change"])
     def forget(self, request, queryset):
@@ -63,7 +64,7 @@ class WorldAdmin(ModeratedAdmin):
 
     @admin.action(description="Delete every agent memory of these worlds", permissions=["change"])
     def delete_agent_memories(self, request, queryset):
-        each(self, request, queryset, lambda w: AgentMemory.objects.filter(world=w).delete(), "Agent memories deleted")
+        each(self, request, queryset, lambda w: worlds.world_memories_delete(world=w), "Agent memories deleted")
 
 
 @admin.register(WorldToken)

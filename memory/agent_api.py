@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from django.db.models import Count, Q
 from django.http import Http404, StreamingHttpResponse
-from django.utils import timezone
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication
@@ -13,12 +12,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config import paging
-from memory import agents
+from memory import agent_events, agent_recall, world_export, worlds
 from memory import agent_serializers as s
 from memory.agent_auth import WorldTokenAuthentication
 from memory.models import Agent, AgentMemory, World, WorldToken
 from stories.auth import TokenAuthentication
-from workers.tasks import enqueue_agent_pass
 
 MEMORY_PAGE_MAX = 200
 
@@ -30,7 +28,7 @@ class WorldView(APIView):
 
     def world(self, request, world_id) -> World:
         token = request.auth if isinstance(request.auth, WorldToken) else None
-        return agents.access_world(user_id=request.user.id, token=token, world_id=world_id)
+        return worlds.access_world(user_id=request.user.id, token=token, world_id=world_id)
 
     def token(self, request) -> WorldToken | None:
         return request.auth if isinstance(request.auth, WorldToken) else None
@@ -56,7 +54,7 @@ class WorldListView(WorldView):
     def post(self, request):
         self.owner_only(request)
         data = _valid(s.WorldSerializer, request)
-        world = World.objects.create(owner=request.user, **data)
+        world = worlds.world_create(owner_id=request.user.id, **data)
         return Response(s.WorldSerializer(world).data, status=201)
 
 
@@ -69,15 +67,13 @@ class WorldDetailView(WorldView):
     def patch(self, request, world_id):
         self.owner_only(request)
         world = self.world(request, world_id)
-        for name, value in _valid(s.WorldSerializer, request, partial=True).items():
-            setattr(world, name, value)
-        world.save()
+        world = worlds.world_update(world=world, **_valid(s.WorldSerializer, request, partial=True))
         return Response(s.WorldSerializer(world).data)
 
     @extend_schema(responses={204: None}, tags=["worlds"])
     def delete(self, request, world_id):
         self.owner_only(request)
-        self.world(request, world_id).delete()
+        worlds.world_delete(world=self.world(request, world_id))
         return Response(status=204)
 
 
@@ -92,7 +88,7 @@ class TokenListView(WorldView):
     def post(self, request, world_id):
         self.owner_only(request)
         world = self.world(request, world_id)
-        token, raw = agents.token_create(world=world, name=_valid(s.NewTokenSerializer, request)["name"])
+        token, raw = worlds.token_create(world=world, name=_valid(s.NewTokenSerializer, request)["name"])
         return Response({**s.WorldTokenSerializer(token).data, "token": raw}, status=201)
 
 
@@ -100,10 +96,7 @@ class TokenDetailView(WorldView):
     @extend_schema(responses={204: None}, tags=["worlds"], description="Revoke the token (it stops working at once).")
     def delete(self, request, world_id, token_id):
         self.owner_only(request)
-        world = self.world(request, world_id)
-        if not WorldToken.objects.filter(pk=token_id, world=world, revoked_at__isnull=True).update(
-                revoked_at=timezone.now()):
-            raise Http404
+        worlds.token_revoke(world=self.world(request, world_id), token_id=token_id)
         return Response(status=204)
 
 
@@ -122,11 +115,9 @@ class EventsView(WorldView):
             events = _valid(s.EventBatchSerializer, request)["events"]
         else:
             events = [_valid(s.EventSerializer, request)]
-        agents.events_allowance(world=world, token=self.token(request), count=len(events))
-        created = agents.events_record(world=world, events=[agents.Event(**e) for e in events])
+        agent_events.events_allowance(world=world, token=self.token(request), count=len(events))
+        created = agent_events.events_record(world=world, events=[agent_events.Event(**e) for e in events])
         touched = sorted({m.agent_id for m in created})
-        for agent_id in touched:
-            enqueue_agent_pass(agent_id)
         names = sorted(Agent.objects.filter(pk__in=touched).values_list("external_id", flat=True))
         return Response({"memories": len(created), "agents": names}, status=201)
 
@@ -143,7 +134,7 @@ class AgentDetailView(WorldView):
     @extend_schema(responses={204: None}, tags=["worlds"], description="Delete the agent with all its memories.")
     def delete(self, request, world_id, agent_id):
         world = self.world(request, world_id)
-        agents.access_agent(world=world, external_id=agent_id).delete()
+        worlds.agent_delete(agent=worlds.access_agent(world=world, external_id=agent_id))
         return Response(status=204)
 
 
@@ -156,9 +147,9 @@ class RecallView(WorldView):
     )
     def post(self, request, world_id, agent_id):
         world = self.world(request, world_id)
-        agent = agents.access_agent(world=world, external_id=agent_id)
+        agent = worlds.access_agent(world=world, external_id=agent_id)
         data = _valid(s.RecallInputSerializer, request)
-        found, block = agents.recall(
+        found, block = agent_recall.agent_recall(
             world=world, agent=agent, partner=data["partner"], location=data["location"], query=data["query"],
             since=data["since"], kinds=data.get("kinds"), limit=data["limit"], token_budget=data["token_budget"],
             cooldown_s=data["cooldown_seconds"],
@@ -183,7 +174,7 @@ class AgentMemoryListView(WorldView):
     )
     def get(self, request, world_id, agent_id):
         world = self.world(request, world_id)
-        agent = agents.access_agent(world=world, external_id=agent_id)
+        agent = worlds.access_agent(world=world, external_id=agent_id)
         query = _MemoryQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
         params = query.validated_data
@@ -202,39 +193,28 @@ class AgentMemoryListView(WorldView):
                    description="The agent writes a memory of its own (a note).")
     def post(self, request, world_id, agent_id):
         world = self.world(request, world_id)
-        agent = agents.access_agent(world=world, external_id=agent_id)
+        agent = worlds.access_agent(world=world, external_id=agent_id)
         data = _valid(s.RememberSerializer, request)
-        agents.events_allowance(world=world, token=self.token(request), count=1)
-        memory = agents.remember(world=world, agent=agent, **data)
-        enqueue_agent_pass(agent.pk)
+        agent_events.events_allowance(world=world, token=self.token(request), count=1)
+        memory = agent_events.remember(world=world, agent=agent, **data)
         return Response(s.AgentMemorySerializer(memory).data, status=201)
 
 
 class AgentMemoryDetailView(WorldView):
     def _memory(self, request, world_id, agent_id, memory_id) -> AgentMemory:
         world = self.world(request, world_id)
-        agent = agents.access_agent(world=world, external_id=agent_id)
-        memory = AgentMemory.objects.filter(pk=memory_id, agent=agent).first()
-        if memory is None:
-            raise Http404
-        return memory
+        agent = worlds.access_agent(world=world, external_id=agent_id)
+        return worlds.access_agent_memory(agent=agent, memory_id=memory_id)
 
     @extend_schema(request=s.AgentMemoryPatchSerializer, responses=s.AgentMemorySerializer, tags=["worlds"])
     def patch(self, request, world_id, agent_id, memory_id):
         memory = self._memory(request, world_id, agent_id, memory_id)
-        data = _valid(s.AgentMemoryPatchSerializer, request)
-        for name, value in data.items():
-            setattr(memory, name, value)
-        if "content" in data:
-            memory.embedding, memory.embedding_model = None, ""
-        memory.save()
-        if "content" in data:
-            enqueue_agent_pass(memory.agent_id)
+        memory = worlds.agent_memory_update(memory=memory, **_valid(s.AgentMemoryPatchSerializer, request))
         return Response(s.AgentMemorySerializer(memory).data)
 
     @extend_schema(responses={204: None}, tags=["worlds"])
     def delete(self, request, world_id, agent_id, memory_id):
-        self._memory(request, world_id, agent_id, memory_id).delete()
+        worlds.agent_memory_delete(memory=self._memory(request, world_id, agent_id, memory_id))
         return Response(status=204)
 
 
@@ -247,7 +227,7 @@ class WorldExportView(WorldView):
                    description="The whole world as JSON, streamed: memory stays bounded whatever the world's size.")
     def get(self, request, world_id):
         world = self.world(request, world_id)
-        response = StreamingHttpResponse(agents.world_export_chunks(world=world, chunk=EXPORT_CHUNK),
+        response = StreamingHttpResponse(world_export.world_export_chunks(world=world, chunk=EXPORT_CHUNK),
                                          content_type="application/json")
         response["Content-Disposition"] = f'attachment; filename="world-{world.pk}.json"'
         return response

@@ -3,8 +3,8 @@ world token can never reach its owner's stories or settings."""
 
 from rest_framework import authentication, exceptions
 
-from memory import agents
-from memory.agents import TOKEN_PREFIX
+from memory import worlds
+from memory.worlds import TOKEN_PREFIX
 
 
 class WorldTokenAuthentication(authentication.BaseAuthentication):
@@ -16,8 +16,8 @@ class WorldTokenAuthentication(authentication.BaseAuthentication):
         if len(header) != 2 or header[0].lower() != "bearer" or not header[1].startswith(TOKEN_PREFIX):
             return None
         try:
-            token = agents.token_authenticate(header[1])
-        except agents.TokenRefused as exc:
+            token = worlds.token_authenticate(header[1])
+        except worlds.TokenRefused as exc:
             raise exceptions.AuthenticationFailed(str(exc)) from None
         return token.world.owner, token
 

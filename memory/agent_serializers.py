@@ -1,6 +1,7 @@
 from rest_framework import serializers
 
-from memory import agents
+from memory import agent_events, agent_recall
+from stories.errors import InvalidRequest
 from memory.models import AGENT_MEMORY_TEXT_MAX, Agent, AgentMemory, World, WorldToken
 
 BUILTIN_TYPES = ("say", "interact", "observe")
@@ -37,8 +38,8 @@ class EventSerializer(serializers.Serializer):
     actor = serializers.CharField(max_length=100)
     target = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
     location = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
-    text = serializers.CharField(max_length=agents.EVENT_TEXT_MAX)
-    nearby = serializers.ListField(child=serializers.CharField(max_length=100), max_length=agents.NEARBY_MAX,
+    text = serializers.CharField(max_length=agent_events.EVENT_TEXT_MAX)
+    nearby = serializers.ListField(child=serializers.CharField(max_length=100), max_length=agent_events.NEARBY_MAX,
                                    required=False, default=list)
     time = serializers.DateTimeField(required=False, allow_null=True, default=None)
     importance = serializers.FloatField(min_value=0, max_value=1, required=False, allow_null=True, default=None)
@@ -49,8 +50,8 @@ class EventSerializer(serializers.Serializer):
 
     def validate_template(self, value):
         try:
-            return agents.template_check(value)
-        except agents.InvalidRequest as exc:
+            return agent_events.template_check(value)
+        except InvalidRequest as exc:
             raise serializers.ValidationError(str(exc).removeprefix("template: ")) from None
 
     def validate(self, attrs):
@@ -60,7 +61,7 @@ class EventSerializer(serializers.Serializer):
 
 
 class EventBatchSerializer(serializers.Serializer):
-    events = serializers.ListField(child=EventSerializer(), min_length=1, max_length=agents.BATCH_MAX)
+    events = serializers.ListField(child=EventSerializer(), min_length=1, max_length=agent_events.BATCH_MAX)
 
 
 class RecallInputSerializer(serializers.Serializer):
@@ -70,7 +71,7 @@ class RecallInputSerializer(serializers.Serializer):
     since = serializers.DateTimeField(required=False, allow_null=True, default=None)
     kinds = serializers.ListField(child=serializers.ChoiceField(choices=AgentMemory.Kind.choices), required=False,
                                   allow_empty=False)
-    limit = serializers.IntegerField(min_value=1, max_value=agents.RECALL_LIMIT_MAX, required=False, default=3)
+    limit = serializers.IntegerField(min_value=1, max_value=agent_recall.RECALL_LIMIT_MAX, required=False, default=3)
     token_budget = serializers.IntegerField(min_value=16, max_value=100_000, required=False, allow_null=True,
                                             default=None, help_text="tokens of memories at most; default "
                                                                     "AGENT_RECALL_TOKEN_BUDGET (800)")

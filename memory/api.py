@@ -12,7 +12,6 @@ from memory import serializers as s
 from stories.adventures import access_adventure
 from stories.models import Branch
 from stories.serializers import ActionSerializer
-from workers.tasks import enqueue_post_turn
 
 
 def _adventure(request, adventure_id):
@@ -35,7 +34,6 @@ class MemoryListView(APIView):
     def post(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
         memory = memories.memory_write(adventure=adventure, text=_valid(s.MemoryCreateSerializer, request)["text"].strip())
-        enqueue_post_turn(adventure.pk)  # embeds it
         return Response(s.MemorySerializer(memory).data, status=201)
 
 
@@ -53,13 +51,12 @@ class MemoryDetailView(APIView):
         if "text" in data:
             data["text"] = data["text"].strip()
         memory = memories.memory_update(memory=memory, **data)
-        if "text" in data:
-            enqueue_post_turn(adventure.pk)  # re-embeds it
         return Response(s.MemorySerializer(memory).data)
 
     @extend_schema(responses={204: None}, tags=["memory"])
     def delete(self, request, adventure_id, memory_id):
-        memories.access_memory(adventure=_adventure(request, adventure_id), memory_id=memory_id).delete()
+        memories.memory_delete(memory=memories.access_memory(adventure=_adventure(request, adventure_id),
+                                                             memory_id=memory_id))
         return Response(status=204)
 
 
@@ -76,16 +73,14 @@ class MemoryRegenerateView(APIView):
         adventure = _adventure(request, adventure_id)
         memory = memories.access_memory(adventure=adventure, memory_id=memory_id)
         memory = memories.memory_regenerate(adventure=adventure, memory=memory)
-        enqueue_post_turn(adventure.pk)
         return Response(s.MemorySerializer(memory).data)
 
 
 class MemoryRunView(APIView):
     @extend_schema(request=None, responses={202: s.RunQueuedSerializer}, tags=["memory"])
     def post(self, request, adventure_id):
-        adventure = _adventure(request, adventure_id)
-        enqueue_post_turn(adventure.pk)
-        return Response({"queued": True}, status=202)
+        memories.memory_pass_request(adventure=_adventure(request, adventure_id))
+        return Response(s.RunQueuedSerializer({"queued": True}).data, status=202)
 
 
 def _summary(adventure) -> dict:
@@ -101,17 +96,17 @@ def _summary(adventure) -> dict:
 class SummaryView(APIView):
     @extend_schema(responses=s.SummarySerializer, tags=["memory"])
     def get(self, request, adventure_id):
-        return Response(_summary(_adventure(request, adventure_id)))
+        return Response(s.SummarySerializer(_summary(_adventure(request, adventure_id))).data)
 
     @extend_schema(request=s.SummarySerializer, responses=s.SummarySerializer, tags=["memory"])
     def put(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
         text = _valid(s.SummarySerializer, request)["story_summary"].strip()
-        return Response(_summary(memories.summary_set(adventure=adventure, text=text)))
+        return Response(s.SummarySerializer(_summary(memories.summary_set(adventure=adventure, text=text))).data)
 
 
 class SummaryRegenerateView(APIView):
     @extend_schema(request=None, responses=s.SummarySerializer, tags=["memory"])
     def post(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
-        return Response(_summary(memories.summary_regenerate(adventure=adventure)))
+        return Response(s.SummarySerializer(_summary(memories.summary_regenerate(adventure=adventure))).data)

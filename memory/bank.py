@@ -12,16 +12,16 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
-from pgvector import HalfVector
 
-from memory import embedder, summaries, summarize
-from memory.models import EMBEDDING_DIMS_MAX, Cursor, Memory, PassRun
+from memory import embeddings, summaries, summarize
+from memory.models import Cursor, Memory, PassRun
 from stories import accounts, lineage, tree
 from stories.context import render_action
+from stories.errors import DomainError
 from stories.models import Adventure, Branch
 from stories.providers import ProviderError
 
@@ -31,7 +31,6 @@ MEMORY_INTERVAL = 6  # actions per memory block
 MEMORY_THRESHOLD = 12  # story actions on the path before the first memories
 MEMORIES_PER_RUN = 5  # imports catch up over several runs
 SUMMARY_INTERVAL = 15  # actions past the summary mark before a rewrite
-EMBED_PER_RUN = 256  # memories embedded per run, in batches of embedder.BATCH_MAX
 RAW_ACTIONS_MAX = 200  # newest raw actions read for a summary (its prompt keeps at most 2,000 tokens of them)
 
 
@@ -55,11 +54,20 @@ class PassReport:
 
 def run_recorded(adventure_id: int, *, worker: str = "") -> PassReport:
     """``run`` with a PassRun row around it, and the cursor's failure count kept
-    (the sweeper backs off on adventures whose passes keep failing)."""
+    (the sweeper backs off on adventures whose passes keep failing). A domain
+    error (the owner's key can no longer be read) is a failed run; anything
+    else is recorded as a crash and raised. A run is never left "running"."""
     if not Adventure.objects.filter(pk=adventure_id).exists():
         return PassReport()
     record = PassRun.objects.create(adventure_id=adventure_id, worker=worker[:200])
-    report = run(adventure_id)
+    try:
+        report = run(adventure_id)
+    except DomainError as exc:
+        report = PassReport()
+        report.failed(exc.message, exc.code)
+    except Exception as exc:
+        _crash_record(adventure_id=adventure_id, run_id=record.pk, exc=exc)
+        raise
     PassRun.objects.filter(pk=record.pk).update(
         finished_at=timezone.now(), outcome="errors" if report.errors else "ok",
         memories_created=report.memories_created, summary_written=report.summary_written,
@@ -67,12 +75,28 @@ def run_recorded(adventure_id: int, *, worker: str = "") -> PassReport:
     )
     cursor_for(adventure_id)
     if report.errors:
-        Cursor.objects.filter(adventure_id=adventure_id).update(
-            failures=F("failures") + 1, last_error=report.errors[0][:500], last_error_at=timezone.now()
-        )
+        _failure_count(adventure_id, report.errors[0])
     else:
         Cursor.objects.filter(adventure_id=adventure_id).exclude(failures=0).update(failures=0, last_error="")
     return report
+
+
+def _failure_count(adventure_id: int, error: str) -> None:
+    Cursor.objects.filter(adventure_id=adventure_id).update(
+        failures=F("failures") + 1, last_error=error[:500], last_error_at=timezone.now()
+    )
+
+
+def _crash_record(*, adventure_id: int, run_id: int, exc: Exception) -> None:
+    """Mark the run crashed and count the failure, when the database still answers
+    (a crash caused by a database outage cannot be recorded; the sweeper retries)."""
+    error = f"crashed: {exc.__class__.__name__}"
+    try:
+        PassRun.objects.filter(pk=run_id).update(finished_at=timezone.now(), outcome="crashed", errors=error)
+        cursor_for(adventure_id)
+        _failure_count(adventure_id, error)
+    except DatabaseError:
+        log.warning("pass of adventure %s crashed and could not be recorded", adventure_id)
 
 
 def run(adventure_id: int) -> PassReport:
@@ -87,7 +111,7 @@ def run(adventure_id: int) -> PassReport:
         rewrite_stale(adventure=adventure, head=head, report=report)
     if adventure.auto_summarize:
         update_summary(adventure=adventure, head=head, report=report)
-    embed_pending(adventure=adventure, report=report)
+    embeddings.embed_pending(adventure=adventure, report=report)
     evict(adventure=adventure, head=head, report=report)
     return report
 
@@ -245,7 +269,7 @@ def rewrite_stale(*, adventure: Adventure, head: Branch, report: PassReport) -> 
             if Memory.objects.filter(pk=memory.pk, text=memory.text, stale=True, edited=False).update(
                     text=written.text, stale=False, offline=written.offline) != 1:
                 continue
-            vector_set(memory_id=memory.pk, expected_text=written.text, vector=None, model="")
+            embeddings.vector_set(memory_id=memory.pk, expected_text=written.text, vector=None, model="")
         report.memories_created += 1
 
 
@@ -305,55 +329,6 @@ def update_summary(*, adventure: Adventure, head: Branch, report: PassReport, fo
         Cursor.objects.filter(adventure_id=adventure.pk).update(summary_written_at=timezone.now())
     adventure.story_summary = written.text
     report.summary_written = True
-
-
-# ---------------------------------------------------------------------------- 3. embeddings
-
-
-def vector_set(*, memory_id: int, expected_text: str, vector: list[float] | None, model: str) -> bool:
-    """The one write path of a memory's vector: stores (or clears, with None)
-    the vector if the memory's text is still ``expected_text``."""
-    if vector is not None and len(vector) > EMBEDDING_DIMS_MAX:
-        raise ValueError(f"embeddings over {EMBEDDING_DIMS_MAX} dimensions are not supported")
-    return Memory.objects.filter(pk=memory_id, text=expected_text).update(
-        embedding=HalfVector(vector) if vector is not None else None, embedding_model=model if vector else "",
-    ) == 1
-
-
-def vectors_clear_other_models(*, owner_id: int) -> list[int]:
-    """After the owner's embedding model changed: clear every vector made by
-    another model (the bulk form of vector_set(vector=None)); returns the
-    adventures that now have memories to embed."""
-    model = embedder.active_model(user_id=owner_id)
-    stale = Memory.objects.filter(adventure__owner_id=owner_id).exclude(embedding_model=model)
-    ids = sorted(set(stale.values_list("adventure_id", flat=True)))
-    stale.update(embedding=None, embedding_model="")
-    return ids
-
-
-def embed_pending(*, adventure: Adventure, report: PassReport) -> None:
-    """Embed memories that have no vector for the owner's active model."""
-    model = embedder.active_model(user_id=adventure.owner_id)
-    pending = list(
-        Memory.objects.filter(Q(embedding__isnull=True) | ~Q(embedding_model=model), adventure=adventure)
-        .order_by("id").values_list("pk", "text")[:EMBED_PER_RUN]
-    )
-    report.more_due = report.more_due or len(pending) == EMBED_PER_RUN
-    for start in range(0, len(pending), embedder.BATCH_MAX):
-        batch = pending[start:start + embedder.BATCH_MAX]
-        try:
-            name, vectors = embedder.embed(user_id=adventure.owner_id, texts=[t for _, t in batch],
-                                           adventure_id=adventure.pk)
-        except embedder.EmbeddingUnavailable as exc:
-            report.failed(f"embeddings: {exc}", exc.code)
-            return
-        for (pk, text), vector in zip(batch, vectors):
-            try:
-                if vector_set(memory_id=pk, expected_text=text, vector=vector, model=name):
-                    report.embedded += 1
-            except ValueError as exc:
-                report.failed(f"embeddings: {exc}", "bad_response")
-                return
 
 
 # ---------------------------------------------------------------------------- 4. eviction

@@ -11,6 +11,7 @@ from importlib import resources
 import numpy as np
 
 from stories import accounts, providers
+from stories.errors import UpstreamFailed
 from stories.models import ProviderCall
 
 LOCAL_MODEL = "local:all-MiniLM-L6-v2"
@@ -19,12 +20,11 @@ LOCAL_MAX_TOKENS = 256  # the model's trained sequence length
 BATCH_MAX = 32  # texts per embedding request
 
 
-class EmbeddingUnavailable(Exception):
+class EmbeddingUnavailable(UpstreamFailed):
     """The owner's embedding model failed; the message says why, ``code`` is the ProviderError code."""
 
     def __init__(self, message: str, code: str = "bad_response"):
-        super().__init__(message)
-        self.code = code
+        super().__init__(message, code=code)
 
 
 class _Local:
@@ -73,8 +73,7 @@ def embed_local(texts: list[str]) -> list[list[float]]:
 
 def active_model(*, user_id: int, ai=None) -> str:
     """The embedding model an owner's memories are ranked with."""
-    conn = accounts.connection_for_background(user_id=user_id, purpose="embedding", ai=ai)
-    return conn.model if conn else LOCAL_MODEL
+    return accounts.background_model(user_id=user_id, purpose="embedding", ai=ai) or LOCAL_MODEL
 
 
 def embed(*, user_id: int, texts: list[str], adventure_id: int | None = None, ai=None) -> tuple[str, list[list[float]]]:

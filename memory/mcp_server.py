@@ -12,11 +12,14 @@ from django.conf import settings
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
+
 from config.input_guard import check_value
-from memory import agents
+from memory import agent_events, agent_recall, worlds
 from memory import agent_serializers as s
 from memory.models import WorldToken
-from stories.errors import Conflict, InvalidRequest, RateLimited
+from django.db import InterfaceError, OperationalError
+
+from stories.errors import DATABASE_DOWN, DomainError, Unavailable
 
 INSTRUCTIONS = (
     "Long-term memory for agents in a shared world. Call record_event for what agents say, do and observe; "
@@ -33,11 +36,11 @@ def _token_for(ctx: Context) -> WorldToken:
     request = ctx.request_context.request
     header = request.headers.get("authorization", "") if request is not None else ""
     scheme, _, raw = header.partition(" ")
-    if scheme.lower() != "bearer" or not raw.startswith(agents.TOKEN_PREFIX):
+    if scheme.lower() != "bearer" or not raw.startswith(worlds.TOKEN_PREFIX):
         raise ToolInputError("send a world token: Authorization: Bearer wt_...")
     try:
-        return agents.token_authenticate(raw.strip())
-    except agents.TokenRefused as exc:
+        return worlds.token_authenticate(raw.strip())
+    except worlds.TokenRefused as exc:
         raise ToolInputError(str(exc)) from None
 
 
@@ -61,8 +64,10 @@ def _guarded(run, **arguments):
         raise ToolInputError(str(exc)) from None
     try:
         return run()
-    except (InvalidRequest, Conflict, RateLimited) as exc:
-        raise ToolInputError(str(exc)) from None
+    except DomainError as exc:
+        raise ToolInputError(exc.message) from None
+    except (OperationalError, InterfaceError):
+        raise ToolInputError(Unavailable(DATABASE_DOWN).message) from None
 
 
 def _agent_name(agent: str) -> str:
@@ -91,12 +96,8 @@ def build_server() -> MCPServer:
             event = _check(s.EventSerializer, {"type": type, "actor": actor, "text": text, "target": target,
                                                "location": location, "nearby": nearby or [], "time": time,
                                                "importance": importance, "template": template})
-            agents.events_allowance(world=token.world, token=token, count=1)
-            created = agents.events_record(world=token.world, events=[agents.Event(**event)])
-            from workers.tasks import enqueue_agent_pass
-
-            for agent_id in {m.agent_id for m in created}:
-                enqueue_agent_pass(agent_id)
+            agent_events.events_allowance(world=token.world, token=token, count=1)
+            created = agent_events.events_record(world=token.world, events=[agent_events.Event(**event)])
             return {"memories": len(created)}
 
         return await sync_to_async(_guarded, thread_sensitive=True)(
@@ -116,10 +117,10 @@ def build_server() -> MCPServer:
                 "query": query, "partner": partner, "location": location, "limit": limit,
                 "token_budget": token_budget, "since": since, "cooldown_seconds": cooldown_seconds,
                 **({"kinds": kinds} if kinds is not None else {})})
-            who = agents.Agent.objects.filter(world=token.world, external_id=_agent_name(agent)).first()
+            who = worlds.agent_find(world=token.world, external_id=_agent_name(agent))
             if who is None:
                 raise ToolInputError(f"no agent {agent!r} in this world yet; record an event first")
-            found, block = agents.recall(world=token.world, agent=who, partner=data["partner"],
+            found, block = agent_recall.agent_recall(world=token.world, agent=who, partner=data["partner"],
                                          location=data["location"], query=data["query"], since=data["since"],
                                          kinds=data.get("kinds"), limit=data["limit"],
                                          token_budget=data["token_budget"], cooldown_s=data["cooldown_seconds"])
@@ -137,10 +138,9 @@ def build_server() -> MCPServer:
             name = _agent_name(agent)
             data = _check(s.RememberSerializer, {"content": content, "partner": partner, "location": location,
                                                  "importance": importance, "pinned": pinned})
-            agents.events_allowance(world=token.world, token=token, count=1)
-            who, _ = agents.Agent.objects.get_or_create(world=token.world, external_id=name,
-                                                        defaults={"display_name": name})
-            memory = agents.remember(world=token.world, agent=who, **data)
+            agent_events.events_allowance(world=token.world, token=token, count=1)
+            who = worlds.agent_for_note(world=token.world, external_id=name)
+            memory = agent_events.remember(world=token.world, agent=who, **data)
             return {"id": memory.pk, "kind": memory.kind}
 
         return await sync_to_async(_guarded, thread_sensitive=True)(

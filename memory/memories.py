@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from memory import bank, summaries, summarize
-from memory.models import Cursor, Memory
+from config import jobs
+from memory import bank, embeddings, summaries, summarize
+from memory.models import Memory
 from stories import accounts, lineage
 from stories.errors import Conflict
 from stories.models import Action, Adventure, Branch
@@ -33,7 +34,9 @@ def memory_write(*, adventure: Adventure, text: str) -> Memory:
     """A hand-written memory, hanging off the head branch at its tip."""
     with transaction.atomic():
         head = Branch.objects.select_for_update().get(pk=adventure.head_branch_id)
-        return Memory.objects.create(adventure=adventure, branch=head, depth=max(head.tip_depth, 1), text=text)
+        memory = Memory.objects.create(adventure=adventure, branch=head, depth=max(head.tip_depth, 1), text=text)
+        jobs.memory_pass_after_commit(adventure_id=adventure.pk)  # embeds it
+    return memory
 
 
 def memory_update(*, memory: Memory, text: str | None = None, pinned: bool | None = None,
@@ -44,7 +47,8 @@ def memory_update(*, memory: Memory, text: str | None = None, pinned: bool | Non
         if text is not None and text != memory.text:
             # the player's own words now: no pass rewrites them, and they are true as of now
             Memory.objects.filter(pk=memory.pk).update(text=text, stale=False, edited=True)
-            bank.vector_set(memory_id=memory.pk, expected_text=text, vector=None, model="")
+            embeddings.vector_set(memory_id=memory.pk, expected_text=text, vector=None, model="")
+            jobs.memory_pass_after_commit(adventure_id=memory.adventure_id)  # embeds it again
         fields = {}
         if pinned is not None:
             fields["pinned"] = pinned
@@ -74,9 +78,19 @@ def memory_regenerate(*, adventure: Adventure, memory: Memory) -> Memory:
     with transaction.atomic():
         Memory.objects.filter(pk=memory.pk).update(text=written.text, stale=False, edited=False,
                                                    offline=written.offline)
-        bank.vector_set(memory_id=memory.pk, expected_text=written.text, vector=None, model="")
+        embeddings.vector_set(memory_id=memory.pk, expected_text=written.text, vector=None, model="")
+        jobs.memory_pass_after_commit(adventure_id=adventure.pk)
     memory.refresh_from_db()
     return memory
+
+
+def memory_delete(*, memory: Memory) -> None:
+    memory.delete()
+
+
+def memory_pass_request(*, adventure: Adventure) -> None:
+    """The player asked for the memory pass now (it runs in the background)."""
+    jobs.memory_pass_after_commit(adventure_id=adventure.pk)
 
 
 def summary_set(*, adventure: Adventure, text: str) -> Adventure:

@@ -44,10 +44,13 @@ def ai_settings_update(*, user_id: int, api_key: str | None = None, **fields) ->
             check_endpoint(fields["endpoint_url"])
         for name, value in fields.items():
             setattr(obj, name, value)
+        changed = list(fields)
         if api_key is not None:
             obj.api_key_encrypted = crypto.encrypt(api_key) if api_key else ""
             obj.api_key_last4 = api_key[-4:] if api_key else ""
-        obj.save()
+            changed += ["api_key_encrypted", "api_key_last4"]
+        if changed:
+            obj.save(update_fields=[*changed, "updated_at"])
     return obj
 
 
@@ -83,14 +86,22 @@ def connection_for_test(*, user_id: int) -> Connection:
     return _own(obj, obj.model)
 
 
+def background_model(*, user_id: int, purpose: str, ai: AISettings | None = None) -> str:
+    """The owner's own model for summaries ("summary") or embeddings ("embedding"),
+    or "" when the owner has not set one up. Reads no key."""
+    obj = ai if ai is not None and ai.user_id == user_id else ai_settings_get(user_id=user_id)
+    if not obj.endpoint_url:
+        return ""
+    return {"summary": obj.summary_model or obj.model, "embedding": obj.embedding_model}[purpose]
+
+
 def connection_for_background(*, user_id: int, purpose: str, ai: AISettings | None = None) -> Connection | None:
     """The owner's own connection for summaries ("summary") or embeddings
     ("embedding"), or None when the owner has not set one up. Never the demo.
-    ``ai``: the owner's settings when the caller has loaded them already."""
+    ``ai``: the owner's settings when the caller has loaded them already.
+    Raises SecretUnreadable when the stored key cannot be decrypted."""
     obj = ai if ai is not None and ai.user_id == user_id else ai_settings_get(user_id=user_id)
-    if not obj.endpoint_url:
-        return None
-    model = {"summary": obj.summary_model or obj.model, "embedding": obj.embedding_model}[purpose]
+    model = background_model(user_id=user_id, purpose=purpose, ai=obj)
     return _own(obj, model) if model else None
 
 

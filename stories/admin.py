@@ -11,7 +11,6 @@ from rest_framework.authtoken.admin import TokenProxy
 from config.admin_site import ModeratedAdmin, each, is_moderator_only
 from stories import moderation
 from stories.models import Action, Adventure, AISettings, Branch, ProviderCall, StoryCard
-from workers.tasks import enqueue_post_turn
 
 User = get_user_model()
 
@@ -68,7 +67,7 @@ class AdventureAdmin(ModeratedAdmin):
 
     @admin.action(description="Re-run the memory pass", permissions=["view"])
     def rerun_memory_pass(self, request, queryset):
-        each(self, request, queryset, lambda a: enqueue_post_turn(a.pk), "Memory pass queued")
+        each(self, request, queryset, lambda a: moderation.memory_pass_rerun(adventure_id=a.pk), "Memory pass queued")
 
 
 @admin.register(Branch)
@@ -103,7 +102,6 @@ class ActionAdmin(ModeratedAdmin):
     @staticmethod
     def _set_hidden(action, hidden):
         moderation.action_set_hidden(action_id=action.pk, hidden=hidden)
-        enqueue_post_turn(action.adventure_id)  # the block's memory is written again at once
 
 
 @admin.register(StoryCard)

@@ -6,6 +6,7 @@ from django.db import IntegrityError, transaction
 from django.http import Http404
 from django.utils.dateparse import parse_datetime
 
+from config import jobs
 from stories import lineage, tree
 from stories.cards import card_limit_check, clean_keys
 from stories.errors import InvalidRequest
@@ -50,6 +51,24 @@ def adventure_create(*, owner_id: int, opening: str = "", cards: list[dict] | No
             card_limit_check(adventure=adventure, adding=len(cards))
             StoryCard.objects.bulk_create([StoryCard(adventure=adventure, **card) for card in cards])
     return adventure
+
+
+def adventure_update(*, adventure: Adventure, **fields) -> Adventure:
+    """Change the fields given (title, persona, notes, switches); writes only
+    those, so a concurrent fork or the worker's summary is never overwritten."""
+    unknown = set(fields) - set(ADVENTURE_TEXT_FIELDS) - set(ADVENTURE_BOOL_FIELDS) - {"story_summary"}
+    if unknown or "story_summary" in fields:
+        raise TypeError(f"not fields a player sets here: {sorted(unknown | ({'story_summary'} & set(fields)))}")
+    for name, value in fields.items():
+        setattr(adventure, name, value)
+    if fields:
+        adventure.save(update_fields=[*fields, "updated_at"])
+    return adventure
+
+
+def adventure_delete(*, adventure: Adventure) -> None:
+    """The adventure goes with its whole tree, cards and memories."""
+    adventure.delete()
 
 
 def adventure_export(*, adventure: Adventure) -> dict:
@@ -189,4 +208,5 @@ def adventure_import(*, owner_id: int, data) -> Adventure:
             for c in cards
         ])
         card_limit_check(adventure=adventure, adding=0)
+        jobs.memory_pass_after_commit(adventure_id=adventure.pk)  # the story is remembered in the background
     return adventure

@@ -19,6 +19,7 @@ from django.contrib.auth import forms as auth_forms
 from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.signals import user_login_failed
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
 from django.dispatch import receiver
 from rest_framework import authentication, exceptions
 
@@ -205,3 +206,30 @@ def password_change(*, request, old_password: str, new_password: str) -> str:
     if hasattr(request, "session"):
         update_session_auth_hash(request, user)
     return Token.objects.create(user=user).key
+
+
+def signup(*, username: str, password: str, email: str, ip: str) -> tuple:
+    """A new account (within the per-address signup limit) and its API token: (user, token key)."""
+    from django.contrib.auth import get_user_model
+    from rest_framework.authtoken.models import Token
+
+    limits.signup(ip=ip)
+    with transaction.atomic():
+        user = get_user_model().objects.create_user(username=username, password=password, email=email)
+        token = Token.objects.create(user=user)
+    return user, token.key
+
+
+def api_token_for(user) -> str:
+    """The account's API token, made on first use."""
+    from rest_framework.authtoken.models import Token
+
+    token, _ = Token.objects.get_or_create(user=user)
+    return token.key
+
+
+def api_tokens_end(user) -> None:
+    """Log out everywhere the API token is used."""
+    from rest_framework.authtoken.models import Token
+
+    Token.objects.filter(user=user).delete()

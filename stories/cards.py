@@ -67,6 +67,37 @@ def card_limit_check(*, adventure: Adventure, adding: int) -> None:
         raise InvalidRequest(f"an adventure has at most {CARDS_PER_ADVENTURE_MAX} story cards")
 
 
+def access_card(*, adventure: Adventure, card_id: int) -> StoryCard:
+    """A card of ``adventure`` (itself owner-checked); Http404 otherwise."""
+    from django.http import Http404
+
+    card = StoryCard.objects.filter(pk=card_id, adventure=adventure).first()
+    if card is None:
+        raise Http404
+    return card
+
+
+def card_create(*, adventure: Adventure, **fields) -> StoryCard:
+    """A new card, within the adventure's card limit (checked under the adventure's row lock)."""
+    with transaction.atomic():
+        Adventure.objects.select_for_update().filter(pk=adventure.pk).first()
+        card_limit_check(adventure=adventure, adding=1)
+        return StoryCard.objects.create(adventure=adventure, **fields)
+
+
+def card_update(*, card: StoryCard, **fields) -> StoryCard:
+    """Change the fields given; writes only those."""
+    for name, value in fields.items():
+        setattr(card, name, value)
+    if fields:
+        card.save(update_fields=[*fields, "updated_at"])
+    return card
+
+
+def card_delete(*, card: StoryCard) -> None:
+    card.delete()
+
+
 def import_aidungeon(*, adventure: Adventure, data) -> list[StoryCard]:
     """Create cards from AI Dungeon's story-card export (a list of objects with
     keys, value/entry, type, title/name, description/notes). All or nothing."""

@@ -7,9 +7,7 @@ from __future__ import annotations
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 
-
-class SecretUnreadable(Exception):
-    """A stored secret cannot be decrypted with any configured key."""
+from stories.errors import SecretUnreadable
 
 
 def _fernet() -> MultiFernet:
@@ -24,9 +22,7 @@ def decrypt(token: str) -> str:
     try:
         return _fernet().decrypt(token.encode()).decode()
     except InvalidToken:
-        raise SecretUnreadable(
-            "the stored API key cannot be decrypted with FIELD_ENCRYPTION_KEYS; enter the key again"
-        ) from None
+        raise SecretUnreadable() from None
 
 
 def rotate(token: str) -> str:
@@ -34,4 +30,4 @@ def rotate(token: str) -> str:
     try:
         return _fernet().rotate(token.encode()).decode()
     except InvalidToken:
-        raise SecretUnreadable("a stored API key cannot be decrypted with any configured key") from None
+        raise SecretUnreadable() from None

@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from config import jobs
 from stories import lineage, tree
 from stories.models import Action, Adventure, Branch
 
@@ -14,7 +15,7 @@ def action_set_hidden(*, action_id: int, hidden: bool) -> Action:
     """Hide (or show again) one take. When it is the live take, the memory of
     the block that holds it, on every branch that reads it, is written again by
     the next pass (without it, or with it again); every other memory, and all
-    the player set by hand, stays. The caller queues the pass."""
+    the player set by hand, stays. The pass is asked for (it rewrites the block at once)."""
     with transaction.atomic():
         action = Action.objects.select_for_update().get(pk=action_id)
         if action.hidden == hidden:
@@ -26,7 +27,13 @@ def action_set_hidden(*, action_id: int, hidden: bool) -> Action:
                 if lineage.on_path(branch, action):
                     tree.story_rewritten.send(sender=Branch, adventure_id=action.adventure_id, branch_id=branch.pk,
                                               from_depth=action.depth, change="hidden")
+            jobs.memory_pass_after_commit(adventure_id=action.adventure_id)
     return action
+
+
+def memory_pass_rerun(*, adventure_id: int) -> None:
+    """Staff asked for the adventure's memory pass again (it runs in the background)."""
+    jobs.memory_pass_after_commit(adventure_id=adventure_id)
 
 
 def adventure_set_hidden(*, adventure_id: int, hidden: bool) -> None:

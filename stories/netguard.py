@@ -19,9 +19,14 @@ import httpx2
 from django.conf import settings
 from httpcore2._backends.sync import SyncBackend
 
+from stories.errors import InvalidRequest
 
-class EndpointRefused(Exception):
-    """The endpoint URL is not allowed; the message says why."""
+
+class EndpointRefused(InvalidRequest):
+    """The endpoint URL is not allowed; the message says why (a 400 on endpoint_url)."""
+
+    code = "endpoint_refused"
+    field = "endpoint_url"
 
 
 def check_url_shape(url: str) -> tuple[str, int]:

@@ -20,6 +20,7 @@ import openai
 from django.conf import settings
 
 from stories import limits
+from stories.errors import UpstreamFailed
 from stories.models import ProviderCall
 from stories.netguard import EndpointRefused, check_url_shape, http_client
 
@@ -30,14 +31,16 @@ READ_TIMEOUT = 120.0  # seconds; overridable for tests via PROVIDER_READ_TIMEOUT
 MAX_RETRIES = 2  # extra attempts on 408/409/429/5xx and connection errors
 
 
-class ProviderError(Exception):
-    """A model call failed; ``code`` is stable, ``message`` is for the player."""
+class ProviderError(UpstreamFailed):
+    """A model call failed; ``code`` is stable, ``message`` is for the player.
+    A 424 (the user's endpoint failed the request), or a 429 when the endpoint
+    is rate limiting the key."""
 
     def __init__(self, code: str, message: str, *, retry_after: int | None = None):
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.retry_after = retry_after
+        super().__init__(message, code=code, retry_after=retry_after)
+        if code == "rate_limited":
+            self.status = 429
+            self.retry_after = retry_after or 30
 
 
 @dataclass(frozen=True)

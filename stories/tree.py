@@ -22,7 +22,9 @@ from django.db.models import F
 from django.dispatch import Signal
 from django.utils import timezone
 
+from config import jobs
 from stories import lineage
+from stories.errors import Conflict
 from stories.models import Action, Adventure, Branch
 
 # Sent inside the writing transaction, so listeners commit or roll back with it.
@@ -40,12 +42,15 @@ head_moved = Signal()
 DEPTH_SHIFT_OFFSET = 1_000_000  # parks rows out of the way while depths are renumbered
 
 
-class TreeError(Exception):
+class TreeError(Conflict):
     """A tree operation the story's current state does not allow (409); the message says why."""
 
 
 class TreeNotFound(TreeError):
     """The action or branch named is not in this adventure (404)."""
+
+    status = 404
+    code = "not_found"
 
 
 @dataclass(frozen=True)
@@ -64,8 +69,14 @@ def lock(adventure_id: int, branch_id: int | None = None) -> Locked:
 
 
 def _notify(adventure_id: int, branch_id: int, from_depth: int, change: str) -> None:
+    _story_changed(adventure_id)
     story_rewritten.send(sender=Branch, adventure_id=adventure_id, branch_id=branch_id, from_depth=from_depth,
                          change=change)
+
+
+def _story_changed(adventure_id: int) -> None:
+    """Every change of a story's text or path asks for the memory pass (after commit)."""
+    jobs.memory_pass_after_commit(adventure_id=adventure_id)
 
 
 def _save_branch(branch: Branch, *fields: str) -> None:
@@ -177,8 +188,10 @@ def adventure_start(*, adventure: Adventure, opening: str) -> Branch:
     return root
 
 
-def place(*, adventure_id: int, branch_id: int, kind: str, text: str) -> Action:
-    """Append a node after the tip of ``branch_id`` (normally the head)."""
+def place(*, adventure_id: int, branch_id: int, kind: str, text: str, ask_pass: bool = True) -> Action:
+    """Append a node after the tip of ``branch_id`` (normally the head).
+    ``ask_pass``: False when the caller asks for the memory pass itself once a
+    series of changes is done (a turn asks after its reply, or when it fails)."""
     with transaction.atomic():
         locked = lock(adventure_id, branch_id)
         branch = locked.branch
@@ -189,6 +202,8 @@ def place(*, adventure_id: int, branch_id: int, kind: str, text: str) -> Action:
         )
         _set_tip(branch, action.depth)
         Adventure.objects.filter(pk=adventure_id).update(updated_at=timezone.now())
+        if ask_pass:
+            _story_changed(adventure_id)
     return action
 
 
@@ -327,6 +342,7 @@ def fork(*, adventure_id: int, action_id: int, name: str = "", checkout: bool = 
         if checkout:
             adventure.head_branch = new
             adventure.save(update_fields=["head_branch", "updated_at"])
+            _story_changed(adventure_id)
             head_moved.send(sender=Branch, adventure_id=adventure_id, branch_id=new.pk)
     return new
 
@@ -340,6 +356,7 @@ def checkout(*, adventure_id: int, branch_id: int) -> Branch:
             raise TreeNotFound("no such branch in this adventure")
         adventure.head_branch = branch
         adventure.save(update_fields=["head_branch", "updated_at"])
+        _story_changed(adventure_id)
         head_moved.send(sender=Branch, adventure_id=adventure_id, branch_id=branch.pk)
     return branch
 

@@ -4,13 +4,17 @@ the model call runs outside any transaction."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
+from django.db import DatabaseError
+
+from config import jobs
 from memory import retrieval
 from stories import accounts, context, lineage, providers, tree
 from stories.adventures import access_adventure
 from stories.context import Context, MemoryItem
-from stories.errors import Conflict, InvalidRequest, RateLimited
+from stories.errors import Conflict, DomainError, InvalidRequest, as_domain_error
 from stories.models import ACTION_TEXT_MAX, Action, Adventure, Branch, ProviderCall
 from stories.providers import Completion, ProviderError
 
@@ -27,9 +31,10 @@ class TurnResult:
 
 
 class TurnFailed(Exception):
-    """The model failed the turn; ``stored`` are the player's actions that were kept."""
+    """The model (or the key, or the database) failed the turn; ``error`` says
+    why, ``stored`` are the player's actions that were kept."""
 
-    def __init__(self, error: ProviderError | RateLimited, stored: list[Action]):
+    def __init__(self, error: DomainError, stored: list[Action]):
         super().__init__(str(error))
         self.error = error
         self.stored = stored
@@ -66,21 +71,40 @@ def play(*, user_id: int, adventure: Adventure, mode: str, text: str) -> TurnRes
     """One turn: the player's action (unless ``mode`` is continue), then the reply.
     ``adventure`` comes from access_adventure for ``user_id``.
 
-    Raises TurnFailed when the model fails; the player's action stays stored."""
+    Raises TurnFailed when the model, the key or the database fails after the
+    player's action was stored; the action stays, and retry gets the reply."""
     placed: list[Action] = []
     if mode in PLAYER_MODES:
-        placed.append(tree.place(adventure_id=adventure.pk, branch_id=adventure.head_branch_id, kind=mode, text=text))
+        placed.append(tree.place(adventure_id=adventure.pk, branch_id=adventure.head_branch_id, kind=mode, text=text,
+                                 ask_pass=False))
     elif mode != "continue":
         raise InvalidRequest(f"unknown mode {mode!r}")
-    branch = Branch.objects.get(pk=adventure.head_branch_id)
-    try:
+    kind = Action.Kind.CONTINUE if mode == "continue" else Action.Kind.AI
+    with _failing_as_turn(placed):
+        branch = Branch.objects.get(pk=adventure.head_branch_id)
         completion, ctx, memories, conn = _generate(user_id=user_id, adventure=adventure, branch=branch,
                                                     below_depth=None)
-    except (ProviderError, RateLimited) as exc:
-        raise TurnFailed(exc, placed) from None
-    kind = Action.Kind.CONTINUE if mode == "continue" else Action.Kind.AI
-    reply = tree.place(adventure_id=adventure.pk, branch_id=branch.pk, kind=kind, text=completion.text[:ACTION_TEXT_MAX])
+        reply = tree.place(adventure_id=adventure.pk, branch_id=branch.pk, kind=kind,
+                           text=completion.text[:ACTION_TEXT_MAX])
     return TurnResult(placed + [reply], ctx, completion, memories, conn.demo)
+
+
+@contextmanager
+def _failing_as_turn(stored: list[Action]):
+    """A domain error (the model, the key, a conflict) or a database outage
+    after the player's action was stored fails the turn as TurnFailed."""
+    try:
+        yield
+    except DomainError as exc:
+        if stored:  # the reply's place() did not run: the stored action still wants remembering
+            jobs.memory_pass_after_commit(adventure_id=stored[0].adventure_id)
+        raise TurnFailed(exc, stored) from None
+    except DatabaseError as exc:
+        outage = as_domain_error(exc)
+        if outage is None or not stored:
+            raise  # a bug (500), or nothing of the player's at stake: an outage answers 503 as any request
+        jobs.memory_pass_after_commit(adventure_id=stored[0].adventure_id)  # sent when the broker answers
+        raise TurnFailed(outage, stored) from None
 
 
 def retry(*, user_id: int, adventure: Adventure) -> TurnResult:
@@ -92,11 +116,9 @@ def retry(*, user_id: int, adventure: Adventure) -> TurnResult:
     if tip is None or tip.kind == Action.Kind.START:
         raise Conflict("there is no reply to retry yet; play a turn or continue")
     below = tip.depth if tip.is_model_output else None
-    try:
+    with _failing_as_turn([]):
         completion, ctx, memories, conn = _generate(user_id=user_id, adventure=adventure, branch=branch,
                                                     below_depth=below)
-    except (ProviderError, RateLimited) as exc:
-        raise TurnFailed(exc, []) from None
     text = completion.text[:ACTION_TEXT_MAX]
     if tip.is_model_output:
         reply = tree.take_add(adventure_id=adventure.pk, branch_id=branch.pk, expected_tip_id=tip.pk,

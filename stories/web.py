@@ -4,7 +4,6 @@ the JSON API with a little plain JavaScript (no build step)."""
 from __future__ import annotations
 
 from django import forms
-from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
@@ -15,6 +14,7 @@ from django.urls import reverse_lazy
 from django.views.decorators.http import require_POST
 
 from stories.adventures import access_adventure, adventure_create
+from stories.adventures import adventure_delete as adventure_delete_service
 from stories import auth, limits
 from stories.cards import clean_keys
 from stories.errors import InvalidRequest, RateLimited
@@ -139,7 +139,7 @@ def adventures(request):
 @login_required
 @require_POST
 def adventure_delete(request, adventure_id):
-    access_adventure(user_id=request.user.id, adventure_id=adventure_id).delete()
+    adventure_delete_service(adventure=access_adventure(user_id=request.user.id, adventure_id=adventure_id))
     return redirect("web-adventures")
 
 

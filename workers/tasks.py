@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from config.health import database_status
-from memory import bank
+from memory import agent_upkeep, bank
 from workers.locks import adventure_lock, agent_lock, client
 from workers.models import ParkedJob
 
@@ -105,8 +105,6 @@ def post_turn(self, adventure_id: int, enqueued_at: float | None = None) -> str:
 def agent_pass(self, agent_id: int) -> str:
     """Embed and consolidate one agent's memories under its lock (coalescing
     like post_turn)."""
-    from memory import agents
-
     lock = agent_lock(agent_id)
     if not lock.acquire():
         lock.request_rerun()
@@ -117,7 +115,7 @@ def agent_pass(self, agent_id: int) -> str:
     try:
         while True:
             lock.take_rerun()
-            agents.agent_pass(agent_id=agent_id)
+            agent_upkeep.agent_upkeep_run(agent_id=agent_id)
             if not lock.take_rerun():
                 break
     finally:
@@ -127,16 +125,9 @@ def agent_pass(self, agent_id: int) -> str:
     return "done"
 
 
-def enqueue_agent_pass(agent_id: int) -> None:
-    """Queue an agent's background pass after commit; never raises."""
-
-    def send():
-        try:
-            agent_pass.apply_async(args=[agent_id], retry=False)
-        except Exception as exc:  # kombu/redis raise many types when the broker is away
-            log.warning("agent job for agent %s not queued (%s)", agent_id, exc.__class__.__name__)
-
-    transaction.on_commit(send)
+def send_agent_pass(agent_id: int) -> None:
+    """Queue an agent's pass now (config.jobs calls this after commit)."""
+    agent_pass.apply_async(args=[agent_id], retry=False)
 
 
 @shared_task(name="workers.sweep", ignore_result=True)
@@ -145,21 +136,17 @@ def sweep() -> int:
     with a Redis restart is picked up within a sweep interval)."""
     behind = bank.adventures_behind()
     for adventure_id in behind:
-        _send(adventure_id)
+        try:
+            send_post_turn(adventure_id)
+        except Exception as exc:  # kombu/redis raise many types when the broker is away
+            log.warning("sweeper: adventure %s not queued (%s)", adventure_id, exc.__class__.__name__)
+            break
     if behind:
         log.info("sweeper re-enqueued %s adventures", len(behind))
     return len(behind)
 
 
-def _send(adventure_id: int) -> None:
-    try:
-        post_turn.apply_async(args=[adventure_id], kwargs={"enqueued_at": time.time()}, retry=False)
-    except Exception as exc:  # kombu/redis raise many types when the broker is away
-        log.warning("post-turn job for adventure %s not queued (%s); the sweeper will catch up",
-                    adventure_id, exc.__class__.__name__)
-
-
-def enqueue_post_turn(adventure_id: int) -> None:
-    """Queue the memory pass once the current transaction commits. Never raises:
-    a broker outage is logged and the sweeper catches the adventure up later."""
-    transaction.on_commit(lambda: _send(adventure_id))
+def send_post_turn(adventure_id: int) -> None:
+    """Queue an adventure's memory pass now (config.jobs calls this after commit;
+    the sweeper calls it for adventures that fell behind)."""
+    post_turn.apply_async(args=[adventure_id], kwargs={"enqueued_at": time.time()}, retry=False)

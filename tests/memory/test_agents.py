@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from memory import agents
+from memory import agent_events, agent_recall, agent_upkeep, worlds
 from memory.models import Agent, AgentMemory, World
 from tests.conftest import api_client_for
 
@@ -22,7 +22,7 @@ def world(alice):
 @pytest.fixture
 def agent_api(world):
     """An agent framework holding a world token."""
-    token, raw = agents.token_create(world=world, name="town")
+    token, raw = worlds.token_create(world=world, name="town")
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
     client.raw_token = raw
@@ -96,7 +96,7 @@ def test_recency_halves_every_half_life(world, settings):
     for hours in (0, 10, 20):
         AgentMemory.objects.create(agent=ann, world=world, kind="note", content=f"noted {hours} hours ago",
                                    importance=0, occurred_at=now - timedelta(hours=hours))
-    found, _ = agents.recall(world=world, agent=ann, limit=3, now=now, record=False)
+    found, _ = agent_recall.agent_recall(world=world, agent=ann, limit=3, now=now, record=False)
     recency = {m.content: m.parts["recency"] for m in found}
     assert recency == {"noted 0 hours ago": 1.0, "noted 10 hours ago": 0.5, "noted 20 hours ago": 0.25}
 
@@ -107,9 +107,9 @@ def test_recall_has_a_default_token_budget(world, settings):
     for n in range(10):
         AgentMemory.objects.create(agent=ann, world=world, kind="note", occurred_at=timezone.now(),
                                    content=f"memory {n}: " + "long words here " * 5)
-    found, _ = agents.recall(world=world, agent=ann, limit=10, record=False)
+    found, _ = agent_recall.agent_recall(world=world, agent=ann, limit=10, record=False)
     assert 1 <= len(found) < 10, "the default budget bounds what one recall injects"
-    found, _ = agents.recall(world=world, agent=ann, limit=10, record=False, token_budget=10_000)
+    found, _ = agent_recall.agent_recall(world=world, agent=ann, limit=10, record=False, token_budget=10_000)
     assert len(found) == 10
 
 
@@ -156,7 +156,7 @@ def test_recall_scores_partner_location_kind_and_recency_in_the_expected_order(w
     b = make(ann, world, "ann heard bo complain about rain", kind="heard", partner="bo", hours_ago=2)
     c = make(ann, world, "ann sold bread to cy", partner="cy", location="mill", hours_ago=2)
     d = make(ann, world, "ann chatted with di long ago", partner="di", hours_ago=24 * 30)
-    found, block = agents.recall(world=world, agent=ann, partner="bo", location="mill", limit=4, record=False)
+    found, block = agent_recall.agent_recall(world=world, agent=ann, partner="bo", location="mill", limit=4, record=False)
     assert [m.id for m in found] == [a.pk, b.pk, c.pk, d.pk]
     assert found[0].parts["partner"] > 0 and found[0].parts["location"] > 0
     assert found[1].parts["kind"] < found[0].parts["kind"], "what it heard ranks below what it did"
@@ -172,19 +172,19 @@ def test_recall_filters_window_kinds_cooldown_dedupe_and_budget(world):
     heard = make(ann, world, "ann heard wolves near the bridge", kind="heard", hours_ago=1)
     ids = lambda found: [m.id for m in found]  # noqa: E731
 
-    found, _ = agents.recall(world=world, agent=ann, limit=10, record=False)
+    found, _ = agent_recall.agent_recall(world=world, agent=ann, limit=10, record=False)
     assert old.pk not in ids(found), "outside the default window"
     assert len([m for m in found if "bridge is closed" in m.content]) == 1, "near-duplicates collapse"
-    found, _ = agents.recall(world=world, agent=ann, limit=10, since=timezone.now() - timedelta(days=500),
+    found, _ = agent_recall.agent_recall(world=world, agent=ann, limit=10, since=timezone.now() - timedelta(days=500),
                              record=False)
     assert old.pk in ids(found)
-    found, _ = agents.recall(world=world, agent=ann, kinds=["heard"], limit=10, record=False)
+    found, _ = agent_recall.agent_recall(world=world, agent=ann, kinds=["heard"], limit=10, record=False)
     assert ids(found) == [heard.pk]
-    found, _ = agents.recall(world=world, agent=ann, limit=1, token_budget=16, record=False)
+    found, _ = agent_recall.agent_recall(world=world, agent=ann, limit=1, token_budget=16, record=False)
     assert len(found) == 1 and found[0].id == said.pk
 
-    first, _ = agents.recall(world=world, agent=ann, limit=2)
-    again, _ = agents.recall(world=world, agent=ann, limit=2)
+    first, _ = agent_recall.agent_recall(world=world, agent=ann, limit=2)
+    again, _ = agent_recall.agent_recall(world=world, agent=ann, limit=2)
     assert not set(ids(first)) & set(ids(again)), "just-returned memories are held back (cooldown)"
     assert AgentMemory.objects.get(pk=first[0].id).retrieval_count == 1
 
@@ -194,10 +194,10 @@ def test_a_query_ranks_by_meaning_and_words_inside_postgres(world, agent_api):
                  "Bo lost his lantern in the cave."]:
         agent_api.post(events_url(world), {"type": "observe", "actor": "ann", "text": text}, format="json")
     ann = Agent.objects.get(external_id="ann")
-    agents.embed_pending(agent_id=ann.pk)
-    found, _ = agents.recall(world=world, agent=ann, query="who made a weapon?", limit=1, record=False)
+    agent_upkeep.agent_memories_embed(agent_id=ann.pk)
+    found, _ = agent_recall.agent_recall(world=world, agent=ann, query="who made a weapon?", limit=1, record=False)
     assert "sword" in found[0].content and found[0].parts["vector"] > 0
-    found, _ = agents.recall(world=world, agent=ann, query="lantern", limit=1, record=False)
+    found, _ = agent_recall.agent_recall(world=world, agent=ann, query="lantern", limit=1, record=False)
     assert "lantern" in found[0].content and found[0].parts["text"] > 0
 
 
@@ -212,7 +212,7 @@ def test_capacity_holds_under_five_thousand_events_and_recall_stays_one_query(ag
     assert AgentMemory.objects.filter(agent=ann).count() == world.agent_capacity
     assert AgentMemory.objects.filter(agent=ann, content__endswith="4999").exists(), "the newest stay"
     with django_assert_num_queries(2):  # the ranked SELECT and the retrieval-stats UPDATE
-        found, _ = agents.recall(world=world, agent=ann, limit=5)
+        found, _ = agent_recall.agent_recall(world=world, agent=ann, limit=5)
     assert len(found) == 5
 
 
@@ -229,13 +229,13 @@ def test_eviction_takes_the_least_recently_used_and_never_a_pin(world):
     AgentMemory.objects.filter(pk__in=[mine.pk, overheard.pk, trivial.pk]).update(
         occurred_at=timezone.now() - timedelta(hours=1))
     left = lambda: set(AgentMemory.objects.values_list("pk", flat=True))  # noqa: E731
-    agents.enforce_capacity(agent=ann, capacity=5)
+    agent_events.enforce_capacity(agent=ann, capacity=5)
     assert stale.pk not in left()
-    agents.enforce_capacity(agent=ann, capacity=4)
+    agent_events.enforce_capacity(agent=ann, capacity=4)
     assert trivial.pk not in left()
-    agents.enforce_capacity(agent=ann, capacity=3)
+    agent_events.enforce_capacity(agent=ann, capacity=3)
     assert left() == {pinned.pk, used.pk, mine.pk}
-    agents.enforce_capacity(agent=ann, capacity=0)
+    agent_events.enforce_capacity(agent=ann, capacity=0)
     assert left() == {pinned.pk}, "pinned never"
 
 
@@ -244,14 +244,14 @@ def test_consolidation_writes_one_summary_and_hides_its_sources_from_recall(worl
     sources = [make(ann, world, f"ann haggled with bo over the price of wool, offer {n}", partner="bo",
                     hours_ago=5 - n * 0.2) for n in range(6)]
     other = make(ann, world, "ann fed the goats", hours_ago=3)
-    assert agents.consolidate(agent_id=ann.pk) == 1
+    assert agent_upkeep.consolidate(agent_id=ann.pk) == 1
     summary = AgentMemory.objects.get(kind="summary")
     assert summary.partner == "bo" and summary.metadata["sources"] == 6 and "wool" in summary.content
     assert set(AgentMemory.objects.filter(consolidated_into=summary).values_list("pk", flat=True)) == {
         s.pk for s in sources}
-    found, _ = agents.recall(world=world, agent=ann, limit=10, record=False)
+    found, _ = agent_recall.agent_recall(world=world, agent=ann, limit=10, record=False)
     assert {m.id for m in found} == {summary.pk, other.pk}
-    assert agents.consolidate(agent_id=ann.pk) == 0, "running again folds nothing twice"
+    assert agent_upkeep.consolidate(agent_id=ann.pk) == 0, "running again folds nothing twice"
 
 
 def test_worlds_are_isolated_between_tokens_and_users(world, agent_api, bob, alice):
@@ -309,7 +309,7 @@ def test_full_text_weighs_a_rare_word_above_a_word_every_memory_holds(agent_api,
     say(agent_api, world, "bo", "ann", "Festival, festival, festival: the festival never ends.", start)
     say(agent_api, world, "bo", "ann", "They light a lantern at the festival.", start + timedelta(hours=9))
     ann = Agent.objects.get(external_id="ann")
-    found, _ = agents.recall(world=world, agent=ann, query="lantern festival", limit=10, record=False)
+    found, _ = agent_recall.agent_recall(world=world, agent=ann, query="lantern festival", limit=10, record=False)
     text = {m.content.split('"')[1]: m.parts["text"] for m in found}
     lantern = text["They light a lantern at the festival."]
     assert lantern == max(text.values()), "BM25: the rare word decides, repeating the common one does not"
@@ -321,11 +321,11 @@ def test_a_query_naming_someone_ranks_what_they_said_first(agent_api, world):
     say(agent_api, world, "ann", "bo", "The north bridge is closed today.", now)
     say(agent_api, world, "bo", "ann", "The old bridge is closed for repairs.", now + timedelta(hours=2))
     ann = Agent.objects.get(external_id="ann")
-    agents.embed_pending(agent_id=ann.pk)
-    about_bo, _ = agents.recall(world=world, agent=ann, query="What did Bo say about the bridge?", limit=2, record=False)
+    agent_upkeep.agent_memories_embed(agent_id=ann.pk)
+    about_bo, _ = agent_recall.agent_recall(world=world, agent=ann, query="What did Bo say about the bridge?", limit=2, record=False)
     assert "old bridge" in about_bo[0].content and about_bo[0].parts["named"] > 0
     assert about_bo[1].parts["named"] == 0
-    about_ann, _ = agents.recall(world=world, agent=ann, query="what did ann say about the bridge", limit=2,
+    about_ann, _ = agent_recall.agent_recall(world=world, agent=ann, query="what did ann say about the bridge", limit=2,
                                  record=False)
     assert "north bridge" in about_ann[0].content and about_ann[0].parts["named"] > 0
     assert AgentMemory.objects.get(agent=ann, kind="heard").actor == "bo"
@@ -340,11 +340,11 @@ def test_an_answer_is_found_through_the_question_it_answers(agent_api, world):
         say(agent_api, world, "bo", "ann", line, t + timedelta(hours=3 + n))
     say(agent_api, world, "cy", "ann", "Stones are heavy to carry.", t + timedelta(minutes=2))  # another talk
     ann = Agent.objects.get(external_id="ann")
-    agents.embed_pending(agent_id=ann.pk)
-    found, _ = agents.recall(world=world, agent=ann, query="where is the silver key hidden", limit=3, record=False)
+    agent_upkeep.agent_memories_embed(agent_id=ann.pk)
+    found, _ = agent_recall.agent_recall(world=world, agent=ann, query="where is the silver key hidden", limit=3, record=False)
     answer = next(m for m in found if "third stone" in m.content)
     assert answer.parts["context"] > 0, "it shares in the match of the question just before it"
     assert found.index(answer) <= 1
-    other_talk = agents.recall(world=world, agent=ann, query="stones", limit=10, record=False)[0]
+    other_talk = agent_recall.agent_recall(world=world, agent=ann, query="stones", limit=10, record=False)[0]
     by_text = {m.content: m.parts["context"] for m in other_talk}
     assert by_text[next(c for c in by_text if "heavy to carry" in c)] == 0, "cy's line is another conversation"

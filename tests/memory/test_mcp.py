@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from memory import agents
+from memory import agent_events, worlds
 from memory.models import AgentMemory, World
 from tests.support.mcp import session_calls
 
@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 def test_an_mcp_client_records_an_event_and_recalls_it(mcp_server, alice):
     world = World.objects.create(owner=alice, name="Town")
-    _, raw = agents.token_create(world=world)
+    _, raw = worlds.token_create(world=world)
     tools, recorded, recalled, noted, bad = asyncio.run(session_calls(mcp_server, raw, [
         ("record_event", {"type": "say", "actor": "ann", "target": "bo", "location": "square",
                           "text": "The festival moves to Friday.", "nearby": ["bo"]}),
@@ -34,7 +34,7 @@ def test_a_revoked_or_foreign_token_gets_nothing(mcp_server, alice):
     from django.utils import timezone
 
     world = World.objects.create(owner=alice, name="Town")
-    token, raw = agents.token_create(world=world)
+    token, raw = worlds.token_create(world=world)
     token.revoked_at = timezone.now()
     token.save()
     (_, refused) = asyncio.run(session_calls(mcp_server, raw, [
@@ -50,11 +50,11 @@ def test_mcp_recall_takes_the_rest_options_and_errors_are_sentences(mcp_server, 
 
     world = World.objects.create(owner=alice, name="Town")
     old = timezone.now() - timedelta(days=3)
-    agents.events_record(world=world, events=[
-        agents.Event(type="say", actor="ann", target="bo", text="the bridge is out", nearby=["bo"], time=old),
-        agents.Event(type="observe", actor="bo", text="the bridge is rebuilt"),
+    agent_events.events_record(world=world, events=[
+        agent_events.Event(type="say", actor="ann", target="bo", text="the bridge is out", nearby=["bo"], time=old),
+        agent_events.Event(type="observe", actor="bo", text="the bridge is rebuilt"),
     ])
-    _, raw = agents.token_create(world=world)
+    _, raw = worlds.token_create(world=world)
     since = (timezone.now() - timedelta(days=1)).isoformat()
     _, first, again, recent, heard, bad = asyncio.run(session_calls(mcp_server, raw, [
         ("recall", {"agent": "bo", "query": "bridge", "limit": 5}),

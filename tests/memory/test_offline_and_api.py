@@ -3,7 +3,7 @@ import re
 import pytest
 from django.core.management import call_command
 
-from memory import bank, embedder, retrieval, summarize
+from memory import bank, embedder, embeddings, retrieval, summarize
 from memory.models import Memory
 from stories.adventures import adventure_create
 from stories.models import Branch
@@ -66,7 +66,7 @@ def test_recall_is_one_ranked_query_and_counts_use_only_on_real_turns(alice, dja
     texts = ["Ada sold her boat to the harbor master.", "A storm sank three ships.", "Ada hid a key in the lighthouse."]
     for text in texts:
         Memory.objects.create(adventure=adventure, branch=head, depth=1, text=text)
-    bank.embed_pending(adventure=adventure, report=bank.PassReport())
+    embeddings.embed_pending(adventure=adventure, report=bank.PassReport())
     embedder.embed_local(["warm-up"])
     from stories import lineage
 
@@ -90,7 +90,7 @@ def test_pinned_memories_always_come_back_and_count_toward_top_k(alice):
                                    pinned=True)
     for n in range(5):
         Memory.objects.create(adventure=adventure, branch=head, depth=1, text=f"Sailing fact {n} about the sea.")
-    bank.embed_pending(adventure=adventure, report=bank.PassReport())
+    embeddings.embed_pending(adventure=adventure, report=bank.PassReport())
     items = retrieval.recall(adventure=adventure, branch=head, user_id=alice.pk, top_k=3, record_use=False).items
     assert items[0].id == pinned.pk and items[0].pinned and len(items) == 3
 
@@ -157,7 +157,7 @@ def test_a_turn_with_a_full_bank_runs_a_pinned_number_of_queries(owner, memory_l
         tree.place(adventure_id=aid, branch_id=adventure.head_branch_id, kind="story", text=f"Event {n} happens.")
         Memory.objects.create(adventure=adventure, branch_id=adventure.head_branch_id, depth=n + 1,
                               text=f"Memory {n} about the harbor.")
-    bank.embed_pending(adventure=adventure, report=bank.PassReport())
+    embeddings.embed_pending(adventure=adventure, report=bank.PassReport())
     api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "warm up"}, format="json")
     with django_assert_num_queries(24):
         response = api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "look"}, format="json")

@@ -4,7 +4,7 @@ sent, and a recall that could not embed its query says so."""
 
 import pytest
 
-from memory import bank, embedder
+from memory import embedder, embeddings
 from memory.models import Memory
 from stories import moderation
 from stories.models import Action
@@ -81,7 +81,7 @@ def test_pins_count_toward_top_k(alice_plays, story_id, fake_llm):
     for n in range(3):
         memory = Memory.objects.create(adventure_id=story_id, branch=branch, depth=1, text=f"plain memory {n}")
         model, (vector,) = embedder.embed(user_id=alice_plays.user.pk, texts=[memory.text])
-        assert bank.vector_set(memory_id=memory.pk, expected_text=memory.text, vector=vector, model=model)
+        assert embeddings.vector_set(memory_id=memory.pk, expected_text=memory.text, vector=vector, model=model)
     accounts.ai_settings_update(user_id=alice_plays.user.pk, memory_top_k=2)
     answer = alice_plays.post(f"/api/adventures/{story_id}/turns/", {"mode": "do", "text": "think"},
                               format="json").json()
@@ -115,7 +115,7 @@ def block_memory(api, story_id, branch):
     memory = Memory.objects.create(adventure_id=story_id, branch=branch, depth=6, source_start=1, source_end=6,
                                    text="BLOCK-MEMORY: the harbor, a secret, a walk")
     model, (vector,) = embedder.embed(user_id=api.user.pk, texts=[memory.text])
-    assert bank.vector_set(memory_id=memory.pk, expected_text=memory.text, vector=vector, model=model)
+    assert embeddings.vector_set(memory_id=memory.pk, expected_text=memory.text, vector=vector, model=model)
     return memory
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 from rest_framework.test import APIClient
 
-from memory import agents
+from memory import agent_events, worlds
 from memory.models import Agent, AgentMemory, World
 from tests.conftest import api_client_for
 
@@ -20,7 +20,7 @@ def world(alice):
 
 
 def token_client(world):
-    _, raw = agents.token_create(world=world)
+    _, raw = worlds.token_create(world=world)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
     return client
@@ -28,11 +28,11 @@ def token_client(world):
 
 def test_a_batch_that_would_fan_out_past_the_limit_is_refused_whole(world):
     client = token_client(world)
-    crowd = [f"villager{n}" for n in range(agents.NEARBY_MAX)]
+    crowd = [f"villager{n}" for n in range(agent_events.NEARBY_MAX)]
     events = [{"type": "say", "actor": "ann", "text": f"news {n}", "nearby": crowd} for n in range(60)]
     response = client.post(f"/api/worlds/{world.pk}/events/", {"events": events}, format="json")
     assert response.status_code == 400
-    assert f"at most {agents.BATCH_MEMORIES_MAX:,} a request" in response.json()["detail"]
+    assert f"at most {agent_events.BATCH_MEMORIES_MAX:,} a request" in response.json()["detail"]
     assert not AgentMemory.objects.exists() and not Agent.objects.exists()
     fits = client.post(f"/api/worlds/{world.pk}/events/", {"events": events[:40]}, format="json")
     assert fits.status_code == 201 and fits.json()["memories"] == 40 * 51

@@ -60,12 +60,12 @@ def test_a_suspended_owner_is_refused_on_every_route_with_every_credential(alice
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.slow
 def test_a_suspended_owners_world_token_is_refused_by_every_mcp_tool(mcp_server, alice):
-    from memory import agents
+    from memory import agent_events, worlds
     from memory.models import World
 
     town = World.objects.create(owner=alice, name="Town")
-    agents.events_record(world=town, events=[agents.Event(type="say", actor="ann", text="hello", nearby=["bo"])])
-    _, raw = agents.token_create(world=town)
+    agent_events.events_record(world=town, events=[agent_events.Event(type="say", actor="ann", text="hello", nearby=["bo"])])
+    _, raw = worlds.token_create(world=town)
     calls = [("recall", {"agent": "bo", "query": "hello"}),
              ("record_event", {"type": "say", "actor": "ann", "text": "again"}),
              ("remember", {"agent": "ann", "content": "a note"})]

@@ -4,12 +4,11 @@ that are not UTF-8 get a 400 that names the problem, and nothing is stored.
 Every API route is swept with every such body, by every method that takes one."""
 
 import asyncio
-import json
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from memory import agents
+from memory import agent_events, worlds
 from memory.models import AgentMemory, World
 from stories.models import Action, StoryCard
 from tests.security.test_ownership import all_routes, fill, snapshot
@@ -134,9 +133,9 @@ def test_invalid_utf8_and_surrogates_get_a_400_that_says_so(alice_plays, alices_
 @pytest.fixture
 def town(alice):
     world = World.objects.create(owner=alice, name="Town")
-    agents.events_record(world=world, events=[agents.Event(type="say", actor="ann", target="bo", text="hello",
+    agent_events.events_record(world=world, events=[agent_events.Event(type="say", actor="ann", target="bo", text="hello",
                                                            nearby=["bo"])])
-    _, raw = agents.token_create(world=world)
+    _, raw = worlds.token_create(world=world)
     return world, raw
 
 

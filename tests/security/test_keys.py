@@ -8,7 +8,7 @@ import pytest
 import redis
 from django.db import connection
 
-from memory import agents, bank
+from memory import agent_events, agent_upkeep, bank
 from memory.models import Agent, World
 from tests.conftest import ALICE_KEY, BOB_KEY, api_client_for
 from tests.support.story import memory_reply
@@ -152,12 +152,12 @@ def test_keys_go_only_to_their_owners_work_and_never_show(alice, bob, fake_llm, 
         responses.append(api.get("/api/settings/"))
         world = World.objects.create(owner=user, name=MARK[name])
         when = datetime(2026, 1, 1, 10, tzinfo=timezone.utc)  # long settled: consolidation may fold it
-        agents.events_record(world=world, events=[
-            agents.Event(type="say", actor=f"{MARK[name]}-a", target=f"{MARK[name]}-b", text=f"{MARK[name]} trade {n}",
+        agent_events.events_record(world=world, events=[
+            agent_events.Event(type="say", actor=f"{MARK[name]}-a", target=f"{MARK[name]}-b", text=f"{MARK[name]} trade {n}",
                          nearby=[f"{MARK[name]}-b"], time=when + timedelta(minutes=n))
             for n in range(6)])
         for agent in Agent.objects.filter(world=world):
-            agents.agent_pass(agent_id=agent.pk)  # embeddings and consolidation with the owner's key
+            agent_upkeep.agent_upkeep_run(agent_id=agent.pk)  # embeddings and consolidation with the owner's key
         spans[name] = range(first, len(fake_llm.requests))
 
     assert all(r.status_code < 300 for r in responses)

@@ -107,7 +107,7 @@ def stored():
 
 @pytest.mark.django_db
 def test_every_size_limit_answers_400_naming_the_field_and_stores_nothing(alices_world, alice_plays):
-    from memory import agents
+    from memory import agent_events, agent_recall
     from stories import models
 
     aid, wid = alices_world["adventure_id"], alices_world["world_id"]
@@ -119,11 +119,11 @@ def test_every_size_limit_answers_400_naming_the_field_and_stores_nothing(alices
         ("post", f"/api/adventures/{aid}/cards/",
          {"name": "C", "keys": [f"k{i}" for i in range(models.CARD_KEYS_MAX + 1)], "entry": "e"}, "keys"),
         ("post", f"/api/adventures/{aid}/memories/", {"text": "x" * 1001}, "text"),
-        ("post", f"/api/worlds/{wid}/events/", {**event, "text": "x" * (agents.EVENT_TEXT_MAX + 1)}, "text"),
-        ("post", f"/api/worlds/{wid}/events/", {**event, "nearby": [f"a{i}" for i in range(agents.NEARBY_MAX + 1)]},
+        ("post", f"/api/worlds/{wid}/events/", {**event, "text": "x" * (agent_events.EVENT_TEXT_MAX + 1)}, "text"),
+        ("post", f"/api/worlds/{wid}/events/", {**event, "nearby": [f"a{i}" for i in range(agent_events.NEARBY_MAX + 1)]},
          "nearby"),
-        ("post", f"/api/worlds/{wid}/events/", {"events": [event] * (agents.BATCH_MAX + 1)}, "events"),
-        ("post", f"/api/worlds/{wid}/agents/ann/recall/", {"limit": agents.RECALL_LIMIT_MAX + 1}, "limit"),
+        ("post", f"/api/worlds/{wid}/events/", {"events": [event] * (agent_events.BATCH_MAX + 1)}, "events"),
+        ("post", f"/api/worlds/{wid}/agents/ann/recall/", {"limit": agent_recall.RECALL_LIMIT_MAX + 1}, "limit"),
         ("post", f"/api/worlds/{wid}/agents/ann/memories/", {"content": "x" * 1001}, "content"),
     ]
     before = stored()

@@ -12,7 +12,7 @@ from django.contrib.auth import get_user_model
 from django.urls import URLPattern, get_resolver
 from drf_spectacular.generators import SchemaGenerator
 
-from memory import agents
+from memory import agent_events, worlds
 from memory.models import Agent, AgentMemory, Cursor, Memory, World, WorldToken
 from stories.models import Action, Adventure, AISettings, Branch, StoryCard
 from tests.support.mcp import session_calls
@@ -209,11 +209,11 @@ def test_every_route_refuses_bob_with_alices_ids_and_nothing_changes(alices_worl
 @pytest.mark.slow
 def test_every_mcp_tool_refuses_what_is_not_the_callers_world(mcp_server, alice, bob):
     alice_town = World.objects.create(owner=alice, name="Alice's town")
-    agents.events_record(world=alice_town, events=[agents.Event(type="say", actor="ann", target="bo",
+    agent_events.events_record(world=alice_town, events=[agent_events.Event(type="say", actor="ann", target="bo",
                                                                 text="meet at the old mill", nearby=["bo"])])
     bob_town = World.objects.create(owner=bob, name="Bob's town")
-    _, bob_raw = agents.token_create(world=bob_town)
-    alice_token, alice_raw = agents.token_create(world=alice_town)
+    _, bob_raw = worlds.token_create(world=bob_town)
+    alice_token, alice_raw = worlds.token_create(world=alice_town)
     calls = [
         ("recall", {"agent": "ann", "query": "old mill", "limit": 5}),
         ("recall", {"agent": "bo", "limit": 5}),

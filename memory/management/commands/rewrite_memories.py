@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from memory import bank, memories, summarize
+from memory import embeddings, memories, summarize
 from memory.models import Memory
 from stories import accounts
 from stories.providers import ProviderError
@@ -48,7 +48,7 @@ class Command(BaseCommand):
                 if Memory.objects.filter(pk=memory.pk, text=memory.text).update(
                     text=written.text, stale=False, offline=written.offline
                 ):
-                    bank.vector_set(memory_id=memory.pk, expected_text=written.text, vector=None, model="")
+                    embeddings.vector_set(memory_id=memory.pk, expected_text=written.text, vector=None, model="")
             else:
                 tqdm.write(f"#{memory.pk}\n  - {memory.text}\n  + {written.text}")
         verb = "rewrote" if write else "would rewrite"

@@ -1,0 +1,238 @@
+"""Agent recall: one Postgres query scores an agent's memories by partner,
+place, importance, recency, meaning (pgvector) and words (BM25), with the
+weights it is tuned with; then dedupe, cooldown and a token budget."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db.models import F
+from django.utils import timezone
+from pgvector import HalfVector
+
+from memory import embedder
+from memory.models import Agent, AgentMemory, World
+from memory.vectors import vector_cursor
+from stories import tokens as token_counter
+
+RECALL_LIMIT_MAX = 50
+CANDIDATES_PER_RESULT = 4  # ranked rows fetched per requested memory, for dedupe and the token budget
+
+# A memory's score adds these parts (README: "Agent memory"); tuned with
+# bench/locomo.py. settings.AGENT_RECALL holds the operator's knobs and may
+# override any of them.
+WEIGHTS = {
+    "partner": 0.35,  # the memory is about the partner asked for
+    "location": 0.15,  # ...happened at the location asked for
+    "importance": 0.2,  # x importance (0..1)
+    "recency": 0.3,  # x 0.5 ** (age / half-life)
+    "recency_half_life_hours": 72,
+    # with a query: reciprocal-rank fusion of the pgvector cosine ranking and the
+    # BM25 full-text ranking (computed in SQL over the agent's memories), each
+    # worth (rrf_k + 1) / (rrf_k + rank): 1 at rank 1
+    "vector": 1.0,
+    "text": 1.0,
+    "rrf_k": 5,
+    "bm25_k1": 1.2,
+    "bm25_b": 0.75,
+    # a memory whose actor the query names (by agent id or display name)
+    "named_actor": 0.3,
+    # share of the match of the memory just before and just after (within the window)
+    "context": 0.25,
+    "context_window_minutes": 30,
+    # with a query, kind, importance and recency count this much (meaning and words lead)
+    "prior_scale_with_query": 0.25,
+    # the agent's own acts above what it heard or witnessed
+    "kind_weights": {"say": 0.15, "interaction": 0.15, "note": 0.15, "summary": 0.12, "custom": 0.1,
+                     "observation": 0.08, "heard": 0.05, "witnessed": 0.0},
+    "dedupe_jaccard": 0.85,  # word overlap above which two memories count as the same
+}
+
+
+def recall_conf() -> dict:
+    """The weights and the operator's knobs (settings.AGENT_RECALL wins)."""
+    return {**WEIGHTS, **settings.AGENT_RECALL}
+
+
+# ---------------------------------------------------------------------------- recall
+
+
+@dataclass
+class Recalled:
+    id: int
+    content: str
+    kind: str
+    partner: str
+    location: str
+    occurred_at: datetime
+    score: float
+    parts: dict
+
+
+# Hybrid search, in one query over the agent's candidates:
+# - the full-text side is BM25 computed in SQL (a word counts once per memory:
+#   memories are short), with document frequencies over this agent's
+#   memories, so a word every memory holds, like the partner's name, counts
+#   for nothing;
+# - the vector side is pgvector cosine; the two rankings are fused by
+#   reciprocal rank, so neither scale dominates;
+# - a memory whose actor the query names ranks up ("what did Ann say ...");
+# - a line of a conversation (said or heard) takes a share of the match of
+#   the lines just before and after it with the same partner, within the
+#   context window: an answer is found through the question it answers;
+# - partner, location, kind, importance and recency add their weights.
+_RECALL_SQL = """
+WITH q AS (
+  SELECT replace(plainto_tsquery('english', %(query)s)::text, '&', '|')::tsquery AS ts,
+         tsvector_to_array(to_tsvector('english', %(query)s)) AS terms
+), kw AS (
+  SELECT key AS kind, value::float8 AS weight FROM jsonb_each_text(%(kind_weights)s::jsonb)
+), named AS (
+  SELECT coalesce(array_agg(external_id), '{}') AS ids FROM memory_agent
+  WHERE world_id = %(world)s AND (lower(external_id) = ANY(%(words)s) OR lower(display_name) = ANY(%(words)s))
+), base AS (
+  SELECT m.id, m.kind, m.partner, m.location, m.occurred_at, m.importance, m.actor, m.search,
+    CASE WHEN %(has_vector)s AND m.embedding_model = %(model)s
+         THEN 1 - (m.embedding <=> %(vector)s::halfvec) END AS sim,
+    %(has_text)s AND q.ts::text <> '' AND m.search @@ q.ts AS matches,
+    greatest(length(m.search), 1)::float8 AS dl
+  FROM memory_agentmemory m, q
+  WHERE m.agent_id = %(agent)s AND m.consolidated_into_id IS NULL AND m.occurred_at >= %(since)s
+    AND m.kind = ANY(%(kinds)s)
+    AND (m.pinned OR m.last_retrieved_at IS NULL OR m.last_retrieved_at < %(cooled)s)
+), stats AS (
+  SELECT count(*)::float8 AS n, greatest(avg(dl)::float8, 1) AS avgdl FROM base
+), terms AS (
+  SELECT t, quote_literal(t)::tsquery AS tq FROM q, unnest(q.terms) AS t
+), hits AS (
+  SELECT b.id, b.dl, terms.t FROM base b, terms WHERE b.matches AND b.search @@ terms.tq
+), df AS (
+  SELECT t, count(*)::float8 AS df FROM hits GROUP BY t
+), bm25 AS (
+  SELECT h.id, sum(ln(1 + (s.n - df.df + 0.5) / (df.df + 0.5)) * (%(k1)s + 1)
+                   / (1 + %(k1)s * (1 - %(b)s + %(b)s * h.dl / s.avgdl))) AS tr
+  FROM hits h JOIN df USING (t), stats s
+  GROUP BY h.id
+), ranked AS (
+  SELECT base.id, base.kind, base.partner, base.location, base.occurred_at, base.importance, base.actor, base.sim,
+    coalesce(bm25.tr, 0) AS tr,
+    rank() OVER (ORDER BY sim DESC NULLS LAST) AS r_vector,
+    rank() OVER (ORDER BY coalesce(bm25.tr, 0) DESC) AS r_text
+  FROM base LEFT JOIN bm25 USING (id)
+), fused AS (
+  SELECT ranked.*,
+    CASE WHEN sim IS NOT NULL THEN %(w_vector)s * (%(rrf_k)s + 1) / (%(rrf_k)s + r_vector) ELSE 0 END AS s_vector,
+    CASE WHEN tr > 0 THEN %(w_text)s * (%(rrf_k)s + 1) / (%(rrf_k)s + r_text) ELSE 0 END AS s_text,
+    CASE WHEN actor <> '' AND actor = ANY(named.ids) THEN %(w_named)s ELSE 0 END AS s_named
+  FROM ranked, named
+), neighbours AS (
+  SELECT fused.*,
+    lag(occurred_at) OVER w AS prev_at, lag(s_vector + s_text + s_named) OVER w AS prev_match,
+    lead(occurred_at) OVER w AS next_at, lead(s_vector + s_text + s_named) OVER w AS next_match
+  FROM fused WINDOW w AS (PARTITION BY partner, kind IN ('say', 'heard') ORDER BY occurred_at, id)
+), scored AS (
+  SELECT id, n.kind, partner, location, occurred_at, s_vector, s_text, s_named,
+    CASE WHEN %(partner)s <> '' AND partner = %(partner)s THEN %(w_partner)s ELSE 0 END AS s_partner,
+    CASE WHEN %(location)s <> '' AND location = %(location)s THEN %(w_location)s ELSE 0 END AS s_location,
+    %(prior)s * COALESCE(kw.weight, 0) AS s_kind,
+    %(prior)s * %(w_importance)s * importance AS s_importance,
+    %(prior)s * %(w_recency)s * power(0.5, greatest(extract(epoch FROM (%(now)s - occurred_at)), 0) / %(half_life)s)
+      AS s_recency,
+    CASE WHEN n.kind IN ('say', 'heard') THEN
+      %(w_context)s * (CASE WHEN prev_at >= occurred_at - %(context_window)s THEN prev_match ELSE 0 END
+                       + CASE WHEN next_at <= occurred_at + %(context_window)s THEN next_match ELSE 0 END)
+    ELSE 0 END AS s_context
+  FROM neighbours n LEFT JOIN kw ON kw.kind = n.kind
+), top AS (
+  SELECT *, s_partner + s_location + s_kind + s_importance + s_recency + s_vector + s_text + s_named + s_context
+            AS total
+  FROM scored ORDER BY total DESC, occurred_at DESC, id LIMIT %(candidates)s
+)
+SELECT top.id, m.content, top.kind, top.partner, top.location, top.occurred_at,
+       s_partner, s_location, s_kind, s_importance, s_recency, s_vector, s_text, s_named, s_context
+FROM top JOIN memory_agentmemory m ON m.id = top.id
+ORDER BY total DESC, top.occurred_at DESC, top.id
+"""
+
+
+def _query_words(text: str) -> list[str]:
+    """Words of a query that could be an agent's id or name ("Ann's" and "ann." name ann)."""
+    words = set()
+    for word in re.findall(r"[\w.@-]+", text.lower()):
+        words.update({word, word.strip(".-@")})
+    return sorted(w for w in words if w)
+
+
+def _normal(text: str) -> set[str]:
+    return set(re.findall(r"[a-z0-9']+", text.lower()))
+
+
+def agent_recall(*, world: World, agent: Agent, partner: str = "", location: str = "", query: str = "",
+           since: datetime | None = None, kinds: list[str] | None = None, limit: int = 3,
+           token_budget: int | None = None, cooldown_s: int | None = None, now: datetime | None = None,
+           record: bool = True) -> tuple[list[Recalled], str]:
+    """The memories that matter now, ranked in one SQL query, near-duplicates
+    collapsed and cut to the token budget; returns them and a ready-to-inject
+    "Relevant memories" block. Updates retrieval stats when ``record``."""
+    conf = recall_conf()
+    now = now or timezone.now()
+    limit = max(1, min(limit, RECALL_LIMIT_MAX))
+    if token_budget is None:
+        token_budget = conf["token_budget"]
+    cooldown = conf["cooldown_seconds"] if cooldown_s is None else cooldown_s
+    vector, model = None, ""
+    if query.strip():
+        try:
+            model, (vector,) = embedder.embed(user_id=world.owner_id, texts=[query])
+        except embedder.EmbeddingUnavailable:
+            vector = None
+    params = {
+        "partner": partner, "location": location, "query": query,
+        "kind_weights": json.dumps(conf["kind_weights"]),
+        "w_partner": conf["partner"], "w_location": conf["location"], "w_importance": conf["importance"],
+        "w_recency": conf["recency"], "half_life": conf["recency_half_life_hours"] * 3600.0,
+        "w_vector": conf["vector"], "w_text": conf["text"], "rrf_k": float(conf["rrf_k"]), "now": now,
+        "prior": conf["prior_scale_with_query"] if query.strip() else 1.0,
+        "has_vector": vector is not None, "model": model, "vector": HalfVector(vector) if vector is not None else None,
+        "has_text": bool(query.strip()), "agent": agent.pk, "world": world.pk,
+        "words": _query_words(query), "w_named": conf["named_actor"], "k1": conf["bm25_k1"], "b": conf["bm25_b"],
+        "w_context": conf["context"], "context_window": timedelta(minutes=conf["context_window_minutes"]),
+        "since": since or now - timedelta(days=conf["window_days"]),
+        "kinds": kinds or [k for k in AgentMemory.Kind.values],
+        "cooled": now - timedelta(seconds=cooldown), "candidates": limit * CANDIDATES_PER_RESULT,
+    }
+    with vector_cursor() as cursor:
+        cursor.execute(_RECALL_SQL, params)
+        rows = cursor.fetchall()
+    kept: list[Recalled] = []
+    seen: list[set[str]] = []
+    used = 0
+    for pk, content, kind, partner_, location_, occurred, *parts in rows:
+        words = _normal(content)
+        if any(len(words & other) / max(len(words | other), 1) >= conf["dedupe_jaccard"] for other in seen):
+            continue
+        cost = token_counter.count(content) + 8
+        if used + cost > token_budget:
+            continue
+        names = ("partner", "location", "kind", "importance", "recency", "vector", "text", "named", "context")
+        scored = {n: round(float(v), 4) for n, v in zip(names, parts)}
+        kept.append(Recalled(pk, content, kind, partner_, location_, occurred, round(sum(scored.values()), 4), scored))
+        seen.append(words)
+        used += cost
+        if len(kept) == limit:
+            break
+    if record and kept:
+        AgentMemory.objects.filter(pk__in=[m.id for m in kept]).update(
+            last_retrieved_at=now, retrieval_count=F("retrieval_count") + 1)
+    block = ""
+    if kept:
+        lines = []
+        for m in kept:
+            where = f", {m.location}" if m.location else ""
+            lines.append(f"- [{m.occurred_at:%Y-%m-%d %H:%M}{where}] {m.content}")
+        block = "Relevant memories:\n" + "\n".join(lines)
+    return kept, block

@@ -1,0 +1,108 @@
+"""An agent's background upkeep (run by the agent-pass task): embed new
+memories with the owner's model, then fold runs of fine-grained memories into
+summaries."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from pgvector import HalfVector
+
+from memory import embedder
+from memory.agent_events import _clip
+from memory.models import Agent, AgentMemory
+from stories.errors import DomainError
+
+FINE_KINDS = ("say", "heard", "interaction", "witnessed", "observation", "custom")
+
+# ---------------------------------------------------------------------------- background: embed, consolidate
+
+
+def agent_memories_embed(*, agent_id: int, batch: int = 256) -> int:
+    """Embed up to ``batch`` of the agent's memories that have no vector of the owner's active model."""
+    agent = Agent.objects.select_related("world").get(pk=agent_id)
+    owner = agent.world.owner_id
+    model = embedder.active_model(user_id=owner)
+    pending = list(AgentMemory.objects.filter(agent=agent).exclude(embedding_model=model)
+                   .order_by("id").values_list("pk", "content")[:batch])
+    done = 0
+    for start in range(0, len(pending), embedder.BATCH_MAX):
+        chunk = pending[start:start + embedder.BATCH_MAX]
+        name, vectors = embedder.embed(user_id=owner, texts=[c for _, c in chunk])
+        for (pk, content), vector in zip(chunk, vectors):
+            done += AgentMemory.objects.filter(pk=pk, content=content).update(
+                embedding=HalfVector(vector), embedding_model=name)
+    return done
+
+
+def consolidate(*, agent_id: int, now: datetime | None = None) -> int:
+    """Fold runs of fine-grained memories (same partner, or same location when
+    there is no partner, within the window) into one summary memory; the
+    originals stay, linked, and leave recall. Returns summaries written."""
+    from memory import summarize
+    from stories import accounts
+    from stories.providers import ProviderError
+
+    conf = settings.AGENT_CONSOLIDATION
+    now = now or timezone.now()
+    agent = Agent.objects.select_related("world").get(pk=agent_id)
+    candidates = list(
+        AgentMemory.objects.filter(agent=agent, consolidated_into__isnull=True, pinned=False, kind__in=FINE_KINDS,
+                                   occurred_at__lte=now - timedelta(minutes=conf["settle_minutes"]))
+        .order_by("partner", "location", "occurred_at")
+    )
+    groups: list[list[AgentMemory]] = []
+    for memory in candidates:
+        key = (memory.partner, "" if memory.partner else memory.location)
+        last = groups[-1] if groups else None
+        if (last and (last[0].partner, "" if last[0].partner else last[0].location) == key
+                and memory.occurred_at - last[-1].occurred_at <= timedelta(minutes=conf["window_minutes"])):
+            last.append(memory)
+        else:
+            groups.append([memory])
+    conn = accounts.connection_for_background(user_id=agent.world.owner_id, purpose="summary")
+    written = 0
+    for group in groups:
+        if len(group) < conf["min_run"]:
+            continue
+        text = "\n".join(m.content for m in group)
+        try:
+            summary = summarize.summarize_run(conn=conn, owner_id=agent.world.owner_id, agent=agent.external_id,
+                                              text=text)
+        except ProviderError:
+            return written
+        with transaction.atomic():
+            ids = [m.pk for m in group]
+            if AgentMemory.objects.filter(pk__in=ids, consolidated_into__isnull=True).count() != len(ids):
+                continue  # another run folded some of them meanwhile
+            first, last = group[0], group[-1]
+            folded = AgentMemory.objects.create(
+                agent=agent, world=agent.world, kind=AgentMemory.Kind.SUMMARY, partner=first.partner,
+                actor=first.actor if len({m.actor for m in group}) == 1 else "",
+                location=first.location if len({m.location for m in group}) == 1 else "",
+                content=_clip(summary), occurred_at=last.occurred_at, importance=max(m.importance for m in group),
+                metadata={"sources": len(group), "from": first.occurred_at.isoformat(), "to": last.occurred_at.isoformat()},
+            )
+            AgentMemory.objects.filter(pk__in=ids).update(consolidated_into=folded)
+            written += 1
+    return written
+
+
+def agent_upkeep_run(*, agent_id: int) -> dict:
+    """The per-agent background pass: embed new memories, then consolidate. A
+    failure of the owner's model, or a key that can no longer be read, leaves
+    the work for the next pass."""
+    if not Agent.objects.filter(pk=agent_id).exists():
+        return {"embedded": 0, "summaries": 0}
+    try:
+        embedded = agent_memories_embed(agent_id=agent_id)
+    except DomainError:
+        embedded = 0
+    try:
+        summaries = consolidate(agent_id=agent_id)
+    except DomainError:
+        summaries = 0
+    return {"embedded": embedded, "summaries": summaries}

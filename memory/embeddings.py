@@ -1,0 +1,73 @@
+"""Story memories' vectors: the one write path of a memory's vector, embedding
+the memories that have none for the owner's active model (a step of the
+post-turn pass), and clearing vectors when the owner switches models."""
+
+from __future__ import annotations
+
+from django.db.models import Q
+from pgvector import HalfVector
+
+from config import jobs
+from memory import embedder
+from memory.models import EMBEDDING_DIMS_MAX, AgentMemory, Memory
+from stories.models import Adventure
+
+EMBED_PER_RUN = 256  # memories embedded per run, in batches of embedder.BATCH_MAX
+
+
+def vector_set(*, memory_id: int, expected_text: str, vector: list[float] | None, model: str) -> bool:
+    """The one write path of a memory's vector: stores (or clears, with None)
+    the vector if the memory's text is still ``expected_text``."""
+    if vector is not None and len(vector) > EMBEDDING_DIMS_MAX:
+        raise ValueError(f"embeddings over {EMBEDDING_DIMS_MAX} dimensions are not supported")
+    return Memory.objects.filter(pk=memory_id, text=expected_text).update(
+        embedding=HalfVector(vector) if vector is not None else None, embedding_model=model if vector else "",
+    ) == 1
+
+
+def embedding_model_of(*, owner_id: int) -> str:
+    """The model the owner's memories (story and agent) are embedded with."""
+    return embedder.active_model(user_id=owner_id)
+
+
+def vectors_clear_other_models(*, owner_id: int) -> None:
+    """After the owner's embedding model changed: clear every vector of the
+    owner's story and agent memories made by another model (the bulk form of
+    vector_set(vector=None)), and ask for the passes that embed them again.
+    Runs in the caller's transaction."""
+    model = embedder.active_model(user_id=owner_id)
+    stale = Memory.objects.filter(adventure__owner_id=owner_id).exclude(embedding_model=model)
+    adventure_ids = sorted(set(stale.values_list("adventure_id", flat=True)))
+    stale.update(embedding=None, embedding_model="")
+    agent_stale = AgentMemory.objects.filter(world__owner_id=owner_id).exclude(embedding_model=model)
+    agent_ids = sorted(set(agent_stale.values_list("agent_id", flat=True)))
+    agent_stale.update(embedding=None, embedding_model="")
+    for adventure_id in adventure_ids:
+        jobs.memory_pass_after_commit(adventure_id=adventure_id)
+    for agent_id in agent_ids:
+        jobs.agent_pass_after_commit(agent_id=agent_id)
+
+
+def embed_pending(*, adventure: Adventure, report) -> None:
+    """Embed memories that have no vector for the owner's active model."""
+    model = embedder.active_model(user_id=adventure.owner_id)
+    pending = list(
+        Memory.objects.filter(Q(embedding__isnull=True) | ~Q(embedding_model=model), adventure=adventure)
+        .order_by("id").values_list("pk", "text")[:EMBED_PER_RUN]
+    )
+    report.more_due = report.more_due or len(pending) == EMBED_PER_RUN
+    for start in range(0, len(pending), embedder.BATCH_MAX):
+        batch = pending[start:start + embedder.BATCH_MAX]
+        try:
+            name, vectors = embedder.embed(user_id=adventure.owner_id, texts=[t for _, t in batch],
+                                           adventure_id=adventure.pk)
+        except embedder.EmbeddingUnavailable as exc:
+            report.failed(f"embeddings: {exc}", exc.code)
+            return
+        for (pk, text), vector in zip(batch, vectors):
+            try:
+                if vector_set(memory_id=pk, expected_text=text, vector=vector, model=name):
+                    report.embedded += 1
+            except ValueError as exc:
+                report.failed(f"embeddings: {exc}", "bad_response")
+                return

@@ -1,0 +1,240 @@
+"""The story API: the story page, turns and retries, undo, edits and deletes,
+takes, forks, branches and insights. Every adventure id goes through
+access_adventure (another user's id is a 404); every write is one call of the
+tree or of the turn use case, which ask for the memory pass themselves."""
+
+from __future__ import annotations
+
+from django.db.models import Count
+from django.http import Http404
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.exceptions import NotFound
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from config import paging
+from stories import errors, limits, lineage, tree, turns
+from stories import serializers as s
+from stories.api_support import adventure_for as _adventure
+from stories.api_support import valid as _valid
+from stories.models import Action, Adventure, Branch
+
+STORY_PAGE_DEFAULT = 50  # actions per page
+STORY_PAGE_MAX = 200
+
+
+def _take_counts(actions: list[Action]) -> dict:
+    if not actions:
+        return {}
+    keys = {(a.branch_id, a.depth) for a in actions}
+    rows = (Action.objects.filter(branch_id__in={b for b, _ in keys}, depth__in={d for _, d in keys})
+            .values("branch_id", "depth").annotate(n=Count("id")))
+    return {(r["branch_id"], r["depth"]): r["n"] for r in rows if (r["branch_id"], r["depth"]) in keys}
+
+
+class _StoryQuery(serializers.Serializer):
+    before = serializers.IntegerField(min_value=1, max_value=2**31 - 1, required=False, default=None, allow_null=True,
+                                      help_text="only actions below this depth")
+    limit = serializers.IntegerField(min_value=1, max_value=STORY_PAGE_MAX, required=False, default=STORY_PAGE_DEFAULT,
+                                     help_text=f"1-{STORY_PAGE_MAX}, default {STORY_PAGE_DEFAULT}")
+
+
+class StoryView(APIView):
+    @extend_schema(
+        parameters=[_StoryQuery],
+        responses=s.StoryPageSerializer, tags=["story"],
+    )
+    def get(self, request, adventure_id):
+        adventure = _adventure(request, adventure_id)
+        params = _valid_query(request)
+        branch = Branch.objects.get(pk=adventure.head_branch_id)
+        rows, next_before = lineage.story_page(branch, before_depth=params["before"], limit=params["limit"])
+        return Response({
+            "branch": branch.pk, "tip_depth": branch.tip_depth, "next_before": next_before,
+            "actions": s.ActionSerializer(rows, many=True, context={"take_counts": _take_counts(rows)}).data,
+        })
+
+
+def _valid_query(request):
+    serializer = _StoryQuery(data=request.query_params)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+def _turn_response(result: turns.TurnResult, *, retried: bool = False) -> Response:
+    # A new node has one take; only a retry adds a take to an existing node.
+    counts = _take_counts(result.actions) if retried else {}
+    return Response(s.TurnResultSerializer({
+        "actions": result.actions,
+        "context": result.context.as_dict(),
+        "usage": {"model": result.completion.model, "prompt_tokens": result.completion.prompt_tokens,
+                  "completion_tokens": result.completion.completion_tokens,
+                  "latency_ms": result.completion.latency_ms, "demo": result.demo},
+        "memories": [{"id": m.id, "text": m.text, "similarity": m.similarity, "pinned": m.pinned}
+                     for m in result.memories if m.id in result.context.memory_ids],
+        "recall_note": result.context.recall_note,
+    }, context={"take_counts": counts}).data, status=201)
+
+
+def _turn_failed(exc: turns.TurnFailed) -> Response:
+    """The model (or the database) failed the turn: its error, and the player's actions that were kept."""
+    status, body, headers = errors.answer(exc.error)
+    body = {**body, "stored_actions": s.ActionSerializer(exc.stored, many=True).data,
+            "hint": "your action was kept; fix the problem and use retry to get the reply"}
+    return Response(body, status=status, headers=headers)
+
+
+class TurnView(APIView):
+    @extend_schema(request=s.TURN_INPUT_SCHEMA, responses={201: s.TurnResultSerializer}, tags=["story"])
+    def post(self, request, adventure_id):
+        adventure = _adventure(request, adventure_id)
+        data = _valid(s.TurnInputSerializer, request)
+        limits.turn(user_id=request.user.id)
+        try:
+            result = turns.play(user_id=request.user.id, adventure=adventure, mode=data["mode"],
+                                text=data["text"].strip())
+        except turns.TurnFailed as exc:
+            return _turn_failed(exc)
+        return _turn_response(result)
+
+
+class RetryView(APIView):
+    @extend_schema(request=None, responses={201: s.TurnResultSerializer}, tags=["story"])
+    def post(self, request, adventure_id):
+        adventure = _adventure(request, adventure_id)
+        limits.turn(user_id=request.user.id)
+        try:
+            result = turns.retry(user_id=request.user.id, adventure=adventure)
+        except turns.TurnFailed as exc:
+            return _turn_failed(exc)
+        return _turn_response(result, retried=True)
+
+
+class UndoView(APIView):
+    @extend_schema(request=None, responses=s.UndoResultSerializer, tags=["story"])
+    def post(self, request, adventure_id):
+        adventure = _adventure(request, adventure_id)
+        depth = tree.undo(adventure_id=adventure.pk)
+        return Response({"removed_depth": depth, "tip_depth": depth - 1})
+
+
+def _action(adventure: Adventure, action_id: int) -> Action:
+    """The action, unless a moderator hid it: hidden content reaches nobody but staff."""
+    action = Action.objects.filter(pk=action_id, adventure=adventure, hidden=False).first()
+    if action is None:
+        raise Http404
+    return action
+
+
+class ActionView(APIView):
+    @extend_schema(responses=s.ActionSerializer, tags=["story"])
+    def get(self, request, adventure_id, action_id):
+        return Response(s.ActionSerializer(_action(_adventure(request, adventure_id), action_id)).data)
+
+    @extend_schema(request=s.EditInputSerializer, responses=s.ActionSerializer, tags=["story"])
+    def patch(self, request, adventure_id, action_id):
+        adventure = _adventure(request, adventure_id)
+        action = _action(adventure, action_id)
+        data = _valid(s.EditInputSerializer, request)
+        if "text" not in data:  # an empty patch changes nothing
+            return Response(s.ActionSerializer(action).data)
+        action = tree.edit(adventure_id=adventure.pk, action_id=action_id, text=data["text"].strip())
+        return Response(s.ActionSerializer(action).data)
+
+    @extend_schema(responses={204: None}, tags=["story"])
+    def delete(self, request, adventure_id, action_id):
+        adventure = _adventure(request, adventure_id)
+        _action(adventure, action_id)
+        tree.delete(adventure_id=adventure.pk, action_id=action_id)
+        return Response(status=204)
+
+
+class TakesView(APIView):
+    def _takes(self, adventure, action):
+        branch = Branch.objects.get(pk=adventure.head_branch_id)
+        if not lineage.on_path(branch, action):
+            branch = Branch.objects.get(pk=action.branch_id)
+        takes = [t for t in lineage.takes_at(branch, action.depth) if not t.hidden]
+        counts = {(t.branch_id, t.depth): len(takes) for t in takes}
+        return {"depth": action.depth,
+                "takes": s.ActionSerializer(takes, many=True, context={"take_counts": counts}).data}
+
+    @extend_schema(responses=s.TakesSerializer, tags=["story"])
+    def get(self, request, adventure_id, action_id):
+        adventure = _adventure(request, adventure_id)
+        return Response(self._takes(adventure, _action(adventure, action_id)))
+
+    @extend_schema(request=s.TakeSelectSerializer, responses=s.TakesSerializer, tags=["story"])
+    def post(self, request, adventure_id, action_id):
+        adventure = _adventure(request, adventure_id)
+        action = _action(adventure, action_id)
+        take_id = _valid(s.TakeSelectSerializer, request)["take_id"]
+        branch = Branch.objects.get(pk=adventure.head_branch_id)
+        if take_id not in {t.pk for t in lineage.takes_at(branch, action.depth) if not t.hidden} or not lineage.on_path(branch, action):
+            raise NotFound("take_id is not a take of this action on the current branch")
+        selected = tree.take_select(adventure_id=adventure.pk, action_id=take_id)
+        return Response(self._takes(adventure, selected))
+
+
+class ForkView(APIView):
+    @extend_schema(request=s.ForkInputSerializer, responses={201: s.BranchSerializer}, tags=["branches"])
+    def post(self, request, adventure_id, action_id):
+        adventure = _adventure(request, adventure_id)
+        _action(adventure, action_id)
+        data = _valid(s.ForkInputSerializer, request)
+        branch = tree.fork(adventure_id=adventure.pk, action_id=action_id, name=data["name"], checkout=data["checkout"])
+        adventure.refresh_from_db()
+        return Response(s.BranchSerializer(branch, context={"head_id": adventure.head_branch_id}).data, status=201)
+
+
+# ---------------------------------------------------------------------------- branches
+
+
+def _branch(adventure: Adventure, branch_id: int) -> Branch:
+    branch = Branch.objects.filter(pk=branch_id, adventure=adventure, internal=False).first()
+    if branch is None:
+        raise Http404
+    return branch
+
+
+class BranchListView(APIView):
+    @extend_schema(responses=s.BranchSerializer(many=True), parameters=paging.parameters(), tags=["branches"])
+    def get(self, request, adventure_id):
+        adventure = _adventure(request, adventure_id)
+        branches = Branch.objects.filter(adventure=adventure, internal=False).order_by("id")
+        return paging.page(request, branches, s.BranchSerializer, context={"head_id": adventure.head_branch_id})
+
+
+class BranchDetailView(APIView):
+    @extend_schema(request=s.BranchRenameSerializer, responses=s.BranchSerializer, tags=["branches"])
+    def patch(self, request, adventure_id, branch_id):
+        adventure = _adventure(request, adventure_id)
+        branch = _branch(adventure, branch_id)
+        name = _valid(s.BranchRenameSerializer, request).get("name")
+        if name is not None:  # an empty patch changes nothing
+            branch = tree.branch_rename(adventure_id=adventure.pk, branch_id=branch_id, name=name)
+        return Response(s.BranchSerializer(branch, context={"head_id": adventure.head_branch_id}).data)
+
+    @extend_schema(responses={204: None}, tags=["branches"])
+    def delete(self, request, adventure_id, branch_id):
+        adventure = _adventure(request, adventure_id)
+        _branch(adventure, branch_id)
+        tree.branch_delete(adventure_id=adventure.pk, branch_id=branch_id)
+        return Response(status=204)
+
+
+class BranchCheckoutView(APIView):
+    @extend_schema(request=None, responses=s.BranchSerializer, tags=["branches"])
+    def post(self, request, adventure_id, branch_id):
+        adventure = _adventure(request, adventure_id)
+        _branch(adventure, branch_id)
+        branch = tree.checkout(adventure_id=adventure.pk, branch_id=branch_id)
+        return Response(s.BranchSerializer(branch, context={"head_id": branch.pk}).data)
+
+
+class InsightsView(APIView):
+    @extend_schema(responses=s.ContextSerializer, tags=["story"])
+    def get(self, request, adventure_id):
+        _adventure(request, adventure_id)
+        return Response(turns.insights(user_id=request.user.id, adventure_id=adventure_id).as_dict())

@@ -1,0 +1,19 @@
+"""What every API view of the story room shares: the owner-checked adventure
+and input validation."""
+
+from __future__ import annotations
+
+from stories import adventures
+from stories.models import Adventure
+
+
+def adventure_for(request, adventure_id) -> Adventure:
+    """The request user's adventure; another user's id is a 404."""
+    return adventures.access_adventure(user_id=request.user.id, adventure_id=adventure_id)
+
+
+def valid(serializer_class, request, **kwargs) -> dict:
+    """The validated body, or a 400 naming each field to fix."""
+    serializer = serializer_class(data=request.data, **kwargs)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data

@@ -1,0 +1,55 @@
+"""What a player does to an adventure or their settings that reaches into its
+memory as well: create or import with a summary, change fields and summary,
+switch the embedding model. (Turns are the other use case: stories.turns.)
+Each function is the one service its view calls."""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from memory import embeddings, memories
+from stories import accounts, adventures
+from stories.models import AISettings, Adventure
+
+
+def adventure_create(*, owner_id: int, story_summary: str = "", **fields) -> Adventure:
+    """A new adventure; a summary given now is the player's own (kept through every rewrite)."""
+    with transaction.atomic():
+        adventure = adventures.adventure_create(owner_id=owner_id, **fields)
+        if story_summary:
+            memories.summary_set(adventure=adventure, text=story_summary)
+    adventure.refresh_from_db()
+    return adventure
+
+
+def adventure_import(*, owner_id: int, data) -> Adventure:
+    """An export of this site as a new adventure; its summary becomes the player's
+    own text, and the memory pass is asked for (it remembers the story in the background)."""
+    with transaction.atomic():
+        adventure = adventures.adventure_import(owner_id=owner_id, data=data)
+        if adventure.story_summary:
+            adventure = memories.summary_set(adventure=adventure, text=adventure.story_summary)
+    return adventure
+
+
+def adventure_update(*, adventure: Adventure, story_summary: str | None = None, **fields) -> Adventure:
+    """Change the fields given and, if given, the player's own summary. Writes
+    only those: a concurrent fork (the head) or a summary the worker has just
+    written is never overwritten with what this request read earlier."""
+    with transaction.atomic():
+        if story_summary is not None:
+            adventure = memories.summary_set(adventure=adventure, text=story_summary.strip())
+        adventure = adventures.adventure_update(adventure=adventure, **fields)
+    return adventure
+
+
+def ai_settings_change(*, user_id: int, api_key: str | None = None, **fields) -> AISettings:
+    """Update the player's AI settings. When the embedding model changes, every
+    vector of another model (story and agent memories alike) is cleared in the
+    same transaction and the passes that embed them again are asked for."""
+    with transaction.atomic():
+        before = embeddings.embedding_model_of(owner_id=user_id)
+        obj = accounts.ai_settings_update(user_id=user_id, api_key=api_key, **fields)
+        if embeddings.embedding_model_of(owner_id=user_id) != before:
+            embeddings.vectors_clear_other_models(owner_id=user_id)
+    return obj

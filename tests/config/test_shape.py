@@ -1,0 +1,113 @@
+"""The map of the house, checked: which rooms import which, no import cycle, no module that holds five rooms (ARCHITECTURE.md, README's code map)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+ROOMS = ("config", "stories", "memory", "workers")
+MODULE_LINES_MAX = 420  # "no module over ~400 lines"
+
+# The story's upper modules: the use cases (a turn; adventure and settings changes
+# that reach into memory) and the edges. Every other story module is lower and
+# never imports memory (memory learns of tree changes through signals).
+STORY_UPPER = ("stories.turns", "stories.play", "stories.api_", "stories.web", "stories.admin", "stories.urls",
+               "stories.management.")
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for room in ROOMS:
+        for path in (ROOT / room).rglob("*.py"):
+            if "migrations" in path.parts:
+                continue
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            found[name.removesuffix(".__init__")] = path
+    return found
+
+
+def _imports(path: Path, *, module_level_only: bool) -> set[str]:
+    """Project modules imported by the file (``from a import b`` counts a.b when
+    it is a module, else a). Imports under ``if TYPE_CHECKING`` are skipped."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    nodes = tree.body if module_level_only else list(ast.walk(tree))
+    out = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+            out.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return {name for name in out if name.split(".")[0] in ROOMS}
+
+
+def _resolve(names: set[str], modules: dict[str, Path]) -> set[str]:
+    return {name for name in names if name in modules}
+
+
+def test_nothing_outside_workers_and_config_imports_workers():
+    modules = _modules()
+    offenders = sorted(
+        f"{name} imports {imported}"
+        for name, path in modules.items() if name.split(".")[0] not in ("workers", "config")
+        for imported in _imports(path, module_level_only=False) if imported.split(".")[0] == "workers"
+    )
+    assert offenders == [], "memory work is asked for through config.jobs, never by importing workers:\n" + \
+        "\n".join(offenders)
+
+
+def test_the_story_lower_modules_never_import_memory():
+    modules = _modules()
+    offenders = sorted(
+        f"{name} imports {imported}"
+        for name, path in modules.items()
+        if name.startswith("stories") and not name.startswith(STORY_UPPER)
+        for imported in _imports(path, module_level_only=False) if imported.split(".")[0] == "memory"
+    )
+    assert offenders == [], "the story's lower modules must not reach into memory:\n" + "\n".join(offenders)
+
+
+def test_there_is_no_import_cycle():
+    """Not even through an import inside a function (stories.errors once reached
+    stories.providers that way, which imports stories.errors)."""
+    modules = _modules()
+    graph = {name: _resolve(_imports(path, module_level_only=False), modules) - {name}
+             for name, path in modules.items()}
+    # a package imports its submodules' parents implicitly: importing a.b runs a/__init__
+    for name in list(graph):
+        for imported in list(graph[name]):
+            parts = imported.split(".")
+            graph[name].update(".".join(parts[:i]) for i in range(1, len(parts)) if ".".join(parts[:i]) in modules)
+        graph[name].discard(name)
+    cycles, state = [], {}
+
+    def visit(node, stack):
+        state[node] = "open"
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                cycles.append(" -> ".join(stack[stack.index(nxt):] + [nxt]))
+            elif nxt not in state:
+                visit(nxt, stack)
+        stack.pop()
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [])
+    assert cycles == [], "import cycles:\n" + "\n".join(cycles)
+
+
+def test_no_module_holds_five_rooms():
+    long = sorted(f"{name}: {len(path.read_text().splitlines())} lines" for name, path in _modules().items()
+                  if len(path.read_text().splitlines()) > MODULE_LINES_MAX)
+    assert long == [], "split these by purpose:\n" + "\n".join(long)
+
+
+def test_the_readme_code_map_names_every_module():
+    readme = (ROOT / "README.md").read_text()
+    missing = sorted(name for name, path in _modules().items()
+                     if name.count(".") == 1 and not name.endswith(("__init__", ".apps", ".urls"))
+                     and path.parent.name in ROOMS and f"{path.name}" not in readme)
+    assert missing == [], "README's code map does not name:\n" + "\n".join(missing)
