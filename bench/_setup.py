@@ -24,6 +24,9 @@ def django_setup() -> None:
     for name in ("TURNS_PER_MINUTE", "MODEL_CALLS_PER_MINUTE", "WORLD_EVENTS_PER_MINUTE", "IMPORTS_PER_HOUR",
                  "SIGNUPS_PER_HOUR"):
         os.environ.setdefault(name, "0")
+    from config.embedded import one_machine_environment
+
+    one_machine_environment()  # the bench's own embedded servers, unless DATABASE_URL / REDIS_URL name others
     import django
 
     django.setup()

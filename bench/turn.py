@@ -67,7 +67,7 @@ def main() -> None:
     token, _ = Token.objects.get_or_create(user=user)
     api = Client(HTTP_AUTHORIZATION=f"Token {token.key}", HTTP_HOST="localhost")
     spent = {"memory": 0.0, "queries": 0}
-    real_recall, real_send = turns_module.retrieval.recall, tasks._send
+    real_recall, real_send = turns_module.retrieval.recall_for_turn, tasks._send
 
     def timed_recall(**kwargs):
         start = time.perf_counter()
@@ -82,7 +82,7 @@ def main() -> None:
         real_send(adventure_id)
         spent["memory"] += time.perf_counter() - start
 
-    turns_module.retrieval.recall = timed_recall
+    turns_module.retrieval.recall_for_turn = timed_recall
     tasks._send = timed_send
     totals, memory_ms, queries, memory_queries, recalled = [], [], [], [], []
     url = f"/api/adventures/{adventure.pk}/turns/"
@@ -99,7 +99,7 @@ def main() -> None:
         memory_ms.append(spent["memory"] * 1000)
         queries.append(len(captured.captured_queries))
         memory_queries.append(spent["queries"])
-    turns_module.retrieval.recall, tasks._send = real_recall, real_send
+    turns_module.retrieval.recall_for_turn, tasks._send = real_recall, real_send
     redis_client().delete("celery")  # the bench's queued post-turn jobs
     fake.stop()
 

@@ -132,6 +132,7 @@ def ensure_postgres(data_dir: Path) -> str:
     with _file_lock(lock):
         try:
             server = _pg_server(data_dir)
+            server.ensure_postgres_running()  # a server this process stopped is started again
         except Exception as exc:  # pgserver raises bare errors; name the service
             log = root / "log"
             tail = log.read_text()[-2000:] if log.exists() else ""
@@ -344,3 +345,29 @@ def local_secrets(data_dir: Path) -> dict:
             path.write_text(json.dumps(values))
             os.chmod(path, 0o600)
     return values
+
+
+# --------------------------------------------------------------------------- one-machine mode
+
+
+def data_dir_from_env() -> Path:
+    """DATA_DIR, or .data beside the project (the same rule as settings.DATA_DIR)."""
+    return Path(os.environ.get("DATA_DIR") or Path(__file__).resolve().parent.parent / ".data").resolve()
+
+
+def one_machine_environment() -> None:
+    """Start (or adopt) the embedded Postgres and Redis under DATA_DIR for what
+    the environment does not name, and export their URLs (and the generated
+    SECRET_KEY and encryption key) so this process's settings, and every process
+    it starts, use them. Called by the commands that need the servers
+    (manage.py, the test session, the benches), never by importing settings.
+    Does nothing for a URL that is set."""
+    data_dir = data_dir_from_env()
+    if not os.environ.get("DATABASE_URL"):
+        local = local_secrets(data_dir)
+        os.environ.setdefault("SECRET_KEY", local["SECRET_KEY"])
+        os.environ.setdefault("FIELD_ENCRYPTION_KEYS", local["FIELD_ENCRYPTION_KEYS"])
+        os.environ["DATABASE_URL"] = ensure_postgres(data_dir)
+        os.environ["EVERLORE_EMBEDDED"] = "1"
+    if not os.environ.get("REDIS_URL"):
+        os.environ["REDIS_URL"] = ensure_redis(data_dir)

@@ -1,4 +1,4 @@
-"""Every list endpoint answers one page: ``?limit=`` (1..maximum) and
+"""Every list endpoint answers one page (DRF's LimitOffsetPagination): ``?limit=`` (1..maximum) and
 ``?offset=``. The body stays a JSON array; ``X-Total-Count`` says how many
 there are and a ``Link: <...>; rel="next"`` header points at the next page.
 A limit over the maximum is a 400 that names it, never a silent clamp."""
@@ -6,6 +6,7 @@ A limit over the maximum is a 400 that names it, never a silent clamp."""
 from __future__ import annotations
 
 from rest_framework import serializers
+from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
 
 DEFAULT = 100
@@ -38,19 +39,47 @@ def _query(default: int, maximum: int) -> type[serializers.Serializer]:
     return _QUERIES[key]
 
 
+class LimitOffsetHeaders(LimitOffsetPagination):
+    """DRF's limit/offset pagination, strict and with the page data in headers:
+    a limit or offset out of bounds is a 400 naming it (DRF alone would clamp
+    it silently), the body stays a JSON array, and X-Total-Count and
+    ``Link: <...>; rel="next"`` say what else there is."""
+
+    default_limit = DEFAULT
+    max_limit = MAXIMUM
+
+    def __init__(self, *, default: int = DEFAULT, maximum: int = MAXIMUM):
+        self.default_limit, self.max_limit = default, maximum
+        self._checked = None
+
+    def _query(self, request) -> dict:
+        if self._checked is None:
+            query = _query(self.default_limit, self.max_limit)(data=request.query_params)
+            query.is_valid(raise_exception=True)
+            self._checked = query.validated_data
+        return self._checked
+
+    def get_limit(self, request) -> int:
+        return self._query(request)["limit"]
+
+    def get_offset(self, request) -> int:
+        return self._query(request)["offset"]
+
+    def get_paginated_response(self, data) -> Response:
+        response = Response(data)
+        response["X-Total-Count"] = str(self.count)
+        following = self.get_next_link()
+        if following:
+            response["Link"] = f'<{following}>; rel="next"'
+        return response
+
+    def get_paginated_response_schema(self, schema: dict) -> dict:
+        return schema  # the body is the array itself
+
+
 def page(request, queryset, serializer_class, *, default: int = DEFAULT, maximum: int = MAXIMUM,
          context: dict | None = None) -> Response:
-    """One page of ``queryset`` serialized, with X-Total-Count and Link headers."""
-
-    query = _query(default, maximum)(data=request.query_params)
-    query.is_valid(raise_exception=True)
-    limit, offset = query.validated_data["limit"], query.validated_data["offset"]
-    total = queryset.count()
-    rows = list(queryset[offset: offset + limit])
-    response = Response(serializer_class(rows, many=True, context=context or {}).data)
-    response["X-Total-Count"] = str(total)
-    if offset + limit < total:
-        params = request.query_params.copy()
-        params["limit"], params["offset"] = str(limit), str(offset + limit)
-        response["Link"] = f'<{request.build_absolute_uri(request.path)}?{params.urlencode()}>; rel="next"'
-    return response
+    """One page of ``queryset`` serialized by ``serializer_class`` (for APIViews)."""
+    paginator = LimitOffsetHeaders(default=default, maximum=maximum)
+    rows = paginator.paginate_queryset(queryset, request)
+    return paginator.get_paginated_response(serializer_class(rows, many=True, context=context or {}).data)

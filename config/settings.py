@@ -1,10 +1,12 @@
 """Settings, all read from the environment (see README's configuration table).
 
-With no DATABASE_URL the site runs in one-machine mode: an embedded PostgreSQL
-with pgvector and (with no REDIS_URL) an embedded Redis start under DATA_DIR,
-and a generated SECRET_KEY and encryption key are kept there. The URLs are
-exported to the environment so that processes this one starts (web, worker)
-use the same servers.
+DATABASE_URL and REDIS_URL are required here. In one-machine mode the command
+that needs them (manage.py runsite or any manage.py command, the test session,
+a bench) first starts an embedded PostgreSQL with pgvector and an embedded
+Redis under DATA_DIR, with a generated SECRET_KEY and encryption key kept there,
+and exports their URLs (config.embedded.one_machine_environment), so that the
+processes it starts (web, worker) use the same servers. Importing this module
+never starts a server.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from config import embedded
 from config.env import (
     check_fernet_keys,
     check_networks,
@@ -29,17 +30,16 @@ from config.env import (
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env_str("DATA_DIR") or BASE_DIR / ".data").resolve()
 
-# One-machine mode: no DATABASE_URL given. The process that starts the
-# embedded servers marks the environment so its children (web, worker) agree.
-_START_EMBEDDED = not env_str("DATABASE_URL")
-EMBEDDED = _START_EMBEDDED or env_bool("EVERLORE_EMBEDDED", False)
-
-if _START_EMBEDDED:
-    os.environ["EVERLORE_EMBEDDED"] = "1"
-    _local = embedded.local_secrets(DATA_DIR)
-    os.environ.setdefault("SECRET_KEY", _local["SECRET_KEY"])
-    os.environ.setdefault("FIELD_ENCRYPTION_KEYS", _local["FIELD_ENCRYPTION_KEYS"])
-    os.environ["DATABASE_URL"] = embedded.ensure_postgres(DATA_DIR)
+# One-machine mode: the commands that need them (manage.py, the test session,
+# the benches) start an embedded Postgres and Redis under DATA_DIR and export
+# their URLs (config.embedded.one_machine_environment); importing settings
+# starts nothing. EVERLORE_EMBEDDED marks that mode for this process and its children.
+EMBEDDED = env_bool("EVERLORE_EMBEDDED", False)
+if not env_str("DATABASE_URL"):
+    raise ImproperlyConfigured(
+        "DATABASE_URL: required (postgres://user:password@host:port/dbname); on one machine start the site "
+        "with `python manage.py runsite`, which starts an embedded Postgres and Redis under DATA_DIR"
+    )
 
 DATABASES = {"default": parse_database_url("DATABASE_URL", os.environ["DATABASE_URL"])}
 
@@ -115,10 +115,10 @@ LOG_LEVEL = (env_str("LOG_LEVEL") or "INFO").upper()
 if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
     raise ImproperlyConfigured(f"LOG_LEVEL: expected DEBUG, INFO, WARNING, ERROR or CRITICAL; got {LOG_LEVEL!r}")
 
-if env_str("REDIS_URL"):
-    REDIS_URL = check_redis_url("REDIS_URL", os.environ["REDIS_URL"])
-else:
-    REDIS_URL = os.environ["REDIS_URL"] = embedded.ensure_redis(DATA_DIR)
+if not env_str("REDIS_URL"):
+    raise ImproperlyConfigured("REDIS_URL: required (redis://host:6379/0); on one machine start the site with "
+                               "`python manage.py runsite`, which starts an embedded Redis under DATA_DIR")
+REDIS_URL = check_redis_url("REDIS_URL", os.environ["REDIS_URL"])
 
 INSTALLED_APPS = [
     "config.apps.EverloreAdminConfig",
@@ -228,8 +228,7 @@ REST_FRAMEWORK = {
     # OPTIONS would describe any view, even on another user's object id, with a
     # 200; the site is same-origin (no CORS preflight), so OPTIONS answers 405.
     "DEFAULT_METADATA_CLASS": None,
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
-    "PAGE_SIZE": 50,
+    "DEFAULT_PAGINATION_CLASS": "config.paging.LimitOffsetHeaders",
 }
 
 SPECTACULAR_SETTINGS = {

@@ -1,10 +1,14 @@
-"""Settings for the test suite: the same settings, with the embedded servers
-under .data/test so a test run never touches the data of `make run`."""
+"""Settings for the test suite: the same settings; the test session starts its
+embedded servers under .data/test so a test run never touches the data of `make run`."""
 
 import os
 from pathlib import Path
 
 os.environ.setdefault("DATA_DIR", str(Path(__file__).resolve().parent.parent / ".data" / "test"))
+
+from config.embedded import one_machine_environment  # noqa: E402
+
+one_machine_environment()  # the test session starts its own embedded servers
 
 from config.settings import *  # noqa: E402,F401,F403
 

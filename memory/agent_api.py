@@ -7,6 +7,8 @@ from django.db.models import Count, Q
 from django.http import Http404, StreamingHttpResponse
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
+
+from config import serializer_fields as strict
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -142,7 +144,7 @@ class RecallView(WorldView):
     @extend_schema(
         request=s.RecallInputSerializer,
         responses={200: inline_serializer("Recall", {"memories": serializers.ListField(child=serializers.DictField()),
-                                                     "text": serializers.CharField()})},
+                                                     "text": strict.TextField()})},
         tags=["worlds"],
     )
     def post(self, request, world_id, agent_id):
@@ -163,7 +165,7 @@ class RecallView(WorldView):
 
 
 class _MemoryQuery(paging.query_serializer(default=50, maximum=MEMORY_PAGE_MAX)):
-    q = serializers.CharField(max_length=200, required=False, allow_blank=True, help_text="full-text search")
+    q = strict.TextField(max_length=200, required=False, allow_blank=True, help_text="full-text search")
     kind = serializers.ChoiceField(choices=AgentMemory.Kind.choices, required=False)
 
 

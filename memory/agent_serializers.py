@@ -1,5 +1,6 @@
 from rest_framework import serializers
 
+from config import serializer_fields as strict
 from memory import agent_events, agent_recall
 from stories.errors import InvalidRequest
 from memory.models import AGENT_MEMORY_TEXT_MAX, Agent, AgentMemory, World, WorldToken
@@ -7,7 +8,7 @@ from memory.models import AGENT_MEMORY_TEXT_MAX, Agent, AgentMemory, World, Worl
 BUILTIN_TYPES = ("say", "interact", "observe")
 
 
-class WorldSerializer(serializers.ModelSerializer):
+class WorldSerializer(strict.StrictModelSerializer):
     agent_capacity = serializers.IntegerField(min_value=10, max_value=1_000_000, required=False)
 
     class Meta:
@@ -15,35 +16,35 @@ class WorldSerializer(serializers.ModelSerializer):
         fields = ["id", "name", "agent_capacity", "created_at"]
 
 
-class WorldTokenSerializer(serializers.ModelSerializer):
+class WorldTokenSerializer(strict.StrictModelSerializer):
     class Meta:
         model = WorldToken
         fields = ["id", "name", "prefix", "created_at", "last_used_at", "revoked_at"]
 
 
 class NewTokenSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=100, allow_blank=True, required=False, default="")
+    name = strict.TextField(max_length=100, allow_blank=True, required=False, default="")
 
 
 class CreatedTokenSerializer(WorldTokenSerializer):
-    token = serializers.CharField(help_text="Shown once; store it now.")
+    token = strict.TextField(help_text="Shown once; store it now.")
 
     class Meta(WorldTokenSerializer.Meta):
         fields = WorldTokenSerializer.Meta.fields + ["token"]
 
 
 class EventSerializer(serializers.Serializer):
-    type = serializers.RegexField(r"^[a-z][a-z0-9_]{0,39}$",
+    type = strict.PatternField(r"^[a-z][a-z0-9_]{0,39}$",
                                   help_text="say, interact, observe, or a custom type (needs a template)")
-    actor = serializers.CharField(max_length=100)
-    target = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
-    location = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
-    text = serializers.CharField(max_length=agent_events.EVENT_TEXT_MAX)
-    nearby = serializers.ListField(child=serializers.CharField(max_length=100), max_length=agent_events.NEARBY_MAX,
+    actor = strict.TextField(max_length=100)
+    target = strict.TextField(max_length=100, required=False, allow_blank=True, default="")
+    location = strict.TextField(max_length=200, required=False, allow_blank=True, default="")
+    text = strict.TextField(max_length=agent_events.EVENT_TEXT_MAX)
+    nearby = serializers.ListField(child=strict.TextField(max_length=100), max_length=agent_events.NEARBY_MAX,
                                    required=False, default=list)
     time = serializers.DateTimeField(required=False, allow_null=True, default=None)
     importance = serializers.FloatField(min_value=0, max_value=1, required=False, allow_null=True, default=None)
-    template = serializers.CharField(max_length=500, required=False, allow_blank=True, default="",
+    template = strict.TextField(max_length=500, required=False, allow_blank=True, default="",
                                      help_text="for custom types: text with {actor}, {target}, {location}, {text} or {type} "
                                                "(nothing else inside braces; {{ and }} for literal braces)")
     metadata = serializers.DictField(required=False, default=dict)
@@ -65,9 +66,9 @@ class EventBatchSerializer(serializers.Serializer):
 
 
 class RecallInputSerializer(serializers.Serializer):
-    partner = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
-    location = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
-    query = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+    partner = strict.TextField(max_length=100, required=False, allow_blank=True, default="")
+    location = strict.TextField(max_length=200, required=False, allow_blank=True, default="")
+    query = strict.TextField(max_length=2000, required=False, allow_blank=True, default="")
     since = serializers.DateTimeField(required=False, allow_null=True, default=None)
     kinds = serializers.ListField(child=serializers.ChoiceField(choices=AgentMemory.Kind.choices), required=False,
                                   allow_empty=False)
@@ -79,7 +80,7 @@ class RecallInputSerializer(serializers.Serializer):
                                                 default=None, help_text="default: the world setting")
 
 
-class AgentMemorySerializer(serializers.ModelSerializer):
+class AgentMemorySerializer(strict.StrictModelSerializer):
     class Meta:
         model = AgentMemory
         fields = ["id", "kind", "partner", "location", "content", "metadata", "importance", "pinned",
@@ -87,20 +88,20 @@ class AgentMemorySerializer(serializers.ModelSerializer):
 
 
 class AgentMemoryPatchSerializer(serializers.Serializer):
-    content = serializers.CharField(max_length=AGENT_MEMORY_TEXT_MAX, required=False)
+    content = strict.TextField(max_length=AGENT_MEMORY_TEXT_MAX, required=False)
     pinned = serializers.BooleanField(required=False)
     importance = serializers.FloatField(min_value=0, max_value=1, required=False)
 
 
 class RememberSerializer(serializers.Serializer):
-    content = serializers.CharField(max_length=AGENT_MEMORY_TEXT_MAX)
-    partner = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
-    location = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    content = strict.TextField(max_length=AGENT_MEMORY_TEXT_MAX)
+    partner = strict.TextField(max_length=100, required=False, allow_blank=True, default="")
+    location = strict.TextField(max_length=200, required=False, allow_blank=True, default="")
     importance = serializers.FloatField(min_value=0, max_value=1, required=False, default=0.7)
     pinned = serializers.BooleanField(required=False, default=False)
 
 
-class AgentSerializer(serializers.ModelSerializer):
+class AgentSerializer(strict.StrictModelSerializer):
     memories = serializers.IntegerField(read_only=True, source="memory_count")
 
     class Meta:

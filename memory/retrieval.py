@@ -95,7 +95,7 @@ class Recall:
     fallback: str = ""
 
 
-def recall(*, adventure: Adventure, branch: Branch, user_id: int, top_k: int, below_depth: int | None = None,
+def recall_for_turn(*, adventure: Adventure, branch: Branch, user_id: int, top_k: int, below_depth: int | None = None,
            story: list[Action] | None = None, record_use: bool, ai=None) -> Recall:
     """The memories for the next reply on ``branch``. ``record_use`` is True only
     on real turns (never on an Insights dry run). ``ai``: the owner's settings, if loaded.

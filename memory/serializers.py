@@ -1,10 +1,11 @@
 from rest_framework import serializers
 
+from config import serializer_fields as strict
 from memory.models import MEMORY_TEXT_MAX, Memory
 from stories.models import LONG_TEXT_MAX
 
 
-class MemorySerializer(serializers.ModelSerializer):
+class MemorySerializer(strict.StrictModelSerializer):
     hand_written = serializers.BooleanField(read_only=True)
     embedded = serializers.SerializerMethodField()
 
@@ -19,17 +20,17 @@ class MemorySerializer(serializers.ModelSerializer):
 
 
 class MemoryCreateSerializer(serializers.Serializer):
-    text = serializers.CharField(max_length=MEMORY_TEXT_MAX)
+    text = strict.TextField(max_length=MEMORY_TEXT_MAX)
 
 
 class MemoryPatchSerializer(serializers.Serializer):
-    text = serializers.CharField(max_length=MEMORY_TEXT_MAX, required=False)
+    text = strict.TextField(max_length=MEMORY_TEXT_MAX, required=False)
     pinned = serializers.BooleanField(required=False)
     forgotten = serializers.BooleanField(required=False)
 
 
 class SummarySerializer(serializers.Serializer):
-    story_summary = serializers.CharField(max_length=LONG_TEXT_MAX, allow_blank=True)
+    story_summary = strict.TextField(max_length=LONG_TEXT_MAX, allow_blank=True)
     auto_summarize = serializers.BooleanField(read_only=True)
     summary_depth = serializers.IntegerField(read_only=True)
     memory_depth = serializers.IntegerField(read_only=True)

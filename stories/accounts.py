@@ -11,6 +11,8 @@ import datetime as dt
 
 import redis
 from django.conf import settings
+
+from config.redis_pool import redis_client
 from django.db import transaction
 
 from stories import crypto
@@ -114,7 +116,7 @@ def demo_refund(*, user_id: int) -> None:
 
 
 def _redis() -> redis.Redis:
-    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+    return redis_client()
 
 
 def _demo_key(user_id: int) -> str:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
+
+from config import serializer_fields as strict
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -49,7 +51,7 @@ class AdventureDetailView(APIView):
 
 
 class AdventureExportView(APIView):
-    @extend_schema(responses={200: inline_serializer("AdventureExport", {"format": serializers.CharField()})},
+    @extend_schema(responses={200: inline_serializer("AdventureExport", {"format": strict.TextField()})},
                    tags=["adventures"])
     def get(self, request, adventure_id):
         return Response(adventures.adventure_export(adventure=_adventure(request, adventure_id)))
@@ -112,8 +114,8 @@ class CardImportView(APIView):
 
 
 class CardExportView(APIView):
-    @extend_schema(responses={200: inline_serializer("AIDungeonCard", {"keys": serializers.CharField(),
-                                                                         "value": serializers.CharField()}, many=True)},
+    @extend_schema(responses={200: inline_serializer("AIDungeonCard", {"keys": strict.TextField(),
+                                                                         "value": strict.TextField()}, many=True)},
                    tags=["cards"])
     def get(self, request, adventure_id):
         return Response(cards.export_aidungeon(adventure=_adventure(request, adventure_id)))

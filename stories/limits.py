@@ -11,6 +11,8 @@ import time
 import redis
 from django.conf import settings
 
+from config.redis_pool import redis_client
+
 from stories.errors import RateLimited
 
 log = logging.getLogger(__name__)
@@ -18,7 +20,7 @@ PREFIX = "everlore:rate:"
 
 
 def _client() -> redis.Redis:
-    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=1, socket_connect_timeout=1)
+    return redis_client()
 
 
 def hit(*, bucket: str, who: str, limit: int, window_s: int, message: str, amount: int = 1) -> None:

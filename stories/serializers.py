@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import PolymorphicProxySerializer
 from rest_framework import serializers
 
+from config import serializer_fields as strict
 from stories.cards import clean_keys
 from stories.errors import InvalidRequest
 from stories.models import (
@@ -34,10 +35,10 @@ User = get_user_model()
 
 
 class SignupSerializer(serializers.Serializer):
-    username = serializers.RegexField(r"^[\w.@+-]{3,150}$", max_length=150,
+    username = strict.PatternField(r"^[\w.@+-]{3,150}$", max_length=150,
                                       error_messages={"invalid": "3-150 letters, digits and @/./+/-/_ only"})
-    password = serializers.CharField(write_only=True, max_length=128, trim_whitespace=False)
-    email = serializers.EmailField(required=False, allow_blank=True, max_length=254)
+    password = strict.TextField(write_only=True, max_length=128, trim_whitespace=False)
+    email = strict.EmailField(required=False, allow_blank=True, max_length=254)
 
     def validate_username(self, value):
         if User.objects.filter(username__iexact=value).exists():
@@ -53,8 +54,8 @@ class SignupSerializer(serializers.Serializer):
 
 
 class PasswordChangeSerializer(serializers.Serializer):
-    old_password = serializers.CharField(max_length=128, trim_whitespace=False, write_only=True)
-    new_password = serializers.CharField(max_length=128, trim_whitespace=False, write_only=True)
+    old_password = strict.TextField(max_length=128, trim_whitespace=False, write_only=True)
+    new_password = strict.TextField(max_length=128, trim_whitespace=False, write_only=True)
 
     def validate(self, attrs):
         try:
@@ -65,29 +66,29 @@ class PasswordChangeSerializer(serializers.Serializer):
 
 
 class LoginSerializer(serializers.Serializer):
-    username = serializers.CharField(max_length=150)
-    password = serializers.CharField(max_length=128, trim_whitespace=False, write_only=True)
+    username = strict.TextField(max_length=150)
+    password = strict.TextField(max_length=128, trim_whitespace=False, write_only=True)
 
 
 class TokenSerializer(serializers.Serializer):
-    token = serializers.CharField()
-    username = serializers.CharField()
+    token = strict.TextField()
+    username = strict.TextField()
 
 
 class MeSerializer(serializers.Serializer):
     id = serializers.IntegerField()
-    username = serializers.CharField()
-    email = serializers.CharField()
+    username = strict.TextField()
+    email = strict.TextField()
 
 
-class AISettingsSerializer(serializers.ModelSerializer):
-    api_key = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=500,
+class AISettingsSerializer(strict.StrictModelSerializer):
+    api_key = strict.TextField(write_only=True, required=False, allow_blank=True, max_length=500,
                                     trim_whitespace=True,
                                     help_text="Write-only. Empty string removes the stored key; omit to keep it.")
-    endpoint_url = serializers.CharField(max_length=500, allow_blank=True, required=False,
+    endpoint_url = strict.TextField(max_length=500, allow_blank=True, required=False,
                                          help_text="OpenAI-compatible base URL, e.g. https://api.openai.com/v1")
     has_api_key = serializers.BooleanField(read_only=True)
-    api_key_last4 = serializers.CharField(read_only=True)
+    api_key_last4 = strict.TextField(read_only=True)
     context_tokens = serializers.IntegerField(min_value=256, max_value=2_000_000, required=False)
     max_output_tokens = serializers.IntegerField(min_value=1, max_value=64_000, required=False)
     temperature = serializers.FloatField(min_value=0.0, max_value=2.0, required=False)
@@ -113,12 +114,12 @@ class AISettingsSerializer(serializers.ModelSerializer):
 
 class TestConnectionResultSerializer(serializers.Serializer):
     ok = serializers.BooleanField()
-    model = serializers.CharField()
+    model = strict.TextField()
     latency_ms = serializers.IntegerField()
-    reply = serializers.CharField()
+    reply = strict.TextField()
 
 
-class ProviderCallSerializer(serializers.ModelSerializer):
+class ProviderCallSerializer(strict.StrictModelSerializer):
     class Meta:
         model = ProviderCall
         fields = ["id", "created_at", "purpose", "adventure", "endpoint_host", "model", "prompt_tokens",
@@ -130,11 +131,11 @@ class ProviderCallSerializer(serializers.ModelSerializer):
 
 class CardInputSerializer(serializers.Serializer):
     type = serializers.ChoiceField(choices=StoryCard.Type.choices, default=StoryCard.Type.OTHER)
-    name = serializers.CharField(max_length=100)
-    keys = serializers.ListField(child=serializers.CharField(max_length=CARD_KEY_MAX), max_length=CARD_KEYS_MAX,
+    name = strict.TextField(max_length=100)
+    keys = serializers.ListField(child=strict.TextField(max_length=CARD_KEY_MAX), max_length=CARD_KEYS_MAX,
                                  required=False, default=list)
-    entry = serializers.CharField(max_length=CARD_ENTRY_MAX, allow_blank=True, required=False, default="")
-    notes = serializers.CharField(max_length=CARD_ENTRY_MAX, allow_blank=True, required=False, default="")
+    entry = strict.TextField(max_length=CARD_ENTRY_MAX, allow_blank=True, required=False, default="")
+    notes = strict.TextField(max_length=CARD_ENTRY_MAX, allow_blank=True, required=False, default="")
 
     def validate_keys(self, value):
         try:
@@ -143,22 +144,22 @@ class CardInputSerializer(serializers.Serializer):
             raise serializers.ValidationError(str(exc)) from None
 
 
-class CardSerializer(serializers.ModelSerializer):
+class CardSerializer(strict.StrictModelSerializer):
     class Meta:
         model = StoryCard
         fields = ["id", "type", "name", "keys", "entry", "notes", "created_at", "updated_at"]
 
 
-class AdventureSerializer(serializers.ModelSerializer):
-    title = serializers.CharField(max_length=TITLE_MAX)
-    persona_name = serializers.CharField(max_length=100, allow_blank=True, required=False)
-    persona_pronouns = serializers.CharField(max_length=40, allow_blank=True, required=False)
-    persona_description = serializers.CharField(max_length=LONG_TEXT_MAX, allow_blank=True, required=False)
-    plot_essentials = serializers.CharField(max_length=LONG_TEXT_MAX, allow_blank=True, required=False)
-    authors_note = serializers.CharField(max_length=AUTHORS_NOTE_MAX, allow_blank=True, required=False)
-    ai_instructions = serializers.CharField(max_length=LONG_TEXT_MAX, allow_blank=True, required=False)
-    story_summary = serializers.CharField(max_length=LONG_TEXT_MAX, allow_blank=True, required=False)
-    opening = serializers.CharField(max_length=ACTION_TEXT_MAX, allow_blank=True, required=False, write_only=True,
+class AdventureSerializer(strict.StrictModelSerializer):
+    title = strict.TextField(max_length=TITLE_MAX)
+    persona_name = strict.TextField(max_length=100, allow_blank=True, required=False)
+    persona_pronouns = strict.TextField(max_length=40, allow_blank=True, required=False)
+    persona_description = strict.TextField(max_length=LONG_TEXT_MAX, allow_blank=True, required=False)
+    plot_essentials = strict.TextField(max_length=LONG_TEXT_MAX, allow_blank=True, required=False)
+    authors_note = strict.TextField(max_length=AUTHORS_NOTE_MAX, allow_blank=True, required=False)
+    ai_instructions = strict.TextField(max_length=LONG_TEXT_MAX, allow_blank=True, required=False)
+    story_summary = strict.TextField(max_length=LONG_TEXT_MAX, allow_blank=True, required=False)
+    opening = strict.TextField(max_length=ACTION_TEXT_MAX, allow_blank=True, required=False, write_only=True,
                                     help_text="The story's first passage (create only).")
     cards = CardInputSerializer(many=True, required=False, write_only=True, help_text="Story cards (create only).")
     head_branch = serializers.PrimaryKeyRelatedField(read_only=True)
@@ -182,7 +183,7 @@ class AdventureUpdateSerializer(AdventureSerializer):
         fields = [f for f in AdventureSerializer.Meta.fields if f not in ("opening", "cards")]
 
 
-class ActionSerializer(serializers.ModelSerializer):
+class ActionSerializer(strict.StrictModelSerializer):
     take_count = serializers.SerializerMethodField()
 
     class Meta:
@@ -202,7 +203,7 @@ class StoryPageSerializer(serializers.Serializer):
 
 class TurnInputSerializer(serializers.Serializer):
     mode = serializers.ChoiceField(choices=["do", "say", "story", "continue"])
-    text = serializers.CharField(max_length=ACTION_TEXT_MAX, allow_blank=True, required=False, default="",
+    text = strict.TextField(max_length=ACTION_TEXT_MAX, allow_blank=True, required=False, default="",
                                  help_text=f"1-{ACTION_TEXT_MAX} characters; empty for continue.")
 
     def validate(self, attrs):
@@ -218,14 +219,14 @@ class WrittenTurnSerializer(serializers.Serializer):
     """OpenAPI only: a turn the player writes."""
 
     mode = serializers.ChoiceField(choices=["do", "say", "story"])
-    text = serializers.CharField(max_length=ACTION_TEXT_MAX)
+    text = strict.TextField(max_length=ACTION_TEXT_MAX)
 
 
 class ContinueTurnSerializer(serializers.Serializer):
     """OpenAPI only: let the model go on, with no text."""
 
     mode = serializers.ChoiceField(choices=["continue"])
-    text = serializers.CharField(max_length=0, allow_blank=True, required=False)
+    text = strict.TextField(max_length=0, allow_blank=True, required=False)
 
 
 TURN_INPUT_SCHEMA = PolymorphicProxySerializer(
@@ -238,12 +239,12 @@ TURN_INPUT_SCHEMA = PolymorphicProxySerializer(
 class AIDungeonCardSerializer(serializers.Serializer):
     """OpenAPI only: one card of AI Dungeon's story-card export (keys may also be one comma-separated string)."""
 
-    title = serializers.CharField(max_length=100)
-    keys = serializers.ListField(child=serializers.CharField(max_length=CARD_KEY_MAX), max_length=CARD_KEYS_MAX,
+    title = strict.TextField(max_length=100)
+    keys = serializers.ListField(child=strict.TextField(max_length=CARD_KEY_MAX), max_length=CARD_KEYS_MAX,
                                  required=False)
-    value = serializers.CharField(max_length=CARD_ENTRY_MAX, allow_blank=True, required=False)
-    type = serializers.CharField(max_length=40, allow_blank=True, required=False)
-    description = serializers.CharField(max_length=CARD_ENTRY_MAX, allow_blank=True, required=False)
+    value = strict.TextField(max_length=CARD_ENTRY_MAX, allow_blank=True, required=False)
+    type = strict.TextField(max_length=40, allow_blank=True, required=False)
+    description = strict.TextField(max_length=CARD_ENTRY_MAX, allow_blank=True, required=False)
 
 
 class AIDungeonCardsSerializer(serializers.Serializer):
@@ -253,7 +254,7 @@ class AIDungeonCardsSerializer(serializers.Serializer):
 
 
 class UsageSerializer(serializers.Serializer):
-    model = serializers.CharField()
+    model = strict.TextField()
     prompt_tokens = serializers.IntegerField()
     completion_tokens = serializers.IntegerField()
     latency_ms = serializers.IntegerField()
@@ -261,18 +262,18 @@ class UsageSerializer(serializers.Serializer):
 
 
 class ContextPartSerializer(serializers.Serializer):
-    name = serializers.CharField()
+    name = strict.TextField()
     tokens = serializers.IntegerField()
-    reason = serializers.CharField()
+    reason = strict.TextField()
     items = serializers.ListField(child=serializers.DictField())
-    text = serializers.CharField()
+    text = strict.TextField()
 
 
 class ContextSerializer(serializers.Serializer):
     budget = serializers.IntegerField()
     total_tokens = serializers.IntegerField()
-    encoding = serializers.CharField()
-    recall_note = serializers.CharField(allow_blank=True, help_text="why recall fell back to pinned memories only "
+    encoding = strict.TextField()
+    recall_note = strict.TextField(allow_blank=True, help_text="why recall fell back to pinned memories only "
                                                                     "(empty when it ranked the bank as usual)")
     parts = ContextPartSerializer(many=True)
 
@@ -282,11 +283,11 @@ class TurnResultSerializer(serializers.Serializer):
     context = ContextSerializer()
     usage = UsageSerializer()
     memories = serializers.ListField(child=serializers.DictField())
-    recall_note = serializers.CharField(allow_blank=True, help_text="why recall fell back to pinned memories only")
+    recall_note = strict.TextField(allow_blank=True, help_text="why recall fell back to pinned memories only")
 
 
 class EditInputSerializer(serializers.Serializer):
-    text = serializers.CharField(max_length=ACTION_TEXT_MAX, required=False)
+    text = strict.TextField(max_length=ACTION_TEXT_MAX, required=False)
 
 
 class TakeSelectSerializer(serializers.Serializer):
@@ -299,11 +300,11 @@ class TakesSerializer(serializers.Serializer):
 
 
 class ForkInputSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=100, allow_blank=True, required=False, default="")
+    name = strict.TextField(max_length=100, allow_blank=True, required=False, default="")
     checkout = serializers.BooleanField(required=False, default=True)
 
 
-class BranchSerializer(serializers.ModelSerializer):
+class BranchSerializer(strict.StrictModelSerializer):
     is_head = serializers.SerializerMethodField()
 
     class Meta:
@@ -315,7 +316,7 @@ class BranchSerializer(serializers.ModelSerializer):
 
 
 class BranchRenameSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=100, required=False)
+    name = strict.TextField(max_length=100, required=False)
 
 
 class UndoResultSerializer(serializers.Serializer):

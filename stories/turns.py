@@ -49,7 +49,7 @@ def _generate(*, user_id: int, adventure: Adventure, branch: Branch, below_depth
     ai = accounts.ai_settings_get(user_id=user_id)
     conn = accounts.connection_for_turn(user_id=user_id, ai=ai)
     story = lineage.recent(branch, count=_story_window(ai.context_tokens), below_depth=below_depth)
-    recalled = retrieval.recall(adventure=adventure, branch=branch, user_id=user_id, top_k=ai.memory_top_k,
+    recalled = retrieval.recall_for_turn(adventure=adventure, branch=branch, user_id=user_id, top_k=ai.memory_top_k,
                                 story=story, record_use=True, ai=ai)
     memories = recalled.items
     ctx = context.build(adventure=adventure, story=story, cards=list(adventure.cards.all()), memories=memories,
@@ -135,7 +135,7 @@ def insights(*, user_id: int, adventure_id: int) -> Context:
     ai = accounts.ai_settings_get(user_id=user_id)
     model = accounts.model_for_display(user_id=user_id)
     story = lineage.recent(branch, count=_story_window(ai.context_tokens))
-    recalled = retrieval.recall(adventure=adventure, branch=branch, user_id=user_id, top_k=ai.memory_top_k,
+    recalled = retrieval.recall_for_turn(adventure=adventure, branch=branch, user_id=user_id, top_k=ai.memory_top_k,
                                 story=story, record_use=False, ai=ai)
     return context.build(adventure=adventure, story=story, cards=list(adventure.cards.all()), memories=recalled.items,
                          context_tokens=ai.context_tokens, model=model, recall_note=recalled.fallback)

@@ -10,6 +10,8 @@ import uuid
 import redis
 from django.conf import settings
 
+from config.redis_pool import redis_client
+
 LOCK_TTL_MS = 60_000  # a holder that stops extending loses the lock after this
 EXTEND_EVERY_S = 15.0  # how often a working holder extends its lock
 RERUN_TTL_S = 3600  # a pending re-run request expires after this
@@ -20,7 +22,7 @@ _EXTEND = ("if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pex
 
 
 def client() -> redis.Redis:
-    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=5)
+    return redis_client()
 
 
 class Lock:

@@ -39,6 +39,14 @@ def test_valid_environment_boots(tmp_path):
     assert not (tmp_path / "data").exists(), "nothing embedded may start when URLs are given"
 
 
+def test_importing_the_settings_starts_no_server_and_names_what_is_missing(tmp_path):
+    result = boot(tmp_path, DATABASE_URL=None, REDIS_URL=None, SECRET_KEY=None, FIELD_ENCRYPTION_KEYS=None)
+    assert result.returncode != 0 and "booted" not in result.stdout
+    last_line = result.stderr.strip().splitlines()[-1]
+    assert "ImproperlyConfigured: DATABASE_URL: required" in last_line and "manage.py runsite" in last_line
+    assert not (tmp_path / "data").exists(), "importing settings must not start an embedded server"
+
+
 @pytest.mark.parametrize(
     "name, value, says",
     [

@@ -73,11 +73,11 @@ def test_recall_is_one_ranked_query_and_counts_use_only_on_real_turns(alice, dja
     story = lineage.recent(head, count=50)  # a turn has read these already
     # settings (active model) + the ranked SELECT + the use-count UPDATE
     with django_assert_num_queries(3):
-        items = retrieval.recall(adventure=adventure, branch=head, user_id=alice.pk, top_k=2, story=story,
+        items = retrieval.recall_for_turn(adventure=adventure, branch=head, user_id=alice.pk, top_k=2, story=story,
                                  record_use=True).items
     assert len(items) == 2
     with django_assert_num_queries(2):
-        retrieval.recall(adventure=adventure, branch=head, user_id=alice.pk, top_k=2, story=story,
+        retrieval.recall_for_turn(adventure=adventure, branch=head, user_id=alice.pk, top_k=2, story=story,
                          record_use=False)
     counts = dict(Memory.objects.values_list("text", "use_count"))
     assert sum(counts.values()) == 2, "the dry run changed no use count"
@@ -91,7 +91,7 @@ def test_pinned_memories_always_come_back_and_count_toward_top_k(alice):
     for n in range(5):
         Memory.objects.create(adventure=adventure, branch=head, depth=1, text=f"Sailing fact {n} about the sea.")
     embeddings.embed_pending(adventure=adventure, report=bank.PassReport())
-    items = retrieval.recall(adventure=adventure, branch=head, user_id=alice.pk, top_k=3, record_use=False).items
+    items = retrieval.recall_for_turn(adventure=adventure, branch=head, user_id=alice.pk, top_k=3, record_use=False).items
     assert items[0].id == pinned.pk and items[0].pinned and len(items) == 3
 
 

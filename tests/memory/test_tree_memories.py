@@ -88,7 +88,7 @@ def test_a_fork_inherits_the_memories_of_its_path_and_no_others_with_nothing_cop
     mains = Memory.objects.get(branch_id=main.pk, source_start=7)
     assert own.pk != mains.pk
     head = head_of(adventure)
-    items = retrieval.recall(adventure=adventure, branch=head, user_id=adventure.owner_id, top_k=10,
+    items = retrieval.recall_for_turn(adventure=adventure, branch=head, user_id=adventure.owner_id, top_k=10,
                              record_use=False).items
     assert mains.pk not in {m.id for m in items}, "a memory on another branch is never recalled"
 
