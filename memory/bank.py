@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import F, Q
@@ -34,6 +35,7 @@ SUMMARY_INTERVAL = 15  # actions past the summary mark before a rewrite
 RAW_ACTIONS_MAX = 200  # newest raw actions read for a summary (its prompt keeps at most 2,000 tokens of them)
 
 
+PASS_ABANDONED_AFTER = timedelta(minutes=30)  # longer than any pass (5 memories + a summary at 120 s a call)
 TRANSIENT_CODES = {"timeout", "unreachable", "rate_limited", "endpoint_error"}  # worth retrying soon
 
 
@@ -59,6 +61,10 @@ def run_recorded(adventure_id: int, *, worker: str = "") -> PassReport:
     else is recorded as a crash and raised. A run is never left "running"."""
     if not Adventure.objects.filter(pk=adventure_id).exists():
         return PassReport()
+    # A run still "running" long after any pass could last died with its worker.
+    PassRun.objects.filter(adventure_id=adventure_id, finished_at__isnull=True,
+                           started_at__lt=timezone.now() - PASS_ABANDONED_AFTER).update(
+        outcome="crashed", finished_at=timezone.now(), errors="crashed: the worker stopped mid-pass")
     record = PassRun.objects.create(adventure_id=adventure_id, worker=worker[:200])
     try:
         report = run(adventure_id)
@@ -367,10 +373,7 @@ def adventures_behind(*, limit: int = SWEEP_BATCH) -> list[int]:
     """Adventures whose cursors lag behind their story (or with unembedded
     memories), skipping those whose passes keep failing until their backoff
     (2^failures minutes, at most an hour) has passed."""
-    from datetime import timedelta
-
     from django.db.models import Exists, OuterRef, Value
-    from django.db.models.functions import Coalesce
 
     now = timezone.now()
     unembedded = Memory.objects.filter(adventure_id=OuterRef("pk"), embedding__isnull=True)

@@ -280,3 +280,15 @@ def test_a_patch_racing_another_change_keeps_that_change(alice_plays, concurrent
     assert api.patch(f"/api/worlds/{world['id']}/agents/cy/memories/{note['id']}/", {"pinned": True},
                      format="json").status_code == 200
     assert AgentMemory.objects.values_list("pinned", "retrieval_count").get(pk=note["id"]) == (True, 4)
+
+
+def test_a_run_left_running_by_a_dead_worker_is_marked_crashed_by_the_next_pass(adventure):
+    from django.utils import timezone
+
+    dead = PassRun.objects.create(adventure=adventure, worker="gone")
+    PassRun.objects.filter(pk=dead.pk).update(started_at=timezone.now() - bank.PASS_ABANDONED_AFTER * 2)
+    fresh = PassRun.objects.create(adventure=adventure, worker="busy")  # another pass, still going
+    bank.run_recorded(adventure.pk, worker="w1")
+    assert PassRun.objects.get(pk=dead.pk).outcome == "crashed"
+    assert PassRun.objects.get(pk=fresh.pk).outcome == "running"
+    assert not PassRun.objects.filter(adventure=adventure, worker="w1", finished_at__isnull=True).exists()
