@@ -63,6 +63,9 @@ class Adventure(models.Model):
     hidden = models.BooleanField(default=False)  # by a moderator: seen only by staff, no memory work
     # Where play continues; the depth is head_branch.tip_depth.
     head_branch = models.ForeignKey("Branch", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    # A reply being written holds the story until then (stories.generation): one at a time.
+    generation_token = models.CharField(max_length=32, blank=True, default="")
+    generation_until = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

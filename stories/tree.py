@@ -25,6 +25,7 @@ from django.utils import timezone
 from config import jobs
 from stories import lineage
 from stories.errors import Conflict
+from stories.generation import generation_check
 from stories.models import Action, Adventure, Branch
 
 # Sent inside the writing transaction, so listeners commit or roll back with it.
@@ -62,8 +63,10 @@ class Locked:
 def lock(adventure_id: int, branch_id: int | None = None) -> Locked:
     """Lock the adventure row (serializing tree writes) and re-read a branch.
 
-    Must run inside ``transaction.atomic()``. ``branch_id`` defaults to the head."""
+    Must run inside ``transaction.atomic()``. ``branch_id`` defaults to the head.
+    Raises Conflict while another request's reply is being written (stories.generation)."""
     adventure = Adventure.objects.select_for_update().get(pk=adventure_id)
+    generation_check(adventure)
     branch = Branch.objects.get(pk=branch_id or adventure.head_branch_id, adventure=adventure)
     return Locked(adventure, branch)
 

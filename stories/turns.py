@@ -15,6 +15,7 @@ from stories import accounts, context, lineage, providers, tree
 from stories.adventures import access_adventure
 from stories.context import Context, MemoryItem
 from stories.errors import Conflict, DomainError, InvalidRequest, as_domain_error
+from stories.generation import generating
 from stories.models import ACTION_TEXT_MAX, Action, Adventure, Branch, ProviderCall
 from stories.providers import Completion, ProviderError
 
@@ -73,19 +74,20 @@ def play(*, user_id: int, adventure: Adventure, mode: str, text: str) -> TurnRes
 
     Raises TurnFailed when the model, the key or the database fails after the
     player's action was stored; the action stays, and retry gets the reply."""
-    placed: list[Action] = []
-    if mode in PLAYER_MODES:
-        placed.append(tree.place(adventure_id=adventure.pk, branch_id=adventure.head_branch_id, kind=mode, text=text,
-                                 ask_pass=False))
-    elif mode != "continue":
+    if mode not in PLAYER_MODES and mode != "continue":
         raise InvalidRequest(f"unknown mode {mode!r}")
+    placed: list[Action] = []
     kind = Action.Kind.CONTINUE if mode == "continue" else Action.Kind.AI
-    with _failing_as_turn(placed):
-        branch = Branch.objects.get(pk=adventure.head_branch_id)
-        completion, ctx, memories, conn = _generate(user_id=user_id, adventure=adventure, branch=branch,
-                                                    below_depth=None)
-        reply = tree.place(adventure_id=adventure.pk, branch_id=branch.pk, kind=kind,
-                           text=completion.text[:ACTION_TEXT_MAX])
+    with generating(adventure_id=adventure.pk):  # one reply at a time: a second turn is a 409 and stores nothing
+        if mode in PLAYER_MODES:
+            placed.append(tree.place(adventure_id=adventure.pk, branch_id=adventure.head_branch_id, kind=mode,
+                                     text=text, ask_pass=False))
+        with _failing_as_turn(placed):
+            branch = Branch.objects.get(pk=adventure.head_branch_id)
+            completion, ctx, memories, conn = _generate(user_id=user_id, adventure=adventure, branch=branch,
+                                                        below_depth=None)
+            reply = tree.place(adventure_id=adventure.pk, branch_id=branch.pk, kind=kind,
+                               text=completion.text[:ACTION_TEXT_MAX])
     return TurnResult(placed + [reply], ctx, completion, memories, conn.demo)
 
 
@@ -111,20 +113,21 @@ def retry(*, user_id: int, adventure: Adventure) -> TurnResult:
     """A new take of the last reply (earlier takes kept), or, when the last
     node is the player's (its reply failed), the missing reply. ``adventure``
     comes from access_adventure for ``user_id``."""
-    branch = Branch.objects.get(pk=adventure.head_branch_id)
-    tip = lineage.node_at(branch, branch.tip_depth)
-    if tip is None or tip.kind == Action.Kind.START:
-        raise Conflict("there is no reply to retry yet; play a turn or continue")
-    below = tip.depth if tip.is_model_output else None
-    with _failing_as_turn([]):
-        completion, ctx, memories, conn = _generate(user_id=user_id, adventure=adventure, branch=branch,
-                                                    below_depth=below)
-    text = completion.text[:ACTION_TEXT_MAX]
-    if tip.is_model_output:
-        reply = tree.take_add(adventure_id=adventure.pk, branch_id=branch.pk, expected_tip_id=tip.pk,
-                              kind=tip.kind, text=text)
-    else:
-        reply = tree.place(adventure_id=adventure.pk, branch_id=branch.pk, kind=Action.Kind.AI, text=text)
+    with generating(adventure_id=adventure.pk):
+        branch = Branch.objects.get(pk=adventure.head_branch_id)
+        tip = lineage.node_at(branch, branch.tip_depth)
+        if tip is None or tip.kind == Action.Kind.START:
+            raise Conflict("there is no reply to retry yet; play a turn or continue")
+        below = tip.depth if tip.is_model_output else None
+        with _failing_as_turn([]):
+            completion, ctx, memories, conn = _generate(user_id=user_id, adventure=adventure, branch=branch,
+                                                        below_depth=below)
+        text = completion.text[:ACTION_TEXT_MAX]
+        if tip.is_model_output:
+            reply = tree.take_add(adventure_id=adventure.pk, branch_id=branch.pk, expected_tip_id=tip.pk,
+                                  kind=tip.kind, text=text)
+        else:
+            reply = tree.place(adventure_id=adventure.pk, branch_id=branch.pk, kind=Action.Kind.AI, text=text)
     return TurnResult([reply], ctx, completion, memories, conn.demo)
 
 

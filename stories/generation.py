@@ -1,0 +1,99 @@
+"""One reply is written at a time per adventure. A turn, retry or continue
+claims the adventure (a conditional UPDATE: the database decides) before it
+stores anything, and frees it when the reply is placed or the call fails.
+While it holds the claim, every other write to that story's tree (another
+turn, an edit, undo, a take or branch switch) is refused with a 409: the tree
+asks ``generation_check`` under the adventure's row lock. The claim lasts
+HOLD and is renewed while the reply is being written, so a web process that
+dies mid-turn frees the story within HOLD; a release a database outage
+interrupted is retried by the process's next claim (and expires anyway)."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+from contextlib import contextmanager
+from contextvars import ContextVar
+from datetime import timedelta
+
+from django.db import DatabaseError, connection
+from django.db.models import Q
+from django.utils import timezone
+
+from stories.errors import Conflict
+from stories.models import Adventure
+
+log = logging.getLogger(__name__)
+
+BUSY = "a reply is being written for this adventure; wait for it to finish, then try again"
+HOLD = timedelta(seconds=30)  # a claim not renewed for this long is free
+RENEW_EVERY_S = 10  # seconds between renewals while the reply is being written
+_HELD_BY: ContextVar[str] = ContextVar("generation_held_by", default="")
+_unreleased: set[tuple[int, str]] = set()  # releases a database outage interrupted, retried by the next claim
+
+
+def generation_claim(*, adventure_id: int) -> str:
+    """Claim the adventure for one generation; returns the claim's token.
+    Raises Conflict (409) while another generation holds it."""
+    for pending in list(_unreleased):
+        generation_release(adventure_id=pending[0], token=pending[1])
+    token = secrets.token_hex(16)
+    now = timezone.now()
+    claimed = Adventure.objects.filter(pk=adventure_id).filter(
+        Q(generation_until__isnull=True) | Q(generation_until__lt=now)
+    ).update(generation_token=token, generation_until=now + HOLD)
+    if claimed != 1:
+        raise Conflict(BUSY, code="generating")
+    return token
+
+
+def generation_release(*, adventure_id: int, token: str) -> None:
+    """Free the adventure, if this claim still holds it. Never raises: a release
+    lost to a database outage expires within HOLD."""
+    try:
+        Adventure.objects.filter(pk=adventure_id, generation_token=token).update(generation_token="",
+                                                                               generation_until=None)
+    except DatabaseError:
+        _unreleased.add((adventure_id, token))
+        log.warning("generation claim on adventure %s not released (database away); it expires", adventure_id)
+    else:
+        _unreleased.discard((adventure_id, token))
+
+
+def _renew_until(done: threading.Event, adventure_id: int, token: str) -> None:
+    try:
+        while not done.wait(RENEW_EVERY_S):
+            try:
+                Adventure.objects.filter(pk=adventure_id, generation_token=token).update(
+                    generation_until=timezone.now() + HOLD)
+            except DatabaseError:
+                pass  # the next renewal tries again; the claim may lapse meanwhile
+    finally:
+        connection.close()  # this thread's own connection
+
+
+@contextmanager
+def generating(*, adventure_id: int):
+    """Hold the adventure for the block (renewed in the background while it runs);
+    the block's own tree writes pass the check."""
+    token = generation_claim(adventure_id=adventure_id)
+    reset = _HELD_BY.set(token)
+    done = threading.Event()
+    renewer = threading.Thread(target=_renew_until, args=(done, adventure_id, token), daemon=True,
+                               name=f"generation-{adventure_id}")
+    renewer.start()
+    try:
+        yield token
+    finally:
+        done.set()
+        _HELD_BY.reset(reset)
+        generation_release(adventure_id=adventure_id, token=token)
+
+
+def generation_check(adventure: Adventure) -> None:
+    """Raise Conflict when another generation holds ``adventure`` (a row the
+    caller has locked). The generation's own writes pass."""
+    if (adventure.generation_until is not None and adventure.generation_until > timezone.now()
+            and adventure.generation_token != _HELD_BY.get()):
+        raise Conflict(BUSY, code="generating")

@@ -1,0 +1,77 @@
+"""One reply is written at a time per adventure: while a turn, retry or
+continue is generating, another one (and every edit, undo or branch switch of
+that story) answers 409 and stores nothing; other adventures play on."""
+
+import threading
+
+import pytest
+
+from stories.models import Action
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _post(api, url, body=None):
+    return api.post(url, body or {}, format="json")
+
+
+def test_a_second_turn_while_a_reply_is_written_answers_409_and_stores_nothing(alice_plays, fake_llm):
+    from django.db import connection
+
+    api = alice_plays
+    aid = _post(api, "/api/adventures/", {"title": "One", "opening": "A bell rings."}).json()["id"]
+    other = _post(api, "/api/adventures/", {"title": "Two", "opening": "A door."}).json()["id"]
+    writing, release = threading.Event(), threading.Event()
+
+    def slow_reply(body, n):
+        writing.set()
+        release.wait(30)
+        return "The bell falls silent."
+
+    fake_llm.reply = slow_reply
+    first = {}
+
+    def play_first():
+        try:
+            first["response"] = _post(api, f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "ring it"})
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=play_first)
+    thread.start()
+    try:
+        assert writing.wait(30), "the first turn never reached the model"
+        refused = [
+            _post(api, f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "ring it again"}),
+            _post(api, f"/api/adventures/{aid}/turns/", {"mode": "continue", "text": ""}),
+            _post(api, f"/api/adventures/{aid}/retry/"),
+            _post(api, f"/api/adventures/{aid}/undo/"),
+        ]
+        opening = Action.objects.get(adventure_id=aid, depth=1)
+        refused.append(api.patch(f"/api/adventures/{aid}/actions/{opening.pk}/", {"text": "A bell tolls."},
+                                 format="json"))
+        for response in refused:
+            assert response.status_code == 409, (response.status_code, response.content)
+            assert "being written" in response.json()["detail"]
+        fake_llm.reply = lambda body, n: "The door opens."
+        assert _post(api, f"/api/adventures/{other}/turns/", {"mode": "do", "text": "knock"}).status_code == 201, \
+            "another adventure plays on"
+    finally:
+        release.set()
+        thread.join(30)
+    assert first["response"].status_code == 201
+    texts = list(Action.objects.filter(adventure_id=aid).order_by("depth").values_list("text", flat=True))
+    assert texts == ["A bell rings.", "ring it", "The bell falls silent."], "nothing of the refused requests was stored"
+    # done writing: the adventure takes turns and edits again
+    assert _post(api, f"/api/adventures/{aid}/undo/").status_code == 200
+    assert _post(api, f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "listen"}).status_code == 201
+
+
+def test_a_failed_generation_frees_the_adventure_at_once(alice_plays, fake_llm):
+    from tests.support.fake_llm import Reply
+
+    api = alice_plays
+    aid = _post(api, "/api/adventures/", {"title": "Fail", "opening": "Rain."}).json()["id"]
+    fake_llm.queue(Reply(status=401))
+    assert _post(api, f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "wait"}).status_code == 424
+    assert _post(api, f"/api/adventures/{aid}/retry/").status_code == 201
