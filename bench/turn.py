@@ -37,6 +37,7 @@ def main() -> None:
     from rest_framework.authtoken.models import Token
     from tqdm import tqdm
 
+    from config import jobs
     from memory import bank as memory_bank
     from memory import embeddings as memory_embeddings
     from memory.models import Memory
@@ -67,7 +68,7 @@ def main() -> None:
     token, _ = Token.objects.get_or_create(user=user)
     api = Client(HTTP_AUTHORIZATION=f"Token {token.key}", HTTP_HOST="localhost")
     spent = {"memory": 0.0, "queries": 0}
-    real_recall, real_send = turns_module.retrieval.recall_for_turn, tasks._send
+    real_recall, real_send = turns_module.retrieval.recall_for_turn, tasks.send_post_turn
 
     def timed_recall(**kwargs):
         start = time.perf_counter()
@@ -83,7 +84,7 @@ def main() -> None:
         spent["memory"] += time.perf_counter() - start
 
     turns_module.retrieval.recall_for_turn = timed_recall
-    tasks._send = timed_send
+    jobs.provide(jobs.STORY_PASS, timed_send)  # the memory-work door's sender, timed
     totals, memory_ms, queries, memory_queries, recalled = [], [], [], [], []
     url = f"/api/adventures/{adventure.pk}/turns/"
     api.post(url, {"mode": "do", "text": "warm up"}, content_type="application/json")
@@ -99,7 +100,8 @@ def main() -> None:
         memory_ms.append(spent["memory"] * 1000)
         queries.append(len(captured.captured_queries))
         memory_queries.append(spent["queries"])
-    turns_module.retrieval.recall_for_turn, tasks._send = real_recall, real_send
+    turns_module.retrieval.recall_for_turn = real_recall
+    jobs.provide(jobs.STORY_PASS, real_send)
     redis_client().delete("celery")  # the bench's queued post-turn jobs
     fake.stop()
 
