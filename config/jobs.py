@@ -43,8 +43,13 @@ def _after_commit(kind: str, ident: int) -> None:
     connection = transaction.get_connection()
     if connection.in_atomic_block:
         here = set(connection.savepoint_ids)
-        if any(getattr(func, "job", None) == job and sids == here for sids, func, *_ in connection.run_on_commit):
-            return  # already asked for in this atomic block (a service that makes several changes)
+        # Newest first, and only this block's (their savepoints include this block's): a long
+        # transaction with thousands of earlier callbacks is not scanned again on every change.
+        for sids, func, *_ in reversed(connection.run_on_commit):
+            if not here <= sids:
+                break
+            if sids == here and getattr(func, "job", None) == job:
+                return  # already asked for in this atomic block (a service that makes several changes)
 
     def send() -> None:
         sender = _senders.get(kind)

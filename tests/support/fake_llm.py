@@ -58,6 +58,15 @@ class FakeLLM:
         self.lock = threading.Lock()
         self.counter = 0
         self.latency = 0.0  # seconds before each unscripted answer
+        # Streaming (a request with "stream": true): seconds before the first chunk and between the
+        # next ones (one word a chunk); calls streaming now, the most at once, and streams the client cut.
+        self.first_token_delay = 0.0
+        self.stream_delay = 0.0
+        self.streaming = 0
+        self.streaming_max = 0
+        self.streams_cut = 0
+        self.in_flight = 0  # chat calls being answered now (streamed or not)
+        self.in_flight_max = 0
         self.reply = reply or (lambda body, n: f"The story goes on, and something new happens (reply {n}).")
         server = self
 
@@ -98,7 +107,8 @@ class FakeLLM:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        # A deep listen backlog: a bench connects a thousand players' model calls at once.
+        self.httpd = type("Server", (ThreadingHTTPServer,), {"request_queue_size": 1024})(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
@@ -149,6 +159,16 @@ class FakeLLM:
         return {"error": {"message": message, "type": "invalid_request_error", "code": code}}
 
     def _chat(self, handler, body):
+        with self.lock:
+            self.in_flight += 1
+            self.in_flight_max = max(self.in_flight_max, self.in_flight)
+        try:
+            return self._chat_answer(handler, body)
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+
+    def _chat_answer(self, handler, body):
         script = self._next(body) or Reply(delay=self.latency)
         if script.delay:
             time.sleep(script.delay)
@@ -161,6 +181,8 @@ class FakeLLM:
             n = self.counter
         text = script.text if script.text is not None else self.reply(body, n)
         prompt_words = sum(len(_words(m.get("content") or "")) for m in body.get("messages", []))
+        if body.get("stream"):
+            return self._stream(handler, body, n, text, prompt_words)
         handler._send(200, {
             "id": f"chatcmpl-{n}", "object": "chat.completion", "created": int(time.time()),
             "model": body.get("model", "fake-model"),
@@ -168,6 +190,47 @@ class FakeLLM:
             "usage": {"prompt_tokens": prompt_words, "completion_tokens": len(_words(text)),
                       "total_tokens": prompt_words + len(_words(text))},
         }, script.headers)
+
+    def _stream(self, handler, body, n, text, prompt_words):
+        """Server-sent chunks as OpenAI streams them: the role and first word after
+        first_token_delay, one word a chunk every stream_delay seconds, a final chunk
+        with the finish reason, usage when stream_options asks, then [DONE]."""
+        import re
+
+        pieces = re.findall(r"\S+\s*", text) or [""]
+        base = {"id": f"chatcmpl-{n}", "object": "chat.completion.chunk", "created": int(time.time()),
+                "model": body.get("model", "fake-model")}
+        with self.lock:
+            self.streaming += 1
+            self.streaming_max = max(self.streaming_max, self.streaming)
+        try:
+            handler.send_response(200)
+            handler.send_header("Content-Type", "text/event-stream")
+            handler.send_header("Cache-Control", "no-cache")
+            handler.send_header("Connection", "close")
+            handler.end_headers()
+            handler.close_connection = True
+
+            def send(payload):
+                handler.wfile.write(f"data: {payload}\n\n".encode())
+                handler.wfile.flush()
+
+            for i, piece in enumerate(pieces):
+                time.sleep(self.first_token_delay if i == 0 else self.stream_delay)
+                delta = {"role": "assistant", "content": piece} if i == 0 else {"content": piece}
+                send(json.dumps({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}))
+            send(json.dumps({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}))
+            if (body.get("stream_options") or {}).get("include_usage"):
+                send(json.dumps({**base, "choices": [], "usage": {
+                    "prompt_tokens": prompt_words, "completion_tokens": len(_words(text)),
+                    "total_tokens": prompt_words + len(_words(text))}}))
+            send("[DONE]")
+        except (BrokenPipeError, ConnectionResetError):
+            with self.lock:
+                self.streams_cut += 1
+        finally:
+            with self.lock:
+                self.streaming -= 1
 
     def _embeddings(self, handler, body):
         script = self._next(body) or Reply()

@@ -1,0 +1,314 @@
+"""Many players at once: N players each play one turn at the same moment
+against `make run`'s own server (`manage.py runsite`, on this bench's embedded
+Postgres and Redis) and a fake model that takes --model-seconds per reply
+(streamed: the first token after --first-token seconds, then a word at a time).
+
+For each N it prints errors, turn time p50/p95/max, the most model calls in
+flight at once (seen by the fake), time to the first streamed token p50/p95
+minus the model's own (when the site streams), the most database connections
+in use, CPU time per turn outside the model (web processes plus Postgres) and
+the web processes' memory. Then, with --slow-clients connections sending a
+body a byte a second, the latency of /healthz/live. A PNG plot and a final
+JSON line.
+
+    .venv/bin/python bench/concurrency.py [--players 10 100 500 1000] [--model-seconds 30] [--slow-clients 200]
+
+Targets (the ASGI site of issue #16, on a 2-core machine): N = 1,000 with 0
+errors, all 1,000 model calls in flight at once, p95 turn time <= model + 3 s,
+database connections never above the pool size; first-token overhead p95 <=
+50 ms at N = 100; CPU per turn outside the model <= 20 ms; /healthz/live p95
+< 100 ms with 200 slow clients. Players are created directly in the database
+(signup's password hashing is not what is measured)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+from _setup import ROOT, django_setup, percentile, print_table, save
+
+WORDS = 60  # words in each fake reply
+
+
+def _site(port: int) -> subprocess.Popen:
+    env = {**os.environ, "LOG_LEVEL": "WARNING", "ALLOW_PRIVATE_ENDPOINTS": "1"}
+    return subprocess.Popen([sys.executable, "manage.py", "runsite", "--port", str(port)], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_live(base: str, timeout: float = 90.0) -> None:
+    import httpx2
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx2.get(f"{base}/healthz/live", timeout=2).status_code == 200:
+                return
+        except httpx2.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise SystemExit("the site did not come up")
+
+
+def _web_processes(site: subprocess.Popen):
+    import psutil
+
+    return [p for p in psutil.Process(site.pid).children(recursive=True)
+            if any("gunicorn" in part or "uvicorn" in part for part in p.cmdline())]
+
+
+def _postgres_processes():
+    """This bench's postmaster (its data directory is on its command line) and its backends."""
+    import psutil
+
+    data = os.environ["DATA_DIR"]
+    for p in psutil.process_iter(["name", "cmdline"]):
+        try:
+            if (p.info["name"] or "").startswith("postgres") and data in " ".join(p.info["cmdline"] or []):
+                return [p, *p.children()]
+        except psutil.Error:
+            continue
+    return []
+
+
+def _cpu(processes) -> float:
+    import psutil
+
+    total = 0.0
+    for p in processes:
+        try:
+            times = p.cpu_times()
+            total += times.user + times.system
+        except psutil.Error:
+            continue
+    return total
+
+
+def _players(count: int, fake_url: str) -> list[tuple[str, int]]:
+    """(API token, adventure id) for ``count`` players, made directly in the database."""
+    from django.contrib.auth import get_user_model
+    from rest_framework.authtoken.models import Token
+    from tqdm import tqdm
+
+    from stories import accounts
+    from stories.adventures import adventure_create
+
+    User = get_user_model()
+    User.objects.filter(username__startswith="bench-crowd-").delete()
+    users = User.objects.bulk_create([User(username=f"bench-crowd-{n}", password="!") for n in range(count)])
+    tokens = Token.objects.bulk_create([Token(user=u, key=Token.generate_key()) for u in users])
+    out = []
+    for user, token in tqdm(list(zip(users, tokens)), desc="players", unit="player"):
+        accounts.ai_settings_update(user_id=user.pk, endpoint_url=fake_url, api_key="sk-bench", model="fake")
+        adventure = adventure_create(owner_id=user.pk, title="Crowd", opening="The square fills with people.")
+        out.append((token.key, adventure.pk))
+    return out
+
+
+async def _play_all(base: str, players, *, stream: bool) -> list[dict]:
+    import httpx2
+
+    limits = httpx2.Limits(max_connections=len(players) + 10, max_keepalive_connections=0)
+    async with httpx2.AsyncClient(base_url=base, timeout=httpx2.Timeout(600.0), limits=limits) as client:
+        start = asyncio.Event()
+
+        async def one(token: str, adventure_id: int) -> dict:
+            headers = {"Authorization": f"Token {token}"}
+            if stream:
+                headers["Accept"] = "text/event-stream"
+            await start.wait()
+            began = time.monotonic()
+            first = None
+            try:
+                async with client.stream("POST", f"/api/adventures/{adventure_id}/turns/", headers=headers,
+                                         json={"mode": "do", "text": "look around the square"}) as response:
+                    async for chunk in response.aiter_bytes():
+                        if first is None and chunk and response.headers.get("content-type", "").startswith(
+                                "text/event-stream"):
+                            first = time.monotonic() - began
+                    status = response.status_code
+            except httpx2.HTTPError as exc:
+                status = f"{exc.__class__.__name__}"
+            return {"status": status, "seconds": time.monotonic() - began, "first": first}
+
+        tasks = [asyncio.create_task(one(t, a)) for t, a in players]
+        await asyncio.sleep(0.5)  # every request is ready and waiting for the start
+        start.set()
+        return await asyncio.gather(*tasks)
+
+
+def _db_connections_watch(stop: threading.Event, seen: list[int]) -> None:
+    import psycopg
+
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    with psycopg.connect(host=db["HOST"], port=db.get("PORT") or None, dbname=db["NAME"], user=db["USER"],
+                         password=db.get("PASSWORD") or None, autocommit=True) as conn:
+        while not stop.is_set():
+            row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                               "AND backend_type = 'client backend'").fetchone()
+            seen.append(int(row[0]) - 1)  # not this watcher
+            stop.wait(0.2)
+
+
+def _slow_clients(base: str, count: int, seconds: float) -> dict:
+    """``count`` connections each sending a request body a byte a second, while
+    /healthz/live is timed; returns its latencies."""
+    import httpx2
+
+    host, port = base.removeprefix("http://").split(":")
+    stop = threading.Event()
+    sockets = []
+
+    def trickle():
+        for s in sockets:
+            try:
+                s.sendall(b"POST /api/auth/login/ HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                          b"Content-Length: 100000\r\n\r\n{")
+            except OSError:
+                pass
+        while not stop.wait(1.0):
+            for s in sockets:
+                try:
+                    s.sendall(b" ")
+                except OSError:
+                    pass
+
+    for _ in range(count):
+        try:
+            sockets.append(socket.create_connection((host, int(port)), timeout=5))
+        except OSError:
+            break
+    feeder = threading.Thread(target=trickle, daemon=True)
+    feeder.start()
+    time.sleep(2)
+    latencies, failures = [], 0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        began = time.monotonic()
+        try:
+            httpx2.get(f"{base}/healthz/live", timeout=10).raise_for_status()
+        except httpx2.HTTPError:
+            failures += 1
+        latencies.append((time.monotonic() - began) * 1000)
+        time.sleep(0.2)
+    stop.set()
+    for s in sockets:
+        s.close()
+    return {"slow_clients": len(sockets), "live_p50_ms": round(percentile(latencies, 50), 1),
+            "live_p95_ms": round(percentile(latencies, 95), 1), "live_failures": failures}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--players", type=int, nargs="+", default=[10, 100, 500, 1000])
+    parser.add_argument("--model-seconds", type=float, default=30.0)
+    parser.add_argument("--first-token", type=float, default=0.5)
+    parser.add_argument("--slow-clients", type=int, default=200)
+    parser.add_argument("--slow-seconds", type=float, default=20.0, help="how long /healthz/live is timed")
+    parser.add_argument("--stream", action="store_true", help="ask for text/event-stream (the streaming site)")
+    parser.add_argument("--label", default="site", help="names the results file: concurrency-<label>.json")
+    args = parser.parse_args()
+    django_setup()
+
+    from tests.support.fake_llm import FakeLLM
+
+    fake = FakeLLM()
+    words = " ".join(f"word{n}" for n in range(WORDS))
+    fake.reply = lambda body, n: words
+    # a reply that is not streamed comes whole after the model's time; a streamed one word by word
+    fake.latency = 0.0 if args.stream else args.model_seconds
+    fake.first_token_delay = args.first_token
+    fake.stream_delay = max(0.0, (args.model_seconds - args.first_token) / (WORDS - 1))
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    site = _site(port)
+    rows = []
+    try:
+        _wait_live(base)
+        for count in args.players:
+            players = _players(count, fake.url)
+            web, pg = _web_processes(site), _postgres_processes()
+            cpu_before = _cpu(web) + _cpu(pg)
+            fake.in_flight_max = 0
+            stop, seen = threading.Event(), []
+            watcher = threading.Thread(target=_db_connections_watch, args=(stop, seen), daemon=True)
+            watcher.start()
+            results = asyncio.run(_play_all(base, players, stream=args.stream))
+            stop.set()
+            watcher.join(5)
+            web = _web_processes(site)
+            cpu_spent = _cpu(web) + _cpu(_postgres_processes()) - cpu_before
+            ok = [r for r in results if r["status"] == 201]
+            seconds = [r["seconds"] for r in ok]
+            firsts = [(r["first"] - args.first_token) * 1000 for r in ok if r["first"] is not None]
+            rows.append({
+                "players": count, "errors": len(results) - len(ok),
+                "turn_p50_s": round(percentile(seconds, 50), 2), "turn_p95_s": round(percentile(seconds, 95), 2),
+                "turn_max_s": round(max(seconds), 2) if seconds else None,
+                "model_calls_in_flight_max": fake.in_flight_max,
+                "first_token_overhead_p50_ms": round(percentile(firsts, 50), 1) if firsts else None,
+                "first_token_overhead_p95_ms": round(percentile(firsts, 95), 1) if firsts else None,
+                "db_connections_max": max(seen) if seen else None,
+                "cpu_ms_per_turn": round(cpu_spent * 1000 / max(1, count), 1),
+                "web_rss_mb": round(sum(p.memory_info().rss for p in web) / 2**20, 1),
+                "statuses": sorted({str(r["status"]) for r in results}),
+            })
+        slow = _slow_clients(base, args.slow_clients, args.slow_seconds) if args.slow_clients else {}
+    finally:
+        import signal
+
+        os.killpg(site.pid, signal.SIGTERM)
+        try:
+            site.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(site.pid, signal.SIGKILL)
+        fake.stop()
+
+    print_table(f"{len(rows)} crowds, model {args.model_seconds:g} s per reply (first token {args.first_token:g} s)",
+                ["players", "errors", "turn p50 s", "p95 s", "max s", "calls in flight", "first token +p50 ms",
+                 "+p95 ms", "DB conns max", "CPU ms/turn", "web RSS MB"],
+                [[r["players"], r["errors"], r["turn_p50_s"], r["turn_p95_s"], r["turn_max_s"],
+                  r["model_calls_in_flight_max"], r["first_token_overhead_p50_ms"] or "-",
+                  r["first_token_overhead_p95_ms"] or "-", r["db_connections_max"], r["cpu_ms_per_turn"],
+                  r["web_rss_mb"]] for r in rows])
+    if slow:
+        print_table("/healthz/live with slow clients", ["slow clients", "p50 ms", "p95 ms", "failures"],
+                    [[slow["slow_clients"], slow["live_p50_ms"], slow["live_p95_ms"], slow["live_failures"]]])
+
+    def plot(path):
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(7, 4))
+        ax.plot([r["players"] for r in rows], [r["turn_p95_s"] for r in rows], "o-", label="turn p95")
+        ax.plot([r["players"] for r in rows], [r["turn_p50_s"] for r in rows], "o--", label="turn p50")
+        ax.axhline(args.model_seconds + 3, color="grey", linestyle=":", label="target: model + 3 s")
+        ax.set_xscale("log")
+        ax.set_xlabel("players playing one turn at the same moment")
+        ax.set_ylabel("seconds")
+        ax.set_title(f"Turn time, model {args.model_seconds:g} s ({args.label})")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(path)
+
+    result = {"label": args.label, "model_seconds": args.model_seconds, "crowds": rows, "slow_clients": slow}
+    save(f"concurrency-{args.label}", [result], plot)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
