@@ -11,7 +11,8 @@ from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from workers.heartbeat import heartbeats_read, redis_client
+from config.redis_pool import redis_client
+from workers.heartbeat import heartbeats_read
 
 
 def database_status() -> dict:
@@ -27,7 +28,7 @@ def database_status() -> dict:
 
 
 def redis_status() -> tuple[dict, redis.Redis | None]:
-    client = redis_client(timeout=1.0)
+    client = redis_client()
     try:
         client.ping()
     except redis.AuthenticationError:

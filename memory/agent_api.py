@@ -18,6 +18,7 @@ from memory import agent_events, agent_recall, world_export, worlds
 from memory import agent_serializers as s
 from memory.agent_auth import WorldTokenAuthentication
 from memory.models import Agent, AgentMemory, World, WorldToken
+from stories.api_support import valid as _valid
 from stories.auth import TokenAuthentication
 
 MEMORY_PAGE_MAX = 200
@@ -38,12 +39,6 @@ class WorldView(APIView):
     def owner_only(self, request):
         if isinstance(request.auth, WorldToken):
             raise Http404  # tokens cannot manage worlds or tokens
-
-
-def _valid(serializer_class, request, **kwargs):
-    serializer = serializer_class(data=request.data, **kwargs)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
 
 
 class WorldListView(WorldView):

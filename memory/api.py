@@ -9,19 +9,10 @@ from rest_framework.views import APIView
 from config import paging
 from memory import bank, memories
 from memory import serializers as s
-from stories.adventures import access_adventure
 from stories.models import Branch
+from stories.api_support import adventure_for as _adventure
+from stories.api_support import valid as _valid
 from stories.serializers import ActionSerializer
-
-
-def _adventure(request, adventure_id):
-    return access_adventure(user_id=request.user.id, adventure_id=adventure_id)
-
-
-def _valid(serializer_class, request):
-    serializer = serializer_class(data=request.data)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
 
 
 class MemoryListView(APIView):

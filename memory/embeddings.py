@@ -25,11 +25,6 @@ def vector_set(*, memory_id: int, expected_text: str, vector: list[float] | None
     ) == 1
 
 
-def embedding_model_of(*, owner_id: int) -> str:
-    """The model the owner's memories (story and agent) are embedded with."""
-    return embedder.active_model(user_id=owner_id)
-
-
 def vectors_clear_other_models(*, owner_id: int) -> None:
     """After the owner's embedding model changed: clear every vector of the
     owner's story and agent memories made by another model (the bulk form of

@@ -10,6 +10,7 @@ import secrets
 from datetime import timedelta
 
 from django.http import Http404
+from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from config import jobs
@@ -125,10 +126,7 @@ def agent_delete(*, agent: Agent) -> None:
 
 
 def access_agent_memory(*, agent: Agent, memory_id: int) -> AgentMemory:
-    memory = AgentMemory.objects.filter(pk=memory_id, agent=agent).first()
-    if memory is None:
-        raise Http404
-    return memory
+    return get_object_or_404(AgentMemory, pk=memory_id, agent=agent)
 
 
 def agent_memory_update(*, memory: AgentMemory, **fields) -> AgentMemory:

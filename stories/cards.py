@@ -69,12 +69,9 @@ def card_limit_check(*, adventure: Adventure, adding: int) -> None:
 
 def access_card(*, adventure: Adventure, card_id: int) -> StoryCard:
     """A card of ``adventure`` (itself owner-checked); Http404 otherwise."""
-    from django.http import Http404
+    from django.shortcuts import get_object_or_404
 
-    card = StoryCard.objects.filter(pk=card_id, adventure=adventure).first()
-    if card is None:
-        raise Http404
-    return card
+    return get_object_or_404(StoryCard, pk=card_id, adventure=adventure)
 
 
 def card_create(*, adventure: Adventure, **fields) -> StoryCard:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from memory import embeddings, memories
+from memory import embedder, embeddings, memories
 from stories import accounts, adventures
 from stories.models import AISettings, Adventure
 
@@ -48,8 +48,8 @@ def ai_settings_change(*, user_id: int, api_key: str | None = None, **fields) ->
     vector of another model (story and agent memories alike) is cleared in the
     same transaction and the passes that embed them again are asked for."""
     with transaction.atomic():
-        before = embeddings.embedding_model_of(owner_id=user_id)
+        before = embedder.active_model(user_id=user_id)
         obj = accounts.ai_settings_update(user_id=user_id, api_key=api_key, **fields)
-        if embeddings.embedding_model_of(owner_id=user_id) != before:
+        if embedder.active_model(user_id=user_id) != before:
             embeddings.vectors_clear_other_models(owner_id=user_id)
     return obj

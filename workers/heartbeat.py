@@ -13,16 +13,13 @@ import redis
 from celery import bootsteps
 from django.conf import settings
 
-from config.redis_pool import redis_client as pooled_client
+from config.redis_pool import redis_client
 
 log = logging.getLogger(__name__)
 
 HEARTBEAT_PREFIX = "everlore:worker-heartbeat:"
 
 
-def redis_client(*, timeout: float | None = None) -> redis.Redis:
-    """The process's pooled client (``timeout`` is kept for callers; the pool's timeouts apply)."""
-    return pooled_client()
 
 
 def heartbeat_write(*, client: redis.Redis, hostname: str) -> None:

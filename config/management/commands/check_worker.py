@@ -3,7 +3,8 @@ import socket
 import redis
 from django.core.management.base import BaseCommand, CommandError
 
-from workers.heartbeat import HEARTBEAT_PREFIX, redis_client
+from config.redis_pool import redis_client
+from workers.heartbeat import HEARTBEAT_PREFIX
 
 
 class Command(BaseCommand):
@@ -15,7 +16,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, hostname, **options):
         try:
-            alive = redis_client(timeout=2).exists(HEARTBEAT_PREFIX + hostname)
+            alive = redis_client().exists(HEARTBEAT_PREFIX + hostname)
         except redis.RedisError as exc:
             raise CommandError(f"Redis unreachable ({exc.__class__.__name__})") from None
         if not alive:
