@@ -86,18 +86,6 @@ def exception_handler(exc, context):
     return response
 
 
-def error_json(exc: BaseException) -> JsonResponse | None:
-    """The JSON answer for a domain error or an outage, outside DRF (middleware, handler500)."""
-    answered = errors.answer(exc)
-    if answered is None:
-        return None
-    status_code, body, headers = answered
-    response = JsonResponse(body, status=status_code)
-    for name, value in headers.items():
-        response[name] = value
-    return response
-
-
 class DomainErrorMiddleware:
     """The one mapping (stories.errors.answer) for views outside DRF: a domain
     error or an outage raised by a web page or a plain JSON view becomes its
@@ -117,14 +105,16 @@ class DomainErrorMiddleware:
 
 
 def error_answer(request, error: errors.DomainError):
+    """A domain error or an outage as JSON under /api/, as a short page elsewhere."""
     if request.path.startswith("/api/"):
-        return error_json(error)
-    from django.http import HttpResponse
-    from django.template.loader import render_to_string
+        response = JsonResponse(error.body(), status=error.status)
+    else:
+        from django.http import HttpResponse
+        from django.template.loader import render_to_string
 
-    # No request context: during an outage the context processors would ask the database again.
-    response = HttpResponse(render_to_string("error.html", {"message": error.message, "status": error.status}),
-                            status=error.status)
+        # No request context: during an outage the context processors would ask the database again.
+        response = HttpResponse(render_to_string("error.html", {"message": error.message, "status": error.status}),
+                                status=error.status)
     for name, value in error.headers().items():
         response[name] = value
     return response
