@@ -23,4 +23,4 @@ RUN DATABASE_URL=postgres://build@localhost/build \
 
 USER app
 EXPOSE 8000
-CMD ["gunicorn", "config.wsgi:application", "--bind", "0.0.0.0:8000"]
+CMD ["python", "-m", "uvicorn", "config.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--workers", "2", "--loop", "uvloop", "--http", "h11", "--h11-max-incomplete-event-size", "65536", "--lifespan", "off", "--no-proxy-headers", "--backlog", "2048", "--timeout-keep-alive", "5", "--timeout-graceful-shutdown", "15", "--no-server-header"]

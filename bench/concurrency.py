@@ -135,11 +135,15 @@ async def _play_all(base: str, players, *, stream: bool) -> list[dict]:
             try:
                 async with client.stream("POST", f"/api/adventures/{adventure_id}/turns/", headers=headers,
                                          json={"mode": "do", "text": "look around the square"}) as response:
+                    events = response.headers.get("content-type", "").startswith("text/event-stream")
+                    body = []
                     async for chunk in response.aiter_bytes():
-                        if first is None and chunk and response.headers.get("content-type", "").startswith(
-                                "text/event-stream"):
+                        body.append(chunk)
+                        if first is None and events and b"event: token" in chunk:
                             first = time.monotonic() - began
                     status = response.status_code
+                    if events:  # a streamed turn succeeded when its last event is "done"
+                        status = 201 if b"\nevent: done\n" in b"".join(body) else "stream error"
             except httpx2.HTTPError as exc:
                 status = f"{exc.__class__.__name__}"
             return {"status": status, "seconds": time.monotonic() - began, "first": first}

@@ -14,6 +14,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from config.both_modes import BothModes
 from stories import errors
 
 
@@ -24,23 +25,21 @@ def too_large() -> JsonResponse:
     )
 
 
-class BodySizeLimitMiddleware:
+class BodySizeLimitMiddleware(BothModes):
     """Refuse a declared Content-Length over the limit before reading anything.
 
-    A chunked body (no Content-Length) is read up to the limit and one byte
-    more: over it is a 413, under it the bytes become the request body. Left
-    alone, Django would read a body without a length as empty.
+    Under WSGI a chunked body (no Content-Length) is read up to the limit and
+    one byte more: over it is a 413, under it the bytes become the request body
+    (left alone, Django would read a body without a length as empty). Under the
+    ASGI server, config.asgi_guard has already counted every byte of the body.
     """
 
-    def __init__(self, get_response):
-        self.get_response = get_response
-
-    def __call__(self, request):
+    def before(self, request):
         limit = settings.REQUEST_BODY_MAX_BYTES
         declared = request.META.get("CONTENT_LENGTH")
-        if not declared and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
-            stream = request.META.get("wsgi.input")
-            body = _read_at_most(stream, limit + 1) if stream is not None else b""
+        stream = request.META.get("wsgi.input")
+        if not declared and stream is not None and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
+            body = _read_at_most(stream, limit + 1)
             if len(body) > limit:
                 return too_large()
             request._body = body
@@ -53,10 +52,10 @@ class BodySizeLimitMiddleware:
             return JsonResponse({"detail": "Content-Length is not a number"}, status=400)
         if length > limit:
             return too_large()
-        try:
-            return self.get_response(request)
-        except RequestDataTooBig:
-            return too_large()
+        return None
+
+    def failed(self, request, exc):
+        return too_large() if isinstance(exc, RequestDataTooBig) else None
 
 
 def _read_at_most(stream, size: int) -> bytes:
@@ -86,16 +85,10 @@ def exception_handler(exc, context):
     return response
 
 
-class DomainErrorMiddleware:
+class DomainErrorMiddleware(BothModes):
     """The one mapping (stories.errors.answer) for views outside DRF: a domain
     error or an outage raised by a web page or a plain JSON view becomes its
     status with the message (JSON under /api/, a page elsewhere)."""
-
-    def __init__(self, get_response):
-        self.get_response = get_response
-
-    def __call__(self, request):
-        return self.get_response(request)
 
     def process_exception(self, request, exc):
         error = errors.as_domain_error(exc)

@@ -1,7 +1,15 @@
+"""The site under an ASGI server (uvicorn; `make run` and the compose `web`
+service start it through config.web_server). A turn awaits its model call on
+the event loop, holding no thread and no database connection; connections come
+from a bounded pool per process (DB_POOL_SIZE, 10 unless set)."""
+
 import os
 
 from django.core.asgi import get_asgi_application
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+from config.asgi_guard import BodyGuard
 
-application = get_asgi_application()
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+os.environ.setdefault("DB_POOL_SIZE", "10")
+
+application = BodyGuard(get_asgi_application())

@@ -8,6 +8,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.utils.cache import patch_cache_control
 
+from config.both_modes import BothModes
+
 CSP = "; ".join([
     "default-src 'self'",
     "script-src 'self'",
@@ -23,13 +25,12 @@ CSP = "; ".join([
 ])
 
 
-class SecurityHeadersMiddleware:
+class SecurityHeadersMiddleware(BothModes):
     def __init__(self, get_response):
-        self.get_response = get_response
+        super().__init__(get_response)
         self.static_prefix = "/" + settings.STATIC_URL.lstrip("/")
 
-    def __call__(self, request):
-        response = self.get_response(request)
+    def after(self, request, response):
         response.headers.setdefault("Content-Security-Policy", CSP)
         if not request.path.startswith(self.static_prefix):
             patch_cache_control(response, private=True, no_cache=True)

@@ -17,6 +17,8 @@ from django.http import JsonResponse
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
+from config.both_modes import BothModes
+
 JSON_DEPTH_MAX = 64  # nesting levels of arrays and objects in a request body
 # Escapes that decode to text Postgres cannot hold: NUL, and a UTF-16 surrogate half.
 _SUSPECT_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})")
@@ -114,15 +116,10 @@ def _url_problem(request) -> str | None:
     return None
 
 
-class InputGuardMiddleware:
+class InputGuardMiddleware(BothModes):
     """A URL, query string or credential header holding NUL (or a query string
     that is not UTF-8) gets a 400 before routing: no view, no lookup runs."""
 
-    def __init__(self, get_response):
-        self.get_response = get_response
-
-    def __call__(self, request):
+    def before(self, request):
         problem = _url_problem(request)
-        if problem:
-            return JsonResponse({"detail": problem}, status=400)
-        return self.get_response(request)
+        return JsonResponse({"detail": problem}, status=400) if problem else None

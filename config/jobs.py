@@ -63,4 +63,7 @@ def _after_commit(kind: str, ident: int) -> None:
                         exc.__class__.__name__)
 
     send.job = job
+    if not connection.in_atomic_block:
+        send()  # no transaction is open (nor, maybe, a connection: an outage), so nothing to wait for
+        return
     transaction.on_commit(send)

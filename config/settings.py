@@ -42,6 +42,19 @@ if not env_str("DATABASE_URL"):
     )
 
 DATABASES = {"default": parse_database_url("DATABASE_URL", os.environ["DATABASE_URL"])}
+# A web process under the ASGI server runs each request's database steps on
+# short-lived threads, so its connections come from a bounded pool (psycopg's,
+# through Django): DB_POOL_SIZE connections at most per process, a request
+# waits up to DB_POOL_TIMEOUT seconds for one and then answers 503. config.asgi
+# sets DB_POOL_SIZE=10 unless it is set; 0 (workers, the test session) keeps
+# one persistent connection per thread.
+DB_POOL_SIZE = env_int("DB_POOL_SIZE", 0, minimum=0, maximum=1000)
+DB_POOL_TIMEOUT = env_int("DB_POOL_TIMEOUT", 10, minimum=1, maximum=300)
+if DB_POOL_SIZE:
+    DATABASES["default"].update(CONN_MAX_AGE=0, CONN_HEALTH_CHECKS=False)
+    DATABASES["default"]["OPTIONS"]["pool"] = {
+        "min_size": min(2, DB_POOL_SIZE), "max_size": DB_POOL_SIZE, "timeout": DB_POOL_TIMEOUT, "max_idle": 300,
+    }
 
 SECRET_KEY = env_str("SECRET_KEY")
 if not SECRET_KEY:
@@ -93,6 +106,10 @@ if DEMO_ENDPOINT_URL and not DEMO_MODELS:
 # Request bodies over this size get 413 (adventure imports are the largest).
 REQUEST_BODY_MAX_BYTES = env_int("REQUEST_BODY_MAX_BYTES", 5 * 1024 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_BODY_MAX_BYTES
+# Under the ASGI server a body that has not fully arrived this many seconds
+# after its headers is refused with a 408 (a slow client holds no thread, but
+# it should not hold a connection forever either).
+REQUEST_BODY_TIMEOUT = env_int("REQUEST_BODY_TIMEOUT", 30, minimum=1, maximum=3600)
 
 # Per-user limits (Redis counters shared by all processes); over them: 429 with Retry-After.
 TURNS_PER_MINUTE = env_int("TURNS_PER_MINUTE", 30, minimum=0)  # 0: no limit
@@ -143,7 +160,7 @@ MIDDLEWARE = [
     "config.input_guard.InputGuardMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "config.headers.SecurityHeadersMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "config.static_files.StaticFilesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

@@ -1,5 +1,5 @@
-"""The story API: the story page, turns and retries, undo, edits and deletes,
-takes, forks, branches and insights. Every adventure id goes through
+"""The story API: the story page, undo, edits and deletes, takes, forks,
+branches and insights (turns and retries are api_turns). Every adventure id goes through
 access_adventure (another user's id is a 404); every write is one call of the
 tree or of the turn use case, which ask for the memory pass themselves."""
 
@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config import paging
-from stories import errors, limits, lineage, tree, turns
+from stories import lineage, tree, turns
 from stories import serializers as s
 from stories.api_support import adventure_for as _adventure
 from stories.api_support import valid as _valid
@@ -60,55 +60,6 @@ def _valid_query(request):
     serializer = _StoryQuery(data=request.query_params)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
-
-
-def _turn_response(result: turns.TurnResult, *, retried: bool = False) -> Response:
-    # A new node has one take; only a retry adds a take to an existing node.
-    counts = _take_counts(result.actions) if retried else {}
-    return Response(s.TurnResultSerializer({
-        "actions": result.actions,
-        "context": result.context.as_dict(),
-        "usage": {"model": result.completion.model, "prompt_tokens": result.completion.prompt_tokens,
-                  "completion_tokens": result.completion.completion_tokens,
-                  "latency_ms": result.completion.latency_ms, "demo": result.demo},
-        "memories": [{"id": m.id, "text": m.text, "similarity": m.similarity, "pinned": m.pinned}
-                     for m in result.memories if m.id in result.context.memory_ids],
-        "recall_note": result.context.recall_note,
-    }, context={"take_counts": counts}).data, status=201)
-
-
-def _turn_failed(exc: turns.TurnFailed) -> Response:
-    """The model (or the database) failed the turn: its error, and the player's actions that were kept."""
-    status, body, headers = errors.answer(exc.error)
-    body = {**body, "stored_actions": s.ActionSerializer(exc.stored, many=True).data,
-            "hint": "your action was kept; fix the problem and use retry to get the reply"}
-    return Response(body, status=status, headers=headers)
-
-
-class TurnView(APIView):
-    @extend_schema(request=s.TURN_INPUT_SCHEMA, responses={201: s.TurnResultSerializer}, tags=["story"])
-    def post(self, request, adventure_id):
-        adventure = _adventure(request, adventure_id)
-        data = _valid(s.TurnInputSerializer, request)
-        limits.turn(user_id=request.user.id)
-        try:
-            result = turns.play(user_id=request.user.id, adventure=adventure, mode=data["mode"],
-                                text=data["text"].strip())
-        except turns.TurnFailed as exc:
-            return _turn_failed(exc)
-        return _turn_response(result)
-
-
-class RetryView(APIView):
-    @extend_schema(request=None, responses={201: s.TurnResultSerializer}, tags=["story"])
-    def post(self, request, adventure_id):
-        adventure = _adventure(request, adventure_id)
-        limits.turn(user_id=request.user.id)
-        try:
-            result = turns.retry(user_id=request.user.id, adventure=adventure)
-        except turns.TurnFailed as exc:
-            return _turn_failed(exc)
-        return _turn_response(result, retried=True)
 
 
 class UndoView(APIView):

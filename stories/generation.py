@@ -4,23 +4,24 @@ stores anything, and frees it when the reply is placed or the call fails.
 While it holds the claim, every other write to that story's tree (another
 turn, an edit, undo, a take or branch switch) is refused with a 409: the tree
 asks ``generation_check`` under the adventure's row lock. The claim lasts
-HOLD and is renewed while the reply is being written, so a web process that
+HOLD and is renewed while the reply is being written (keep_claimed), so a web process that
 dies mid-turn frees the story within HOLD; a release a database outage
 interrupted is retried by the process's next claim (and expires anyway)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
-import threading
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import timedelta
 
-from django.db import DatabaseError, connection
+from django.db import DatabaseError
 from django.db.models import Q
 from django.utils import timezone
 
+from config.async_db import db_side_step
 from stories.errors import Conflict
 from stories.models import Adventure
 
@@ -61,34 +62,29 @@ def generation_release(*, adventure_id: int, token: str) -> None:
         _unreleased.discard((adventure_id, token))
 
 
-def _renew_until(done: threading.Event, adventure_id: int, token: str) -> None:
+def _renew(adventure_id: int, token: str) -> None:
     try:
-        while not done.wait(RENEW_EVERY_S):
-            try:
-                Adventure.objects.filter(pk=adventure_id, generation_token=token).update(
-                    generation_until=timezone.now() + HOLD)
-            except DatabaseError:
-                pass  # the next renewal tries again; the claim may lapse meanwhile
-    finally:
-        connection.close()  # this thread's own connection
+        Adventure.objects.filter(pk=adventure_id, generation_token=token).update(generation_until=timezone.now() + HOLD)
+    except DatabaseError:
+        pass  # the next renewal tries again; the claim may lapse meanwhile
+
+
+async def keep_claimed(*, adventure_id: int, token: str) -> None:
+    """Renew the claim every RENEW_EVERY_S seconds until cancelled (run as a
+    task beside the awaited model call)."""
+    while True:
+        await asyncio.sleep(RENEW_EVERY_S)
+        await db_side_step(_renew, adventure_id, token)
 
 
 @contextmanager
-def generating(*, adventure_id: int):
-    """Hold the adventure for the block (renewed in the background while it runs);
-    the block's own tree writes pass the check."""
-    token = generation_claim(adventure_id=adventure_id)
+def held(token: str):
+    """The block's tree writes are the generation's own: they pass the check."""
     reset = _HELD_BY.set(token)
-    done = threading.Event()
-    renewer = threading.Thread(target=_renew_until, args=(done, adventure_id, token), daemon=True,
-                               name=f"generation-{adventure_id}")
-    renewer.start()
     try:
-        yield token
+        yield
     finally:
-        done.set()
         _HELD_BY.reset(reset)
-        generation_release(adventure_id=adventure_id, token=token)
 
 
 def generation_check(adventure: Adventure) -> None:

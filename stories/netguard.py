@@ -9,14 +9,17 @@ Redirects are never followed and proxy variables are ignored.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import ipaddress
 import socket
+import weakref
 from urllib.parse import urlsplit
 
 import httpcore2
 import httpx2
 from django.conf import settings
+from httpcore2._backends.auto import AutoBackend
 from httpcore2._backends.sync import SyncBackend
 
 from stories.errors import InvalidRequest
@@ -79,6 +82,19 @@ def resolve_checked(host: str, port: int) -> list[tuple]:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError):
         raise EndpointRefused(f"the endpoint host {host!r} does not resolve") from None
+    return _checked(host, infos)
+
+
+async def resolve_checked_async(host: str, port: int) -> list[tuple]:
+    """resolve_checked without blocking the event loop (the resolver runs in the loop's executor)."""
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        raise EndpointRefused(f"the endpoint host {host!r} does not resolve") from None
+    return _checked(host, infos)
+
+
+def _checked(host: str, infos: list[tuple]) -> list[tuple]:
     if not settings.ALLOW_PRIVATE_ENDPOINTS:
         for info in infos:
             problem = address_problem(info[4][0])
@@ -114,6 +130,44 @@ class GuardedTransport(httpx2.HTTPTransport):
         self._pool = httpcore2.ConnectionPool(
             ssl_context=self._pool._ssl_context, network_backend=_GuardedBackend(), max_connections=10,
         )
+
+
+class _GuardedAsyncBackend(AutoBackend):
+    async def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+        infos = await resolve_checked_async(host, port)
+        last_error: Exception | None = None
+        for family, type_, proto, _, sockaddr in infos:
+            try:
+                return await super().connect_tcp(sockaddr[0], sockaddr[1], timeout, local_address, socket_options)
+            except httpcore2.ConnectError as exc:
+                last_error = exc
+        raise last_error or httpcore2.ConnectError(f"could not connect to {host}")
+
+
+class GuardedAsyncTransport(httpx2.AsyncHTTPTransport):
+    def __init__(self, **kwargs):
+        super().__init__(trust_env=False, **kwargs)
+        # Turns in flight each hold one connection while their model writes.
+        self._pool = httpcore2.AsyncConnectionPool(
+            ssl_context=self._pool._ssl_context, network_backend=_GuardedAsyncBackend(),
+            max_connections=ASYNC_CONNECTIONS_MAX, max_keepalive_connections=100,
+        )
+
+
+ASYNC_CONNECTIONS_MAX = 4000  # model calls one web process may have open at once
+_async_clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def async_http_client(*, connect: float, read: float) -> httpx2.AsyncClient:
+    """The running event loop's HTTP client for model endpoints (a client's
+    connections belong to one loop): guarded connects, no redirects, no env proxies."""
+    loop = asyncio.get_running_loop()
+    clients = _async_clients.setdefault(loop, {})
+    if (connect, read) not in clients:
+        timeout = httpx2.Timeout(connect=connect, read=read, write=30.0, pool=connect)
+        clients[(connect, read)] = httpx2.AsyncClient(transport=GuardedAsyncTransport(), timeout=timeout,
+                                                      follow_redirects=False, trust_env=False)
+    return clients[(connect, read)]
 
 
 @functools.lru_cache(maxsize=8)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -22,7 +23,7 @@ from django.conf import settings
 from stories import limits
 from stories.errors import UpstreamFailed
 from stories.models import ProviderCall
-from stories.netguard import EndpointRefused, check_url_shape, http_client
+from stories.netguard import EndpointRefused, async_http_client, check_url_shape, http_client
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,20 @@ def _client(conn: Connection) -> openai.OpenAI:
     )
 
 
+def _async_client(conn: Connection) -> openai.AsyncOpenAI:
+    try:
+        check_url_shape(conn.endpoint_url)
+    except EndpointRefused as exc:
+        raise ProviderError("refused", str(exc)) from None
+    return openai.AsyncOpenAI(
+        base_url=conn.endpoint_url.rstrip("/"),
+        api_key=conn.api_key or "none",
+        timeout=_timeout(),
+        max_retries=getattr(settings, "PROVIDER_MAX_RETRIES", MAX_RETRIES),
+        http_client=async_http_client(connect=CONNECT_TIMEOUT, read=_timeout().read),
+    )
+
+
 _SECRETISH = re.compile(r"(sk-[A-Za-z0-9_\-*]{4,}|Bearer\s+\S+)")
 
 
@@ -127,10 +142,13 @@ def _translate(exc: Exception, conn: Connection) -> ProviderError:
             return ProviderError("redirect", "the model endpoint answered with a redirect; use the final URL (redirects are not followed)")
         detail = _scrub(getattr(exc, "message", "") or "", conn)
         return ProviderError("endpoint_error", f"the model endpoint answered {status}: {detail}".rstrip(": "))
+    if isinstance(exc, openai.APIError) and getattr(exc, "body", None) is not None:  # an error event mid-stream
+        detail = _scrub(getattr(exc, "message", "") or "", conn)
+        return ProviderError("endpoint_error", f"the model endpoint failed while writing: {detail}".rstrip(": "))
     return ProviderError("bad_response", "the model endpoint sent a response that is not OpenAI-compatible")
 
 
-def _record(*, user_id, adventure_id, purpose, conn, outcome, started, error="", prompt=0, completion=0) -> None:
+def record_call(*, user_id, adventure_id, purpose, conn, outcome, started, error="", prompt=0, completion=0) -> None:
     ProviderCall.objects.create(
         user_id=user_id, adventure_id=adventure_id, purpose=purpose,
         endpoint_host=(urlsplit(conn.endpoint_url).hostname or "")[:255], model=conn.model[:200],
@@ -158,13 +176,13 @@ def complete(
         choice = response.choices[0]
         text = (choice.message.content or "").strip()
     except ProviderError as exc:
-        _record(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome=exc.code,
+        record_call(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome=exc.code,
                 started=started, error=exc.message)
         raise
     except (openai.OpenAIError, EndpointRefused, IndexError, AttributeError, TypeError, ValueError) as exc:
         error = _translate(exc, conn)
         log.info("model call failed: %s (%s, model %s)", error.code, urlsplit(conn.endpoint_url).hostname, conn.model)
-        _record(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome=error.code,
+        record_call(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome=error.code,
                 started=started, error=error.message)
         raise error from None
     usage = response.usage
@@ -175,10 +193,10 @@ def complete(
         latency_ms=int((time.monotonic() - started) * 1000), finish_reason=choice.finish_reason,
     )
     if not text:
-        _record(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome="empty",
+        record_call(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome="empty",
                 started=started, error="the model returned no text", prompt=result.prompt_tokens)
         raise ProviderError("empty", "the model returned no text; try again")
-    _record(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome="ok", started=started,
+    record_call(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome="ok", started=started,
             prompt=result.prompt_tokens, completion=result.completion_tokens)
     return result
 
@@ -193,15 +211,105 @@ def embed(*, conn: Connection, texts: list[str], user_id: int, purpose: str = Pr
         if len(vectors) != len(texts):
             raise ValueError("wrong number of embeddings")
     except ProviderError as exc:
-        _record(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome=exc.code,
+        record_call(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome=exc.code,
                 started=started, error=exc.message)
         raise
     except (openai.OpenAIError, EndpointRefused, IndexError, AttributeError, TypeError, ValueError) as exc:
         error = _translate(exc, conn)
-        _record(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome=error.code,
+        record_call(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome=error.code,
                 started=started, error=error.message)
         raise error from None
     usage = getattr(response, "usage", None)
-    _record(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome="ok", started=started,
+    record_call(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome="ok", started=started,
             prompt=getattr(usage, "prompt_tokens", 0) or 0)
     return vectors
+
+
+_FAILURES = (openai.OpenAIError, EndpointRefused, IndexError, AttributeError, TypeError, ValueError)
+
+
+class ModelCall:
+    """One chat completion awaited on the event loop: a turn's model call. It
+    holds no thread and touches no database; the caller records it
+    (``record``) in its next database step. ``deltas()`` yields the text as the
+    model writes it (all at once unless ``stream``); afterwards ``completion``
+    is set, or ProviderError was raised and ``error`` is set. ``text`` is what
+    arrived so far, which is what a stopped reply keeps."""
+
+    def __init__(self, *, conn: Connection, messages: list[dict], max_tokens: int, temperature: float,
+                 reasoning_max_tokens: int = 0, stream: bool = False):
+        self.conn = conn
+        self.request = {"model": conn.model, "messages": messages, "max_tokens": max_tokens,
+                        "temperature": temperature,
+                        "extra_body": {"reasoning": {"max_tokens": reasoning_max_tokens}} if reasoning_max_tokens
+                        else None}
+        self.stream = stream
+        self.text = ""
+        self.completion: Completion | None = None
+        self.error: ProviderError | None = None
+        self.started = time.monotonic()
+
+    async def deltas(self) -> AsyncIterator[str]:
+        conn = self.conn
+        self.started = time.monotonic()
+        if not conn.endpoint_url or not conn.model:
+            self.error = ProviderError("not_configured",
+                                       "no model is set up: add an endpoint URL and model in your settings")
+            raise self.error
+        model, usage, finish = conn.model, None, None
+        try:
+            client = _async_client(conn)
+            if self.stream:
+                stream = await client.chat.completions.create(**self.request, stream=True,
+                                                              stream_options={"include_usage": True})
+                async with stream:
+                    async for chunk in stream:
+                        model = chunk.model or model
+                        usage = chunk.usage or usage
+                        if not chunk.choices:
+                            continue
+                        choice = chunk.choices[0]
+                        finish = choice.finish_reason or finish
+                        piece = (choice.delta.content if choice.delta is not None else None) or ""
+                        if piece:
+                            self.text += piece
+                            yield piece
+            else:
+                response = await client.chat.completions.create(**self.request)
+                choice = response.choices[0]
+                model, usage, finish = response.model or model, response.usage, choice.finish_reason
+                self.text = choice.message.content or ""
+                if self.text:
+                    yield self.text
+        except ProviderError as exc:
+            self.error = exc
+            raise
+        except _FAILURES as exc:
+            self.error = _translate(exc, conn)
+            log.info("model call failed: %s (%s, model %s)", self.error.code, urlsplit(conn.endpoint_url).hostname,
+                     conn.model)
+            raise self.error from None
+        self.completion = Completion(
+            text=self.text.strip(), model=model,
+            prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+            completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+            latency_ms=int((time.monotonic() - self.started) * 1000), finish_reason=finish,
+        )
+        if not self.completion.text:
+            self.error = ProviderError("empty", "the model returned no text; try again")
+            raise self.error
+
+    def record(self, *, user_id: int, purpose: str, adventure_id: int | None, stopped: bool = False) -> None:
+        """Write the call to the user's debug log (a database step)."""
+        c = self.completion
+        if self.error is not None:
+            record_call(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=self.conn,
+                        outcome=self.error.code, started=self.started, error=self.error.message,
+                        prompt=c.prompt_tokens if c else 0)
+        elif stopped or c is None:
+            record_call(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=self.conn,
+                        outcome="stopped", started=self.started,
+                        error=f"stopped by the player after {len(self.text)} characters")
+        else:
+            record_call(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=self.conn, outcome="ok",
+                        started=self.started, prompt=c.prompt_tokens, completion=c.completion_tokens)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.contrib.auth import get_user_model, password_validation
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.utils import timezone
 from drf_spectacular.utils import PolymorphicProxySerializer
 from rest_framework import serializers
 
@@ -164,16 +165,21 @@ class AdventureSerializer(strict.StrictModelSerializer):
     cards = CardInputSerializer(many=True, required=False, write_only=True, help_text="Story cards (create only).")
     head_branch = serializers.PrimaryKeyRelatedField(read_only=True)
     head_depth = serializers.SerializerMethodField()
+    generating = serializers.SerializerMethodField(
+        help_text="A reply is being written now; turns, edits, undo and branch switches answer 409 until it is done.")
 
     class Meta:
         model = Adventure
         fields = ["id", "title", "persona_name", "persona_pronouns", "persona_description", "plot_essentials",
                   "authors_note", "ai_instructions", "story_summary", "auto_summarize", "memory_bank_enabled",
-                  "head_branch", "head_depth", "opening", "cards", "created_at", "updated_at"]
+                  "head_branch", "head_depth", "generating", "opening", "cards", "created_at", "updated_at"]
         read_only_fields = ["created_at", "updated_at"]
 
     def get_head_depth(self, obj) -> int:
         return obj.head_branch.tip_depth if obj.head_branch_id else 0
+
+    def get_generating(self, obj) -> bool:
+        return obj.generation_until is not None and obj.generation_until > timezone.now()
 
 
 class AdventureUpdateSerializer(AdventureSerializer):

@@ -1,23 +1,32 @@
 """Playing: place the player's action, build the context, generate with the
-user's own model, place the reply. Each write is its own short transaction;
-the model call runs outside any transaction."""
+user's own model, place the reply.
+
+A turn is three steps. ``begin_play`` / ``begin_retry`` (a database step)
+claim the adventure, store the player's action and build the context. The
+model call (``Reply.deltas``) is awaited on the event loop with no thread and
+no database connection held, the text arriving as the model writes it.
+``Reply.finish`` (a database step) records the call and places the reply, or
+what was written before the player stopped it, and frees the adventure.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.db import DatabaseError
 
 from config import jobs
+from config.async_db import db_step, release_request_thread
 from memory import retrieval
-from stories import accounts, context, lineage, providers, tree
+from stories import accounts, context, lineage, limits, tree
 from stories.adventures import access_adventure
 from stories.context import Context, MemoryItem
 from stories.errors import Conflict, DomainError, InvalidRequest, as_domain_error
-from stories.generation import generating
-from stories.models import ACTION_TEXT_MAX, Action, Adventure, Branch, ProviderCall
-from stories.providers import Completion, ProviderError
+from stories.generation import generation_claim, generation_release, held, keep_claimed
+from stories.models import ACTION_TEXT_MAX, Action, Adventure, AISettings, Branch, ProviderCall
+from stories.providers import Completion, Connection, ModelCall, ProviderError
 
 PLAYER_MODES = ("do", "say", "story")
 
@@ -41,54 +50,87 @@ class TurnFailed(Exception):
         self.stored = stored
 
 
+@dataclass
+class Prepared:
+    """A turn ready for its model call: the adventure claimed (``token``), the
+    player's action stored (``placed``), the context built."""
+
+    user_id: int
+    adventure: Adventure
+    branch: Branch
+    token: str
+    placed: list[Action]
+    ctx: Context
+    memories: list[MemoryItem]
+    conn: Connection
+    ai: AISettings
+    reply_kind: str
+    retake_of: Action | None = None  # a retry adds a take to this reply
+
+
 def _story_window(context_tokens: int) -> int:
     """How many recent actions to hand the builder (it drops what does not fit)."""
     return min(500, max(50, context_tokens // 40))
 
 
-def _generate(*, user_id: int, adventure: Adventure, branch: Branch, below_depth: int | None):
+def _prepare(*, user_id: int, adventure: Adventure, branch: Branch, below_depth: int | None, token: str,
+             placed: list[Action], reply_kind: str, retake_of: Action | None = None) -> Prepared:
     ai = accounts.ai_settings_get(user_id=user_id)
     conn = accounts.connection_for_turn(user_id=user_id, ai=ai)
+    limits.model_call(user_id=user_id)
     story = lineage.recent(branch, count=_story_window(ai.context_tokens), below_depth=below_depth)
     recalled = retrieval.recall_for_turn(adventure=adventure, branch=branch, user_id=user_id, top_k=ai.memory_top_k,
-                                story=story, record_use=True, ai=ai)
-    memories = recalled.items
-    ctx = context.build(adventure=adventure, story=story, cards=list(adventure.cards.all()), memories=memories,
+                                         story=story, record_use=True, ai=ai)
+    ctx = context.build(adventure=adventure, story=story, cards=list(adventure.cards.all()), memories=recalled.items,
                         context_tokens=ai.context_tokens, model=conn.model, recall_note=recalled.fallback)
+    return Prepared(user_id=user_id, adventure=adventure, branch=branch, token=token, placed=placed, ctx=ctx,
+                    memories=recalled.items, conn=conn, ai=ai, reply_kind=reply_kind, retake_of=retake_of)
+
+
+@contextmanager
+def _claimed(adventure_id: int):
+    """Claim the adventure; free it again if the block fails (a later step frees it otherwise)."""
+    token = generation_claim(adventure_id=adventure_id)  # one reply at a time: a 409 that stores nothing
     try:
-        completion = providers.complete(
-            conn=conn, messages=ctx.messages, max_tokens=ai.max_output_tokens, temperature=ai.temperature,
-            user_id=user_id, purpose=ProviderCall.Purpose.TURN, adventure_id=adventure.pk,
-            reasoning_max_tokens=ai.reasoning_max_tokens,
-        )
-    except ProviderError:
-        if conn.demo:
-            accounts.demo_refund(user_id=user_id)
+        with held(token):
+            yield token
+    except BaseException:
+        generation_release(adventure_id=adventure_id, token=token)
         raise
-    return completion, ctx, memories, conn
 
 
-def play(*, user_id: int, adventure: Adventure, mode: str, text: str) -> TurnResult:
-    """One turn: the player's action (unless ``mode`` is continue), then the reply.
-    ``adventure`` comes from access_adventure for ``user_id``.
-
-    Raises TurnFailed when the model, the key or the database fails after the
-    player's action was stored; the action stays, and retry gets the reply."""
+def begin_play(*, user_id: int, adventure: Adventure, mode: str, text: str) -> Prepared:
+    """A turn's first step: the player's action (unless ``mode`` is continue)
+    and the context. ``adventure`` comes from access_adventure for ``user_id``.
+    Raises TurnFailed when the key or the database fails after the action was
+    stored; the action stays, and retry gets the reply."""
     if mode not in PLAYER_MODES and mode != "continue":
         raise InvalidRequest(f"unknown mode {mode!r}")
-    placed: list[Action] = []
     kind = Action.Kind.CONTINUE if mode == "continue" else Action.Kind.AI
-    with generating(adventure_id=adventure.pk):  # one reply at a time: a second turn is a 409 and stores nothing
+    with _claimed(adventure.pk) as token:
+        placed = []
         if mode in PLAYER_MODES:
             placed.append(tree.place(adventure_id=adventure.pk, branch_id=adventure.head_branch_id, kind=mode,
                                      text=text, ask_pass=False))
         with _failing_as_turn(placed):
             branch = Branch.objects.get(pk=adventure.head_branch_id)
-            completion, ctx, memories, conn = _generate(user_id=user_id, adventure=adventure, branch=branch,
-                                                        below_depth=None)
-            reply = tree.place(adventure_id=adventure.pk, branch_id=branch.pk, kind=kind,
-                               text=completion.text[:ACTION_TEXT_MAX])
-    return TurnResult(placed + [reply], ctx, completion, memories, conn.demo)
+            return _prepare(user_id=user_id, adventure=adventure, branch=branch, below_depth=None, token=token,
+                            placed=placed, reply_kind=kind)
+
+
+def begin_retry(*, user_id: int, adventure: Adventure) -> Prepared:
+    """A new take of the last reply (earlier takes kept), or, when the last
+    node is the player's (its reply failed), the missing reply."""
+    with _claimed(adventure.pk) as token:
+        branch = Branch.objects.get(pk=adventure.head_branch_id)
+        tip = lineage.node_at(branch, branch.tip_depth)
+        if tip is None or tip.kind == Action.Kind.START:
+            raise Conflict("there is no reply to retry yet; play a turn or continue")
+        retake = tip if tip.is_model_output else None
+        with _failing_as_turn([]):
+            return _prepare(user_id=user_id, adventure=adventure, branch=branch,
+                            below_depth=tip.depth if retake else None, token=token, placed=[],
+                            reply_kind=tip.kind if retake else Action.Kind.AI, retake_of=retake)
 
 
 @contextmanager
@@ -109,26 +151,66 @@ def _failing_as_turn(stored: list[Action]):
         raise TurnFailed(outage, stored) from None
 
 
-def retry(*, user_id: int, adventure: Adventure) -> TurnResult:
-    """A new take of the last reply (earlier takes kept), or, when the last
-    node is the player's (its reply failed), the missing reply. ``adventure``
-    comes from access_adventure for ``user_id``."""
-    with generating(adventure_id=adventure.pk):
-        branch = Branch.objects.get(pk=adventure.head_branch_id)
-        tip = lineage.node_at(branch, branch.tip_depth)
-        if tip is None or tip.kind == Action.Kind.START:
-            raise Conflict("there is no reply to retry yet; play a turn or continue")
-        below = tip.depth if tip.is_model_output else None
-        with _failing_as_turn([]):
-            completion, ctx, memories, conn = _generate(user_id=user_id, adventure=adventure, branch=branch,
-                                                        below_depth=below)
-        text = completion.text[:ACTION_TEXT_MAX]
-        if tip.is_model_output:
-            reply = tree.take_add(adventure_id=adventure.pk, branch_id=branch.pk, expected_tip_id=tip.pk,
-                                  kind=tip.kind, text=text)
-        else:
-            reply = tree.place(adventure_id=adventure.pk, branch_id=branch.pk, kind=Action.Kind.AI, text=text)
-    return TurnResult([reply], ctx, completion, memories, conn.demo)
+class Reply:
+    """The model's reply to a prepared turn, awaited on the event loop."""
+
+    def __init__(self, prepared: Prepared, *, stream: bool):
+        p = prepared
+        self.prepared = p
+        self.call = ModelCall(conn=p.conn, messages=p.ctx.messages, max_tokens=p.ai.max_output_tokens,
+                              temperature=p.ai.temperature, reasoning_max_tokens=p.ai.reasoning_max_tokens,
+                              stream=stream)
+
+    async def deltas(self):
+        """The text as the model writes it. A model failure ends the pieces
+        early; ``finish`` answers it."""
+        release_request_thread()  # nothing of this request waits on a thread while the model writes
+        keeper = asyncio.create_task(keep_claimed(adventure_id=self.prepared.adventure.pk,
+                                                  token=self.prepared.token))
+        try:
+            async for piece in self.call.deltas():
+                yield piece
+        except ProviderError:
+            return
+        finally:
+            keeper.cancel()
+
+    async def finish(self, *, stopped: bool = False) -> TurnResult | None:
+        """Record the call and place the reply (when ``stopped``, the text written
+        so far; nothing when that is empty, which answers None). Raises
+        TurnFailed when the model failed."""
+        return await db_step(_finish, self.prepared, self.call, stopped)
+
+    async def stop(self) -> None:
+        """The player stopped the reply (or left): keep what was written, whatever else is cancelled."""
+        await asyncio.shield(self.finish(stopped=True))
+
+
+def _finish(p: Prepared, call: ModelCall, stopped: bool) -> TurnResult | None:
+    try:
+        with held(p.token), _failing_as_turn(p.placed):
+            call.record(user_id=p.user_id, purpose=ProviderCall.Purpose.TURN, adventure_id=p.adventure.pk,
+                        stopped=stopped)
+            if call.error is not None:
+                if p.conn.demo:
+                    accounts.demo_refund(user_id=p.user_id)
+                raise call.error
+            completion = call.completion if call.completion is not None and not stopped else Completion(
+                text=call.text.strip(), model=p.conn.model, prompt_tokens=0, completion_tokens=0,
+                latency_ms=0, finish_reason="stopped")
+            text = completion.text[:ACTION_TEXT_MAX]
+            if not text:  # stopped before a word was written: the player's action stays alone
+                if p.placed:
+                    jobs.memory_pass_after_commit(adventure_id=p.adventure.pk)
+                return None
+            if p.retake_of is not None:
+                reply = tree.take_add(adventure_id=p.adventure.pk, branch_id=p.branch.pk,
+                                      expected_tip_id=p.retake_of.pk, kind=p.retake_of.kind, text=text)
+            else:
+                reply = tree.place(adventure_id=p.adventure.pk, branch_id=p.branch.pk, kind=p.reply_kind, text=text)
+            return TurnResult(p.placed + [reply], p.ctx, completion, p.memories, p.conn.demo)
+    finally:
+        generation_release(adventure_id=p.adventure.pk, token=p.token)
 
 
 def insights(*, user_id: int, adventure_id: int) -> Context:
@@ -139,6 +221,6 @@ def insights(*, user_id: int, adventure_id: int) -> Context:
     model = accounts.model_for_display(user_id=user_id)
     story = lineage.recent(branch, count=_story_window(ai.context_tokens))
     recalled = retrieval.recall_for_turn(adventure=adventure, branch=branch, user_id=user_id, top_k=ai.memory_top_k,
-                                story=story, record_use=False, ai=ai)
+                                         story=story, record_use=False, ai=ai)
     return context.build(adventure=adventure, story=story, cards=list(adventure.cards.all()), memories=recalled.items,
                          context_tokens=ai.context_tokens, model=model, recall_note=recalled.fallback)

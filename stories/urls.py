@@ -1,6 +1,6 @@
 from django.urls import path
 
-from stories import api_account, api_adventures, api_story
+from stories import api_account, api_adventures, api_story, api_turns
 
 A = "adventures/<int:adventure_id>/"
 
@@ -18,8 +18,8 @@ urlpatterns = [
     path(A, api_adventures.AdventureDetailView.as_view(), name="adventure"),
     path(A + "export/", api_adventures.AdventureExportView.as_view(), name="adventure-export"),
     path(A + "story/", api_story.StoryView.as_view(), name="story"),
-    path(A + "turns/", api_story.TurnView.as_view(), name="turns"),
-    path(A + "retry/", api_story.RetryView.as_view(), name="retry"),
+    path(A + "turns/", api_turns.turn, name="turns"),
+    path(A + "retry/", api_turns.retry, name="retry"),
     path(A + "undo/", api_story.UndoView.as_view(), name="undo"),
     path(A + "insights/", api_story.InsightsView.as_view(), name="insights"),
     path(A + "actions/<int:action_id>/", api_story.ActionView.as_view(), name="action"),

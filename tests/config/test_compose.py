@@ -36,8 +36,8 @@ def check_runnable(words: list[str]) -> None:
         assert words[2] in get_commands(), f"manage.py has no command {words[2]!r}"
     elif program == "python" and words[1] == "-c":
         compile(words[2], "<healthcheck>", "exec")
-    elif program == "gunicorn":
-        module, attr = words[1].split(":")
+    elif program == "python" and words[1:3] == ["-m", "uvicorn"]:
+        module, attr = words[3].split(":")
         assert callable(getattr(importlib.import_module(module), attr))
     elif program == "celery":
         app_module = words[words.index("-A") + 1]
@@ -72,6 +72,13 @@ def test_app_services_get_every_required_setting():
         assert env["REDIS_URL"] == "redis://redis:6379/0"
         assert env["ALLOW_PRIVATE_ENDPOINTS"].endswith("false}") or env["ALLOW_PRIVATE_ENDPOINTS"] == "false"
         assert env["DEBUG"] == "false"
+
+
+def test_the_web_service_runs_the_same_server_as_make_run():
+    from config.web_server import web_server_argv
+
+    assert SERVICES["web"]["command"] == web_server_argv(host="0.0.0.0", port=8000, workers=3, executable="python")
+    assert "DB_POOL_SIZE" in SERVICES["web"]["environment"], "the web pool is sized in the compose file"
 
 
 def test_redis_is_append_only_and_never_evicts_jobs():

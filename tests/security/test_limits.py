@@ -7,8 +7,7 @@ import http.client
 import importlib
 import json
 import re
-import subprocess
-import sys
+import socket
 from pathlib import Path
 
 import pytest
@@ -16,40 +15,21 @@ from drf_spectacular.generators import SchemaGenerator
 
 from memory.models import AgentMemory, Memory
 from stories.models import Action, StoryCard
-from tests.support.processes import ROOT, child_database_url, child_env, free_port, stop_process, wait_for
+from tests.support.processes import Site
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 BODY_LIMIT = 4096
 
 
-# ---------------------------------------------------------------------------- 413 through gunicorn
+# ---------------------------------------------------------------------------- the real server
 
 
 @pytest.fixture
-def gunicorn(tmp_path):
-    """The production web server (gunicorn, as runsite and compose start it) on the test database."""
-    port = free_port()
-    log = open(tmp_path / "gunicorn.log", "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind", f"127.0.0.1:{port}",
-         "--workers", "1", "--threads", "2"],
-        cwd=ROOT, env=child_env(DATABASE_URL=child_database_url(), REQUEST_BODY_MAX_BYTES=str(BODY_LIMIT),
-                                ALLOWED_HOSTS="127.0.0.1,localhost", HTTPS="false"),
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-
-    def up():
-        assert proc.poll() is None, (tmp_path / "gunicorn.log").read_text()
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            conn.request("GET", "/healthz/live")
-            return conn.getresponse().status == 200
-        except OSError:
-            return False
-
-    wait_for(up, timeout=60, what="gunicorn")
-    yield port
-    stop_process(proc)
-    log.close()
+def site(tmp_path):
+    """The production web server (config.web_server, as runsite starts it) on the test database."""
+    server = Site(tmp_path / "site", REQUEST_BODY_MAX_BYTES=str(BODY_LIMIT), REQUEST_BODY_TIMEOUT="2")
+    yield server.port
+    server.stop()
 
 
 def post(port, path, body: bytes, *, chunked: bool):
@@ -65,17 +45,46 @@ def post(port, path, body: bytes, *, chunked: bool):
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
-def test_a_body_over_the_limit_is_413_through_the_real_server(gunicorn, django_user_model, chunked):
+def test_a_body_over_the_limit_is_413_through_the_real_server(site, django_user_model, chunked):
     big = json.dumps({"username": "dora", "password": "x" * (BODY_LIMIT + 10)}).encode()
-    status, body = post(gunicorn, "/api/auth/signup/", big, chunked=chunked)
+    status, body = post(site, "/api/auth/signup/", big, chunked=chunked)
     assert status == 413
     assert json.loads(body) == {"detail": f"the request body is over the limit of {BODY_LIMIT} bytes"}
     assert not django_user_model.objects.filter(username="dora").exists()
     # Under the limit the same way of sending is read in full (not taken for an empty body).
-    status, body = post(gunicorn, "/api/auth/signup/",
+    status, body = post(site, "/api/auth/signup/",
                         json.dumps({"username": "dora", "password": "a long passphrase 42"}).encode(), chunked=chunked)
     assert status == 201, body
     assert django_user_model.objects.filter(username="dora").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_slow_clients_hold_only_their_own_connection_and_a_body_that_never_ends_is_408(site, django_user_model):
+    """40 clients that send half their headers and 40 that send half a body
+    (more than the old server had threads) do not keep anyone else waiting; a
+    body still unfinished REQUEST_BODY_TIMEOUT seconds after its headers is a 408."""
+    slow = []
+    try:
+        for i in range(40):
+            half_headers = socket.create_connection(("127.0.0.1", site), timeout=10)
+            half_headers.sendall(b"GET /healthz/live HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+            half_body = socket.create_connection(("127.0.0.1", site), timeout=10)
+            half_body.sendall(b"POST /api/auth/signup/ HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                              b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"username\": ")
+            slow += [half_headers, half_body]
+        for i in range(5):
+            signup = {"username": f"eve{i}", "password": "a long passphrase 42"}
+            status, _ = post(site, "/api/auth/signup/", json.dumps(signup).encode(), chunked=False)
+            assert status == 201, "other requests are answered while the slow clients wait"
+        answer = b""
+        while chunk := slow[1].recv(4096):  # the first half body: refused once its time is up
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.1 408"), answer
+        assert b"did not arrive within 2 seconds" in answer
+    finally:
+        for sock in slow:
+            sock.close()
+    assert django_user_model.objects.filter(username__startswith="eve").count() == 5
 
 
 # ---------------------------------------------------------------------------- documented limits

@@ -27,6 +27,7 @@ class Reply:
     body: dict | None = None  # raw JSON body, overrides everything
     headers: dict = field(default_factory=dict)
     when: object = None  # optional predicate on the request body: only such a request takes this reply
+    error_after: int | None = None  # streaming: after this many pieces, an OpenAI error event ends the stream
 
 
 @dataclass
@@ -182,7 +183,7 @@ class FakeLLM:
         text = script.text if script.text is not None else self.reply(body, n)
         prompt_words = sum(len(_words(m.get("content") or "")) for m in body.get("messages", []))
         if body.get("stream"):
-            return self._stream(handler, body, n, text, prompt_words)
+            return self._stream(handler, body, n, text, prompt_words, error_after=script.error_after)
         handler._send(200, {
             "id": f"chatcmpl-{n}", "object": "chat.completion", "created": int(time.time()),
             "model": body.get("model", "fake-model"),
@@ -191,7 +192,7 @@ class FakeLLM:
                       "total_tokens": prompt_words + len(_words(text))},
         }, script.headers)
 
-    def _stream(self, handler, body, n, text, prompt_words):
+    def _stream(self, handler, body, n, text, prompt_words, error_after=None):
         """Server-sent chunks as OpenAI streams them: the role and first word after
         first_token_delay, one word a chunk every stream_delay seconds, a final chunk
         with the finish reason, usage when stream_options asks, then [DONE]."""
@@ -217,6 +218,9 @@ class FakeLLM:
 
             for i, piece in enumerate(pieces):
                 time.sleep(self.first_token_delay if i == 0 else self.stream_delay)
+                if i == error_after:
+                    send(json.dumps({"error": {"message": "the model server overloaded", "type": "server_error"}}))
+                    return
                 delta = {"role": "assistant", "content": piece} if i == 0 else {"content": piece}
                 send(json.dumps({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}))
             send(json.dumps({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}))

@@ -1,7 +1,8 @@
-"""Real server processes for tests: Celery workers and throwaway Redis servers."""
+"""Real server processes for tests: the web server, Celery workers and throwaway Redis servers."""
 
 from __future__ import annotations
 
+import http.client
 import os
 import signal
 import socket
@@ -159,4 +160,44 @@ class Beat:
 
     def stop(self) -> None:
         stop_process(self.proc, timeout=10)
+        self._log.close()
+
+
+class Site:
+    """The real web server (config.web_server: uvicorn, exactly as `make run`
+    starts it) on the test database, one process. Its database connections are
+    named ``application_name`` in pg_stat_activity."""
+
+    def __init__(self, directory: Path, *, workers: int = 1, **env: str):
+        from config.web_server import web_server_argv
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.application_name = f"everlore-site-{uuid.uuid4().hex[:8]}"
+        directory.mkdir(parents=True, exist_ok=True)
+        self.log_path = directory / "site.log"
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            web_server_argv(host="127.0.0.1", port=self.port, workers=workers),
+            cwd=ROOT, env=child_env(DATABASE_URL=child_database_url(), ALLOWED_HOSTS="127.0.0.1,localhost",
+                                    HTTPS="false", PGAPPNAME=self.application_name, **env),
+            stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+        def up():
+            assert self.proc.poll() is None, self.log()
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+                conn.request("GET", "/healthz/live")
+                return conn.getresponse().status == 200
+            except OSError:
+                return False
+
+        wait_for(up, timeout=60, what="the web server")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-5000:]
+
+    def stop(self) -> None:
+        stop_process(self.proc, timeout=20)
         self._log.close()

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from tests.support.processes import ROOT, Worker
+from tests.support.processes import ROOT, Site, Worker, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -259,4 +259,65 @@ def test_the_play_page_says_when_recall_fell_back_to_pinned_memories(live_server
     assert "embedding model failed" in page.text_content("#status")
     page.click("#toggle-insights")
     page.wait_for_selector("#parts li.warn:has-text('only pinned memories were used')")
+    context.close()
+
+
+@pytest.fixture
+def streaming_site(tmp_path, alice, fake_llm):
+    """The real server (uvicorn, as `make run` serves the site), alice's adventure with her
+    endpoint on a fake model that writes slowly, and her session; made before Playwright starts."""
+    from django.test import Client
+
+    from stories import accounts
+    from stories.adventures import adventure_create
+
+    accounts.ai_settings_update(user_id=alice.pk, api_key="sk-alice-stream-0001", endpoint_url=fake_llm.url,
+                                model="fake-model")
+    adventure = adventure_create(owner_id=alice.pk, title="Lighthouse", opening="The lamp is dark.")
+    client = Client()
+    client.force_login(alice)
+    site = Site(tmp_path / "site")
+    yield site, adventure.pk, client.cookies["sessionid"].value
+    site.stop()
+
+
+def test_the_play_page_shows_the_reply_as_it_is_written_and_stop_keeps_what_was_written(streaming_site, browser,
+                                                                                          fake_llm):
+    site, adventure_id, session = streaming_site
+    fake_llm.stream_delay = 0.25
+    fake_llm.reply = lambda body, n: ("The keeper climbs the stairs one by one and lights the great lamp, "
+                                      "and far out at sea a ship turns toward the light.")
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.add_cookies([{"name": "sessionid", "value": session, "url": site.url}])
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    page.goto(f"{site.url}/play/{adventure_id}/")
+    page.wait_for_selector("#story li.action")
+
+    page.fill("#text", "light the lamp")
+    page.press("#text", "Enter")
+    writing = page.locator("#story li.writing.reply")
+    expect(writing).to_contain_text("The keeper climbs")  # text arrives before the reply is complete
+    assert "toward the light" not in writing.inner_text()
+    assert page.locator("#stop").is_visible()
+    expect(page.locator("#story li.writing")).to_have_count(0, timeout=20_000)  # the reply is whole and stored
+    expect(page.locator("#story li.action")).to_have_count(3)
+    assert page.locator("#story li.action p.text").last.inner_text().endswith("turns toward the light.")
+    assert page.locator("#stop").is_hidden()
+
+    page.fill("#text", "watch the ship")
+    page.press("#text", "Enter")
+    expect(writing).to_contain_text("stairs one")
+    page.click("#stop")
+    expect(page.locator("#status")).to_have_text("Stopped. The text written so far is kept.")
+    expect(page.locator("#story li.writing")).to_have_count(0)  # the story as stored
+    expect(page.locator("#story li.action")).to_have_count(5)
+    kept = page.locator("#story li.action p.text").last.inner_text()
+    assert kept.startswith("The keeper climbs the stairs one") and "toward the light" not in kept
+    wait_for(lambda: fake_llm.streams_cut == 1, timeout=20, what="the model call to be cut")
+    # what the server stored, asked through the API (an ORM query here would open a second
+    # database session in Playwright's greenlet that outlives the test)
+    story = page.request.get(f"{site.url}/api/adventures/{adventure_id}/story/").json()
+    assert story["actions"][-1]["text"] == kept, "the page shows exactly what was kept"
+    assert [a["text"] for a in story["actions"]][-2:] == ["watch the ship", kept]
     context.close()

@@ -18,6 +18,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from config.env import env_int, env_str
+from config.web_server import web_server_argv
 
 CHILD_STOP_TIMEOUT = 20.0  # seconds a child gets to finish its current work on shutdown
 
@@ -48,15 +49,7 @@ class Command(BaseCommand):
 
         # Children get their own session so Ctrl-C reaches only this process,
         # which then stops them in order (web first, then the worker).
-        web = _spawn(
-            [
-                sys.executable, "-m", "gunicorn", "config.wsgi:application",
-                "--bind", f"{host}:{port}",
-                "--workers", str(web_workers), "--threads", "4",
-                "--timeout", "180", "--graceful-timeout", "15",
-                "--access-logfile", "-",
-            ]
-        )
+        web = _spawn(web_server_argv(host=host, port=port, workers=web_workers))
         worker = _spawn(
             [
                 sys.executable, "-m", "celery", "-A", "config", "worker",

@@ -84,20 +84,93 @@ $("branches").addEventListener("change", async (e) => {
   loadStory(); loadBank();
 });
 
-async function play(path, body) {
-  const buttons = document.querySelectorAll(".turn button");
-  buttons.forEach((b) => (b.disabled = true));
-  say("The story is being written…", "busy");
-  try {
-    const r = await apiFetch(`${base}${path}`, {method: "POST", body: body ? JSON.stringify(body) : undefined});
-    if (!r.ok) { say(errorText(r), "error"); if (r.data && r.data.stored_actions) loadStory(); return false; }
-    // A recall that could not embed its query says so (it used pinned memories only).
-    if (r.data.recall_note) say(`Memory: ${r.data.recall_note}`, "warn"); else say("");
-    showUsed(r.data.memories || []);
-    await Promise.all([loadStory(), loadBranches()]);
-    return true;
-  } finally { buttons.forEach((b) => (b.disabled = false)); }
+// A turn streams its reply (server-sent events): the text appears as the model
+// writes it, and Stop cancels the model call; the text written so far is kept.
+let writing = null;  // the AbortController of the reply being written
+
+function parseEvent(block) {
+  let name = "message", data = "";
+  for (const line of block.split("\n")) {
+    if (line.startsWith("event: ")) name = line.slice(7);
+    else if (line.startsWith("data: ")) data += line.slice(6);
+  }
+  return data ? {name, data: JSON.parse(data)} : null;
 }
+
+async function readEvents(response, onToken) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "", last = null;
+  for (;;) {
+    const {value, done} = await reader.read();
+    if (done) return last;
+    buffer += decoder.decode(value, {stream: true});
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const event = parseEvent(buffer.slice(0, cut));
+      buffer = buffer.slice(cut + 2);
+      if (!event) continue;
+      if (event.name === "token") onToken(event.data.text); else last = event;
+    }
+  }
+}
+
+async function play(path, body) {
+  const buttons = document.querySelectorAll(".turn button:not(#stop)");
+  buttons.forEach((b) => (b.disabled = true));
+  writing = new AbortController();
+  $("stop").hidden = false;
+  say("The story is being written…", "busy");
+  const live = el("li", {class: "action kind-ai writing reply"}, el("p", {class: "text"}, ""));
+  try {
+    const response = await fetch(`${base}${path}`, {
+      method: "POST", credentials: "same-origin", signal: writing.signal, body: body ? JSON.stringify(body) : undefined,
+      headers: {"Content-Type": "application/json", "X-CSRFToken": csrfToken(), "Accept": "text/event-stream"},
+    });
+    if (!(response.headers.get("Content-Type") || "").startsWith("text/event-stream")) {
+      let data = null;
+      try { data = await response.json(); } catch (e) { data = null; }
+      say(errorText({status: response.status, data}), "error");
+      if (data && data.stored_actions) loadStory();
+      return false;
+    }
+    if (body && body.mode && body.mode !== "continue") {  // the player's action is stored: show it at once
+      const shown = body.mode === "do" ? `> ${body.text}` : body.mode === "say" ? `> "${body.text}"` : body.text;
+      $("story").append(el("li", {class: `action kind-${body.mode} writing`}, el("p", {class: "text"}, shown)));
+    }
+    $("story").append(live);
+    const last = await readEvents(response, (text) => {
+      live.firstChild.textContent += text;
+      live.scrollIntoView({block: "end"});
+    });
+    if (!last) { say("The connection closed before the reply was finished; what was written is kept.", "error"); return true; }
+    if (last.name === "error") { say(errorText({status: last.data.status, data: last.data}), "error"); return false; }
+    // A recall that could not embed its query says so (it used pinned memories only).
+    if (last.data.recall_note) say(`Memory: ${last.data.recall_note}`, "warn"); else say("");
+    showUsed(last.data.memories || []);
+    return true;
+  } catch (e) {
+    if (e.name !== "AbortError") { say(`The site could not be reached: ${e.message}`, "error"); return false; }
+    say("Stopped. The text written so far is kept.");
+    await storedAfterStop();
+    return true;
+  } finally {
+    writing = null;
+    $("stop").hidden = true;
+    buttons.forEach((b) => (b.disabled = false));
+    await Promise.all([loadStory(), loadBranches()]);
+  }
+}
+
+async function storedAfterStop() {
+  // The server keeps the stopped reply as soon as it sees the connection close; wait until the story is free again.
+  for (let i = 0; i < 20; i++) {
+    const r = await apiFetch(`${base}/`);
+    if (r.ok && !r.data.generating) return;
+    await new Promise((resolve) => setTimeout(resolve, 150));
+  }
+}
+$("stop").addEventListener("click", () => { if (writing) writing.abort(); });
 $("turn").addEventListener("submit", async (e) => {
   e.preventDefault();
   const text = $("text").value.trim();

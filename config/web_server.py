@@ -1,0 +1,29 @@
+"""The one description of how the site is served: `make run` (runsite), the
+tests that drive the real server, and the benches start exactly this, and the
+compose file's `web` command is checked against it.
+
+uvicorn serves config.asgi. A turn awaits its model on the event loop, so one
+process keeps hundreds of turns in flight; a slow client holds only its own
+connection (config.asgi_guard bounds its body in size and time, h11 bounds its
+headers). Forwarded headers are left to the site's own TRUSTED_PROXIES logic.
+"""
+
+from __future__ import annotations
+
+import sys
+
+HEADERS_MAX_BYTES = 64 * 1024  # a request whose headers grow past this is refused by h11
+GRACEFUL_S = 15  # seconds in-flight requests get to finish on shutdown
+BACKLOG = 2048  # connections the kernel queues while a process accepts
+
+
+def web_server_argv(*, host: str, port: int, workers: int, executable: str | None = None) -> list[str]:
+    """The command line of the web server (``executable`` defaults to this Python)."""
+    return [
+        executable or sys.executable, "-m", "uvicorn", "config.asgi:application",
+        "--host", host, "--port", str(port), "--workers", str(workers),
+        "--loop", "uvloop", "--http", "h11", "--h11-max-incomplete-event-size", str(HEADERS_MAX_BYTES),
+        "--lifespan", "off", "--no-proxy-headers", "--backlog", str(BACKLOG),
+        "--timeout-keep-alive", "5", "--timeout-graceful-shutdown", str(GRACEFUL_S),
+        "--no-server-header",
+    ]

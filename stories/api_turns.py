@@ -1,0 +1,192 @@
+"""Turns, continues and retries over HTTP, as JSON (201, the whole answer at
+once) or, when the client sends ``Accept: text/event-stream``, as server-sent
+events while the model writes:
+
+    event: token   data: {"text": "..."}          one per piece of text, in order
+    event: done    data: <the 201 JSON answer>    the reply was stored
+    event: error   data: <the 424/429 JSON answer, with "status">   the model failed
+
+Everything before the model call (authentication, CSRF, parsing, the
+adventure's owner, rate limits, a 409 while another reply is written) runs
+as in every DRF view, in one database step, and its errors answer JSON with
+their status as before. The model is then awaited on the event loop with no
+thread and no database connection held. A client that disconnects stops the
+reply: the model call is cancelled and the text written so far is kept as the
+reply (nothing when nothing was written; the player's action stays).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from django.http import HttpResponse, StreamingHttpResponse
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
+from rest_framework.renderers import JSONRenderer
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from config.async_db import db_step
+from stories import errors, limits, turns
+from stories import serializers as s
+from stories.api_story import _take_counts
+from stories.api_support import adventure_for as _adventure
+from stories.api_support import valid as _valid
+
+EVENTS = "text/event-stream"
+_STREAM_DOC = OpenApiResponse(
+    description=(
+        "With `Accept: text/event-stream`: the reply as server-sent events while the model writes it. "
+        "`event: token` carries `{\"text\": ...}` (a piece of the reply); the stream ends with `event: done` "
+        "carrying exactly the 201 JSON answer, or `event: error` carrying the 424/429 JSON answer with its "
+        "`status`. Closing the connection stops the reply and keeps the text written so far."
+    ),
+    examples=[OpenApiExample("stream", media_type=EVENTS, value=(
+        'event: token\ndata: {"text": "The door"}\n\nevent: token\ndata: {"text": " opens."}\n\n'
+        'event: done\ndata: {"actions": [...], "context": {...}, "usage": {...}, "memories": [...]}\n\n'))],
+)
+
+
+class _Begun(HttpResponse):
+    """What a turn view's synchronous part answers when the turn may go on to its model call."""
+
+    def __init__(self, prepared: turns.Prepared, *, retried: bool):
+        super().__init__(status=202)
+        self.prepared = prepared
+        self.retried = retried
+
+
+class _TurnStart(APIView):
+    """DRF's part of a turn (authentication, CSRF, parsing, throttles, the
+    adventure's owner, limits), run as one database step. Answers before the
+    model call are JSON whatever the client accepts."""
+
+    def perform_content_negotiation(self, request, force=False):
+        return JSONRenderer(), JSONRenderer.media_type
+
+
+class TurnView(_TurnStart):
+    @extend_schema(request=s.TURN_INPUT_SCHEMA, responses={201: s.TurnResultSerializer, (200, EVENTS): _STREAM_DOC},
+                   tags=["story"])
+    def post(self, request, adventure_id):
+        adventure = _adventure(request, adventure_id)
+        data = _valid(s.TurnInputSerializer, request)
+        limits.turn(user_id=request.user.id)
+        try:
+            prepared = turns.begin_play(user_id=request.user.id, adventure=adventure, mode=data["mode"],
+                                        text=data["text"].strip())
+        except turns.TurnFailed as exc:
+            return _failed_response(exc)
+        return _Begun(prepared, retried=False)
+
+
+class RetryView(_TurnStart):
+    @extend_schema(request=None, responses={201: s.TurnResultSerializer, (200, EVENTS): _STREAM_DOC}, tags=["story"])
+    def post(self, request, adventure_id):
+        adventure = _adventure(request, adventure_id)
+        limits.turn(user_id=request.user.id)
+        try:
+            prepared = turns.begin_retry(user_id=request.user.id, adventure=adventure)
+        except turns.TurnFailed as exc:
+            return _failed_response(exc)
+        return _Begun(prepared, retried=True)
+
+
+def _started(view, request, *args, **kwargs):
+    response = view(request, *args, **kwargs)
+    if not isinstance(response, _Begun) and hasattr(response, "render"):
+        response.render()
+    return response
+
+
+def as_turn_view(view_class: type[_TurnStart]):
+    """The URL's view: DRF's part in a database step, then the model awaited."""
+    start = view_class.as_view()
+
+    async def view(request, *args, **kwargs):
+        begun = await db_step(_started, start, request, *args, **kwargs)
+        if not isinstance(begun, _Begun):
+            return begun
+        reply = turns.Reply(begun.prepared, stream=EVENTS in request.headers.get("Accept", ""))
+        if reply.call.stream:
+            response = StreamingHttpResponse(_events(reply, retried=begun.retried), content_type=EVENTS)
+            response["X-Accel-Buffering"] = "no"  # a proxy passes each event on as it comes
+            return response
+        try:
+            async for _ in reply.deltas():
+                pass
+        except asyncio.CancelledError:  # the client left: nothing was shown, nothing of the reply is kept
+            await reply.stop()
+            raise
+        try:
+            result = await reply.finish()
+        except turns.TurnFailed as exc:
+            return _json(*await db_step(_failed, exc))
+        return _json(201, await db_step(_answer, result, begun.retried))
+
+    view.cls = view_class
+    view.initkwargs = {}
+    view.csrf_exempt = True  # DRF's part enforces CSRF for session logins, as in every API view
+    return view
+
+
+async def _events(reply: turns.Reply, *, retried: bool):
+    try:
+        yield ": the model is writing\n\n"
+        async for piece in reply.deltas():
+            yield _event("token", {"text": piece})
+    except (asyncio.CancelledError, GeneratorExit):  # stopped: keep what was written
+        await reply.stop()
+        raise
+    try:
+        result = await reply.finish()
+    except turns.TurnFailed as exc:
+        status, body, headers = await db_step(_failed, exc)
+        yield _event("error", {**body, "status": status, **({"retry_after": int(headers["Retry-After"])}
+                                                             if "Retry-After" in headers else {})})
+        return
+    yield _event("done", await db_step(_answer, result, retried))
+
+
+def _event(name: str, data) -> bytes:
+    return b"event: " + name.encode() + b"\ndata: " + JSONRenderer().render(data) + b"\n\n"
+
+
+def _json(status: int, body: dict, headers: dict | None = None) -> HttpResponse:
+    response = HttpResponse(JSONRenderer().render(body), status=status, content_type="application/json")
+    for name, value in (headers or {}).items():
+        response[name] = value
+    return response
+
+
+def _answer(result: turns.TurnResult, retried: bool) -> dict:
+    """The 201 answer: the stored actions, the context, the usage and the memories used."""
+    # A new node has one take; only a retry adds a take to an existing node.
+    counts = _take_counts(result.actions) if retried else {}
+    return s.TurnResultSerializer({
+        "actions": result.actions,
+        "context": result.context.as_dict(),
+        "usage": {"model": result.completion.model, "prompt_tokens": result.completion.prompt_tokens,
+                  "completion_tokens": result.completion.completion_tokens,
+                  "latency_ms": result.completion.latency_ms, "demo": result.demo},
+        "memories": [{"id": m.id, "text": m.text, "similarity": m.similarity, "pinned": m.pinned}
+                     for m in result.memories if m.id in result.context.memory_ids],
+        "recall_note": result.context.recall_note,
+    }, context={"take_counts": counts}).data
+
+
+def _failed(exc: turns.TurnFailed) -> tuple[int, dict, dict]:
+    """The model (or the database) failed the turn: its error, and the player's actions that were kept."""
+    status, body, headers = errors.answer(exc.error)
+    body = {**body, "stored_actions": s.ActionSerializer(exc.stored, many=True).data,
+            "hint": "your action was kept; fix the problem and use retry to get the reply"}
+    return status, json.loads(JSONRenderer().render(body)), headers
+
+
+def _failed_response(exc: turns.TurnFailed) -> Response:
+    status, body, headers = _failed(exc)
+    return Response(body, status=status, headers=headers)
+
+
+turn = as_turn_view(TurnView)
+retry = as_turn_view(RetryView)

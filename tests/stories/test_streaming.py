@@ -1,0 +1,221 @@
+"""Turns stream the reply as the model writes it (server-sent events), end
+with exactly the JSON answer a plain request gets, and a player who stops a
+reply keeps what was written. On the real server (uvicorn, as `make run`
+serves the site) a turn waiting on its model holds no database connection and
+no thread, and a client that leaves cancels the model call."""
+
+import http.client
+import json
+import threading
+
+import psutil
+import pytest
+from asgiref.sync import async_to_sync
+from django.db import connection
+
+from stories.models import Action, Adventure, ProviderCall
+from tests.support.fake_llm import Reply
+from tests.support.processes import Site, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+EVENTS = {"HTTP_ACCEPT": "text/event-stream"}
+
+
+def streamed(response) -> bytes:
+    """The whole body of a streamed answer from Django's test client."""
+    async def collect(content):
+        return [part async for part in content]
+
+    return b"".join(async_to_sync(collect)(response.streaming_content))
+
+
+def parse_events(raw: bytes) -> list[tuple[str, dict]]:
+    events = []
+    for block in raw.decode().split("\n\n"):
+        lines = [line for line in block.split("\n") if line and not line.startswith(":")]
+        if not lines:
+            continue
+        fields = dict(line.split(": ", 1) for line in lines)
+        events.append((fields["event"], json.loads(fields["data"])))
+    return events
+
+
+def _adventure(api, opening="The gate stands open."):
+    response = api.post("/api/adventures/", {"title": "Gate", "opening": opening}, format="json")
+    assert response.status_code == 201, response.content
+    return response.json()["id"]
+
+
+def test_a_streamed_turn_sends_the_reply_piece_by_piece_then_the_same_answer_as_json(alice_plays, fake_llm):
+    api = alice_plays
+    aid = _adventure(api)
+    fake_llm.reply = lambda body, n: "The wind carries a song over the hill."
+    response = api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "listen"}, format="json", **EVENTS)
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/event-stream")
+    events = parse_events(streamed(response))
+    tokens = [data["text"] for name, data in events if name == "token"]
+    assert len(tokens) == 8, "one event per piece the model wrote"
+    assert "".join(tokens) == "The wind carries a song over the hill."
+    name, done = events[-1]
+    assert name == "done"
+    assert [a["text"] for a in done["actions"]] == ["listen", "The wind carries a song over the hill."]
+    assert done["usage"]["completion_tokens"] == 8 and done["usage"]["model"] == "fake-model"
+    assert set(done) == set(api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "sing"},
+                                     format="json").json()), "the final event carries the plain 201 answer"
+    assert fake_llm.chat_requests()[0].body["stream"] is True
+    assert "stream" not in fake_llm.chat_requests()[-1].body, "without the Accept header the API answers as before"
+    texts = list(Action.objects.filter(adventure_id=aid).order_by("depth").values_list("text", flat=True))
+    assert texts[:3] == ["The gate stands open.", "listen", "The wind carries a song over the hill."]
+    # retry and continue stream the same way
+    for path, body in ((f"/api/adventures/{aid}/retry/", {}), (f"/api/adventures/{aid}/turns/", {"mode": "continue"})):
+        events = parse_events(streamed(api.post(path, body, format="json", **EVENTS)))
+        assert events[0][0] == "token" and events[-1][0] == "done", (path, events)
+
+
+def test_a_model_error_midway_ends_the_stream_with_the_424_answer_and_keeps_the_action(alice_plays, fake_llm):
+    api = alice_plays
+    aid = _adventure(api)
+    fake_llm.queue(Reply(text="The bridge sways under your feet.", error_after=3))
+    response = api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "cross"}, format="json", **EVENTS)
+    events = parse_events(streamed(response))
+    assert [name for name, _ in events] == ["token", "token", "token", "error"]
+    error = events[-1][1]
+    assert error["status"] == 424 and error["error"] == "endpoint_error"
+    assert "overloaded" in error["detail"]
+    assert [a["text"] for a in error["stored_actions"]] == ["cross"], "the player's action is kept"
+    assert "retry" in error["hint"]
+    texts = list(Action.objects.filter(adventure_id=aid).order_by("depth").values_list("text", flat=True))
+    assert texts == ["The gate stands open.", "cross"], "a failed reply stores none of its text"
+    assert ProviderCall.objects.filter(outcome="endpoint_error").count() == 1, "the debug log shows the failure"
+    # errors before the model writes answer as before, with their status
+    fake_llm.queue(Reply(status=401))
+    refused = api.post(f"/api/adventures/{aid}/retry/", {}, format="json", **EVENTS)
+    events = parse_events(streamed(refused))
+    assert events == [("error", {**events[0][1], "status": 424, "error": "bad_key"})]
+    missing = api.post("/api/adventures/999999/turns/", {"mode": "do", "text": "x"}, format="json", **EVENTS)
+    assert missing.status_code == 404 and missing.json()["detail"]
+
+
+# ---------------------------------------------------------------------------- the real server
+
+
+@pytest.fixture
+def site(tmp_path):
+    server = Site(tmp_path / "site", DB_POOL_SIZE="3")
+    yield server
+    server.stop()
+
+
+def _token(user):
+    from stories.auth import api_token_for
+
+    return api_token_for(user)
+
+
+def _stream_turn(site, token, aid, text, *, stop_after: int | None = None, timeout=60):
+    """Play a streamed turn; with ``stop_after``, leave after that many token events.
+    Returns the token texts received and the final event (or None)."""
+    conn = http.client.HTTPConnection("127.0.0.1", site.port, timeout=timeout)
+    conn.request("POST", f"/api/adventures/{aid}/turns/", body=json.dumps({"mode": "do", "text": text}),
+                 headers={"Authorization": f"Token {token}", "Content-Type": "application/json",
+                          "Accept": "text/event-stream"})
+    response = conn.getresponse()
+    assert response.status == 200, response.read()
+    tokens, buffer = [], b""
+    while True:
+        line = response.readline()
+        if not line:
+            return tokens, None
+        buffer += line
+        if line != b"\n":
+            continue
+        for name, data in parse_events(buffer):
+            if name == "token":
+                tokens.append(data["text"])
+                if stop_after is not None and len(tokens) == stop_after:
+                    conn.sock.shutdown(2)
+                    conn.close()
+                    return tokens, None
+            else:
+                conn.close()
+                return tokens, (name, data)
+        buffer = b""
+
+
+def test_stopping_a_reply_cancels_the_model_call_and_keeps_exactly_the_text_streamed(site, alice, alice_plays,
+                                                                                     fake_llm):
+    aid = _adventure(alice_plays)
+    token = _token(alice)
+    fake_llm.stream_delay = 0.3
+    fake_llm.reply = lambda body, n: "One two three four five six seven eight nine ten eleven twelve."
+    tokens, final = _stream_turn(site, token, aid, "count", stop_after=4)
+    assert final is None and tokens == ["One ", "two ", "three ", "four "]
+    wait_for(lambda: fake_llm.streams_cut == 1, timeout=20, what="the model call to be cut")
+
+    def stored():
+        return list(Action.objects.filter(adventure_id=aid).order_by("depth").values_list("text", flat=True))
+
+    wait_for(lambda: len(stored()) == 3, timeout=20, what="the stopped reply to be stored")
+    assert stored() == ["The gate stands open.", "count", "One two three four"], "exactly the text streamed"
+    assert ProviderCall.objects.filter(outcome="stopped").count() == 1
+    # stopped before a word: the player's action stays alone; the adventure is free at once
+    fake_llm.first_token_delay = 30
+    conn = http.client.HTTPConnection("127.0.0.1", site.port, timeout=30)
+    conn.request("POST", f"/api/adventures/{aid}/turns/", body=json.dumps({"mode": "do", "text": "wait"}),
+                 headers={"Authorization": f"Token {token}", "Content-Type": "application/json",
+                          "Accept": "text/event-stream"})
+    assert conn.getresponse().status == 200
+    wait_for(lambda: fake_llm.streaming == 1, timeout=20, what="the model call to start")
+    conn.sock.shutdown(2)
+    conn.close()
+    wait_for(lambda: len(stored()) == 4, timeout=20, what="the player's action")
+    wait_for(lambda: Adventure.objects.filter(pk=aid, generation_token="").exists(), timeout=20,
+             what="the adventure to be freed")
+    assert stored()[-1] == "wait"
+    fake_llm.first_token_delay = 0
+    fake_llm.stream_delay = 0
+    tokens, final = _stream_turn(site, token, aid, "go on")
+    assert final[0] == "done", final
+
+
+def test_turns_waiting_on_the_model_hold_no_database_connection_and_no_thread(site, alice, alice_plays, fake_llm,
+                                                                            django_db_blocker):
+    """12 turns wait on a slow model at once through a pool of 3 connections:
+    all are answered, and while they wait the server holds no connection in
+    use, and no thread per turn."""
+    players = 12
+    adventures = [_adventure(alice_plays, f"Room {i}.") for i in range(players)]
+    token = _token(alice)
+    release = threading.Event()
+    fake_llm.reply = lambda body, n: (release.wait(60), "The lamp flickers.")[1]
+    server = psutil.Process(site.proc.pid)
+    threads_idle = server.num_threads()
+    results = [None] * players
+
+    def play(i):
+        results[i] = _stream_turn(site, token, adventures[i], "look", timeout=90)
+
+    clients = [threading.Thread(target=play, args=(i,)) for i in range(players)]
+    for client in clients:
+        client.start()
+    try:
+        wait_for(lambda: fake_llm.in_flight == players, timeout=60, what="every turn to reach the model")
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT state FROM pg_stat_activity WHERE application_name = %s", [site.application_name])
+            states = [row[0] for row in cursor.fetchall()]
+        assert len(states) <= 3, f"never more connections than the pool holds: {states}"
+        assert all(state == "idle" for state in states), f"no connection is in use while the model writes: {states}"
+        threads_waiting = server.num_threads()
+        assert threads_waiting < threads_idle + players, (threads_idle, threads_waiting)
+        health = http.client.HTTPConnection("127.0.0.1", site.port, timeout=5)
+        health.request("GET", "/healthz")
+        answer = json.loads(health.getresponse().read())
+        assert answer["database"]["ok"] is True, f"health checks the database while every turn waits: {answer}"
+    finally:
+        release.set()
+        for client in clients:
+            client.join(90)
+    assert all(result is not None and result[1][0] == "done" for result in results), results
+    assert Action.objects.filter(text="The lamp flickers.").count() == players
