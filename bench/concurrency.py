@@ -64,10 +64,12 @@ def _wait_live(base: str, timeout: float = 90.0) -> None:
 
 
 def _web_processes(site: subprocess.Popen):
+    """The web server and its worker processes (uvicorn spawns them; their command line is Python's own)."""
     import psutil
 
-    return [p for p in psutil.Process(site.pid).children(recursive=True)
-            if any("gunicorn" in part or "uvicorn" in part for part in p.cmdline())]
+    servers = [p for p in psutil.Process(site.pid).children(recursive=True)
+               if any("gunicorn" in part or "uvicorn" in part for part in p.cmdline())]
+    return [*servers, *(child for server in servers for child in server.children(recursive=True))]
 
 
 def _postgres_processes():
@@ -97,7 +99,7 @@ def _cpu(processes) -> float:
     return total
 
 
-def _players(count: int, fake_url: str) -> list[tuple[str, int]]:
+def _players(count: int, fake_url: str, prefix: str = "bench-crowd-") -> list[tuple[str, int]]:
     """(API token, adventure id) for ``count`` players, made directly in the database."""
     from django.contrib.auth import get_user_model
     from rest_framework.authtoken.models import Token
@@ -107,8 +109,8 @@ def _players(count: int, fake_url: str) -> list[tuple[str, int]]:
     from stories.adventures import adventure_create
 
     User = get_user_model()
-    User.objects.filter(username__startswith="bench-crowd-").delete()
-    users = User.objects.bulk_create([User(username=f"bench-crowd-{n}", password="!") for n in range(count)])
+    User.objects.filter(username__startswith=prefix).delete()
+    users = User.objects.bulk_create([User(username=f"{prefix}{n}", password="!") for n in range(count)])
     tokens = Token.objects.bulk_create([Token(user=u, key=Token.generate_key()) for u in users])
     out = []
     for user, token in tqdm(list(zip(users, tokens)), desc="players", unit="player"):
@@ -225,6 +227,8 @@ def main() -> None:
     parser.add_argument("--slow-clients", type=int, default=200)
     parser.add_argument("--slow-seconds", type=float, default=20.0, help="how long /healthz/live is timed")
     parser.add_argument("--stream", action="store_true", help="ask for text/event-stream (the streaming site)")
+    parser.add_argument("--warmup", type=int, default=8,
+                        help="turns played (and not measured) first, so every web process has loaded its embedder")
     parser.add_argument("--label", default="site", help="names the results file: concurrency-<label>.json")
     args = parser.parse_args()
     django_setup()
@@ -244,10 +248,14 @@ def main() -> None:
     rows = []
     try:
         _wait_live(base)
+        if args.warmup:
+            warm = asyncio.run(_play_all(base, _players(args.warmup, fake.url, prefix="bench-warm-"),
+                                         stream=args.stream))
+            print(f"warm-up: {args.warmup} turns, {sum(r['status'] == 201 for r in warm)} answered")
         for count in args.players:
             players = _players(count, fake.url)
             web, pg = _web_processes(site), _postgres_processes()
-            cpu_before = _cpu(web) + _cpu(pg)
+            web_before, pg_before = _cpu(web), _cpu(pg)
             fake.in_flight_max = 0
             stop, seen = threading.Event(), []
             watcher = threading.Thread(target=_db_connections_watch, args=(stop, seen), daemon=True)
@@ -256,7 +264,8 @@ def main() -> None:
             stop.set()
             watcher.join(5)
             web = _web_processes(site)
-            cpu_spent = _cpu(web) + _cpu(_postgres_processes()) - cpu_before
+            web_spent, pg_spent = _cpu(web) - web_before, _cpu(_postgres_processes()) - pg_before
+            cpu_spent = web_spent + pg_spent
             ok = [r for r in results if r["status"] == 201]
             seconds = [r["seconds"] for r in ok]
             firsts = [(r["first"] - args.first_token) * 1000 for r in ok if r["first"] is not None]
@@ -269,6 +278,8 @@ def main() -> None:
                 "first_token_overhead_p95_ms": round(percentile(firsts, 95), 1) if firsts else None,
                 "db_connections_max": max(seen) if seen else None,
                 "cpu_ms_per_turn": round(cpu_spent * 1000 / max(1, count), 1),
+                "web_cpu_ms_per_turn": round(web_spent * 1000 / max(1, count), 1),
+                "postgres_cpu_ms_per_turn": round(pg_spent * 1000 / max(1, count), 1),
                 "web_rss_mb": round(sum(p.memory_info().rss for p in web) / 2**20, 1),
                 "statuses": sorted({str(r["status"]) for r in results}),
             })
@@ -285,10 +296,11 @@ def main() -> None:
 
     print_table(f"{len(rows)} crowds, model {args.model_seconds:g} s per reply (first token {args.first_token:g} s)",
                 ["players", "errors", "turn p50 s", "p95 s", "max s", "calls in flight", "first token +p50 ms",
-                 "+p95 ms", "DB conns max", "CPU ms/turn", "web RSS MB"],
+                 "+p95 ms", "DB conns max", "CPU ms/turn (web+PG)", "web RSS MB"],
                 [[r["players"], r["errors"], r["turn_p50_s"], r["turn_p95_s"], r["turn_max_s"],
                   r["model_calls_in_flight_max"], r["first_token_overhead_p50_ms"] or "-",
-                  r["first_token_overhead_p95_ms"] or "-", r["db_connections_max"], r["cpu_ms_per_turn"],
+                  r["first_token_overhead_p95_ms"] or "-", r["db_connections_max"],
+                  f'{r["cpu_ms_per_turn"]} ({r["web_cpu_ms_per_turn"]}+{r["postgres_cpu_ms_per_turn"]})',
                   r["web_rss_mb"]] for r in rows])
     if slow:
         print_table("/healthz/live with slow clients", ["slow clients", "p50 ms", "p95 ms", "failures"],
