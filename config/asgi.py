@@ -4,8 +4,10 @@ the event loop, holding no thread and no database connection; connections come
 from a bounded pool per process (DB_POOL_SIZE, 10 unless set)."""
 
 import os
+import threading
 
 from django.core.asgi import get_asgi_application
+from django.utils.module_loading import import_string
 
 from config.asgi_guard import BodyGuard
 
@@ -13,3 +15,6 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 os.environ.setdefault("DB_POOL_SIZE", "10")
 
 application = BodyGuard(get_asgi_application())
+
+# The local embedding model loads beside the first requests, not inside the first turn.
+threading.Thread(target=import_string("memory.embedder.warm_up"), name="embedder-warm-up", daemon=True).start()

@@ -64,6 +64,12 @@ def _local() -> _Local:
     return _Local()
 
 
+def warm_up() -> None:
+    """Load the local model now (about a second of CPU), so a web process's first
+    turn does not pay for it."""
+    embed_local(["warm"])
+
+
 def embed_local(texts: list[str]) -> list[list[float]]:
     out: list[list[float]] = []
     for start in range(0, len(texts), BATCH_MAX):

@@ -244,10 +244,13 @@ class ModelCall:
     def __init__(self, *, conn: Connection, messages: list[dict], max_tokens: int, temperature: float,
                  reasoning_max_tokens: int = 0, stream: bool = False):
         self.conn = conn
-        self.request = {"model": conn.model, "messages": messages, "max_tokens": max_tokens,
-                        "temperature": temperature,
-                        "extra_body": {"reasoning": {"max_tokens": reasoning_max_tokens}} if reasoning_max_tokens
-                        else None}
+        # The messages go in as extra_body, which the SDK sends as they are: passed as ``messages``
+        # the SDK walks every part of the prompt to transform it, ~10 ms of CPU for a full context.
+        body = {"messages": messages}
+        if reasoning_max_tokens:
+            body["reasoning"] = {"max_tokens": reasoning_max_tokens}
+        self.request = {"model": conn.model, "messages": [], "max_tokens": max_tokens, "temperature": temperature,
+                        "extra_body": body}
         self.stream = stream
         self.text = ""
         self.completion: Completion | None = None
