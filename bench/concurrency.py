@@ -6,8 +6,9 @@ Postgres and Redis) and a fake model that takes --model-seconds per reply
 For each N it prints errors, turn time p50/p95/max, the most model calls in
 flight at once (seen by the fake), time to the first streamed token p50/p95
 minus the model's own (when the site streams), the most database connections
-in use, CPU time per turn outside the model (web processes plus Postgres) and
-the web processes' memory. Then, with --slow-clients connections sending a
+in use (all, and the web processes' pooled ones), CPU time per turn outside
+the model (web processes plus Postgres), the web processes' memory, and
+/healthz (which asks the database) timed every half second while they play. Then, with --slow-clients connections sending a
 body a byte a second, the latency of /healthz/live. A PNG plot and a final
 JSON line.
 
@@ -165,10 +166,24 @@ def _db_connections_watch(stop: threading.Event, seen: list[int]) -> None:
     with psycopg.connect(host=db["HOST"], port=db.get("PORT") or None, dbname=db["NAME"], user=db["USER"],
                          password=db.get("PASSWORD") or None, autocommit=True) as conn:
         while not stop.is_set():
-            row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            row = conn.execute("SELECT count(*), count(*) FILTER (WHERE application_name = 'everlore-web') "
+                               "FROM pg_stat_activity WHERE datname = current_database() "
                                "AND backend_type = 'client backend'").fetchone()
-            seen.append(int(row[0]) - 1)  # not this watcher
+            seen.append((int(row[0]) - 1, int(row[1])))  # not this watcher
             stop.wait(0.2)
+
+
+def _health_watch(base: str, stop: threading.Event, seen: list[float]) -> None:
+    """/healthz (database, Redis, workers) timed every half second while the crowd plays."""
+    import httpx2
+
+    while not stop.wait(0.5):
+        began = time.monotonic()
+        try:
+            httpx2.get(f"{base}/healthz", timeout=10)
+        except httpx2.HTTPError:
+            pass
+        seen.append((time.monotonic() - began) * 1000)
 
 
 def _slow_clients(base: str, count: int, seconds: float) -> dict:
@@ -258,11 +273,15 @@ def main() -> None:
             web_before, pg_before = _cpu(web), _cpu(pg)
             fake.in_flight_max = 0
             stop, seen = threading.Event(), []
-            watcher = threading.Thread(target=_db_connections_watch, args=(stop, seen), daemon=True)
-            watcher.start()
+            health: list[float] = []
+            watchers = [threading.Thread(target=_db_connections_watch, args=(stop, seen), daemon=True),
+                        threading.Thread(target=_health_watch, args=(base, stop, health), daemon=True)]
+            for watcher in watchers:
+                watcher.start()
             results = asyncio.run(_play_all(base, players, stream=args.stream))
             stop.set()
-            watcher.join(5)
+            for watcher in watchers:
+                watcher.join(15)
             web = _web_processes(site)
             web_spent, pg_spent = _cpu(web) - web_before, _cpu(_postgres_processes()) - pg_before
             cpu_spent = web_spent + pg_spent
@@ -276,7 +295,10 @@ def main() -> None:
                 "model_calls_in_flight_max": fake.in_flight_max,
                 "first_token_overhead_p50_ms": round(percentile(firsts, 50), 1) if firsts else None,
                 "first_token_overhead_p95_ms": round(percentile(firsts, 95), 1) if firsts else None,
-                "db_connections_max": max(seen) if seen else None,
+                "db_connections_max": max(total for total, _ in seen) if seen else None,
+                "web_db_connections_max": max(web for _, web in seen) if seen else None,
+                "healthz_p95_ms": round(percentile(health, 95), 1) if health else None,
+                "healthz_max_ms": round(max(health), 1) if health else None,
                 "cpu_ms_per_turn": round(cpu_spent * 1000 / max(1, count), 1),
                 "web_cpu_ms_per_turn": round(web_spent * 1000 / max(1, count), 1),
                 "postgres_cpu_ms_per_turn": round(pg_spent * 1000 / max(1, count), 1),
@@ -296,12 +318,12 @@ def main() -> None:
 
     print_table(f"{len(rows)} crowds, model {args.model_seconds:g} s per reply (first token {args.first_token:g} s)",
                 ["players", "errors", "turn p50 s", "p95 s", "max s", "calls in flight", "first token +p50 ms",
-                 "+p95 ms", "DB conns max", "CPU ms/turn (web+PG)", "web RSS MB"],
+                 "+p95 ms", "DB conns max (web)", "CPU ms/turn (web+PG)", "web RSS MB", "/healthz p95 ms"],
                 [[r["players"], r["errors"], r["turn_p50_s"], r["turn_p95_s"], r["turn_max_s"],
                   r["model_calls_in_flight_max"], r["first_token_overhead_p50_ms"] or "-",
-                  r["first_token_overhead_p95_ms"] or "-", r["db_connections_max"],
+                  r["first_token_overhead_p95_ms"] or "-", f'{r["db_connections_max"]} ({r["web_db_connections_max"]})',
                   f'{r["cpu_ms_per_turn"]} ({r["web_cpu_ms_per_turn"]}+{r["postgres_cpu_ms_per_turn"]})',
-                  r["web_rss_mb"]] for r in rows])
+                  r["web_rss_mb"], r["healthz_p95_ms"]] for r in rows])
     if slow:
         print_table("/healthz/live with slow clients", ["slow clients", "p50 ms", "p95 ms", "failures"],
                     [[slow["slow_clients"], slow["live_p50_ms"], slow["live_p95_ms"], slow["live_failures"]]])

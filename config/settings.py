@@ -52,6 +52,8 @@ DB_POOL_SIZE = env_int("DB_POOL_SIZE", 0, minimum=0, maximum=1000)
 DB_POOL_TIMEOUT = env_int("DB_POOL_TIMEOUT", 10, minimum=1, maximum=300)
 if DB_POOL_SIZE:
     DATABASES["default"].update(CONN_MAX_AGE=0, CONN_HEALTH_CHECKS=False)
+    # the web processes' connections are named in pg_stat_activity
+    DATABASES["default"]["OPTIONS"].setdefault("application_name", env_str("PGAPPNAME") or "everlore-web")
     DATABASES["default"]["OPTIONS"]["pool"] = {
         "min_size": min(2, DB_POOL_SIZE), "max_size": DB_POOL_SIZE, "timeout": DB_POOL_TIMEOUT, "max_idle": 300,
     }

@@ -296,11 +296,11 @@ def test_the_play_page_shows_the_reply_as_it_is_written_and_stop_keeps_what_was_
 
     page.fill("#text", "light the lamp")
     page.press("#text", "Enter")
-    writing = page.locator("#story li.writing.reply")
+    writing = page.locator("#story li.pending.reply")
     expect(writing).to_contain_text("The keeper climbs")  # text arrives before the reply is complete
     assert "toward the light" not in writing.inner_text()
     assert page.locator("#stop").is_visible()
-    expect(page.locator("#story li.writing")).to_have_count(0, timeout=20_000)  # the reply is whole and stored
+    expect(page.locator("#story li.pending")).to_have_count(0, timeout=20_000)  # the reply is whole and stored
     expect(page.locator("#story li.action")).to_have_count(3)
     assert page.locator("#story li.action p.text").last.inner_text().endswith("turns toward the light.")
     assert page.locator("#stop").is_hidden()
@@ -310,7 +310,7 @@ def test_the_play_page_shows_the_reply_as_it_is_written_and_stop_keeps_what_was_
     expect(writing).to_contain_text("stairs one")
     page.click("#stop")
     expect(page.locator("#status")).to_have_text("Stopped. The text written so far is kept.")
-    expect(page.locator("#story li.writing")).to_have_count(0)  # the story as stored
+    expect(page.locator("#story li.pending")).to_have_count(0)  # the story as stored
     expect(page.locator("#story li.action")).to_have_count(5)
     kept = page.locator("#story li.action p.text").last.inner_text()
     assert kept.startswith("The keeper climbs the stairs one") and "toward the light" not in kept

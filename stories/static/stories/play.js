@@ -115,13 +115,15 @@ async function readEvents(response, onToken) {
   }
 }
 
+// Resolves true when the reply was written (or stopped), false when it failed.
 async function play(path, body) {
   const buttons = document.querySelectorAll(".turn button:not(#stop)");
   buttons.forEach((b) => (b.disabled = true));
   writing = new AbortController();
   $("stop").hidden = false;
   say("The story is being written…", "busy");
-  const live = el("li", {class: "action kind-ai writing reply"}, el("p", {class: "text"}, ""));
+  // shown while it is written; the stored story replaces it when the reply is done or stopped
+  const live = el("li", {class: "pending kind-ai reply"}, el("p", {class: "text"}, ""));
   try {
     const response = await fetch(`${base}${path}`, {
       method: "POST", credentials: "same-origin", signal: writing.signal, body: body ? JSON.stringify(body) : undefined,
@@ -131,12 +133,11 @@ async function play(path, body) {
       let data = null;
       try { data = await response.json(); } catch (e) { data = null; }
       say(errorText({status: response.status, data}), "error");
-      if (data && data.stored_actions) loadStory();
       return false;
     }
     if (body && body.mode && body.mode !== "continue") {  // the player's action is stored: show it at once
       const shown = body.mode === "do" ? `> ${body.text}` : body.mode === "say" ? `> "${body.text}"` : body.text;
-      $("story").append(el("li", {class: `action kind-${body.mode} writing`}, el("p", {class: "text"}, shown)));
+      $("story").append(el("li", {class: `pending kind-${body.mode}`}, el("p", {class: "text"}, shown)));
     }
     $("story").append(live);
     const last = await readEvents(response, (text) => {
@@ -173,9 +174,11 @@ async function storedAfterStop() {
 $("stop").addEventListener("click", () => { if (writing) writing.abort(); });
 $("turn").addEventListener("submit", async (e) => {
   e.preventDefault();
+  if (writing) return say("A reply is being written: wait for it, or press Stop.", "error");
   const text = $("text").value.trim();
   if (!text) return say("Write something first, or press Continue.", "error");
-  if (await play("/turns/", {mode: $("mode").value, text})) $("text").value = "";
+  $("text").value = "";  // sent; given back below when the reply failed, as the error says what to fix
+  if (!(await play("/turns/", {mode: $("mode").value, text})) && !$("text").value) $("text").value = text;
 });
 $("text").addEventListener("keydown", (e) => { if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("turn").requestSubmit(); } });
 $("continue").addEventListener("click", () => play("/turns/", {mode: "continue", text: ""}));
