@@ -100,6 +100,9 @@ def _cpu(processes) -> float:
     return total
 
 
+RUN = int(time.time())  # names this run's players: earlier runs' adventures may still have memory passes running
+
+
 def _players(count: int, fake_url: str, prefix: str = "bench-crowd-") -> list[tuple[str, int]]:
     """(API token, adventure id) for ``count`` players, made directly in the database."""
     from django.contrib.auth import get_user_model
@@ -110,8 +113,8 @@ def _players(count: int, fake_url: str, prefix: str = "bench-crowd-") -> list[tu
     from stories.adventures import adventure_create
 
     User = get_user_model()
-    User.objects.filter(username__startswith=prefix).delete()
-    users = User.objects.bulk_create([User(username=f"{prefix}{n}", password="!") for n in range(count)])
+    users = User.objects.bulk_create([User(username=f"{prefix}{RUN}-{count}-{n}", password="!")
+                                      for n in range(count)])
     tokens = Token.objects.bulk_create([Token(user=u, key=Token.generate_key()) for u in users])
     out = []
     for user, token in tqdm(list(zip(users, tokens)), desc="players", unit="player"):

@@ -9,6 +9,7 @@ import hashlib
 import secrets
 from datetime import timedelta
 
+from django.db import transaction
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -100,7 +101,12 @@ def world_update(*, world: World, **fields) -> World:
 
 
 def world_delete(*, world: World) -> None:
-    world.delete()
+    """The world goes with its agents, tokens and memories. Its row is locked
+    first, so an agent pass writing for it finishes before the delete gathers
+    what to remove."""
+    with transaction.atomic():
+        World.objects.select_for_update().filter(pk=world.pk).exists()
+        world.delete()
 
 
 def token_revoke(*, world: World, token_id: int) -> None:

@@ -67,8 +67,13 @@ def adventure_update(*, adventure: Adventure, **fields) -> Adventure:
 
 
 def adventure_delete(*, adventure: Adventure) -> None:
-    """The adventure goes with its whole tree, cards and memories."""
-    adventure.delete()
+    """The adventure goes with its whole tree, cards and memories. Its row is
+    locked first: a memory pass writing for it finishes before the delete
+    gathers what to remove (and what it wrote goes too), and none starts while
+    the delete runs."""
+    with transaction.atomic():
+        Adventure.objects.select_for_update().filter(pk=adventure.pk).exists()
+        adventure.delete()
 
 
 def adventure_export(*, adventure: Adventure) -> dict:

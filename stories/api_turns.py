@@ -21,6 +21,7 @@ import asyncio
 import json
 
 from django.http import HttpResponse, StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
@@ -35,6 +36,7 @@ from stories.api_support import valid as _valid
 
 EVENTS = "text/event-stream"
 _STREAM_DOC = OpenApiResponse(
+    response=OpenApiTypes.STR,
     description=(
         "With `Accept: text/event-stream`: the reply as server-sent events while the model writes it. "
         "`event: token` carries `{\"text\": ...}` (a piece of the reply); the stream ends with `event: done` "

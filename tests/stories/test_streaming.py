@@ -219,3 +219,12 @@ def test_turns_waiting_on_the_model_hold_no_database_connection_and_no_thread(si
             client.join(90)
     assert all(result is not None and result[1][0] == "done" for result in results), results
     assert Action.objects.filter(text="The lamp flickers.").count() == players
+
+
+def test_the_api_schema_documents_the_event_stream_of_turns_and_retries(client):
+    schema = client.get("/api/schema/?format=json").json()
+    for path in ("/api/adventures/{adventure_id}/turns/", "/api/adventures/{adventure_id}/retry/"):
+        answers = schema["paths"][path]["post"]["responses"]
+        assert "text/event-stream" in answers["200"]["content"], path
+        assert "event: done" in answers["200"]["description"] or "`event: done`" in answers["200"]["description"]
+        assert "application/json" in answers["201"]["content"], "without the header: the JSON answer as before"
