@@ -101,6 +101,7 @@ def _cpu(processes) -> float:
 
 
 RUN = int(time.time())  # names this run's players: earlier runs' adventures may still have memory passes running
+_BATCHES = iter(range(1_000_000))
 
 
 def _players(count: int, fake_url: str, prefix: str = "bench-crowd-") -> list[tuple[str, int]]:
@@ -113,7 +114,8 @@ def _players(count: int, fake_url: str, prefix: str = "bench-crowd-") -> list[tu
     from stories.adventures import adventure_create
 
     User = get_user_model()
-    users = User.objects.bulk_create([User(username=f"{prefix}{RUN}-{count}-{n}", password="!")
+    batch = next(_BATCHES)
+    users = User.objects.bulk_create([User(username=f"{prefix}{RUN}-{batch}-{n}", password="!")
                                       for n in range(count)])
     tokens = Token.objects.bulk_create([Token(user=u, key=Token.generate_key()) for u in users])
     out = []

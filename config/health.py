@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import psycopg
 import redis
 from django.conf import settings
 from django.db import DatabaseError, connection
@@ -16,15 +17,31 @@ from workers.heartbeat import heartbeats_read
 
 
 def database_status() -> dict:
+    """Whether the database answers, with pgvector. A web process with a pool
+    asks on a connection of its own (opened and closed here): a probe never
+    waits behind the turns that hold the pool's connections."""
     try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
-            row = cursor.fetchone()
-    except DatabaseError as exc:
+        if settings.DATABASES["default"].get("OPTIONS", {}).get("pool"):
+            row = _ask_outside_the_pool()
+        else:
+            with connection.cursor() as cursor:
+                cursor.execute(PGVECTOR_VERSION)
+                row = cursor.fetchone()
+    except (DatabaseError, psycopg.Error) as exc:
         return {"ok": False, "error": f"unreachable ({exc.__class__.__name__})"}
     if row is None:
         return {"ok": False, "error": "the pgvector extension is not installed (run migrations)"}
     return {"ok": True, "pgvector": row[0]}
+
+
+PGVECTOR_VERSION = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+
+
+def _ask_outside_the_pool():
+    params = dict(connection.get_connection_params())
+    params.pop("pool", None)
+    with psycopg.connect(**params, autocommit=True) as conn:
+        return conn.execute(PGVECTOR_VERSION).fetchone()
 
 
 def redis_status() -> tuple[dict, redis.Redis | None]:
