@@ -115,8 +115,9 @@ async function readEvents(response, onToken) {
   }
 }
 
-// Resolves true when the reply was written (or stopped), false when it failed.
-async function play(path, body) {
+// Resolves true when the reply was written (or stopped), false when it failed; ``failed``
+// runs first, before the error is shown.
+async function play(path, body, failed = () => {}) {
   const buttons = document.querySelectorAll(".turn button:not(#stop)");
   buttons.forEach((b) => (b.disabled = true));
   writing = new AbortController();
@@ -132,6 +133,7 @@ async function play(path, body) {
     if (!(response.headers.get("Content-Type") || "").startsWith("text/event-stream")) {
       let data = null;
       try { data = await response.json(); } catch (e) { data = null; }
+      failed();
       say(errorText({status: response.status, data}), "error");
       return false;
     }
@@ -145,13 +147,13 @@ async function play(path, body) {
       live.scrollIntoView({block: "end"});
     });
     if (!last) { say("The connection closed before the reply was finished; what was written is kept.", "error"); return true; }
-    if (last.name === "error") { say(errorText({status: last.data.status, data: last.data}), "error"); return false; }
+    if (last.name === "error") { failed(); say(errorText({status: last.data.status, data: last.data}), "error"); return false; }
     // A recall that could not embed its query says so (it used pinned memories only).
     if (last.data.recall_note) say(`Memory: ${last.data.recall_note}`, "warn"); else say("");
     showUsed(last.data.memories || []);
     return true;
   } catch (e) {
-    if (e.name !== "AbortError") { say(`The site could not be reached: ${e.message}`, "error"); return false; }
+    if (e.name !== "AbortError") { failed(); say(`The site could not be reached: ${e.message}`, "error"); return false; }
     say("Stopped. The text written so far is kept.");
     await storedAfterStop();
     return true;
@@ -178,7 +180,7 @@ $("turn").addEventListener("submit", async (e) => {
   const text = $("text").value.trim();
   if (!text) return say("Write something first, or press Continue.", "error");
   $("text").value = "";  // sent; given back below when the reply failed, as the error says what to fix
-  if (!(await play("/turns/", {mode: $("mode").value, text})) && !$("text").value) $("text").value = text;
+  await play("/turns/", {mode: $("mode").value, text}, () => { if (!$("text").value) $("text").value = text; });
 });
 $("text").addEventListener("keydown", (e) => { if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("turn").requestSubmit(); } });
 $("continue").addEventListener("click", () => play("/turns/", {mode: "continue", text: ""}));
