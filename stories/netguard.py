@@ -13,6 +13,7 @@ import asyncio
 import functools
 import ipaddress
 import socket
+import ssl
 import weakref
 from urllib.parse import urlsplit
 
@@ -144,9 +145,16 @@ class _GuardedAsyncBackend(AutoBackend):
         raise last_error or httpcore2.ConnectError(f"could not connect to {host}")
 
 
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """One TLS context per process (loading the CA store costs ~15 ms of CPU; a
+    client is built per event loop, and Django's test client runs one loop per request)."""
+    return httpx2.create_ssl_context()
+
+
 class GuardedAsyncTransport(httpx2.AsyncHTTPTransport):
     def __init__(self, **kwargs):
-        super().__init__(trust_env=False, **kwargs)
+        super().__init__(trust_env=False, verify=_tls(), **kwargs)
         # Turns in flight each hold one connection while their model writes.
         self._pool = httpcore2.AsyncConnectionPool(
             ssl_context=self._pool._ssl_context, network_backend=_GuardedAsyncBackend(),

@@ -73,31 +73,19 @@ def _timeout() -> httpx2.Timeout:
     return httpx2.Timeout(connect=CONNECT_TIMEOUT, read=read, write=30.0, pool=CONNECT_TIMEOUT)
 
 
-def _client(conn: Connection) -> openai.OpenAI:
+def _client(conn: Connection, *, awaited: bool = False) -> openai.OpenAI | openai.AsyncOpenAI:
+    """The SDK client for ``conn`` (``awaited``: the async one, for the event loop)."""
     try:
         check_url_shape(conn.endpoint_url)
     except EndpointRefused as exc:
         raise ProviderError("refused", str(exc)) from None
-    return openai.OpenAI(
+    sdk, transport = (openai.AsyncOpenAI, async_http_client) if awaited else (openai.OpenAI, http_client)
+    return sdk(
         base_url=conn.endpoint_url.rstrip("/"),
         api_key=conn.api_key or "none",
         timeout=_timeout(),
         max_retries=getattr(settings, "PROVIDER_MAX_RETRIES", MAX_RETRIES),
-        http_client=http_client(connect=CONNECT_TIMEOUT, read=_timeout().read),
-    )
-
-
-def _async_client(conn: Connection) -> openai.AsyncOpenAI:
-    try:
-        check_url_shape(conn.endpoint_url)
-    except EndpointRefused as exc:
-        raise ProviderError("refused", str(exc)) from None
-    return openai.AsyncOpenAI(
-        base_url=conn.endpoint_url.rstrip("/"),
-        api_key=conn.api_key or "none",
-        timeout=_timeout(),
-        max_retries=getattr(settings, "PROVIDER_MAX_RETRIES", MAX_RETRIES),
-        http_client=async_http_client(connect=CONNECT_TIMEOUT, read=_timeout().read),
+        http_client=transport(connect=CONNECT_TIMEOUT, read=_timeout().read),
     )
 
 
@@ -266,7 +254,7 @@ class ModelCall:
             raise self.error
         model, usage, finish = conn.model, None, None
         try:
-            client = _async_client(conn)
+            client = _client(conn, awaited=True)
             if self.stream:
                 # The raw event stream, parsed here: the SDK's typed chunks cost ~0.5 ms of CPU each,
                 # which at a word a chunk was most of a streamed turn's CPU (bench/concurrency.py).
