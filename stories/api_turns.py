@@ -18,7 +18,6 @@ reply (nothing when nothing was written; the player's action stays).
 from __future__ import annotations
 
 import asyncio
-import json
 
 from django.http import HttpResponse, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -182,7 +181,7 @@ def _failed(exc: turns.TurnFailed) -> tuple[int, dict, dict]:
     status, body, headers = errors.answer(exc.error)
     body = {**body, "stored_actions": s.ActionSerializer(exc.stored, many=True).data,
             "hint": "your action was kept; fix the problem and use retry to get the reply"}
-    return status, json.loads(JSONRenderer().render(body)), headers
+    return status, body, headers
 
 
 def _failed_response(exc: turns.TurnFailed) -> Response:

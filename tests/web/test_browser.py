@@ -152,6 +152,16 @@ def test_a_player_plays_and_manages_memories_in_the_browser(live_server, browser
     assert violations == [], "the play and settings pages work under the CSP"
 
 
+def open_play_page(browser, base_url: str, session: str, adventure_id: int):
+    """A browser context logged in with ``session`` on the play page of ``adventure_id``."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.add_cookies([{"name": "sessionid", "value": session, "url": base_url}])
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    page.goto(f"{base_url}/play/{adventure_id}/")
+    return context, page
+
+
 @pytest.fixture
 def long_road(alice):
     """An adventure with 105 memories and alice's session, made before Playwright starts (its
@@ -171,11 +181,7 @@ def long_road(alice):
 
 def test_the_memory_drawer_pages_through_a_large_bank(live_server, long_road, browser):
     adventure_id, session = long_road
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    context.add_cookies([{"name": "sessionid", "value": session, "url": live_server.url}])
-    page = context.new_page()
-    page.set_default_timeout(20_000)
-    page.goto(f"{live_server.url}/play/{adventure_id}/")
+    context, page = open_play_page(browser, live_server.url, session, adventure_id)
     page.click("#toggle-drawer")
     page.wait_for_selector("#bank li.memory")
     assert page.locator("#bank li.memory").count() == 100
@@ -248,11 +254,7 @@ def test_the_play_page_says_when_recall_fell_back_to_pinned_memories(live_server
                                                                       settings):
     settings.ALLOW_PRIVATE_ENDPOINTS = True
     adventure_id, session = failing_embeddings
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    context.add_cookies([{"name": "sessionid", "value": session, "url": live_server.url}])
-    page = context.new_page()
-    page.set_default_timeout(20_000)
-    page.goto(f"{live_server.url}/play/{adventure_id}/")
+    context, page = open_play_page(browser, live_server.url, session, adventure_id)
     page.fill("#text", "listen")
     page.press("#text", "Enter")
     page.wait_for_selector("#status:has-text('only pinned memories were used')")
@@ -287,11 +289,7 @@ def test_the_play_page_shows_the_reply_as_it_is_written_and_stop_keeps_what_was_
     fake_llm.stream_delay = 0.25
     fake_llm.reply = lambda body, n: ("The keeper climbs the stairs one by one and lights the great lamp, "
                                       "and far out at sea a ship turns toward the light.")
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    context.add_cookies([{"name": "sessionid", "value": session, "url": site.url}])
-    page = context.new_page()
-    page.set_default_timeout(20_000)
-    page.goto(f"{site.url}/play/{adventure_id}/")
+    context, page = open_play_page(browser, site.url, session, adventure_id)
     page.wait_for_selector("#story li.action")
 
     page.fill("#text", "light the lamp")
