@@ -69,9 +69,9 @@ def pool():
         w.stop()
 
 
-def test_three_workers_catch_twenty_adventures_up_with_no_duplicate_and_no_gap(owner, memory_llm, pool):
+def test_three_workers_catch_twelve_adventures_up_with_no_duplicate_and_no_gap(owner, memory_llm, pool):
     memory_llm.latency = 0.02
-    ids = make_adventures(owner, 20, 81)  # 40 turns after the opening
+    ids = make_adventures(owner, 12, 81)  # 40 turns after the opening
     pool(3)
     for turn in range(40):  # every turn of every adventure enqueues a pass, interleaved
         for adventure_id in ids:
