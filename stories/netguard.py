@@ -20,9 +20,10 @@ from urllib.parse import urlsplit
 import httpcore2
 import httpx2
 from django.conf import settings
-from httpcore2._backends.auto import AutoBackend
+from httpcore2._backends.base import AsyncNetworkBackend
 from httpcore2._backends.sync import SyncBackend
 
+from stories import netstream
 from stories.errors import InvalidRequest
 
 
@@ -133,16 +134,24 @@ class GuardedTransport(httpx2.HTTPTransport):
         )
 
 
-class _GuardedAsyncBackend(AutoBackend):
+class _GuardedAsyncBackend(AsyncNetworkBackend):
+    """Connections as plain asyncio transports (stories.netstream), to checked addresses only."""
+
     async def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
         infos = await resolve_checked_async(host, port)
         last_error: Exception | None = None
         for family, type_, proto, _, sockaddr in infos:
             try:
-                return await super().connect_tcp(sockaddr[0], sockaddr[1], timeout, local_address, socket_options)
+                return await netstream.connect_tcp(sockaddr[0], sockaddr[1], timeout, local_address, socket_options)
             except httpcore2.ConnectError as exc:
                 last_error = exc
         raise last_error or httpcore2.ConnectError(f"could not connect to {host}")
+
+    async def connect_unix_socket(self, path, timeout=None, socket_options=None):
+        raise httpcore2.ConnectError("model endpoints are reached over TCP")
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
 
 
 @functools.cache

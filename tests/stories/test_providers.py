@@ -153,3 +153,33 @@ def test_address_rules_cover_metadata_mapped_and_reserved_forms():
     assert netguard.address_problem("100.64.0.1") is not None  # carrier-grade NAT
     assert netguard.address_problem("8.8.8.8") is None
     assert netguard.address_problem("2606:4700:4700::1111") is None
+
+
+def test_an_https_endpoint_streams_over_tls_and_an_untrusted_certificate_is_a_clear_error(
+        alice_api, adventure_id, monkeypatch, tmp_path):
+    from tests.support.fake_llm import FakeLLM
+    from tests.support.tls import self_signed
+
+    server_tls, trusting = self_signed(tmp_path)
+    fake = FakeLLM(tls=server_tls)
+    try:
+        fake.reply = lambda body, n: "Lanterns sway above the quay."
+        assert alice_api.patch("/api/settings/", {"endpoint_url": fake.url, "api_key": ALICE_KEY,
+                                                  "model": "fake-model"}, format="json").status_code == 200
+        refused = turn(alice_api, adventure_id, "wave")  # the site trusts public certificate authorities only
+        assert refused.status_code == 424, refused.json()
+        assert "certificate" in refused.json()["detail"].lower() or "tls" in refused.json()["detail"].lower()
+
+        monkeypatch.setattr(netguard, "_tls", lambda: trusting)  # as if a public authority had signed it
+        played = alice_api.post(f"/api/adventures/{adventure_id}/retry/", {}, format="json",
+                                HTTP_ACCEPT="text/event-stream")
+        assert played.status_code == 200
+        from tests.stories.test_streaming import parse_events, streamed
+
+        events = parse_events(streamed(played))
+        assert "".join(d["text"] for name, d in events if name == "token") == "Lanterns sway above the quay."
+        texts = list(Action.objects.filter(adventure_id=adventure_id).order_by("depth").values_list("text", flat=True))
+        assert texts[-2:] == ["wave", "Lanterns sway above the quay."], texts
+        assert fake.chat_requests()[-1].body["stream"] is True
+    finally:
+        fake.stop()

@@ -51,6 +51,7 @@ def test_a_streamed_turn_sends_the_reply_piece_by_piece_then_the_same_answer_as_
     api = alice_plays
     aid = _adventure(api)
     fake_llm.reply = lambda body, n: "The wind carries a song over the hill."
+    fake_llm.stream_delay = 0.03  # each word its own network read
     response = api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "listen"}, format="json", **EVENTS)
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/event-stream")
@@ -72,6 +73,27 @@ def test_a_streamed_turn_sends_the_reply_piece_by_piece_then_the_same_answer_as_
     for path, body in ((f"/api/adventures/{aid}/retry/", {}), (f"/api/adventures/{aid}/turns/", {"mode": "continue"})):
         events = parse_events(streamed(api.post(path, body, format="json", **EVENTS)))
         assert events[0][0] == "token" and events[-1][0] == "done", (path, events)
+
+
+@pytest.mark.parametrize("framing", [
+    {"wire_slice": 100_000},  # the whole reply in one read: one event carries it
+    {"wire_slice": 7, "newline": "\r\n", "terminated": False},  # cut mid-line, CRLF, no final blank line
+    {"wire_slice": 1},
+])
+def test_however_the_model_cuts_its_stream_the_player_gets_every_word_once(alice_plays, fake_llm, framing):
+    api = alice_plays
+    aid = _adventure(api)
+    text = "Rain — café lights blur; the ferry's horn sounds twice."
+    fake_llm.queue(Reply(text=text, **framing))
+    events = parse_events(streamed(api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "wait"},
+                                            format="json", **EVENTS)))
+    tokens = [data["text"] for name, data in events if name == "token"]
+    assert "".join(tokens) == text and events[-1][0] == "done"
+    assert events[-1][1]["actions"][-1]["text"] == text
+    assert events[-1][1]["usage"]["completion_tokens"] == 9, "the usage event is read wherever it was cut"
+    if framing["wire_slice"] > 1000:
+        assert len(tokens) == 1, "what arrives in one read goes on as one event"
+    assert Action.objects.filter(adventure_id=aid).order_by("-depth").first().text == text
 
 
 def test_a_model_error_midway_ends_the_stream_with_the_424_answer_and_keeps_the_action(alice_plays, fake_llm):

@@ -28,6 +28,12 @@ class Reply:
     headers: dict = field(default_factory=dict)
     when: object = None  # optional predicate on the request body: only such a request takes this reply
     error_after: int | None = None  # streaming: after this many pieces, an OpenAI error event ends the stream
+    # streaming, on the wire: the line ending; ``wire_slice`` writes the whole stream at once in slices
+    # of that many bytes (split anywhere, each its own write); ``terminated`` False leaves the last
+    # event without its blank line
+    newline: str = "\n"
+    wire_slice: int | None = None
+    terminated: bool = True
 
 
 @dataclass
@@ -52,8 +58,9 @@ def bag_of_words_vector(text: str, dims: int) -> list[float]:
 
 
 class FakeLLM:
-    def __init__(self, *, embedding_dims: int = 384, reply=None):
+    def __init__(self, *, embedding_dims: int = 384, reply=None, tls=None):
         self.embedding_dims = embedding_dims
+        self.tls = tls  # an ssl.SSLContext: the fake answers https
         self.script: deque[Reply] = deque()
         self.requests: list[Recorded] = []
         self.lock = threading.Lock()
@@ -111,13 +118,16 @@ class FakeLLM:
         # A deep listen backlog: a bench connects a thousand players' model calls at once.
         self.httpd = type("Server", (ThreadingHTTPServer,), {"request_queue_size": 1024})(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
+        if tls is not None:
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
 
     # ---- control
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        scheme = "https" if self.tls is not None else "http"
+        return f"{scheme}://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
     def queue(self, *replies: Reply) -> None:
         self.script.extend(replies)
@@ -183,7 +193,7 @@ class FakeLLM:
         text = script.text if script.text is not None else self.reply(body, n)
         prompt_words = sum(len(_words(m.get("content") or "")) for m in body.get("messages", []))
         if body.get("stream"):
-            return self._stream(handler, body, n, text, prompt_words, error_after=script.error_after)
+            return self._stream(handler, body, n, text, prompt_words, script=script)
         handler._send(200, {
             "id": f"chatcmpl-{n}", "object": "chat.completion", "created": int(time.time()),
             "model": body.get("model", "fake-model"),
@@ -192,7 +202,7 @@ class FakeLLM:
                       "total_tokens": prompt_words + len(_words(text))},
         }, script.headers)
 
-    def _stream(self, handler, body, n, text, prompt_words, error_after=None):
+    def _stream(self, handler, body, n, text, prompt_words, script):
         """Server-sent chunks as OpenAI streams them: the role and first word after
         first_token_delay, one word a chunk every stream_delay seconds, a final chunk
         with the finish reason, usage when stream_options asks, then [DONE]."""
@@ -212,12 +222,19 @@ class FakeLLM:
             handler.end_headers()
             handler.close_connection = True
 
-            def send(payload):
-                handler.wfile.write(f"data: {payload}\n\n".encode())
+            error_after, nl, held = script.error_after, script.newline, []
+
+            def send(payload, last=False):
+                event = f"data: {payload}{nl}{'' if last and not script.terminated else nl}".encode()
+                if script.wire_slice:
+                    held.append(event)
+                    return
+                handler.wfile.write(event)
                 handler.wfile.flush()
 
             for i, piece in enumerate(pieces):
-                time.sleep(self.first_token_delay if i == 0 else self.stream_delay)
+                if not script.wire_slice:
+                    time.sleep(self.first_token_delay if i == 0 else self.stream_delay)
                 if i == error_after:
                     send(json.dumps({"error": {"message": "the model server overloaded", "type": "server_error"}}))
                     return
@@ -228,7 +245,13 @@ class FakeLLM:
                 send(json.dumps({**base, "choices": [], "usage": {
                     "prompt_tokens": prompt_words, "completion_tokens": len(_words(text)),
                     "total_tokens": prompt_words + len(_words(text))}}))
-            send("[DONE]")
+            send("[DONE]", last=True)
+            if held:  # the whole stream, cut into slices that each go out on their own
+                wire = b"".join(held)
+                for start in range(0, len(wire), script.wire_slice):
+                    handler.wfile.write(wire[start:start + script.wire_slice])
+                    handler.wfile.flush()
+                    time.sleep(0.002)
         except (BrokenPipeError, ConnectionResetError):
             with self.lock:
                 self.streams_cut += 1
