@@ -14,7 +14,7 @@ from django.db.models import F
 from django.utils import timezone
 from pgvector import HalfVector
 
-from memory import embedder
+from memory import embedder, when
 from memory.models import Agent, AgentMemory, World
 from memory.vectors import vector_cursor
 from stories import tokens as token_counter
@@ -39,6 +39,9 @@ WEIGHTS = {
     "rrf_k": 5,
     "bm25_k1": 1.2,
     "bm25_b": 0.75,
+    # a word in more than this share of the agent's memories counts for nothing (the classic BM25
+    # weight of such a word is negative); with it, RRF would rank memories by the noise of its weight
+    "bm25_common_share": 0.5,
     # a memory whose actor the query names (by agent id or display name)
     "named_actor": 0.3,
     # share of the match of the memory just before and just after (within the window)
@@ -50,6 +53,15 @@ WEIGHTS = {
     "kind_weights": {"say": 0.15, "interaction": 0.15, "note": 0.15, "summary": 0.12, "custom": 0.1,
                      "observation": 0.08, "heard": 0.05, "witnessed": 0.0},
     "dedupe_jaccard": 0.85,  # word overlap above which two memories count as the same
+    # time (memory.when): a question asking when ranks up memories that say when (a date, "yesterday",
+    # "two years ago"); a query naming a period ("in June", "last week") ranks up memories that
+    # happened in it (their event time)
+    "time_words": 0.3,
+    "period": 0.3,
+    # a second hop: the memories nearest the centre of the best first matches (their meaning), fused by
+    # reciprocal rank like the first; finds the other scattered mentions of a subject ("which cities...")
+    "hop": 0.3,
+    "hop_seeds": 1,
 }
 
 
@@ -99,7 +111,17 @@ WITH q AS (
     CASE WHEN %(has_vector)s AND m.embedding_model = %(model)s
          THEN 1 - (m.embedding <=> %(vector)s::halfvec) END AS sim,
     %(has_text)s AND q.ts::text <> '' AND m.search @@ q.ts AS matches,
-    greatest(length(m.search), 1)::float8 AS dl
+    greatest(length(m.search), 1)::float8 AS dl,
+    -- (the date every memory starts with is the event time, not something the memory says)
+    CASE WHEN %(asks_when)s AND regexp_replace(m.content, '^\\([^)]*\\) ', '') ~* %(time_re)s THEN 1 ELSE 0 END
+      AS says_when,
+    CASE WHEN %(has_period)s
+      AND (cardinality(%(months)s::int[]) = 0 OR extract(month FROM m.occurred_at)::int = ANY(%(months)s::int[]))
+      AND (cardinality(%(years)s::int[]) = 0 OR extract(year FROM m.occurred_at)::int = ANY(%(years)s::int[]))
+      AND (%(period_start)s::timestamptz IS NULL OR m.occurred_at >= %(period_start)s::timestamptz)
+      AND (%(period_end)s::timestamptz IS NULL OR m.occurred_at < %(period_end)s::timestamptz)
+    THEN 1 ELSE 0 END AS in_period,
+    CASE WHEN %(hop)s AND %(has_vector)s AND m.embedding_model = %(model)s THEN m.embedding END AS embedding
   FROM memory_agentmemory m, q
   WHERE m.agent_id = %(agent)s AND m.consolidated_into_id IS NULL AND m.occurred_at >= %(since)s
     AND m.kind = ANY(%(kinds)s)
@@ -116,10 +138,11 @@ WITH q AS (
   SELECT h.id, sum(ln(1 + (s.n - df.df + 0.5) / (df.df + 0.5)) * (%(k1)s + 1)
                    / (1 + %(k1)s * (1 - %(b)s + %(b)s * h.dl / s.avgdl))) AS tr
   FROM hits h JOIN df USING (t), stats s
+  WHERE df.df <= greatest(%(common)s * s.n, 1)  -- a word most memories hold tells them apart by noise only
   GROUP BY h.id
 ), ranked AS (
   SELECT base.id, base.kind, base.partner, base.location, base.occurred_at, base.importance, base.actor, base.sim,
-    coalesce(bm25.tr, 0) AS tr,
+    base.says_when, base.in_period, base.embedding, coalesce(bm25.tr, 0) AS tr,
     rank() OVER (ORDER BY sim DESC NULLS LAST) AS r_vector,
     rank() OVER (ORDER BY coalesce(bm25.tr, 0) DESC) AS r_text
   FROM base LEFT JOIN bm25 USING (id)
@@ -129,11 +152,20 @@ WITH q AS (
     CASE WHEN tr > 0 THEN %(w_text)s * (%(rrf_k)s + 1) / (%(rrf_k)s + r_text) ELSE 0 END AS s_text,
     CASE WHEN actor <> '' AND actor = ANY(named.ids) THEN %(w_named)s ELSE 0 END AS s_named
   FROM ranked, named
+), seeds AS (
+  SELECT embedding FROM fused WHERE embedding IS NOT NULL AND s_vector + s_text > 0
+  ORDER BY s_vector + s_text + s_named DESC, id LIMIT %(hop_seeds)s
+), hop AS (
+  SELECT avg(embedding::vector)::halfvec AS v FROM seeds
+), hopped AS (
+  SELECT fused.*, CASE WHEN fused.embedding IS NOT NULL AND hop.v IS NOT NULL
+                       THEN rank() OVER (ORDER BY fused.embedding <=> hop.v) END AS r_hop
+  FROM fused, hop
 ), neighbours AS (
-  SELECT fused.*,
+  SELECT hopped.*,
     lag(occurred_at) OVER w AS prev_at, lag(s_vector + s_text + s_named) OVER w AS prev_match,
     lead(occurred_at) OVER w AS next_at, lead(s_vector + s_text + s_named) OVER w AS next_match
-  FROM fused WINDOW w AS (PARTITION BY partner, kind IN ('say', 'heard') ORDER BY occurred_at, id)
+  FROM hopped WINDOW w AS (PARTITION BY partner, kind IN ('say', 'heard') ORDER BY occurred_at, id)
 ), scored AS (
   SELECT id, n.kind, partner, location, occurred_at, s_vector, s_text, s_named,
     CASE WHEN %(partner)s <> '' AND partner = %(partner)s THEN %(w_partner)s ELSE 0 END AS s_partner,
@@ -145,15 +177,17 @@ WITH q AS (
     CASE WHEN n.kind IN ('say', 'heard') THEN
       %(w_context)s * (CASE WHEN prev_at >= occurred_at - %(context_window)s THEN prev_match ELSE 0 END
                        + CASE WHEN next_at <= occurred_at + %(context_window)s THEN next_match ELSE 0 END)
-    ELSE 0 END AS s_context
+    ELSE 0 END AS s_context,
+    %(w_time_words)s * says_when + %(w_period)s * in_period AS s_time,
+    CASE WHEN r_hop IS NOT NULL THEN %(w_hop)s * (%(rrf_k)s + 1) / (%(rrf_k)s + r_hop) ELSE 0 END AS s_hop
   FROM neighbours n LEFT JOIN kw ON kw.kind = n.kind
 ), top AS (
   SELECT *, s_partner + s_location + s_kind + s_importance + s_recency + s_vector + s_text + s_named + s_context
-            AS total
+            + s_time + s_hop AS total
   FROM scored ORDER BY total DESC, occurred_at DESC, id LIMIT %(candidates)s
 )
 SELECT top.id, m.content, top.kind, top.partner, top.location, top.occurred_at,
-       s_partner, s_location, s_kind, s_importance, s_recency, s_vector, s_text, s_named, s_context
+       s_partner, s_location, s_kind, s_importance, s_recency, s_vector, s_text, s_named, s_context, s_time, s_hop
 FROM top JOIN memory_agentmemory m ON m.id = top.id
 ORDER BY total DESC, top.occurred_at DESC, top.id
 """
@@ -185,6 +219,7 @@ def agent_recall(*, world: World, agent: Agent, partner: str = "", location: str
         token_budget = conf["token_budget"]
     cooldown = conf["cooldown_seconds"] if cooldown_s is None else cooldown_s
     vector, model = None, ""
+    time = when.cues(query, now)
     if query.strip():
         try:
             model, (vector,) = embedder.embed(user_id=world.owner_id, texts=[query])
@@ -204,6 +239,11 @@ def agent_recall(*, world: World, agent: Agent, partner: str = "", location: str
         "since": since or now - timedelta(days=conf["window_days"]),
         "kinds": kinds or [k for k in AgentMemory.Kind.values],
         "cooled": now - timedelta(seconds=cooldown), "candidates": limit * CANDIDATES_PER_RESULT,
+        "asks_when": time.asks_when, "time_re": when.TIME_EXPRESSION_SQL, "w_time_words": conf["time_words"],
+        "has_period": time.names_a_period, "months": time.months, "years": time.years,
+        "period_start": time.start, "period_end": time.end, "w_period": conf["period"],
+        "hop": conf["hop"] > 0, "w_hop": conf["hop"], "hop_seeds": conf["hop_seeds"],
+        "common": conf["bm25_common_share"],
     }
     with vector_cursor() as cursor:
         cursor.execute(_RECALL_SQL, params)
@@ -218,7 +258,8 @@ def agent_recall(*, world: World, agent: Agent, partner: str = "", location: str
         cost = token_counter.count(content) + 8
         if used + cost > token_budget:
             continue
-        names = ("partner", "location", "kind", "importance", "recency", "vector", "text", "named", "context")
+        names = ("partner", "location", "kind", "importance", "recency", "vector", "text", "named", "context", "time",
+                 "hop")
         scored = {n: round(float(v), 4) for n, v in zip(names, parts)}
         kept.append(Recalled(pk, content, kind, partner_, location_, occurred, round(sum(scored.values()), 4), scored))
         seen.append(words)

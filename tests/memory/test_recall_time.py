@@ -1,0 +1,116 @@
+"""Recall uses time: a question asking *when* finds the memory that says when,
+and a query naming a period ("in June", "yesterday") finds what happened in
+it, by the memories' event times. Asked through the recall API, as agent
+frameworks ask."""
+
+from datetime import datetime, timedelta, timezone as tz
+
+import pytest
+from django.utils import timezone
+
+from memory import agent_upkeep, when
+from memory.models import Agent
+from tests.memory.test_agents import agent_api, say, world  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.django_db
+
+
+def recall(agent_api, world, agent, query, **extra):
+    response = agent_api.post(f"/api/worlds/{world.pk}/agents/{agent}/recall/",
+                              {"query": query, "limit": 5, "cooldown_seconds": 0, "since": "1900-01-01T00:00:00Z",
+                               **extra}, format="json")
+    assert response.status_code == 200, response.content
+    return response.json()["memories"]
+
+
+def embed_all(world):
+    for agent in Agent.objects.filter(world=world):
+        while agent_upkeep.agent_memories_embed(agent_id=agent.pk):
+            pass
+
+
+def test_a_question_naming_a_month_finds_what_happened_in_it_by_event_time(agent_api, world):
+    say(agent_api, world, "ann", "bo", "We went camping by the river, it rained all night.",
+        datetime(2023, 6, 20, 18, tzinfo=tz.utc))
+    say(agent_api, world, "ann", "bo", "We went camping up in the hills, the stars were bright.",
+        datetime(2023, 8, 10, 18, tzinfo=tz.utc))
+    say(agent_api, world, "ann", "bo", "The bakery on the corner sells rye bread.",
+        datetime(2023, 7, 1, 9, tzinfo=tz.utc))
+    embed_all(world)
+    june = recall(agent_api, world, "bo", "When did Ann go camping in June?")
+    assert "river" in june[0]["content"] and june[0]["parts"]["time"] > 0
+    august = recall(agent_api, world, "bo", "Where did Ann camp in August 2023?")
+    assert "hills" in august[0]["content"] and august[0]["parts"]["time"] > 0
+    assert all(m["parts"]["time"] == 0 for m in recall(agent_api, world, "bo", "Where did Ann go camping?")), \
+        "a query that names no time and asks no 'when' leaves time out"
+
+
+def test_a_when_question_ranks_the_memory_that_says_when(agent_api, world):
+    start = timezone.now() - timedelta(days=30)
+    say(agent_api, world, "gina", "jon", "Rosa inked my tattoo two years ago.", start)
+    say(agent_api, world, "gina", "jon", "Rosa inked my tattoo, a rose for freedom.", start + timedelta(days=20))
+    for n, line in enumerate(["The studio floor is finished.", "Sales were good this spring.",
+                              "My dance shoes need new soles.", "The landlord raised the rent."]):
+        say(agent_api, world, "gina", "jon", line, start + timedelta(days=5 + n))
+    embed_all(world)
+    asked = recall(agent_api, world, "jon", "When did Gina get her tattoo?")
+    assert "two years ago" in asked[0]["content"] and asked[0]["parts"]["time"] > 0
+    rose = next(m for m in asked if "a rose" in m["content"])
+    assert rose["parts"]["time"] == 0, "a memory that does not say when gets nothing for time"
+    plain = recall(agent_api, world, "jon", "What did Rosa ink for Gina?")
+    assert all(m["parts"]["time"] == 0 for m in plain), "only a question about time weighs what says when"
+
+
+def test_yesterday_means_the_day_before_the_question(agent_api, world):
+    now = timezone.now()
+    yesterday_noon = (now - timedelta(days=1)).replace(hour=12, minute=0, second=0, microsecond=0)
+    say(agent_api, world, "ann", "bo", "The market had fresh figs and a juggler.", yesterday_noon)
+    say(agent_api, world, "ann", "bo", "The market was quiet, only a few stalls.", now - timedelta(minutes=30))
+    embed_all(world)
+    asked = recall(agent_api, world, "bo", "What was at the market yesterday?")
+    assert "figs" in asked[0]["content"] and asked[0]["parts"]["time"] > 0
+
+
+def test_time_cues_read_dates_and_periods_and_leave_ordinary_words_alone():
+    now = datetime(2024, 3, 14, 15, tzinfo=tz.utc)  # a Thursday
+    assert when.cues("When did she move?", now).asks_when
+    assert when.cues("How long has he been painting?", now).asks_when
+    assert not when.cues("Where did she move?", now).asks_when
+    assert when.cues("what happened in May 2023", now).months == [5]
+    assert when.cues("what happened in May 2023", now).years == [2023]
+    assert when.cues("May I ask what Jan said?", now).months == [], "'May I' and 'Jan' are not months"
+    week = when.cues("what did we do last week", now)
+    assert (week.start, week.end) == (datetime(2024, 3, 4, tzinfo=tz.utc), datetime(2024, 3, 11, tzinfo=tz.utc))
+    ago = when.cues("the trip two weeks ago", now)
+    assert ago.start <= datetime(2024, 2, 29, tzinfo=tz.utc) < ago.end
+    assert when.cues("what did she say last year", now).years == [2023]
+
+
+def test_a_second_hop_finds_the_other_mention_of_the_subject_the_first_matches_found(agent_api, world, settings):
+    """ "Where has Jon travelled?" names Rome's memory directly; the one about the
+    Colosseum shares no word with the question and is found through Rome's."""
+    start = timezone.now() - timedelta(days=40)
+    lines = [
+        "I travelled to Rome last spring and loved it.",
+        "We saw the Colosseum and ate gelato near the Vatican every evening.",
+        "The dance studio needs a new wooden floor.",
+        "My sister keeps asking about the rent for the studio.",
+        "Business has been slow, but the new shoes are selling.",
+        "I bought a bicycle to get to work faster.",
+        "Our cat knocked over the plant again this morning.",
+        "The bank finally approved the loan for the studio.",
+        "I have been practising the tango routine every night.",
+        "The weather has been cold and grey all week.",
+    ]
+    for n, line in enumerate(lines):
+        say(agent_api, world, "jon", "gina", line, start + timedelta(days=3 * n))
+    embed_all(world)
+    question = "Where has Jon travelled?"
+    hopped = recall(agent_api, world, "gina", question)
+    top = [m["content"] for m in hopped[:3]]
+    assert any("Rome" in c for c in top) and any("Colosseum" in c for c in top), top
+    colosseum = next(m for m in hopped if "Colosseum" in m["content"])
+    assert colosseum["parts"]["hop"] > 0 and colosseum["parts"]["text"] == 0
+    settings.AGENT_RECALL = {**settings.AGENT_RECALL, "hop": 0.0}
+    one_hop = [m["content"] for m in recall(agent_api, world, "gina", question)[:3]]
+    assert not any("Colosseum" in c for c in one_hop), "without the second hop it is not found: the hop decides"
