@@ -38,7 +38,7 @@ def _fill(world_id: int, agent_id: int, count: int, seed: int) -> None:
     from memory.embedder import LOCAL_MODEL
 
     with connection.cursor() as cursor:
-        cursor.execute("SELECT setseed(%s)", [seed / 1_000_000])
+        cursor.execute("SELECT setseed(%s)", [(seed % 1_999) / 2_000])
         cursor.execute("""
             INSERT INTO memory_agentmemory (agent_id, world_id, partner, actor, location, kind, content, metadata,
                 embedding, embedding_model, importance, pinned, occurred_at, created_at, updated_at,
