@@ -24,7 +24,11 @@ _WHEN = re.compile(
 _MONTHS = "january|february|april|june|july|august|september|october|november|december"
 _DAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
 _UNITS = "days?|weeks?|months?|years?|decades?|hours?"
-_COUNTS = "a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|few|couple of|several|many|[0-9]+"
+# how many units a memory or a query may count ("two weeks", "a few years", "3 days")
+_NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+                 "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "couple of": 2, "few": 3,
+                 "several": 4, "many": 5}
+_COUNTS = "|".join(_NUMBER_WORDS) + "|[0-9]+"
 TIME_EXPRESSION_SQL = (
     r"\m(yesterday|today|tonight|tomorrow|recently|lately|ago|earlier|weekend|the other day"
     rf"|(last|next|this|past|previous|coming|upcoming) ({_UNITS}|night|weekend|summer|winter|spring|fall|autumn|{_DAYS})"
@@ -41,10 +45,7 @@ _MONTH_IN_QUERY = re.compile(
     r"(january|february|march|april|may|june|july|august|september|october|november|december"
     r"|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\b\.?", re.IGNORECASE)
 _YEAR_IN_QUERY = re.compile(r"\b(19[0-9]{2}|20[0-9]{2})\b")
-_NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-                 "eight": 8, "nine": 9, "ten": 10, "couple of": 2, "few": 3, "several": 4}
-_AGO = re.compile(r"\b(a|an|one|two|three|four|five|six|seven|eight|nine|ten|couple of|few|several|[0-9]+)\s+"
-                  r"(day|week|month|year)s?\s+ago\b", re.IGNORECASE)
+_AGO = re.compile(rf"\b({_COUNTS})\s+(day|week|month|year)s?\s+ago\b", re.IGNORECASE)
 _UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
 
 

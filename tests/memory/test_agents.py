@@ -5,33 +5,13 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
-from rest_framework.test import APIClient
 
-from memory import agent_events, agent_recall, agent_upkeep, worlds
+from memory import agent_events, agent_recall, agent_upkeep
 from memory.models import Agent, AgentMemory, World
 from tests.conftest import api_client_for
+from tests.support.agents import events_url, say
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def world(alice):
-    return World.objects.create(owner=alice, name="Smallville", agent_capacity=200)
-
-
-@pytest.fixture
-def agent_api(world):
-    """An agent framework holding a world token."""
-    token, raw = worlds.token_create(world=world, name="town")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
-    client.raw_token = raw
-    client.token = token
-    return client
-
-
-def events_url(world):
-    return f"/api/worlds/{world.pk}/events/"
 
 
 def test_one_say_with_three_listeners_writes_one_say_and_three_heard(agent_api, world):
@@ -294,12 +274,6 @@ def test_owners_manage_memories_and_export_a_world(world, agent_api, alice):
     assert {a["external_id"]: len(a["memories"]) for a in exported["agents"]} == {"ann": 2, "bo": 1}
     assert owner.delete(f"/api/worlds/{world.pk}/agents/bo/").status_code == 204
     assert not AgentMemory.objects.filter(agent__external_id="bo").exists()
-
-
-def say(agent_api, world, actor, target, text, when):
-    response = agent_api.post(events_url(world), {"type": "say", "actor": actor, "target": target, "nearby": [target],
-                                                  "text": text, "time": when.isoformat()}, format="json")
-    assert response.status_code == 201, response.content
 
 
 def test_full_text_weighs_a_rare_word_above_a_word_every_memory_holds(agent_api, world):

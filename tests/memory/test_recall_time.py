@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from memory import agent_upkeep, when
 from memory.models import Agent
-from tests.memory.test_agents import agent_api, say, world  # noqa: F401 (fixtures)
+from tests.support.agents import say
 
 pytestmark = pytest.mark.django_db
 

@@ -6,6 +6,7 @@ from stories import netguard
 from stories.models import Action, ProviderCall
 from tests.conftest import ALICE_KEY
 from tests.support.canary import Canary
+from tests.support.events import parse_events, streamed
 from tests.support.fake_llm import Reply
 
 pytestmark = pytest.mark.django_db
@@ -174,8 +175,6 @@ def test_an_https_endpoint_streams_over_tls_and_an_untrusted_certificate_is_a_cl
         played = alice_api.post(f"/api/adventures/{adventure_id}/retry/", {}, format="json",
                                 HTTP_ACCEPT="text/event-stream")
         assert played.status_code == 200
-        from tests.stories.test_streaming import parse_events, streamed
-
         events = parse_events(streamed(played))
         assert "".join(d["text"] for name, d in events if name == "token") == "Lanterns sway above the quay."
         texts = list(Action.objects.filter(adventure_id=adventure_id).order_by("depth").values_list("text", flat=True))

@@ -10,35 +10,16 @@ import threading
 
 import psutil
 import pytest
-from asgiref.sync import async_to_sync
 from django.db import connection
 
 from stories.models import Action, Adventure, ProviderCall
+from tests.support.events import parse_events, streamed
 from tests.support.fake_llm import Reply
 from tests.support.processes import Site, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 EVENTS = {"HTTP_ACCEPT": "text/event-stream"}
-
-
-def streamed(response) -> bytes:
-    """The whole body of a streamed answer from Django's test client."""
-    async def collect(content):
-        return [part async for part in content]
-
-    return b"".join(async_to_sync(collect)(response.streaming_content))
-
-
-def parse_events(raw: bytes) -> list[tuple[str, dict]]:
-    events = []
-    for block in raw.decode().split("\n\n"):
-        lines = [line for line in block.split("\n") if line and not line.startswith(":")]
-        if not lines:
-            continue
-        fields = dict(line.split(": ", 1) for line in lines)
-        events.append((fields["event"], json.loads(fields["data"])))
-    return events
 
 
 def _adventure(api, opening="The gate stands open."):
@@ -94,6 +75,21 @@ def test_however_the_model_cuts_its_stream_the_player_gets_every_word_once(alice
     if framing["wire_slice"] > 1000:
         assert len(tokens) == 1, "what arrives in one read goes on as one event"
     assert Action.objects.filter(adventure_id=aid).order_by("-depth").first().text == text
+
+
+def test_the_event_parser_gives_every_event_once_wherever_the_bytes_are_cut():
+    """The same parser as above, fed every cut of one stream: the network decides where reads end."""
+    from stories.providers import _EventStream
+
+    wire = (b": keep-alive\r\n\r\ndata: {\"a\": 1}\r\n\r\nevent: message\ndata: line one\ndata: line two\n\n"
+            b"data:no-space\n\ndata: [DONE]")  # the last event is left unterminated
+    expected = [b'{"a": 1}', b"line one\nline two", b"no-space", b"[DONE]"]
+    for cut in range(len(wire) + 1):
+        for second in (cut, min(len(wire), cut + 3), min(len(wire), cut + 11)):
+            parser = _EventStream()
+            out = parser.feed(wire[:cut]) + parser.feed(wire[cut:second]) + parser.feed(wire[second:])
+            out += parser.feed(b"\n\n")  # the end of the stream
+            assert out == expected, (cut, second)
 
 
 def test_a_model_error_midway_ends_the_stream_with_the_424_answer_and_keeps_the_action(alice_plays, fake_llm):

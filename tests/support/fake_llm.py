@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 import re
+import socket
 import threading
 import time
 from collections import deque
@@ -246,12 +247,12 @@ class FakeLLM:
                     "prompt_tokens": prompt_words, "completion_tokens": len(_words(text)),
                     "total_tokens": prompt_words + len(_words(text))}}))
             send("[DONE]", last=True)
-            if held:  # the whole stream, cut into slices that each go out on their own
+            if held:  # the whole stream, cut into slices that each go out as their own segment
+                handler.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 wire = b"".join(held)
                 for start in range(0, len(wire), script.wire_slice):
                     handler.wfile.write(wire[start:start + script.wire_slice])
                     handler.wfile.flush()
-                    time.sleep(0.002)
         except (BrokenPipeError, ConnectionResetError):
             with self.lock:
                 self.streams_cut += 1
