@@ -1,18 +1,26 @@
 """Agent recall at scale: how recall's cost grows with an agent's bank.
 
 One world table of --rows agent memories (1,000,000 by default: the agents
-measured plus filler agents sharing the table), made directly in SQL with
-random words and random unit vectors (the ranking's cost does not depend on
-what the words mean). For agents holding each of --sizes memories, --queries
-questions are asked: the ranked SQL alone (timed around the one query), and
+measured plus filler agents sharing the table), made directly in SQL: a dozen random words from a vocabulary of 90, and as
+the memory's vector the normalised sum of the words' vectors from the local
+model, so that memories sharing words are near in meaning, as real ones are
+(random unit vectors have no neighbourhoods, which no embedding model makes,
+and would measure the HNSW index at its worst). For agents holding each of --sizes memories, --queries
+questions are asked: the recall's SQL alone (both its statements, timed), and
 through the recall API (in-process, query embedding with the local model
-included). The data is kept between runs (a second run only measures).
+included); the rows one recall reads come from Postgres's own EXPLAIN ANALYZE.
+Each size is measured as shipped (exact scoring up to AGENT_RECALL
+["exact_up_to"] memories, candidates from indexes above) and with exact
+scoring forced, beside. Then bench/locomo.py --candidates scores LoCoMo with
+exact scoring and with the candidate path forced on. The data is kept between
+runs (a second run only measures).
 
     .venv/bin/python bench/agent_recall.py [--sizes 2000 20000 100000] [--rows 1000000] [--queries 40]
+                                           [--skip-exact] [--skip-locomo]
 
-Target (issue 17): SQL p95 <= 25 ms at 100,000 memories. Today recall scores
-every memory of the agent in the window (exact), so its cost grows with the
-bank. Ends with one line of JSON: a list of {"memories", "sql_p95_ms", "api_p95_ms"}.
+Targets (issue 17): SQL p95 <= 25 ms at 100,000 memories; LoCoMo with the
+candidate path within 0.5 points of exact scoring. Ends with one line of JSON:
+a list of {"memories", "sql_p95_ms", "api_p95_ms"}, one per bank size (as shipped).
 """
 
 from __future__ import annotations
@@ -20,7 +28,10 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 from _setup import django_setup, percentile, print_table, save
 
@@ -31,8 +42,9 @@ WORDS = ("river bridge market lantern festival harbor garden tower forest castle
          "birthday wedding party dinner lunch breakfast coffee tea book movie game music concert").split()
 
 
-def _fill(world_id: int, agent_id: int, count: int, seed: int) -> None:
-    """``count`` memories for one agent, in SQL: a dozen random words, a random unit vector, a time in the last year."""
+def _fill(world_id: int, agent_id: int, count: int, seed: int, word_vectors: list[list[float]]) -> None:
+    """``count`` memories for one agent, in SQL: a dozen random words, the normalised sum of the words'
+    vectors (from the local model) as the memory's vector, a time in the last year."""
     from django.db import connection
 
     from memory.embedder import LOCAL_MODEL
@@ -43,16 +55,25 @@ def _fill(world_id: int, agent_id: int, count: int, seed: int) -> None:
             INSERT INTO memory_agentmemory (agent_id, world_id, partner, actor, location, kind, content, metadata,
                 embedding, embedding_model, importance, pinned, occurred_at, created_at, updated_at,
                 retrieval_count)
-            SELECT %(agent)s, %(world)s, 'p' || (g %% 7), 'a' || (g %% 5), '', 'say',
-                   array_to_string(ARRAY(SELECT (%(words)s::text[])[1 + floor(random() * %(n)s)::int]
-                                         FROM generate_series(1, 12) WHERE g > 0), ' '),
-                   '{}'::jsonb,
-                   (SELECT l2_normalize(array_agg(random() - 0.5)::vector)::halfvec
-                    FROM generate_series(1, 384) WHERE g > 0),
-                   %(model)s, random(), false, now() - random() * interval '360 days', now(), now(), 0
-            FROM generate_series(1, %(count)s) AS g
+            SELECT %(agent)s, %(world)s, 'p' || (g %% 7), 'a' || (g %% 5), '', 'say', said.content, '{}'::jsonb,
+                   l2_normalize(said.meaning)::halfvec, %(model)s, random(), false,
+                   now() - random() * interval '360 days', now(), now(), 0
+            FROM generate_series(1, %(count)s) AS g,
+            LATERAL (SELECT array_agg(1 + floor(random() * %(n)s)::int) AS picks
+                     FROM generate_series(1, 12) WHERE g > 0) AS p,
+            LATERAL (SELECT string_agg((%(words)s::text[])[i], ' ') AS content,
+                            sum((%(vectors)s::vector[])[i]) AS meaning
+                     FROM unnest(p.picks) AS i) AS said
         """, {"agent": agent_id, "world": world_id, "words": list(WORDS), "n": len(WORDS), "count": count,
-              "model": LOCAL_MODEL})
+              "model": LOCAL_MODEL, "vectors": ["[" + ",".join(f"{x:.5f}" for x in v) + "]" for v in word_vectors]})
+
+
+def _locomo() -> dict:
+    """bench/locomo.py --candidates in its own process: exact and candidate-path figures (its JSON line)."""
+    done = subprocess.run([sys.executable, str(Path(__file__).with_name("locomo.py")), "--candidates"],
+                          stdout=subprocess.PIPE, text=True, check=True)
+    print(done.stdout.rstrip().rsplit("\n", 1)[0])
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -60,9 +81,13 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 20000, 100000])
     parser.add_argument("--rows", type=int, default=1_000_000, help="memories in the whole table, at least")
     parser.add_argument("--queries", type=int, default=40)
+    parser.add_argument("--skip-exact", action="store_true", help="do not measure exact scoring beside")
+    parser.add_argument("--skip-locomo", action="store_true",
+                        help="do not run bench/locomo.py --candidates (a few minutes: it ingests five conversations)")
     args = parser.parse_args()
     django_setup()
 
+    from django.conf import settings
     from django.contrib.auth import get_user_model
     from django.db import connection
     from rest_framework.test import APIClient
@@ -71,8 +96,11 @@ def main() -> None:
     from memory import agent_recall, worlds
     from memory.models import Agent, AgentMemory, World
 
+    from memory.embedder import embed_local
+
+    word_vectors = embed_local(list(WORDS))
     owner, _ = get_user_model().objects.get_or_create(username="bench-agent-recall")
-    world, _ = World.objects.get_or_create(owner=owner, name="recall at scale",
+    world, _ = World.objects.get_or_create(owner=owner, name="recall at scale (word vectors)",
                                            defaults={"agent_capacity": max(args.sizes) * 2})
     measured = []
     for size in args.sizes:
@@ -80,7 +108,7 @@ def main() -> None:
         have = AgentMemory.objects.filter(agent=agent).count()
         if have < size:
             for start in tqdm(range(have, size, 20_000), desc=f"agent with {size}", unit="batch"):
-                _fill(world.pk, agent.pk, min(20_000, size - start), seed=size + start)
+                _fill(world.pk, agent.pk, min(20_000, size - start), seed=size + start, word_vectors=word_vectors)
         measured.append((size, agent))
     total = AgentMemory.objects.count()
     filler = 0
@@ -88,7 +116,8 @@ def main() -> None:
         agent, _ = Agent.objects.get_or_create(world=world, external_id=f"filler-{filler}")
         batch = min(100_000, args.rows - total)
         for start in tqdm(range(0, batch, 20_000), desc=f"filler {filler}", unit="batch"):
-            _fill(world.pk, agent.pk, min(20_000, batch - start), seed=7_000_000 + filler * 100_000 + start)
+            _fill(world.pk, agent.pk, min(20_000, batch - start), seed=7_000_000 + filler * 100_000 + start,
+                  word_vectors=word_vectors)
         total += batch
         filler += 1
     with connection.cursor() as cursor:
@@ -101,45 +130,72 @@ def main() -> None:
     rng = random.Random(17)
     questions = [f"what about the {rng.choice(WORDS)} and the {rng.choice(WORDS)}?" for _ in range(args.queries)]
 
-    timings: dict[str, list[float]] = {}
+    sql_ms: list[float] = []
 
     def timed(execute, sql, params, many, context):
         started = time.perf_counter()
         try:
             return execute(sql, params, many, context)
         finally:
-            if "WITH q AS" in sql:  # the recall query
-                timings.setdefault("sql", []).append((time.perf_counter() - started) * 1000)
+            sql_ms[-1] += (time.perf_counter() - started) * 1000
 
+    def measure(agent, exact: bool) -> dict:
+        """SQL (both statements of a recall) and API latencies over the questions, and one plan's reads."""
+        settings.AGENT_RECALL = {**base_conf, **({"exact_up_to": 10**9} if exact else {})}
+        sql_ms.clear()
+        api_ms = []
+        try:
+            for question in tqdm(questions, desc=f"{'exact' if exact else 'recall'}, {agent.external_id}", unit="q"):
+                sql_ms.append(0.0)
+                with connection.execute_wrapper(timed):
+                    agent_recall.agent_recall(world=world, agent=agent, query=question, limit=10, cooldown_s=0,
+                                              record=False)
+                started = time.perf_counter()
+                response = api.post(f"/api/worlds/{world.pk}/agents/{agent.external_id}/recall/",
+                                    {"query": question, "limit": 10, "cooldown_seconds": 0}, format="json")
+                api_ms.append((time.perf_counter() - started) * 1000)
+                assert response.status_code == 200, response.content
+            plan = agent_recall.recall_explain(world=world, agent=agent, query=questions[0], limit=10, cooldown_s=0)
+        finally:
+            settings.AGENT_RECALL = base_conf
+        return {"sql_p50_ms": round(percentile(sql_ms, 50), 1), "sql_p95_ms": round(percentile(sql_ms, 95), 1),
+                "api_p50_ms": round(percentile(api_ms, 50), 1), "api_p95_ms": round(percentile(api_ms, 95), 1),
+                "path": plan["path"], "rows_read": round(plan["rows_read"])}
+
+    base_conf = dict(settings.AGENT_RECALL)
     rows = []
     for size, agent in measured:
-        timings.clear()
-        api_ms = []
-        for question in tqdm(questions, desc=f"recall, {size} memories", unit="q"):
-            with connection.execute_wrapper(timed):
-                agent_recall.agent_recall(world=world, agent=agent, query=question, limit=10, cooldown_s=0,
-                                          record=False)
-            started = time.perf_counter()
-            response = api.post(f"/api/worlds/{world.pk}/agents/{agent.external_id}/recall/",
-                                {"query": question, "limit": 10, "cooldown_seconds": 0}, format="json")
-            api_ms.append((time.perf_counter() - started) * 1000)
-            assert response.status_code == 200, response.content
-        sql = timings.get("sql", [])
-        rows.append({"memories": size, "sql_p50_ms": round(percentile(sql, 50), 1),
-                     "sql_p95_ms": round(percentile(sql, 95), 1), "api_p50_ms": round(percentile(api_ms, 50), 1),
-                     "api_p95_ms": round(percentile(api_ms, 95), 1)})
-    print_table(f"Agent recall, exact scoring, one table of {total:,} memories ({args.queries} questions each)",
-                ["memories of the agent", "SQL p50 ms", "SQL p95 ms", "API p50 ms", "API p95 ms"],
-                [[f'{r["memories"]:,}', r["sql_p50_ms"], r["sql_p95_ms"], r["api_p50_ms"], r["api_p95_ms"]]
-                 for r in rows])
+        for _ in range(3):  # warm the caches the way a busy server's are
+            agent_recall.agent_recall(world=world, agent=agent, query=questions[-1], limit=10, cooldown_s=0,
+                                      record=False)
+        now_ = measure(agent, exact=False)
+        exact = measure(agent, exact=True) if not args.skip_exact else None
+        rows.append({"memories": size, **now_, "exact": exact})
+    print_table(f"Agent recall against bank size, one table of {total:,} memories ({args.queries} questions each; "
+                f"exact scoring up to {base_conf['exact_up_to']:,} memories, index candidates above)",
+                ["memories of the agent", "path", "rows read", "SQL p50 ms", "SQL p95 ms", "API p50 ms",
+                 "API p95 ms", "exact: rows read", "exact: SQL p95 ms", "exact: API p95 ms"],
+                [[f'{r["memories"]:,}', r["path"], f'{r["rows_read"]:,}', r["sql_p50_ms"], r["sql_p95_ms"],
+                  r["api_p50_ms"], r["api_p95_ms"],
+                  *([f'{r["exact"]["rows_read"]:,}', r["exact"]["sql_p95_ms"], r["exact"]["api_p95_ms"]]
+                    if r["exact"] else ["-", "-", "-"])] for r in rows])
     print("Target (issue 17): SQL p95 <= 25 ms at 100,000 memories.")
+    locomo = None
+    if not args.skip_locomo:
+        locomo = _locomo()
+        print(f"LoCoMo R@5 / R@10 (bench/locomo.py --candidates): exact {locomo['R@5']} / {locomo['R@10']}, "
+              f"candidate path forced on {locomo['candidate_path']['R@5']} / {locomo['candidate_path']['R@10']} "
+              "(target: within 0.5 points)")
 
     def plot(path):
         import matplotlib.pyplot as plt
 
         fig, ax = plt.subplots(figsize=(6, 4))
-        ax.plot([r["memories"] for r in rows], [r["sql_p95_ms"] for r in rows], "o-", label="SQL p95")
-        ax.plot([r["memories"] for r in rows], [r["api_p95_ms"] for r in rows], "o--", label="API p95")
+        sizes = [r["memories"] for r in rows]
+        ax.plot(sizes, [r["sql_p95_ms"] for r in rows], "o-", label="SQL p95")
+        ax.plot(sizes, [r["api_p95_ms"] for r in rows], "o--", label="API p95")
+        if all(r["exact"] for r in rows):
+            ax.plot(sizes, [r["exact"]["sql_p95_ms"] for r in rows], "x:", color="grey", label="exact scoring, SQL p95")
         ax.axhline(25, color="red", linestyle=":", label="target (SQL, 100k)")
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -150,7 +206,7 @@ def main() -> None:
         fig.tight_layout()
         fig.savefig(path, dpi=120)
 
-    save("agent_recall", rows, plot)
+    save("agent_recall", rows + ([{"locomo": locomo}] if locomo else []), plot)
     print(json.dumps([{"memories": r["memories"], "sql_p95_ms": r["sql_p95_ms"], "api_p95_ms": r["api_p95_ms"]}
                       for r in rows]))
 

@@ -9,6 +9,7 @@ Recall@5/10/25 of the evidence turns is scored (evidence ids normalised; the
 data has malformed ones; questions without evidence are skipped).
 
     .venv/bin/python bench/locomo.py [path/to/locomo.json] [--limit-conversations N] [--ablation] [--cv]
+                                     [--candidates]
 
 ``--cv`` chooses the ranking's parameters by cross-validation over the
 conversations: for each conversation, the grid point (GRID) with the best
@@ -17,8 +18,13 @@ held-out conversations is printed beside the all-data score (the default
 settings, and the grid point that is best on all of them). A figure that only
 the all-data column shows was tuned on its own questions.
 
+``--candidates`` asks every question again with recall's candidate path forced
+on (memory.agent_recall: the bank ranked over candidates read from indexes, as
+banks past AGENT_RECALL["exact_up_to"] are) and prints it beside exact scoring.
+
 Ends with one line of JSON: {"n": ..., "R@5": ..., "R@10": ..., "R@25": ...}
-(percentages, categories 1-4; with --cv also "cv": the held-out figures).
+(percentages, categories 1-4; with --cv also "cv": the held-out figures; with
+--candidates also "candidate_path").
 The data is for evaluation only (CC BY-NC 4.0).
 """
 
@@ -97,6 +103,9 @@ def main() -> None:
                         help="also ask every question with each part of the ranking turned off or changed")
     parser.add_argument("--cv", action="store_true",
                         help="choose the parameters by leave-one-conversation-out cross-validation over GRID")
+    parser.add_argument("--candidates", action="store_true",
+                        help="also ask every question with recall's candidate path forced on (every bank ranked "
+                             "over candidates from indexes, not exactly) and print both")
     args = parser.parse_args()
     samples = json.loads(Path(args.data).read_text())
     if args.limit_conversations:
@@ -209,8 +218,10 @@ def main() -> None:
         return vectors[key]
 
     embedder.embed = embed_once
-    ablations, cv = [], None
+    ablations, cv, forced = [], None, None
     try:
+        if args.candidates:
+            forced = score(ask("candidate path", {"exact_up_to": 0}, through_api=False)[0])
         if args.ablation:
             for label, overrides in ABLATIONS:
                 ablations.append((label, score(ask(label, overrides, through_api=False)[0])))
@@ -249,6 +260,13 @@ def main() -> None:
     print_table(f"LoCoMo evidence recall through the recall API ({len(samples)} conversations, local embedder)",
                 ["category", "questions", "R@5", "R@10", "R@25"], rows)
     print(f"Recall API latency (in-process, query embedding included): p50 {p50:.1f} ms, p95 {p95:.1f} ms")
+    if forced:
+        print_table("Exact scoring against the candidate path forced on (every bank ranked over index candidates)",
+                    ["category", "exact R@5 / R@10", "candidate path R@5 / R@10"],
+                    [[f"{c} {name}", f'{result_full["by_category"][c]["R@5"]} / {result_full["by_category"][c]["R@10"]}',
+                      f'{forced["by_category"][c]["R@5"]} / {forced["by_category"][c]["R@10"]}']
+                     for c, name in CATEGORIES.items()]
+                    + [["all (1-4)", f'{result["R@5"]} / {result["R@10"]}', f'{forced["R@5"]} / {forced["R@10"]}']])
     if ablations:
         print_table("What each part of the ranking adds (the same questions, one part changed)",
                     ["ranking", "R@5", "R@10", "R@25"],
@@ -292,10 +310,12 @@ def main() -> None:
     save("locomo", [result, {"by_category": {CATEGORIES[c]: result_full["by_category"][c] for c in CATEGORIES},
                              "latency_ms": {"p50": round(p50, 2), "p95": round(p95, 2)},
                              "ablations": {label: {f"R@{k}": h[f"R@{k}"] for k in KS} for label, h in ablations},
-                             "cv": cv}],
+                             "cv": cv, "candidate_path": forced}],
          plot)
     if cv:
         result["cv"] = {k: cv["held_out"][k] for k in ("n", *[f"R@{k}" for k in KS])}
+    if forced:
+        result["candidate_path"] = {k: forced[k] for k in ("n", *[f"R@{k}" for k in KS])}
     print(json.dumps(result))
 
 

@@ -313,6 +313,9 @@ AGENT_RECALL = {
     "cooldown_seconds": env_int("AGENT_RECALL_COOLDOWN_S", 300, minimum=0),  # recently returned ones held back
     # tokens of memories one recall returns when the caller sets no token_budget (a bounded injection cost)
     "token_budget": env_int("AGENT_RECALL_TOKEN_BUDGET", 800, minimum=16),
+    # a bank holding more memories than this is ranked over candidates read from indexes, not exactly
+    # (memory.agent_recall; README "Agent memory")
+    "exact_up_to": env_int("AGENT_RECALL_EXACT_UP_TO", 5000, minimum=0),
 }
 AGENT_CONSOLIDATION = {
     "min_run": 5,  # fine-grained memories folded into one summary at least

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 from pgvector import HalfVector
@@ -64,7 +65,18 @@ WEIGHTS = {
     # whose agents ask for lists may turn it on (AGENT_RECALL["hop"])
     "hop": 0.0,
     "hop_seeds": 1,
+    # The candidate path (a bank of more than settings.AGENT_RECALL["exact_up_to"] memories): how many
+    # rows each arm reads (_CANDIDATES).
+    "vector_candidates": 100,  # nearest by meaning
+    "text_scan": 400,  # rows the full-text index gives, of which BM25 keeps...
+    "text_candidates": 100,
+    "newest_candidates": 30,  # newest, with the partner, at the location, in the period (each)
+    "stats_sample": 500,  # newest memories whose word counts stand for the bank's
+    "ef_search": 100,  # pgvector's hnsw.ef_search
 }
+
+# Embedding sizes with an HNSW index (migration 0008); a vector of another size is scored exactly.
+INDEXED_DIMS = (384, 768, 1024, 1536)
 
 
 def recall_conf() -> dict:
@@ -99,16 +111,23 @@ class Recalled:
 #   the lines just before and after it with the same partner, within the
 #   context window: an answer is found through the question it answers;
 # - partner, location, kind, importance and recency add their weights.
+# The memories a recall considers: those of the agent in the window, of the kinds asked, not folded
+# into a summary, and not cooling down (pinned ones never cool down).
+_CONSIDERED = """m.agent_id = %(agent)s AND m.consolidated_into_id IS NULL AND m.occurred_at >= %(since)s
+    AND m.kind = ANY(%(kinds)s) AND (m.pinned OR m.last_retrieved_at IS NULL OR m.last_retrieved_at < %(cooled)s)"""
+
 _RECALL_SQL = """
 WITH q AS (
   SELECT replace(plainto_tsquery('english', %(query)s)::text, '&', '|')::tsquery AS ts,
          tsvector_to_array(to_tsvector('english', %(query)s)) AS terms
+), terms AS (
+  SELECT t, quote_literal(t)::tsquery AS tq FROM q, unnest(q.terms) AS t
 ), kw AS (
   SELECT key AS kind, value::float8 AS weight FROM jsonb_each_text(%(kind_weights)s::jsonb)
 ), named AS (
-  SELECT coalesce(array_agg(external_id), '{}') AS ids FROM memory_agent
+  SELECT coalesce(array_agg(external_id), '{{}}') AS ids FROM memory_agent
   WHERE world_id = %(world)s AND (lower(external_id) = ANY(%(words)s) OR lower(display_name) = ANY(%(words)s))
-), base AS (
+){candidates}, base AS (
   SELECT m.id, m.kind, m.partner, m.location, m.occurred_at, m.importance, m.actor, m.search,
     CASE WHEN %(has_vector)s AND m.embedding_model = %(model)s
          THEN 1 - (m.embedding <=> %(vector)s::halfvec) END AS sim,
@@ -125,18 +144,10 @@ WITH q AS (
     THEN 1 ELSE 0 END AS in_period,
     CASE WHEN %(hop)s AND %(has_vector)s AND m.embedding_model = %(model)s THEN m.embedding END AS embedding
   FROM memory_agentmemory m, q
-  WHERE m.agent_id = %(agent)s AND m.consolidated_into_id IS NULL AND m.occurred_at >= %(since)s
-    AND m.kind = ANY(%(kinds)s)
-    AND (m.pinned OR m.last_retrieved_at IS NULL OR m.last_retrieved_at < %(cooled)s)
-), stats AS (
-  SELECT count(*)::float8 AS n, greatest(avg(dl)::float8, 1) AS avgdl FROM base
-), terms AS (
-  SELECT t, quote_literal(t)::tsquery AS tq FROM q, unnest(q.terms) AS t
-), hits AS (
+  WHERE {considered}{restrict}
+), {stats}, hits AS (
   SELECT b.id, b.dl, terms.t FROM base b, terms WHERE b.matches AND b.search @@ terms.tq
-), df AS (
-  SELECT t, count(*)::float8 AS df FROM hits GROUP BY t
-), bm25 AS (
+), {df}, bm25 AS (
   SELECT h.id, sum(ln(1 + (s.n - df.df + 0.5) / (df.df + 0.5)) * (%(k1)s + 1)
                    / (1 + %(k1)s * (1 - %(b)s + %(b)s * h.dl / s.avgdl))) AS tr
   FROM hits h JOIN df USING (t), stats s
@@ -194,6 +205,129 @@ FROM top JOIN memory_agentmemory m ON m.id = top.id
 ORDER BY total DESC, top.occurred_at DESC, top.id
 """
 
+# Exact scoring: every memory considered is scored, and BM25's statistics are theirs.
+_EXACT = {
+    "candidates": "", "restrict": "",
+    "stats": "stats AS (SELECT count(*)::float8 AS n, greatest(avg(dl)::float8, 1) AS avgdl FROM base)",
+    "df": "df AS (SELECT t, count(*)::float8 AS df FROM hits GROUP BY t)",
+}
+
+# The candidate path, for large banks: the same scoring over the memories that could rank, fetched
+# from indexes; each arm reads a bounded number of rows, whatever the bank holds:
+# - the nearest by meaning: through the HNSW index of the vector's size (pgvector's iterative scan,
+#   filtered to the agent), or, for a bank too small a share of the table for that filter to be
+#   cheap, by distance over the bank itself ({vector_order});
+# - the best by BM25 among the first rows the full-text (GIN) index gives for the words that tell
+#   memories apart, with the statistics of the agent's newest memories standing for the bank's
+#   (the first statement computes them);
+# - the newest, the newest with the partner, at the location, and in the period the query names;
+# - for the context share, the lines just before and after each conversational candidate.
+_CANDIDATES = """, sample_stats AS (
+  SELECT %(sample_n)s::float8 AS n, %(sample_avgdl)s::float8 AS avgdl
+), sample_df AS (
+  SELECT t, df FROM unnest(%(sample_terms)s::text[], %(sample_dfs)s::float8[]) AS x(t, df)
+), vec AS MATERIALIZED (
+  SELECT m.id FROM memory_agentmemory m
+  WHERE %(has_vector)s AND {considered_vec} AND vector_dims(m.embedding) = {dims} AND m.embedding_model = %(model)s
+  ORDER BY {vector_order} LIMIT %(vector_candidates)s
+), txt AS MATERIALIZED (
+  SELECT m.id, m.search, greatest(length(m.search), 1)::float8 AS dl FROM memory_agentmemory m
+  WHERE %(has_text)s AND m.search @@ %(telling)s::tsquery AND {considered} LIMIT %(text_scan)s
+), txt_best AS (
+  SELECT txt.id FROM txt, terms JOIN sample_df USING (t), sample_stats s
+  WHERE txt.search @@ terms.tq AND sample_df.df <= greatest(%(common)s * s.n, 1)
+  GROUP BY txt.id, txt.dl, s.avgdl
+  ORDER BY sum(ln(1 + (s.n - sample_df.df + 0.5) / (sample_df.df + 0.5)))
+           / (1 + %(k1)s * (1 - %(b)s + %(b)s * txt.dl / s.avgdl)) DESC, txt.id
+  LIMIT %(text_candidates)s
+), newest AS (
+  (SELECT m.id FROM memory_agentmemory m WHERE {considered}
+   ORDER BY m.occurred_at DESC LIMIT %(newest_candidates)s)
+  UNION ALL
+  (SELECT m.id FROM memory_agentmemory m WHERE %(partner)s <> '' AND m.partner = %(partner)s AND {considered}
+   ORDER BY m.occurred_at DESC LIMIT %(newest_candidates)s)
+  UNION ALL
+  (SELECT m.id FROM memory_agentmemory m WHERE %(location)s <> '' AND m.location = %(location)s AND {considered}
+   ORDER BY m.occurred_at DESC LIMIT %(newest_candidates)s)
+  UNION ALL
+  (SELECT m.id FROM memory_agentmemory m WHERE %(period_start)s::timestamptz IS NOT NULL
+     AND m.occurred_at >= %(period_start)s::timestamptz
+     AND m.occurred_at < coalesce(%(period_end)s::timestamptz, 'infinity') AND {considered}
+   ORDER BY m.occurred_at DESC LIMIT %(newest_candidates)s)
+), cand AS (
+  SELECT id FROM vec UNION SELECT id FROM txt_best UNION SELECT id FROM newest
+), around AS (
+  SELECT x.id FROM memory_agentmemory c JOIN cand USING (id), LATERAL (
+    (SELECT m.id FROM memory_agentmemory m
+     WHERE m.partner = c.partner AND m.kind IN ('say', 'heard') AND {considered}
+       AND m.occurred_at >= c.occurred_at - %(context_window)s AND (m.occurred_at, m.id) < (c.occurred_at, c.id)
+     ORDER BY m.occurred_at DESC, m.id DESC LIMIT 1)
+    UNION ALL
+    (SELECT m.id FROM memory_agentmemory m
+     WHERE m.partner = c.partner AND m.kind IN ('say', 'heard') AND {considered}
+       AND m.occurred_at <= c.occurred_at + %(context_window)s AND (m.occurred_at, m.id) > (c.occurred_at, c.id)
+     ORDER BY m.occurred_at, m.id LIMIT 1)
+  ) x
+  WHERE %(w_context)s > 0 AND c.kind IN ('say', 'heard')
+)"""
+
+
+def _recall_sql(*, candidates: bool, dims: int, through_index: bool) -> str:
+    parts = dict(_EXACT)
+    if candidates:
+        if through_index:  # (agent_id + 0: the agent's rows are filtered in the HNSW scan, not fetched whole)
+            vector_order, considered_vec = (f"m.embedding::halfvec({dims}) <=> %(vector)s::halfvec({dims})",
+                                            _CONSIDERED.replace("m.agent_id =", "m.agent_id + 0 =", 1))
+        else:
+            vector_order, considered_vec = "m.embedding <=> %(vector)s::halfvec", _CONSIDERED
+        parts = {
+            "candidates": _CANDIDATES.format(considered=_CONSIDERED, considered_vec=considered_vec,
+                                             vector_order=vector_order, dims=int(dims)),
+            "restrict": "\n    AND m.id = ANY(ARRAY(SELECT id FROM cand UNION SELECT id FROM around))",
+            "stats": "stats AS (SELECT * FROM sample_stats)",
+            "df": "df AS (SELECT t, df FROM sample_df)",
+        }
+    return _RECALL_SQL.format(considered=_CONSIDERED, **parts)
+
+
+# The first statement of a recall, in its transaction: how many memories the agent holds (counted up
+# to the larger of the bounds below), BM25's statistics from its newest memories when the bank takes
+# the candidate path, and this transaction's planner and pgvector settings. Through the HNSW index,
+# finding the agent's k nearest reads about k x table / bank rows; over the bank, the bank: the index
+# is the cheaper way past sqrt(k x table) memories (the "through" bound).
+_PREPARE_SQL = """
+WITH t AS (
+  SELECT greatest(reltuples, 0)::float8 AS rows FROM pg_class WHERE oid = 'memory_agentmemory'::regclass
+), bound AS (
+  SELECT ceil(sqrt(%(vector_candidates)s * rows))::bigint AS through FROM t
+), h AS (
+  SELECT count(*) AS held FROM (
+    SELECT 1 FROM memory_agentmemory WHERE agent_id = %(agent)s
+    LIMIT (SELECT greatest(%(exact_up_to)s, through) + 1 FROM bound)) c
+), sample AS (
+  SELECT m.search, greatest(length(m.search), 1)::float8 AS dl FROM memory_agentmemory m
+  WHERE (SELECT held FROM h) > %(exact_up_to)s AND {considered}
+  ORDER BY m.occurred_at DESC LIMIT %(stats_sample)s
+), terms AS (
+  SELECT DISTINCT t FROM unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS t
+)
+SELECT h.held, bound.through,
+       (SELECT count(*) FROM sample), (SELECT greatest(avg(dl), 1) FROM sample),
+       (SELECT coalesce(array_agg(t ORDER BY t), '{{}}') FROM terms),
+       (SELECT coalesce(array_agg((SELECT count(*) FROM sample s WHERE s.search @@ quote_literal(t)::tsquery)
+                                  ORDER BY t), '{{}}') FROM terms),
+       set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', %(ef_search)s, true),
+       set_config('hnsw.max_scan_tuples', greatest(20000, 4 * bound.through)::text, true),
+       -- the arms' plans depend on the words and the vector (a cached generic plan would not know them)
+       set_config('plan_cache_mode', 'force_custom_plan', true)
+FROM h, bound
+""".format(considered=_CONSIDERED)
+
+
+def _tsquery_literal(words: list[str]) -> str:
+    """'a' | 'b' (lexemes quoted as tsquery input wants them), or '' for none."""
+    return " | ".join("'" + w.replace("\\", "\\\\").replace("'", "''") + "'" for w in words)
+
 
 def _query_words(text: str) -> list[str]:
     """Words of a query that could be an agent's id or name ("Ann's" and "ann." name ann)."""
@@ -207,18 +341,9 @@ def _normal(text: str) -> set[str]:
     return set(re.findall(r"[a-z0-9']+", text.lower()))
 
 
-def agent_recall(*, world: World, agent: Agent, partner: str = "", location: str = "", query: str = "",
-           since: datetime | None = None, kinds: list[str] | None = None, limit: int = 3,
-           token_budget: int | None = None, cooldown_s: int | None = None, now: datetime | None = None,
-           record: bool = True) -> tuple[list[Recalled], str]:
-    """The memories that matter now, ranked in one SQL query, near-duplicates
-    collapsed and cut to the token budget; returns them and a ready-to-inject
-    "Relevant memories" block. Updates retrieval stats when ``record``."""
-    conf = recall_conf()
-    now = now or timezone.now()
-    limit = max(1, min(limit, RECALL_LIMIT_MAX))
-    if token_budget is None:
-        token_budget = conf["token_budget"]
+def _ranking(*, world: World, agent: Agent, partner: str, location: str, query: str, since: datetime | None,
+             kinds: list[str] | None, limit: int, cooldown_s: int | None, now: datetime, conf: dict) -> dict:
+    """The ranked statement's parameters (the query embedded here)."""
     cooldown = conf["cooldown_seconds"] if cooldown_s is None else cooldown_s
     vector, model = None, ""
     time = when.cues(query, now)
@@ -227,7 +352,7 @@ def agent_recall(*, world: World, agent: Agent, partner: str = "", location: str
             model, (vector,) = embedder.embed(user_id=world.owner_id, texts=[query])
         except embedder.EmbeddingUnavailable:
             vector = None
-    params = {
+    return {
         "partner": partner, "location": location, "query": query,
         "kind_weights": json.dumps(conf["kind_weights"]),
         "w_partner": conf["partner"], "w_location": conf["location"], "w_importance": conf["importance"],
@@ -235,6 +360,7 @@ def agent_recall(*, world: World, agent: Agent, partner: str = "", location: str
         "w_vector": conf["vector"], "w_text": conf["text"], "rrf_k": float(conf["rrf_k"]), "now": now,
         "prior": conf["prior_scale_with_query"] if query.strip() else 1.0,
         "has_vector": vector is not None, "model": model, "vector": HalfVector(vector) if vector is not None else None,
+        "dims": len(vector) if vector is not None else None,
         "has_text": bool(query.strip()), "agent": agent.pk, "world": world.pk,
         "words": _query_words(query), "w_named": conf["named_actor"], "k1": conf["bm25_k1"], "b": conf["bm25_b"],
         "w_context": conf["context"], "context_window": timedelta(minutes=conf["context_window_minutes"]),
@@ -246,9 +372,45 @@ def agent_recall(*, world: World, agent: Agent, partner: str = "", location: str
         "period_start": time.start, "period_end": time.end, "w_period": conf["period"],
         "hop": conf["hop"] > 0, "w_hop": conf["hop"], "hop_seeds": conf["hop_seeds"],
         "common": conf["bm25_common_share"],
+        **{key: conf[key] for key in ("vector_candidates", "text_scan", "text_candidates", "newest_candidates",
+                                      "stats_sample")},
     }
-    with vector_cursor() as cursor:
-        cursor.execute(_RECALL_SQL, params)
+
+
+def _ranked_statement(cursor, params: dict, conf: dict) -> tuple[bool, str]:
+    """Runs the first statement (the bank's size, BM25's sampled statistics,
+    this transaction's settings), adds what it learnt to ``params`` and returns
+    whether the candidate path ranks this bank, and the ranked statement. Call
+    inside a transaction: the settings last until it ends."""
+    cursor.execute(_PREPARE_SQL, {**params, "exact_up_to": conf["exact_up_to"], "ef_search": str(conf["ef_search"])})
+    held, through, sample_n, sample_avgdl, terms, dfs, *_ = cursor.fetchone()
+    dims = params["dims"]
+    candidates = held > conf["exact_up_to"] and (dims is None or dims in INDEXED_DIMS)
+    telling = [t for t, df in zip(terms, dfs) if df <= max(conf["bm25_common_share"] * sample_n, 1)]
+    params.update({"sample_n": float(sample_n), "sample_avgdl": float(sample_avgdl or 1), "sample_terms": terms,
+                   "sample_dfs": [float(d) for d in dfs], "telling": _tsquery_literal(telling) or None})
+    return candidates, _recall_sql(candidates=candidates, dims=dims or INDEXED_DIMS[0], through_index=held > through)
+
+
+def agent_recall(*, world: World, agent: Agent, partner: str = "", location: str = "", query: str = "",
+           since: datetime | None = None, kinds: list[str] | None = None, limit: int = 3,
+           token_budget: int | None = None, cooldown_s: int | None = None, now: datetime | None = None,
+           record: bool = True) -> tuple[list[Recalled], str]:
+    """The memories that matter now, ranked inside Postgres (a statement that
+    sizes the bank, then the ranked one: exact over a small bank, over candidates
+    from indexes for a large one), near-duplicates collapsed and cut to the
+    token budget; returns them and a ready-to-inject "Relevant memories" block.
+    Updates retrieval stats when ``record``."""
+    conf = recall_conf()
+    now = now or timezone.now()
+    limit = max(1, min(limit, RECALL_LIMIT_MAX))
+    if token_budget is None:
+        token_budget = conf["token_budget"]
+    params = _ranking(world=world, agent=agent, partner=partner, location=location, query=query, since=since,
+                      kinds=kinds, limit=limit, cooldown_s=cooldown_s, now=now, conf=conf)
+    with transaction.atomic(savepoint=False), vector_cursor() as cursor:
+        _, sql = _ranked_statement(cursor, params, conf)
+        cursor.execute(sql, params)
         rows = cursor.fetchall()
     kept: list[Recalled] = []
     seen: list[set[str]] = []
@@ -279,3 +441,38 @@ def agent_recall(*, world: World, agent: Agent, partner: str = "", location: str
             lines.append(f"- [{m.occurred_at:%Y-%m-%d %H:%M}{where}] {m.content}")
         block = "Relevant memories:\n" + "\n".join(lines)
     return kept, block
+
+
+def recall_explain(*, world: World, agent: Agent, partner: str = "", location: str = "", query: str = "",
+                   since: datetime | None = None, kinds: list[str] | None = None, limit: int = 3,
+                   cooldown_s: int | None = None, now: datetime | None = None) -> dict:
+    """How a recall would run, from Postgres's own account (EXPLAIN ANALYZE; it
+    changes nothing): the path ("exact" or "candidates"), the rows read from the
+    memory table (index and table rows each scan returned or filtered out), the
+    indexes used and the plan. For operators and bench/agent_recall.py."""
+    conf = recall_conf()
+    params = _ranking(world=world, agent=agent, partner=partner, location=location, query=query, since=since,
+                      kinds=kinds, limit=max(1, min(limit, RECALL_LIMIT_MAX)), cooldown_s=cooldown_s,
+                      now=now or timezone.now(), conf=conf)
+    with transaction.atomic(savepoint=False), vector_cursor() as cursor:
+        candidates, sql = _ranked_statement(cursor, params, conf)
+        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)
+        (plan,), = cursor.fetchall()
+    if isinstance(plan, str):
+        plan = json.loads(plan)
+    rows_read, indexes = 0, set()
+
+    def walk(node: dict) -> None:
+        nonlocal rows_read
+        if node.get("Relation Name") == "memory_agentmemory":
+            loops = node.get("Actual Loops", 1)
+            rows_read += (node.get("Actual Rows", 0) + node.get("Rows Removed by Filter", 0)
+                          + node.get("Rows Removed by Index Recheck", 0)) * loops
+        if node.get("Index Name"):
+            indexes.add(node["Index Name"])
+        for child in node.get("Plans", []):
+            walk(child)
+
+    walk(plan[0]["Plan"])
+    return {"path": "candidates" if candidates else "exact", "rows_read": rows_read, "indexes": sorted(indexes),
+            "plan": plan}

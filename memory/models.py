@@ -192,6 +192,10 @@ class AgentMemory(models.Model):
         indexes = [
             models.Index(fields=["agent", "occurred_at"]),
             GinIndex(fields=["search"], name="agentmemory_search_gin"),
+            # the candidate path's newest-first arms (memory.agent_recall); its HNSW indexes are
+            # expression indexes made in migration 0008
+            models.Index(fields=["agent", "partner", "occurred_at"], name="agentmemory_partner_newest"),
+            models.Index(fields=["agent", "location", "occurred_at"], name="agentmemory_location_newest"),
         ]
 
     def __str__(self) -> str:

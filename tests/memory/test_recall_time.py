@@ -8,25 +8,10 @@ from datetime import datetime, timedelta, timezone as tz
 import pytest
 from django.utils import timezone
 
-from memory import agent_upkeep, when
-from memory.models import Agent
-from tests.support.agents import say
+from memory import when
+from tests.support.agents import embed_all, recall, say
 
 pytestmark = pytest.mark.django_db
-
-
-def recall(agent_api, world, agent, query, **extra):
-    response = agent_api.post(f"/api/worlds/{world.pk}/agents/{agent}/recall/",
-                              {"query": query, "limit": 5, "cooldown_seconds": 0, "since": "1900-01-01T00:00:00Z",
-                               **extra}, format="json")
-    assert response.status_code == 200, response.content
-    return response.json()["memories"]
-
-
-def embed_all(world):
-    for agent in Agent.objects.filter(world=world):
-        while agent_upkeep.agent_memories_embed(agent_id=agent.pk):
-            pass
 
 
 def test_a_question_naming_a_month_finds_what_happened_in_it_by_event_time(agent_api, world):

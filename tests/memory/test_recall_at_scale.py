@@ -1,0 +1,125 @@
+"""Recall over a large bank reads its candidates from indexes (the nearest by
+meaning through HNSW, the full-text index, the newest with the partner, at the
+place, in the period, and the lines around them) and ranks them as scoring the
+whole bank would; its reads do not grow with the bank. Asked through the recall
+API, as agent frameworks ask."""
+
+import random
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from memory import agent_recall
+from memory.embedder import LOCAL_MODEL
+from memory.models import Agent, AgentMemory
+from tests.support.agents import embed_all, events_url, recall
+
+pytestmark = pytest.mark.django_db
+
+PEOPLE = ["my aunt", "the baker", "our neighbour", "the coach", "my cousin", "the mayor", "a sailor", "the teacher"]
+DEEDS = ["painted", "repaired", "sold", "borrowed", "lost", "found", "photographed", "cleaned"]
+THINGS = ["a red bicycle", "the old piano", "a wooden boat", "the garden fence", "a silver watch", "the kitchen roof",
+          "a leather saddle", "the school bus", "a copper kettle", "the church bell"]
+WHEN = ["last spring", "on a rainy Monday", "before the harvest", "after the storm", "during the fair"]
+
+# What the questions are about: lines said once, far back in the bank, among the ordinary talk.
+TOLD = [
+    ("bo", "What did you bring back from Lisbon?"),
+    ("ann", "Blue tiles painted by hand, and a jar of sardines."),
+    ("ann", "My sister Rosa adopted a greyhound called Comet."),
+    ("bo", "I signed up for a pottery class at the harbour studio."),
+    ("ann", "The dentist pulled my wisdom tooth on Friday."),
+]
+
+
+def conversation(count: int, seed: int = 5) -> list[tuple[str, str]]:
+    rng = random.Random(seed)
+    lines = [(rng.choice(["ann", "bo"]), f"{rng.choice(PEOPLE).capitalize()} {rng.choice(DEEDS)} {rng.choice(THINGS)} "
+              f"{rng.choice(WHEN)}.") for _ in range(count)]
+    at = count // 3
+    return lines[:at] + TOLD + lines[at:]
+
+
+@pytest.fixture
+def big_bank(agent_api, world):
+    """bo's bank: about 250 lines of talk with ann, five minutes apart, two months ago (each said or heard)."""
+    world.agent_capacity = 1000
+    world.save(update_fields=["agent_capacity"])
+    start = timezone.now() - timedelta(days=60)
+    lines = conversation(240)
+    events = [{"type": "say", "actor": who, "target": "bo" if who == "ann" else "ann",
+               "nearby": ["bo" if who == "ann" else "ann"], "text": text,
+               "location": "harbour" if n % 7 == 0 else "", "time": (start + timedelta(minutes=5 * n)).isoformat()}
+              for n, (who, text) in enumerate(lines)]
+    assert agent_api.post(events_url(world), {"events": events}, format="json").status_code == 201
+    embed_all(world)
+    return Agent.objects.get(world=world, external_id="bo")
+
+
+QUESTIONS = [
+    {"query": "What souvenirs came back from Lisbon?"},
+    {"query": "Tell me about Rosa's dog."},
+    {"query": "pottery class"},
+    {"query": "Who repaired the church bell?"},
+    {"query": "What happened at the dentist?"},
+    {"query": "", "partner": "ann", "location": "harbour"},
+    {"query": "What did the mayor do during the fair?"},
+]
+
+
+def ranked(agent_api, world, settings, exact_up_to, **ask):
+    settings.AGENT_RECALL = {**settings.AGENT_RECALL, "exact_up_to": exact_up_to, "vector_candidates": 20,
+                             "text_scan": 60, "text_candidates": 20, "newest_candidates": 10}
+    return recall(agent_api, world, "bo", ask.pop("query"), **ask)
+
+
+def test_the_candidate_path_finds_what_scoring_the_whole_bank_finds(agent_api, world, settings, big_bank):
+    assert AgentMemory.objects.filter(agent=big_bank).count() > 200
+    for ask in QUESTIONS:
+        exact = ranked(agent_api, world, settings, 100_000, **ask)
+        fast = ranked(agent_api, world, settings, 50, **ask)
+        assert fast[0]["id"] == exact[0]["id"], ask
+        assert len({m["id"] for m in fast} & {m["id"] for m in exact}) >= 4, ask
+    lisbon = ranked(agent_api, world, settings, 50, query="What souvenirs came back from Lisbon?")
+    assert "Blue tiles" in " ".join(m["content"] for m in lisbon[:2]), "the answer, found through its question"
+    plan = agent_recall.recall_explain(world=world, agent=big_bank, query="Tell me about Rosa's dog.")
+    assert plan["path"] == "candidates"
+    settings.AGENT_RECALL = {**settings.AGENT_RECALL, "exact_up_to": 100_000}
+    assert agent_recall.recall_explain(world=world, agent=big_bank, query="Rosa")["path"] == "exact"
+
+
+def _fill(agent, count):
+    """``count`` memories of random words and random unit vectors, made in SQL (what is measured is reads)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT setseed(0.5)")
+        cursor.execute("""
+            INSERT INTO memory_agentmemory (agent_id, world_id, partner, actor, location, kind, content, metadata,
+                embedding, embedding_model, importance, pinned, occurred_at, created_at, updated_at, retrieval_count)
+            SELECT %(agent)s, %(world)s, 'p' || (g %% 7), 'a', '', 'say',
+                   array_to_string(ARRAY(SELECT (%(words)s::text[])[1 + floor(random() * 40)::int]
+                                         FROM generate_series(1, 10) WHERE g > 0), ' '), '{}',
+                   (SELECT l2_normalize(array_agg(random() - 0.5)::vector)::halfvec
+                    FROM generate_series(1, 384) WHERE g > 0),
+                   %(model)s, random(), false, now() - random() * interval '300 days', now(), now(), 0
+            FROM generate_series(1, %(count)s) AS g
+        """, {"agent": agent.pk, "world": agent.world_id, "count": count, "model": LOCAL_MODEL,
+              "words": [f"{w}{n}" for n, w in enumerate(["amber", "birch", "cedar", "delta", "ember"] * 8)]})
+        cursor.execute("ANALYZE memory_agentmemory")
+
+
+def test_a_recall_over_a_large_bank_reads_a_bounded_number_of_rows(world, settings):
+    settings.AGENT_RECALL = {**settings.AGENT_RECALL, "exact_up_to": 500}
+    agent = Agent.objects.create(world=world, external_id="keeper")
+    _fill(agent, 5000)
+    ask = {"world": world, "agent": agent, "query": "what about amber0 and cedar2?", "partner": "p3",
+           "since": timezone.now() - timedelta(days=400), "limit": 10, "cooldown_s": 0}
+    plan = agent_recall.recall_explain(**ask)
+    assert plan["path"] == "candidates" and "agentmemory_hnsw_384" in plan["indexes"], plan["indexes"]
+    # each arm reads a bounded number (sample 500, full text 400, nearest 100, newest 4 x 30, the lines
+    # around each candidate), and each candidate is read again by its key to be scored
+    assert plan["rows_read"] < 3000, plan["rows_read"]
+    settings.AGENT_RECALL = {**settings.AGENT_RECALL, "exact_up_to": 100_000}
+    exact = agent_recall.recall_explain(**ask)
+    assert exact["path"] == "exact" and exact["rows_read"] >= 5000
