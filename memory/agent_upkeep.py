@@ -12,7 +12,7 @@ from django.utils import timezone
 from pgvector import HalfVector
 
 from memory import embedder
-from memory.agent_events import _clip
+from memory.agent_events import _clip, undated
 from memory.models import Agent, AgentMemory
 from stories.errors import DomainError
 
@@ -31,7 +31,7 @@ def agent_memories_embed(*, agent_id: int, batch: int = 256) -> int:
     done = 0
     for start in range(0, len(pending), embedder.BATCH_MAX):
         chunk = pending[start:start + embedder.BATCH_MAX]
-        name, vectors = embedder.embed(user_id=owner, texts=[c for _, c in chunk])
+        name, vectors = embedder.embed(user_id=owner, texts=[undated(c) for _, c in chunk])
         for (pk, content), vector in zip(chunk, vectors):
             done += AgentMemory.objects.filter(pk=pk, content=content).update(
                 embedding=HalfVector(vector), embedding_model=name)
@@ -106,3 +106,4 @@ def agent_upkeep_run(*, agent_id: int) -> dict:
     except DomainError:
         summaries = 0
     return {"embedded": embedded, "summaries": summaries}
+

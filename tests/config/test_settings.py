@@ -69,3 +69,18 @@ def test_bad_setting_fails_at_start_naming_the_variable(tmp_path, name, value, s
     assert f"ImproperlyConfigured: {name}:" in last_line
     assert says in last_line
     assert "p@db" not in result.stderr, "a password in a URL must not be echoed"
+
+
+def test_an_operator_sizes_the_embedded_postgres_memory_and_a_new_server_starts_with_it(tmp_path, monkeypatch):
+    import psycopg
+
+    from config import embedded
+
+    monkeypatch.setenv("EMBEDDED_PG_SHARED_BUFFERS", "48MB")
+    url = embedded.ensure_postgres(tmp_path)
+    try:
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SHOW shared_buffers").fetchone()[0] == "48MB"
+    finally:
+        embedded.release_postgres(tmp_path)
+    assert embedded.postgres_pid(tmp_path) is None

@@ -1,7 +1,7 @@
 """Agent memory for multi-agent worlds over REST."""
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone as dt_timezone
 
 import pytest
 from django.utils import timezone
@@ -322,3 +322,15 @@ def test_an_answer_is_found_through_the_question_it_answers(agent_api, world):
     other_talk = agent_recall.agent_recall(world=world, agent=ann, query="stones", limit=10, record=False)[0]
     by_text = {m.content: m.parts["context"] for m in other_talk}
     assert by_text[next(c for c in by_text if "heavy to carry" in c)] == 0, "cy's line is another conversation"
+
+
+def test_a_memory_means_the_same_whatever_day_it_happened(agent_api, world):
+    """The date a memory starts with is its event time (recall reads that from the event); its
+    vector is the meaning of what happened."""
+    for day in (datetime(2023, 5, 8, tzinfo=dt_timezone.utc), datetime(2024, 11, 23, tzinfo=dt_timezone.utc)):
+        say(agent_api, world, "ann", "bo", "The lighthouse keeper found a bottle with a letter.", day)
+    ann = Agent.objects.get(external_id="ann")
+    agent_upkeep.agent_memories_embed(agent_id=ann.pk)
+    first, second = AgentMemory.objects.filter(agent=ann).order_by("occurred_at")
+    assert first.content.startswith("(8 May 2023) ") and second.content.startswith("(23 November 2024) ")
+    assert list(first.embedding) == list(second.embedding) and first.embedding_model
