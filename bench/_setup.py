@@ -18,7 +18,7 @@ def django_setup() -> None:
     os.environ.setdefault("DATA_DIR", str(ROOT / ".data" / "bench"))
     # The bench's own Postgres holds its hot indexes in memory, as a database server would be sized
     # (Postgres's default is 128 MB; README "Agent memory").
-    os.environ.setdefault("EMBEDDED_PG_SHARED_BUFFERS", "2GB")
+    os.environ.setdefault("EMBEDDED_PG_SHARED_BUFFERS", "4GB")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     if not sys.stderr.isatty():  # progress bars only on a terminal (tqdm reads TQDM_* overrides)

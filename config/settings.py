@@ -316,6 +316,8 @@ AGENT_RECALL = {
     # a bank holding more memories than this is ranked over candidates read from indexes, not exactly
     # (memory.agent_recall; README "Agent memory")
     "exact_up_to": env_int("AGENT_RECALL_EXACT_UP_TO", 5000, minimum=0),
+    # an agent holding more than this gets an HNSW index of its own (memory.agent_indexes)
+    "own_index_from": env_int("AGENT_OWN_INDEX_FROM", 20000, minimum=1),
 }
 AGENT_CONSOLIDATION = {
     "min_run": 5,  # fine-grained memories folded into one summary at least

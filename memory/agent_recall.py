@@ -15,7 +15,7 @@ from django.db.models import F
 from django.utils import timezone
 from pgvector import HalfVector
 
-from memory import embedder, when
+from memory import agent_indexes, embedder, when
 from memory.models import Agent, AgentMemory, World
 from memory.vectors import vector_cursor
 from stories import tokens as token_counter
@@ -220,9 +220,10 @@ _EXACT = {
 
 # The candidate path, for large banks: the same scoring over the memories that could rank, fetched
 # from indexes; each arm reads a bounded number of rows, whatever the bank holds:
-# - the nearest by meaning: through the HNSW index of the vector's size (pgvector's iterative scan,
-#   filtered to the agent), or, for a bank too small a share of the table for that filter to be
-#   cheap, by distance over the bank itself ({vector_order});
+# - the nearest by meaning: through the agent's own HNSW index when it has one (memory.agent_indexes),
+#   else the shared one of the vector's size (pgvector's iterative scan, filtered to the agent), or,
+#   for a bank too small a share of the table for that filter to be cheap, by distance over the bank
+#   itself ({vector_order});
 # - the best by BM25 among the first rows the full-text (GIN) index gives for the words that tell
 #   memories apart, with the statistics of the agent's newest memories standing for the bank's
 #   (the first statement computes them);
@@ -278,10 +279,14 @@ _CANDIDATES = """, sample_stats AS (
 )"""
 
 
-def _recall_sql(*, candidates: bool, dims: int, through_index: bool) -> str:
+def _recall_sql(*, candidates: bool, dims: int, through_index: bool, own_index_of: int | None = None) -> str:
     parts = dict(_EXACT)
     if candidates:
-        if through_index:  # (agent_id + 0: the agent's rows are filtered in the HNSW scan, not fetched whole)
+        if own_index_of is not None:  # the agent's own index (memory.agent_indexes): its id, as its predicate says
+            vector_order, considered_vec = (f"m.embedding::halfvec({dims}) <=> %(vector)s::halfvec({dims})",
+                                            _CONSIDERED.replace("m.agent_id = %(agent)s",
+                                                                f"m.agent_id = {int(own_index_of)}", 1))
+        elif through_index:  # (agent_id + 0: the agent's rows are filtered in the HNSW scan, not fetched whole)
             vector_order, considered_vec = (f"m.embedding::halfvec({dims}) <=> %(vector)s::halfvec({dims})",
                                             _CONSIDERED.replace("m.agent_id =", "m.agent_id + 0 =", 1))
         else:
@@ -318,6 +323,7 @@ WITH t AS (
   SELECT DISTINCT t FROM unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS t
 )
 SELECT h.held, bound.through,
+       coalesce((SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%(own_index)s)), false),
        (SELECT count(*) FROM sample), (SELECT greatest(avg(dl), 1) FROM sample),
        (SELECT coalesce(array_agg(t ORDER BY t), '{{}}') FROM terms),
        (SELECT coalesce(array_agg((SELECT count(*) FROM sample s WHERE s.search @@ quote_literal(t)::tsquery)
@@ -388,15 +394,17 @@ def _ranked_statement(cursor, params: dict, conf: dict) -> tuple[bool, str]:
     this transaction's settings), adds what it learnt to ``params`` and returns
     whether the candidate path ranks this bank, and the ranked statement. Call
     inside a transaction: the settings last until it ends."""
-    cursor.execute(_PREPARE_SQL, {**params, "exact_up_to": conf["exact_up_to"], "ef_search": str(conf["ef_search"]),
-                                  "hnsw_row_cost": conf["hnsw_row_cost"]})
-    held, through, sample_n, sample_avgdl, terms, dfs, *_ = cursor.fetchone()
     dims = params["dims"]
+    own_index = agent_indexes.own_index_name(agent_id=params["agent"], dims=dims or INDEXED_DIMS[0])
+    cursor.execute(_PREPARE_SQL, {**params, "exact_up_to": conf["exact_up_to"], "ef_search": str(conf["ef_search"]),
+                                  "hnsw_row_cost": conf["hnsw_row_cost"], "own_index": own_index})
+    held, through, owned, sample_n, sample_avgdl, terms, dfs, *_ = cursor.fetchone()
     candidates = held > conf["exact_up_to"] and (dims is None or dims in INDEXED_DIMS)
     telling = [t for t, df in zip(terms, dfs) if df <= max(conf["bm25_common_share"] * sample_n, 1)]
     params.update({"sample_n": float(sample_n), "sample_avgdl": float(sample_avgdl or 1), "sample_terms": terms,
                    "sample_dfs": [float(d) for d in dfs], "telling": _tsquery_literal(telling) or None})
-    return candidates, _recall_sql(candidates=candidates, dims=dims or INDEXED_DIMS[0], through_index=held > through)
+    return candidates, _recall_sql(candidates=candidates, dims=dims or INDEXED_DIMS[0], through_index=held > through,
+                                   own_index_of=params["agent"] if owned and dims else None)
 
 
 def agent_recall(*, world: World, agent: Agent, partner: str = "", location: str = "", query: str = "",

@@ -11,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 from pgvector import HalfVector
 
-from memory import embedder
+from memory import agent_indexes, embedder
 from memory.agent_events import _clip, undated
 from memory.models import Agent, AgentMemory
 from stories.errors import DomainError
@@ -92,11 +92,12 @@ def consolidate(*, agent_id: int, now: datetime | None = None) -> int:
 
 
 def agent_upkeep_run(*, agent_id: int) -> dict:
-    """The per-agent background pass: embed new memories, then consolidate. A
+    """The per-agent background pass: embed new memories, consolidate, and build
+    the agent's own HNSW index once its bank is large (memory.agent_indexes). A
     failure of the owner's model, or a key that can no longer be read, leaves
     the work for the next pass."""
     if not Agent.objects.filter(pk=agent_id).exists():
-        return {"embedded": 0, "summaries": 0}
+        return {"embedded": 0, "summaries": 0, "own_index": None}
     try:
         embedded = agent_memories_embed(agent_id=agent_id)
     except DomainError:
@@ -105,5 +106,6 @@ def agent_upkeep_run(*, agent_id: int) -> dict:
         summaries = consolidate(agent_id=agent_id)
     except DomainError:
         summaries = 0
-    return {"embedded": embedded, "summaries": summaries}
+    own_index = agent_indexes.agent_index_ensure(agent_id=agent_id)
+    return {"embedded": embedded, "summaries": summaries, "own_index": own_index}
 

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from config.health import database_status
-from memory import agent_upkeep, bank
+from memory import agent_indexes, agent_upkeep, bank
 from workers.locks import adventure_lock, agent_lock, client
 from workers.models import ParkedJob
 
@@ -148,7 +148,8 @@ def send_agent_pass(agent_id: int) -> None:
 @shared_task(name="workers.sweep", ignore_result=True)
 def sweep() -> int:
     """Re-enqueue adventures whose cursors lag behind their story (a job lost
-    with a Redis restart is picked up within a sweep interval)."""
+    with a Redis restart is picked up within a sweep interval), and drop agent
+    indexes no agent needs."""
     behind = bank.adventures_behind()
     for adventure_id in behind:
         try:
@@ -158,6 +159,8 @@ def sweep() -> int:
             break
     if behind:
         log.info("sweeper re-enqueued %s adventures", len(behind))
+    for name in agent_indexes.agent_indexes_prune():
+        log.info("sweeper dropped %s (its agent is gone or embeds at another size)", name)
     return len(behind)
 
 

@@ -123,3 +123,36 @@ def test_a_recall_over_a_large_bank_reads_a_bounded_number_of_rows(world, settin
     settings.AGENT_RECALL = {**settings.AGENT_RECALL, "exact_up_to": 100_000}
     exact = agent_recall.recall_explain(**ask)
     assert exact["path"] == "exact" and exact["rows_read"] >= 5000
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_agent_with_a_large_bank_gets_an_index_of_its_own_and_loses_it_with_the_agent(world, settings):
+    from memory import agent_upkeep
+    from workers.tasks import sweep
+
+    settings.AGENT_RECALL = {**settings.AGENT_RECALL, "exact_up_to": 100, "own_index_from": 1500}
+    agent = Agent.objects.create(world=world, external_id="keeper")
+    _fill(agent, 1000)
+    assert agent_upkeep.agent_upkeep_run(agent_id=agent.pk)["own_index"] is None, "not large enough yet"
+    _fill(agent, 1000)
+    name = agent_upkeep.agent_upkeep_run(agent_id=agent.pk)["own_index"]
+    assert name == f"agentmemory_hnsw_a{agent.pk}_384"
+    plan = agent_recall.recall_explain(world=world, agent=agent, query="what about amber0 and cedar2?",
+                                       since=timezone.now() - timedelta(days=400), limit=10, cooldown_s=0)
+    assert plan["path"] == "candidates" and name in plan["indexes"], plan["indexes"]
+    found, _ = agent_recall.agent_recall(world=world, agent=agent, query="what about amber0 and cedar2?",
+                                         since=timezone.now() - timedelta(days=400), limit=10, cooldown_s=0)
+    assert len(found) == 10
+    other = Agent.objects.create(world=world, external_id="other")
+    _fill(other, 10)
+    sweep()
+    assert _index_exists(name), "the sweep keeps an index its agent uses"
+    agent.delete()
+    sweep()
+    assert not _index_exists(name)
+
+
+def _index_exists(name):
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [name])
+        return cursor.fetchone()[0]
