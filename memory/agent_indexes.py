@@ -21,6 +21,8 @@ from django.db import connection
 log = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^agentmemory_hnsw_a(\d+)_(\d+)$")
+# Embedding sizes with a shared HNSW index (migration 0008); a vector of another size is scored exactly.
+INDEXED_DIMS = (384, 768, 1024, 1536)
 BUILD_MEMORY = "256MB"  # maintenance_work_mem for one build: a graph of ~200,000 memories of 384 dimensions
 
 
@@ -38,8 +40,6 @@ def agent_index_ensure(*, agent_id: int) -> str | None:
     has none that is valid (a build that failed midway leaves an invalid one,
     dropped first). Runs outside any transaction (CREATE INDEX CONCURRENTLY);
     returns the index's name when the agent has one."""
-    from memory.agent_recall import INDEXED_DIMS
-
     bound = own_index_from()
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM (SELECT 1 FROM memory_agentmemory WHERE agent_id = %s LIMIT %s) c",

@@ -5,7 +5,7 @@ per location. Building the HNSW index over a large table takes minutes."""
 
 from django.db import migrations, models
 
-# Embedding sizes the candidate path can search by index (memory.agent_recall.INDEXED_DIMS):
+# Embedding sizes the candidate path can search by index (memory.agent_indexes.INDEXED_DIMS):
 # the local model's 384 and the common 768 / 1024 / 1536.
 DIMS = (384, 768, 1024, 1536)
 
