@@ -1,6 +1,7 @@
-"""Agent recall: one Postgres query scores an agent's memories by partner,
-place, importance, recency, meaning (pgvector) and words (BM25), with the
-weights it is tuned with; then dedupe, cooldown and a token budget."""
+"""Agent recall: Postgres scores an agent's memories by partner, place,
+importance, recency, meaning (pgvector) and words (BM25), with the weights it is
+tuned with (exactly for a small bank, over candidates read from indexes for a
+large one: memory.agent_recall_sql); then dedupe, cooldown and a token budget."""
 
 from __future__ import annotations
 
