@@ -2,7 +2,7 @@
 
 The shared HNSW indexes (migration 0008) hold every agent's memories, so finding
 one agent's nearest reads about table / bank rows for each one kept: for an
-agent holding a tenth of the table, ten. An agent past ``OWN_INDEX_FROM``
+agent holding a tenth of the table, ten. An agent past AGENT_OWN_INDEX_FROM
 memories gets a partial index over its own rows, built concurrently by its
 background pass (writes go on meanwhile); recall uses it once it is valid
 (memory.agent_recall). Indexes of agents that no longer exist are dropped by the
@@ -46,12 +46,10 @@ def agent_index_ensure(*, agent_id: int) -> str | None:
                        [agent_id, bound + 1])
         if cursor.fetchone()[0] <= bound:
             return None
-        cursor.execute("SELECT vector_dims(embedding) FROM memory_agentmemory WHERE agent_id = %s "
-                       "AND embedding IS NOT NULL ORDER BY id DESC LIMIT 1", [agent_id])
-        row = cursor.fetchone()
-        if row is None or row[0] not in INDEXED_DIMS:
+        dims = _embedded_dims(cursor, agent_id)
+        if dims not in INDEXED_DIMS:
             return None
-        name = own_index_name(agent_id=agent_id, dims=row[0])
+        name = own_index_name(agent_id=agent_id, dims=dims)
         cursor.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", [name])
         found = cursor.fetchone()
         if found and found[0]:
@@ -66,8 +64,8 @@ def agent_index_ensure(*, agent_id: int) -> str | None:
         try:
             cursor.execute(
                 f'CREATE INDEX CONCURRENTLY IF NOT EXISTS "{name}" ON memory_agentmemory '
-                f"USING hnsw ((embedding::halfvec({row[0]})) halfvec_cosine_ops) "
-                f"WHERE agent_id = {int(agent_id)} AND vector_dims(embedding) = {row[0]}"
+                f"USING hnsw ((embedding::halfvec({dims})) halfvec_cosine_ops) "
+                f"WHERE agent_id = {int(agent_id)} AND vector_dims(embedding) = {dims}"
             )
         finally:
             cursor.execute("RESET maintenance_work_mem")
@@ -84,10 +82,15 @@ def agent_indexes_prune() -> list[str]:
                  if (m := _NAME.match(name))]
         dropped = []
         for name, agent_id, dims in owned:
-            cursor.execute("SELECT vector_dims(embedding) FROM memory_agentmemory WHERE agent_id = %s "
-                           "AND embedding IS NOT NULL ORDER BY id DESC LIMIT 1", [agent_id])
-            row = cursor.fetchone()
-            if row is None or row[0] != dims:
+            if _embedded_dims(cursor, agent_id) != dims:
                 cursor.execute(f'DROP INDEX CONCURRENTLY IF EXISTS "{name}"')
                 dropped.append(name)
     return dropped
+
+
+def _embedded_dims(cursor, agent_id: int) -> int | None:
+    """The size of the agent's newest vector (None: it has none)."""
+    cursor.execute("SELECT vector_dims(embedding) FROM memory_agentmemory WHERE agent_id = %s "
+                   "AND embedding IS NOT NULL ORDER BY id DESC LIMIT 1", [agent_id])
+    row = cursor.fetchone()
+    return row[0] if row else None

@@ -69,7 +69,7 @@ WEIGHTS = {
     "hop": 0.0,
     "hop_seeds": 1,
     # The candidate path (a bank of more than settings.AGENT_RECALL["exact_up_to"] memories): how many
-    # rows each arm reads (_CANDIDATES).
+    # rows each arm reads (memory.agent_recall_sql).
     "vector_candidates": 40,  # nearest by meaning
     "text_scan": 400,  # rows the full-text index gives, of which BM25 keeps...
     "text_candidates": 100,
@@ -80,7 +80,6 @@ WEIGHTS = {
     # much as 60 of the agent's rows read through its index and compared by distance (0: always the index)
     "hnsw_row_cost": 60,
 }
-
 
 
 def recall_conf() -> dict:
