@@ -74,7 +74,12 @@ WEIGHTS = {
     "text_scan": 400,  # rows the full-text index gives, of which BM25 keeps...
     "text_candidates": 100,
     "newest_candidates": 30,  # newest, with the partner, at the location, in the period (each)
-    "stats_sample": 500,  # newest memories whose word counts stand for the bank's
+    # memories whose word counts stand for the bank's: a uniform sample (the newest alone would make the
+    # words of older days, their dates among them, look rare)
+    "stats_sample": 500,
+    # the bank is counted up to at least this many memories (over candidates, the vector ranks of those
+    # outside the nearest arm are spread over the bank's size)
+    "count_at_least": 5000,
     "ef_search": 40,  # pgvector's hnsw.ef_search
     # measured (bench/agent_recall.py, 384 dimensions): a row the filtered HNSW scan visits costs about as
     # much as 60 of the agent's rows read through its index and compared by distance (0: always the index)
@@ -158,11 +163,15 @@ def _ranked_statement(cursor, params: dict, conf: dict) -> tuple[bool, str]:
     dims = params["dims"]
     own_index = agent_indexes.own_index_name(agent_id=params["agent"], dims=dims or INDEXED_DIMS[0])
     cursor.execute(PREPARE_SQL, {**params, "exact_up_to": conf["exact_up_to"], "ef_search": str(conf["ef_search"]),
+                                  "count_at_least": conf["count_at_least"],
                                   "hnsw_row_cost": conf["hnsw_row_cost"], "own_index": own_index})
     held, through, owned, sample_n, sample_avgdl, terms, dfs, *_ = cursor.fetchone()
     candidates = held > conf["exact_up_to"] and (dims is None or dims in INDEXED_DIMS)
     telling = [t for t, df in zip(terms, dfs) if df <= max(conf["bm25_common_share"] * sample_n, 1)]
-    params.update({"sample_n": float(sample_n), "sample_avgdl": float(sample_avgdl or 1), "sample_terms": terms,
+    # about how many of the bank's memories hold a telling word (ranks of the text matches outside its arm)
+    matched = held * min(1.0, sum(df for t, df in zip(terms, dfs) if t in telling) / max(sample_n, 1))
+    params.update({"held": held, "matched": matched, "sample_n": float(sample_n),
+                   "sample_avgdl": float(sample_avgdl or 1), "sample_terms": terms,
                    "sample_dfs": [float(d) for d in dfs], "telling": tsquery_literal(telling) or None})
     return candidates, recall_sql(candidates=candidates, dims=dims or INDEXED_DIMS[0], through_index=held > through,
                                    own_index_of=params["agent"] if owned and dims else None)

@@ -34,7 +34,8 @@ WITH q AS (
   SELECT coalesce(array_agg(external_id), '{{}}') AS ids FROM memory_agent
   WHERE world_id = %(world)s AND (lower(external_id) = ANY(%(words)s) OR lower(display_name) = ANY(%(words)s))
 ){candidates}, base AS (
-  SELECT m.id, m.kind, m.partner, m.location, m.occurred_at, m.importance, m.actor, m.search,
+  SELECT m.id, m.kind, m.partner, m.location, m.occurred_at, m.importance, m.actor, m.search, {near} AS near,
+    {best_text} AS best_text,
     CASE WHEN %(has_vector)s AND m.embedding_model = %(model)s
          THEN 1 - (m.embedding <=> %(vector)s::halfvec) END AS sim,
     %(has_text)s AND q.ts::text <> '' AND m.search @@ q.ts AS matches,
@@ -62,11 +63,28 @@ WITH q AS (
       (SELECT sum(w.idf) FROM weights w WHERE base.search @@ w.tq) * (%(k1)s + 1)
       / (1 + %(k1)s * (1 - %(b)s + %(b)s * base.dl / s.avgdl)), 0) ELSE 0 END AS tr
   FROM base, stats s
+), floored AS (
+  -- over candidates: at or above the worst of an arm's own rows (the nearest by meaning, the best by
+  -- words), a candidate ranks among them (an arm may miss a few, another arm brings them); below it, the
+  -- candidates are spread over the ranks of the rest of the bank (or of its matches), as far apart as
+  -- the bank outnumbers them. Scoring the whole bank, every row is its arm's own.
+  SELECT texted.*, coalesce(sim >= min(sim) FILTER (WHERE near) OVER (), true) AS near_enough,
+         coalesce(tr >= min(tr) FILTER (WHERE best_text) OVER (), true) AS text_enough
+  FROM texted
 ), ranked AS (
   SELECT id, kind, partner, location, occurred_at, importance, actor, sim, says_when, in_period, embedding, tr,
-    rank() OVER (ORDER BY sim DESC NULLS LAST) AS r_vector,
-    rank() OVER (ORDER BY tr DESC) AS r_text
-  FROM texted
+    CASE WHEN near_enough THEN rank() OVER (PARTITION BY near_enough ORDER BY sim DESC NULLS LAST)
+         ELSE count(*) FILTER (WHERE near_enough) OVER ()
+              + rank() OVER (PARTITION BY near_enough ORDER BY sim DESC NULLS LAST)
+              * greatest(1, (%(held)s - count(*) FILTER (WHERE near_enough) OVER ())::float8
+                            / count(*) OVER (PARTITION BY near_enough)) END AS r_vector,
+    CASE WHEN text_enough THEN rank() OVER (PARTITION BY text_enough ORDER BY tr DESC)
+         ELSE count(*) FILTER (WHERE text_enough) OVER ()
+              + rank() OVER (PARTITION BY text_enough ORDER BY tr DESC)
+              * greatest(1, (%(matched)s - count(*) FILTER (WHERE text_enough) OVER ())::float8
+                            / greatest(count(*) FILTER (WHERE tr > 0) OVER (PARTITION BY text_enough), 1)) END
+      AS r_text
+  FROM floored
 ), fused AS (
   SELECT ranked.*,
     CASE WHEN sim IS NOT NULL THEN %(w_vector)s * (%(rrf_k)s + 1) / (%(rrf_k)s + r_vector) ELSE 0 END AS s_vector,
@@ -115,7 +133,7 @@ ORDER BY total DESC, top.occurred_at DESC, top.id
 
 # Exact scoring: every memory considered is scored, and BM25's statistics are theirs.
 _EXACT = {
-    "candidates": "", "restrict": "",
+    "candidates": "", "restrict": "", "near": "true", "best_text": "true",
     "stats": "stats AS (SELECT count(*)::float8 AS n, greatest(avg(dl)::float8, 1) AS avgdl FROM base)",
     "df": "df AS (SELECT t, count(*)::float8 AS df FROM base b, terms WHERE b.matches AND b.search @@ terms.tq"
           " GROUP BY t)",
@@ -128,7 +146,7 @@ _EXACT = {
 #   for a bank too small a share of the table for that filter to be cheap, by distance over the bank
 #   itself ({vector_order});
 # - the best by BM25 among the first rows the full-text (GIN) index gives for the words that tell
-#   memories apart, with the statistics of the agent's newest memories standing for the bank's
+#   memories apart, with the statistics of a sample of the agent's memories standing for the bank's
 #   (the first statement computes them);
 # - the newest, the newest with the partner, at the location, and in the period the query names;
 # - for the context share, the lines just before and after each conversational candidate.
@@ -198,6 +216,7 @@ def recall_sql(*, candidates: bool, dims: int, through_index: bool, own_index_of
             "candidates": _CANDIDATES.format(considered=_CONSIDERED, considered_vec=considered_vec,
                                              vector_order=vector_order, dims=int(dims)),
             "restrict": "\n    AND m.id = ANY(ARRAY(SELECT id FROM cand UNION SELECT id FROM around))",
+            "near": "m.id = ANY(ARRAY(SELECT id FROM vec))", "best_text": "m.id = ANY(ARRAY(SELECT id FROM txt_best))",
             "stats": "stats AS (SELECT * FROM sample_stats)",
             "df": "df AS (SELECT t, df FROM sample_df)",
         }
@@ -205,7 +224,7 @@ def recall_sql(*, candidates: bool, dims: int, through_index: bool, own_index_of
 
 
 # The first statement of a recall, in its transaction: how many memories the agent holds (counted up
-# to the larger of the bounds below), BM25's statistics from its newest memories when the bank takes
+# to the larger of the bounds below), BM25's statistics from a sample of its memories when the bank takes
 # the candidate path, and this transaction's planner and pgvector settings. Through the HNSW index,
 # finding the agent's k nearest reads about k x table / bank rows; over the bank, the bank: the index
 # is the cheaper way past sqrt(hnsw_row_cost x k x table) memories (the "through" bound).
@@ -213,20 +232,23 @@ PREPARE_SQL = """
 WITH t AS (
   SELECT greatest(reltuples, 0)::float8 AS rows FROM pg_class WHERE oid = 'memory_agentmemory'::regclass
 ), bound AS (
-  SELECT ceil(sqrt(%(hnsw_row_cost)s * %(vector_candidates)s * rows))::bigint AS through FROM t
+  SELECT ceil(sqrt(%(hnsw_row_cost)s * %(vector_candidates)s * rows))::bigint AS through,
+         coalesce((SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%(own_index)s)), false) AS owned
+  FROM t
 ), h AS (
+  -- (an agent with its own index needs no "through" bound: its nearest arm reads that index)
   SELECT count(*) AS held FROM (
     SELECT 1 FROM memory_agentmemory WHERE agent_id = %(agent)s
-    LIMIT (SELECT greatest(%(exact_up_to)s, through) + 1 FROM bound)) c
+    LIMIT (SELECT greatest(%(exact_up_to)s, CASE WHEN owned THEN 0 ELSE through END, %(count_at_least)s) + 1
+           FROM bound)) c
 ), sample AS (
   SELECT m.search, greatest(length(m.search), 1)::float8 AS dl FROM memory_agentmemory m
   WHERE (SELECT held FROM h) > %(exact_up_to)s AND {considered}
-  ORDER BY m.occurred_at DESC LIMIT %(stats_sample)s
+  ORDER BY hashint8(m.id) LIMIT %(stats_sample)s
 ), terms AS (
   SELECT DISTINCT t FROM unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS t
 )
-SELECT h.held, bound.through,
-       coalesce((SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%(own_index)s)), false),
+SELECT h.held, bound.through, bound.owned,
        (SELECT count(*) FROM sample), (SELECT greatest(avg(dl), 1) FROM sample),
        (SELECT coalesce(array_agg(t ORDER BY t), '{{}}') FROM terms),
        (SELECT coalesce(array_agg((SELECT count(*) FROM sample s WHERE s.search @@ quote_literal(t)::tsquery)

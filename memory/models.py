@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Func, Q
 from pgvector.django import HalfVectorField
 
 from stories.models import Adventure, Branch
@@ -196,6 +196,9 @@ class AgentMemory(models.Model):
             # expression indexes made in migration 0008
             models.Index(fields=["agent", "partner", "occurred_at"], name="agentmemory_partner_newest"),
             models.Index(fields=["agent", "location", "occurred_at"], name="agentmemory_location_newest"),
+            # a uniform sample of an agent's memories in a fixed random order (the candidate path's BM25
+            # statistics)
+            models.Index(F("agent"), Func(F("id"), function="hashint8"), name="agentmemory_sample"),
         ]
 
     def __str__(self) -> str:

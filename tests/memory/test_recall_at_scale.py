@@ -90,6 +90,34 @@ def test_the_candidate_path_finds_what_scoring_the_whole_bank_finds(agent_api, w
     assert agent_recall.recall_explain(world=world, agent=big_bank, query="Rosa")["path"] == "exact"
 
 
+
+def test_the_words_of_older_days_weigh_over_candidates_what_they_weigh_in_the_whole_bank(agent_api, world,
+                                                                                      settings):
+    """BM25's word statistics over candidates come from a sample of the bank: one of its newest memories
+    only would hold none of the words of older days, which would then all look rare."""
+    world.agent_capacity = 1000
+    world.save(update_fields=["agent_capacity"])
+    rng = random.Random(11)
+    start = timezone.now() - timedelta(days=300)
+    lines = []
+    for n in range(240):
+        text = f"{rng.choice(PEOPLE).capitalize()} {rng.choice(DEEDS)} {rng.choice(THINGS)} {rng.choice(WHEN)}."
+        if n < 120 and n % 3 == 0:  # the first months were spent at the lighthouse
+            text = text[:-1] + " near the lighthouse."
+        lines.append(text)
+    lines[61] = ("Somebody I had never met before handed me an old compass, wrapped in a piece of oilcloth and "
+                 "tied up with string, then walked off without a word.")
+    events = [{"type": "say", "actor": "ann", "target": "bo", "nearby": ["bo"], "text": text,
+               "time": (start + timedelta(days=n)).isoformat()} for n, text in enumerate(lines)]
+    assert agent_api.post(events_url(world), {"events": events}, format="json").status_code == 201
+    embed_all(world)
+    question = "the compass from the lighthouse"
+    exact = ranked(agent_api, world, settings, 100_000, query=question)
+    settings.AGENT_RECALL = {**settings.AGENT_RECALL, "stats_sample": 60}
+    fast = ranked(agent_api, world, settings, 50, query=question)
+    assert "compass" in exact[0]["content"], "the rare word tells: scoring the whole bank finds it first"
+    assert fast[0]["id"] == exact[0]["id"], [m["content"] for m in fast]
+
 def _fill(agent, count):
     """``count`` memories of random words and random unit vectors, made in SQL (what is measured is reads)."""
     with connection.cursor() as cursor:
