@@ -92,7 +92,7 @@ WITH q AS (
     CASE WHEN actor <> '' AND actor = ANY(named.ids) THEN %(w_named)s ELSE 0 END AS s_named
   FROM ranked, named
 ), seeds AS (
-  SELECT embedding FROM fused WHERE embedding IS NOT NULL AND s_vector + s_text > 0
+  SELECT embedding FROM fused WHERE %(hop)s AND embedding IS NOT NULL AND s_vector + s_text > 0
   ORDER BY s_vector + s_text + s_named DESC, id LIMIT %(hop_seeds)s
 ), hop AS MATERIALIZED (
   SELECT avg(embedding::vector)::halfvec AS v FROM seeds
@@ -236,11 +236,13 @@ WITH t AS (
          coalesce((SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%(own_index)s)), false) AS owned
   FROM t
 ), h AS (
-  -- (an agent with its own index needs no "through" bound: its nearest arm reads that index)
-  SELECT count(*) AS held FROM (
-    SELECT 1 FROM memory_agentmemory WHERE agent_id = %(agent)s
-    LIMIT (SELECT greatest(%(exact_up_to)s, CASE WHEN owned THEN 0 ELSE through END, %(count_at_least)s) + 1
-           FROM bound)) c
+  -- an agent with an index of its own is past every bound (memory.agent_indexes), and that index's row
+  -- count is its bank's size: its bank is not counted
+  SELECT CASE WHEN (SELECT owned FROM bound)
+    THEN (SELECT greatest(reltuples::bigint, %(exact_up_to)s + 1) FROM pg_class WHERE oid = to_regclass(%(own_index)s))
+    ELSE (SELECT count(*) FROM (
+      SELECT 1 FROM memory_agentmemory WHERE agent_id = %(agent)s
+      LIMIT (SELECT greatest(%(exact_up_to)s, through, %(count_at_least)s) + 1 FROM bound)) c) END AS held
 ), sample AS (
   SELECT m.search, greatest(length(m.search), 1)::float8 AS dl FROM memory_agentmemory m
   WHERE (SELECT held FROM h) > %(exact_up_to)s AND {considered}
