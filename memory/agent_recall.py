@@ -76,7 +76,7 @@ WEIGHTS = {
     "newest_candidates": 30,  # newest, with the partner, at the location, in the period (each)
     # memories whose word counts stand for the bank's: a uniform sample (the newest alone would make the
     # words of older days, their dates among them, look rare)
-    "stats_sample": 500,
+    "stats_sample": 1000,
     # the bank is counted up to at least this many memories (over candidates, the vector ranks of those
     # outside the nearest arm are spread over the bank's size)
     "count_at_least": 5000,
