@@ -184,3 +184,18 @@ def _index_exists(name):
     with connection.cursor() as cursor:
         cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [name])
         return cursor.fetchone()[0]
+
+
+def test_a_recall_records_its_use_without_writing_to_any_index(world):
+    """Recall writes when each memory it returns was last used; those row versions stay on their pages
+    (heap-only updates), so a recall never inserts into the table's indexes, its HNSW ones among them."""
+    agent = Agent.objects.create(world=world, external_id="keeper")
+    _fill(agent, 2000)
+    found, _ = agent_recall.agent_recall(world=world, agent=agent, query="what about amber0 and cedar2?", limit=10,
+                                         since=timezone.now() - timedelta(days=400), cooldown_s=0)
+    assert len(found) == 10
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables"
+                       " WHERE relname = 'memory_agentmemory'")
+        updated, heap_only = cursor.fetchone()
+    assert updated == 10 and heap_only == 10, (updated, heap_only)
