@@ -14,6 +14,7 @@ class Migration(migrations.Migration):
     operations = [
         migrations.AddIndex(
             model_name='agentmemory',
-            index=models.Index(models.F('agent'), models.Func(models.F('id'), function='hashint8'), name='agentmemory_sample'),
+            index=models.Index(models.F('agent'), models.Func(models.F('id'), function='hashint8'),
+                               name='agentmemory_sample'),
         ),
     ]
