@@ -187,8 +187,9 @@ def _index_exists(name):
 
 
 def test_a_recall_records_its_use_without_writing_to_any_index(world):
-    """Recall writes when each memory it returns was last used; those row versions stay on their pages
-    (heap-only updates), so a recall never inserts into the table's indexes, its HNSW ones among them."""
+    """Recall writes when each memory it returns was last used; the table's pages keep room for those
+    row versions (heap-only updates), so such a recall inserts into none of the table's indexes, its
+    HNSW ones among them."""
     agent = Agent.objects.create(world=world, external_id="keeper")
     _fill(agent, 2000)
     found, _ = agent_recall.agent_recall(world=world, agent=agent, query="what about amber0 and cedar2?", limit=10,
