@@ -1,6 +1,6 @@
 """A uniform sample of an agent's memories, read in index order: (agent, hashint8(id)) puts each
 agent's memories in a fixed random order, so the candidate path's BM25 statistics come from the
-first few hundred of them (memory.agent_recall_sql.PREPARE_SQL) whatever the bank holds."""
+first thousand of them (memory.agent_recall_sql.PREPARE_SQL) whatever the bank holds."""
 
 from django.db import migrations, models
 
