@@ -118,6 +118,7 @@ def main() -> None:
 
     from django.conf import settings
     from django.contrib.auth import get_user_model
+    from django.db import connection
     from rest_framework.test import APIClient
     from tqdm import tqdm
 
@@ -127,8 +128,6 @@ def main() -> None:
 
     owner, _ = get_user_model().objects.get_or_create(username="bench-locomo")
     World.objects.filter(owner=owner).delete()
-    from django.db import connection
-
     with connection.cursor() as cursor:  # the last run's rows gone from the indexes too, as autovacuum would
         cursor.execute("VACUUM (ANALYZE) memory_agentmemory")
     ingested = []  # (world, api client, asker, questions with valid evidence)

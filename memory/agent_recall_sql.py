@@ -232,14 +232,14 @@ PREPARE_SQL = """
 WITH t AS (
   SELECT greatest(reltuples, 0)::float8 AS rows FROM pg_class WHERE oid = 'memory_agentmemory'::regclass
 ), bound AS (
-  SELECT ceil(sqrt(%(hnsw_row_cost)s * %(vector_candidates)s * rows))::bigint AS through,
-         coalesce((SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%(own_index)s)), false) AS owned
-  FROM t
+  SELECT ceil(sqrt(%(hnsw_row_cost)s * %(vector_candidates)s * t.rows))::bigint AS through,
+         coalesce(i.indisvalid, false) AS owned, c.reltuples AS own_rows
+  FROM t LEFT JOIN pg_index i ON i.indexrelid = to_regclass(%(own_index)s) LEFT JOIN pg_class c ON c.oid = i.indexrelid
 ), h AS (
   -- an agent with an index of its own is past every bound (memory.agent_indexes), and that index's row
   -- count is its bank's size: its bank is not counted
   SELECT CASE WHEN (SELECT owned FROM bound)
-    THEN (SELECT greatest(reltuples::bigint, %(exact_up_to)s + 1) FROM pg_class WHERE oid = to_regclass(%(own_index)s))
+    THEN (SELECT greatest(own_rows::bigint, %(exact_up_to)s + 1) FROM bound)
     ELSE (SELECT count(*) FROM (
       SELECT 1 FROM memory_agentmemory WHERE agent_id = %(agent)s
       LIMIT (SELECT greatest(%(exact_up_to)s, through, %(count_at_least)s) + 1 FROM bound)) c) END AS held
