@@ -2,30 +2,57 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config import paging
 from memory import bank, memories
 from memory import serializers as s
+from stories.errors import InvalidRequest
 from stories.models import Branch
 from stories.api_support import adventure_for as _adventure
 from stories.api_support import valid as _valid
 from stories.serializers import ActionSerializer
 
 
+CHARACTER_PARAMETER = OpenApiParameter(
+    "character", int, description="a character card's id: that character's memories (default: the adventure's own)")
+
+
+def _character(adventure, raw):
+    """The character card a request names (``?character=`` or a body field), or None."""
+    if raw in (None, ""):
+        return None
+    try:
+        card_id = int(raw)
+    except (TypeError, ValueError):
+        raise InvalidRequest("character must be a character card's id (an integer)") from None
+    return memories.access_character(adventure=adventure, card_id=card_id)
+
+
 class MemoryListView(APIView):
-    @extend_schema(responses=s.MemorySerializer(many=True), parameters=paging.parameters(), tags=["memory"])
+    @extend_schema(responses=s.MemorySerializer(many=True), parameters=[CHARACTER_PARAMETER, *paging.parameters()],
+                   tags=["memory"])
     def get(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
-        return paging.page(request, memories.bank_list(adventure=adventure), s.MemorySerializer)
+        character = _character(adventure, request.query_params.get("character"))
+        return paging.page(request, memories.bank_list(adventure=adventure, character=character), s.MemorySerializer)
 
     @extend_schema(request=s.MemoryCreateSerializer, responses={201: s.MemorySerializer}, tags=["memory"])
     def post(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
-        memory = memories.memory_write(adventure=adventure, text=_valid(s.MemoryCreateSerializer, request)["text"].strip())
+        data = _valid(s.MemoryCreateSerializer, request)
+        memory = memories.memory_write(adventure=adventure, text=data["text"].strip(),
+                                       character=_character(adventure, data.get("character")))
         return Response(s.MemorySerializer(memory).data, status=201)
+
+
+class CastView(APIView):
+    @extend_schema(responses=s.CastMemberSerializer(many=True), tags=["memory"])
+    def get(self, request, adventure_id):
+        adventure = _adventure(request, adventure_id)
+        return Response(s.CastMemberSerializer(memories.cast_list(adventure=adventure), many=True).data)
 
 
 class MemoryDetailView(APIView):

@@ -18,7 +18,7 @@ from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from memory import embeddings, summaries, summarize
+from memory import cast, embeddings, summaries, summarize
 from memory.models import Cursor, Memory, PassRun
 from stories import accounts, lineage, tree
 from stories.context import render_action
@@ -150,13 +150,19 @@ def mark_move(adventure_id: int, mark: str, old: tuple[int | None, int], new: tu
 
 
 def path_memories(branch: Branch):
+    """Every memory on ``branch``'s path: the adventure's own and its characters'."""
     return Memory.objects.filter(lineage.path_q(branch), adventure_id=branch.adventure_id)
+
+
+def own_memories(branch: Branch):
+    """The adventure's own bank on ``branch``'s path (no character's memories)."""
+    return path_memories(branch).filter(character__isnull=True)
 
 
 def covered_depth(branch: Branch) -> int:
     """End of the contiguous run of block memories from depth 1 on ``branch``'s path."""
     covered = 0
-    for start, end in path_memories(branch).filter(source_start__isnull=False).order_by("source_start").values_list(
+    for start, end in own_memories(branch).filter(source_start__isnull=False).order_by("source_start").values_list(
         "source_start", "source_end"
     ):
         if start != covered + 1:
@@ -185,7 +191,9 @@ def memory_mark(*, adventure: Adventure, head: Branch) -> tuple[int | None, int]
 
 def create_due_memories(*, adventure: Adventure, head: Branch, report: PassReport) -> None:
     """Every full block of MEMORY_INTERVAL uncovered actions becomes one memory,
-    once the path has MEMORY_THRESHOLD actions; at most MEMORIES_PER_RUN a run."""
+    once the path has MEMORY_THRESHOLD actions; at most MEMORIES_PER_RUN a run.
+    The cast members present in the block get their own memory of it, written
+    in the same transaction (memory.cast)."""
     if head.tip_depth < MEMORY_THRESHOLD:
         return
     mark = memory_mark(adventure=adventure, head=head)
@@ -193,10 +201,11 @@ def create_due_memories(*, adventure: Adventure, head: Branch, report: PassRepor
         return  # another run moved it meanwhile; it will do the work
     conn = accounts.connection_for_background(user_id=adventure.owner_id, purpose="summary")
     cards = list(adventure.cards.all())
+    members = cast.members(cards)
     while report.memories_created < MEMORIES_PER_RUN and mark[1] + MEMORY_INTERVAL <= head.tip_depth:
         start, end = mark[1] + 1, mark[1] + MEMORY_INTERVAL
         new = (node_of(head, end), end)
-        existing = path_memories(head).filter(source_start=start, source_end=end).exists()
+        existing = own_memories(head).filter(source_start=start, source_end=end).exists()
         actions = list(lineage.story(head).filter(depth__gte=start, depth__lte=end))
         if not actions:
             # A moderator hid every action of the block: there is nothing to remember, and the
@@ -206,10 +215,13 @@ def create_due_memories(*, adventure: Adventure, head: Branch, report: PassRepor
             log.info("memory pass of adventure %s skipped actions %s-%s: all hidden", adventure.pk, start, end)
             mark = new
             continue
+        cast_written: list[cast.CastMemory] = []
         if not existing:
             try:
                 written = summarize.write_memory(conn=conn, adventure=adventure, actions=actions, cards=cards,
                                                  user_id=adventure.owner_id)
+                cast_written = write_cast(conn=conn, adventure=adventure, head=head, members=members,
+                                          actions=actions, cards=cards, start=start)
             except ProviderError as exc:
                 report.failed(f"memory of actions {start}-{end}: {exc.message}", exc.code)
                 return
@@ -222,6 +234,8 @@ def create_due_memories(*, adventure: Adventure, head: Branch, report: PassRepor
                 if not existing:
                     Memory.objects.create(adventure=adventure, branch_id=new[0], depth=end, source_start=start,
                                           source_end=end, text=written.text, offline=written.offline)
+                    cast_store(adventure_id=adventure.pk, branch_id=new[0], depth=end, start=start, end=end,
+                               written=cast_written)
                     report.memories_created += 1
         except (_Abort, IntegrityError) as exc:
             log.info("memory pass of adventure %s stopped: %s", adventure.pk, exc)
@@ -229,6 +243,32 @@ def create_due_memories(*, adventure: Adventure, head: Branch, report: PassRepor
         mark = new
     if mark[1] + MEMORY_INTERVAL <= head.tip_depth:
         report.more_due = True
+
+
+def write_cast(*, conn, adventure: Adventure, head: Branch, members: list[cast.Member], actions: list,
+               cards: list, start: int, only: int | None = None) -> list[cast.CastMemory]:
+    """The cast's memories of the block ``actions`` starting at ``start`` on ``head``'s path
+    (``only``: that character's alone). No model call when no member is in the block."""
+    if only is not None:
+        members = [m for m in members if m.card_id == only]
+    if not members:
+        return []
+    before = list(lineage.story(head).filter(depth__gte=max(start - MEMORY_INTERVAL, 1), depth__lt=start))
+    witnesses = cast.present(cast=members, actions=actions, before=before, name=summarize.protagonist(adventure))
+    return cast.write_cast_memories(conn=conn, adventure=adventure, witnesses=witnesses, cards=cards,
+                                    user_id=adventure.owner_id)
+
+
+def cast_store(*, adventure_id: int, branch_id: int, depth: int, start: int, end: int,
+               written: list[cast.CastMemory]) -> None:
+    """Store the cast's memories of one block (in the caller's transaction, beside the block's own).
+    A character that already holds a memory of the block keeps it (the player may have edited it):
+    the unique block constraint skips the new one."""
+    Memory.objects.bulk_create([
+        Memory(adventure_id=adventure_id, branch_id=branch_id, depth=depth, source_start=start, source_end=end,
+               text=w.text, offline=w.offline, character_id=w.card_id, kind=w.kind, importance=w.importance)
+        for w in written
+    ], ignore_conflicts=True)
 
 
 class _Abort(Exception):
@@ -243,40 +283,63 @@ def block_changed(head: Branch, actions: list, *, start: int, end: int) -> bool:
 
 
 def rewrite_stale(*, adventure: Adventure, head: Branch, report: PassReport) -> None:
-    """Write stale memories of the head's path again from their edited blocks
-    (what is left of this run's MEMORIES_PER_RUN). A memory the player wrote by
-    hand is never rewritten. The new text replaces the old only if neither the
-    block nor the memory changed during the model call (compare-and-set)."""
-    stale = list(path_memories(head).filter(stale=True, edited=False, source_start__isnull=False)
-                 .order_by("source_start")[:max(MEMORIES_PER_RUN - report.memories_created, 0) + 1])
-    if not stale:
+    """Write the stale blocks of the head's path again from their edited actions
+    (what is left of this run's MEMORIES_PER_RUN): the block's own memory and its
+    cast's. A memory the player wrote or edited by hand is never rewritten. New
+    text replaces old only if neither the block nor the memories changed during
+    the model call (compare-and-set); a character no longer in the block loses
+    its memory of it, one newly in it gains one."""
+    stale = path_memories(head).filter(stale=True, edited=False, source_start__isnull=False)
+    blocks = list(stale.order_by("source_start").values_list("source_start", "source_end").distinct()
+                  [:max(MEMORIES_PER_RUN - report.memories_created, 0) + 1])
+    if not blocks:
         return
     conn = accounts.connection_for_background(user_id=adventure.owner_id, purpose="summary")
     cards = list(adventure.cards.all())
-    for memory in stale:
+    members = cast.members(cards)
+    for start, end in blocks:
         if report.memories_created >= MEMORIES_PER_RUN:
             report.more_due = True
             return
-        actions = list(lineage.story(head).filter(depth__gte=memory.source_start, depth__lte=memory.source_end))
+        rows = list(stale.filter(source_start=start, source_end=end))
+        actions = list(lineage.story(head).filter(depth__gte=start, depth__lte=end))
         if not actions:
             # a moderator hid the whole block: nothing of it may be remembered (shown again, sync
             # rewinds the memory mark and the block is written anew)
-            Memory.objects.filter(pk=memory.pk, stale=True, edited=False).delete()
+            Memory.objects.filter(pk__in=[m.pk for m in rows], stale=True, edited=False).delete()
             continue
+        own = next((m for m in rows if m.character_id is None), None)
         try:
             written = summarize.write_memory(conn=conn, adventure=adventure, actions=actions, cards=cards,
-                                             user_id=adventure.owner_id)
+                                             user_id=adventure.owner_id) if own else None
+            cast_written = write_cast(conn=conn, adventure=adventure, head=head, members=members, actions=actions,
+                                      cards=cards, start=start)
         except ProviderError as exc:
-            report.failed(f"memory of actions {memory.source_start}-{memory.source_end}: {exc.message}", exc.code)
+            report.failed(f"memory of actions {start}-{end}: {exc.message}", exc.code)
             return
+        anchor = own or rows[0]
         with transaction.atomic():
-            if block_changed(head, actions, start=memory.source_start, end=memory.source_end):
+            if block_changed(head, actions, start=start, end=end):
                 continue  # edited again meanwhile: the next run writes it from the newest text
-            if Memory.objects.filter(pk=memory.pk, text=memory.text, stale=True, edited=False).update(
-                    text=written.text, stale=False, offline=written.offline) != 1:
-                continue
-            embeddings.vector_set(memory_id=memory.pk, expected_text=written.text, vector=None, model="")
+            if own is not None:
+                if Memory.objects.filter(pk=own.pk, text=own.text, stale=True, edited=False).update(
+                        text=written.text, stale=False, offline=written.offline) != 1:
+                    continue
+                embeddings.vector_set(memory_id=own.pk, expected_text=written.text, vector=None, model="")
+            cast_replace(adventure_id=adventure.pk, branch_id=anchor.branch_id, depth=anchor.depth, start=start,
+                         end=end, old=[m for m in rows if m.character_id is not None], written=cast_written)
         report.memories_created += 1
+
+
+def cast_replace(*, adventure_id: int, branch_id: int, depth: int, start: int, end: int, old: list[Memory],
+                 written: list[cast.CastMemory]) -> None:
+    """The cast's memories of a rewritten block: the stale ones written by a pass go, the new ones
+    come, except for a character whose memory of the block the player edited (theirs stays)."""
+    Memory.objects.filter(pk__in=[m.pk for m in old], stale=True, edited=False).delete()
+    kept = set(Memory.objects.filter(adventure_id=adventure_id, branch_id=branch_id, source_start=start,
+                                     character__isnull=False).values_list("character_id", flat=True))
+    cast_store(adventure_id=adventure_id, branch_id=branch_id, depth=depth, start=start, end=end,
+               written=[w for w in written if w.card_id not in kept])
 
 
 # ---------------------------------------------------------------------------- 2. summary
@@ -303,7 +366,7 @@ def update_summary(*, adventure: Adventure, head: Branch, report: PassReport, fo
         return
     base = summaries.summary_base(head)  # read only when a rewrite is due: the pass runs after every turn
     starting_text = base if force or snap is None else snap.text
-    memories = list(path_memories(head).filter(source_start__isnull=False, source_end__gt=since,
+    memories = list(own_memories(head).filter(source_start__isnull=False, source_end__gt=since,
                                                source_end__lte=target).order_by("source_start")
                     .values_list("source_end", "text"))
     material = [text for _, text in memories]
@@ -342,19 +405,22 @@ def update_summary(*, adventure: Adventure, head: Branch, report: PassReport, fo
 
 def evict(*, adventure: Adventure, head: Branch, report: PassReport) -> None:
     """Forget the least recently used memories of the current path past the
-    owner's capacity (last used, else created; ties: lower use count first).
+    owner's capacity (last used, else created; ties: lower use count first),
+    for the adventure's own bank and for each character's, each on its own.
     Pinned memories are never evicted, so pins alone may exceed capacity."""
     capacity = accounts.ai_settings_get(user_id=adventure.owner_id).memory_bank_capacity
     active = path_memories(head).filter(forgotten=False)
-    excess = active.count() - capacity
-    if excess <= 0:
-        return
-    victims = list(
-        active.filter(pinned=False)
-        .order_by(Coalesce("last_used_at", "created_at").asc(), "use_count", "id")
-        .values_list("pk", flat=True)[:excess]
-    )
-    report.evicted = Memory.objects.filter(pk__in=victims, pinned=False).update(forgotten=True)
+    for holder in active.values_list("character_id", flat=True).distinct().order_by():
+        held = active.filter(character_id=holder) if holder is not None else active.filter(character__isnull=True)
+        excess = held.count() - capacity
+        if excess <= 0:
+            continue
+        victims = list(
+            held.filter(pinned=False)
+            .order_by(Coalesce("last_used_at", "created_at").asc(), "use_count", "id")
+            .values_list("pk", flat=True)[:excess]
+        )
+        report.evicted += Memory.objects.filter(pk__in=victims, pinned=False).update(forgotten=True)
 
 
 def record_use(memory_ids: list[int]) -> None:

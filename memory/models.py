@@ -8,7 +8,7 @@ from django.db import models
 from django.db.models import F, Func, Q
 from pgvector.django import HalfVectorField
 
-from stories.models import Adventure, Branch
+from stories.models import Adventure, Branch, StoryCard
 
 MEMORY_TEXT_MAX = 1000  # characters in one memory (hand-written or generated)
 EMBEDDING_DIMS_MAX = 4000  # halfvec with STORAGE PLAIN must fit an 8 kB page
@@ -40,6 +40,11 @@ class Memory(models.Model):
     # The player wrote this text by hand (an edit of a written memory): no pass rewrites it.
     edited = models.BooleanField(default=False)
     offline = models.BooleanField(default=False)  # written by the offline extractive summarizer
+    # Whose memory: empty for the adventure's own bank (the story as the protagonist lives it), else a
+    # character card of the cast, remembering only the scenes it was in (memory.cast).
+    character = models.ForeignKey(StoryCard, on_delete=models.CASCADE, null=True, blank=True, related_name="memories")
+    kind = models.CharField(max_length=12, blank=True, default="")  # a character's: say, heard, interaction, witnessed
+    importance = models.FloatField(default=0.5)  # 0..1; ranks a character's memories (memory.retrieval)
     use_count = models.PositiveIntegerField(default=0)
     last_used_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -47,9 +52,11 @@ class Memory(models.Model):
 
     class Meta:
         constraints = [
+            # one memory per block and holder (the bank's own, or one character's), so a pass that
+            # runs twice writes nothing twice
             models.UniqueConstraint(
-                fields=["adventure", "branch", "source_start"], condition=Q(source_start__isnull=False),
-                name="one_memory_per_block",
+                fields=["adventure", "branch", "source_start", "character"], condition=Q(source_start__isnull=False),
+                name="one_memory_per_block", nulls_distinct=False,
             ),
         ]
         indexes = [models.Index(fields=["adventure", "branch", "depth"])]

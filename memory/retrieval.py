@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 
 from pgvector import HalfVector
 
-from memory import bank, embedder
+from memory import bank, cast, embedder
 from memory.vectors import vector_cursor
 from stories import lineage, tokens
-from stories.context import MemoryItem, render_action
-from stories.models import Action, Adventure, Branch
+from stories.context import Knowing, MemoryItem, render_action
+from stories.models import Action, Adventure, Branch, StoryCard
 
 log = logging.getLogger(__name__)
 
@@ -44,14 +44,16 @@ WITH pins AS (
   SELECT m.id, m.text, m.pinned, m.source_start, m.source_end,
          CASE WHEN m.embedding_model = %s THEN m.embedding <=> %s END AS distance
   FROM memory_memory m
-  WHERE m.adventure_id = %s AND NOT m.forgotten AND m.pinned AND {path} AND (m.edited OR NOT m.stale)
+  WHERE m.adventure_id = %s AND m.character_id IS NULL AND NOT m.forgotten AND m.pinned AND {path}
+    AND (m.edited OR NOT m.stale)
 )
 SELECT id, text, pinned, source_start, source_end, distance FROM (
   SELECT 0 AS grp, * FROM pins
   UNION ALL
   (SELECT 1 AS grp, m.id, m.text, m.pinned, m.source_start, m.source_end, m.embedding <=> %s AS distance
    FROM memory_memory m
-   WHERE m.adventure_id = %s AND NOT m.forgotten AND NOT m.pinned AND {path} AND (m.edited OR NOT m.stale)
+   WHERE m.adventure_id = %s AND m.character_id IS NULL AND NOT m.forgotten AND NOT m.pinned AND {path}
+     AND (m.edited OR NOT m.stale)
      AND m.embedding_model = %s AND m.embedding IS NOT NULL
    ORDER BY distance, m.id
    LIMIT greatest(%s - (SELECT count(*) FROM pins), 0))
@@ -61,7 +63,8 @@ ORDER BY grp, distance ASC NULLS LAST, id
 _PINNED_SQL = """
 SELECT m.id, m.text, m.pinned, m.source_start, m.source_end, NULL::float8 AS distance
 FROM memory_memory m
-WHERE m.adventure_id = %s AND NOT m.forgotten AND m.pinned AND {path} AND (m.edited OR NOT m.stale)
+WHERE m.adventure_id = %s AND m.character_id IS NULL AND NOT m.forgotten AND m.pinned AND {path}
+    AND (m.edited OR NOT m.stale)
 ORDER BY m.id
 """
 
@@ -86,23 +89,84 @@ def rank(*, branch: Branch, vector: list[float] | None, model: str, top_k: int) 
             for pk, text, pinned, start, end, d in rows]
 
 
+KNOWS_TOP_K = 4  # memories per character named in the recent story
+KNOWS_CHARACTERS_MAX = 3  # characters with a part of their own in one prompt, the most recently named first
+# A character's memories rank by relevance to the recent story (cosine similarity), recency (e-folding
+# over KNOWS_RECENCY_ACTIONS story actions), importance and kind (what it said or did first). Chosen, not
+# tuned: who knows what is decided by presence when the memories are written (memory.cast), not here.
+KNOWS_RECENCY_ACTIONS = 60.0
+KNOWS_RECENCY_WEIGHT = 0.3
+KNOWS_IMPORTANCE_WEIGHT = 0.3
+_KNOWS_SQL = """
+SELECT character_id, id, text, pinned, source_start, source_end, similarity FROM (
+  SELECT s.*, row_number() OVER (
+           PARTITION BY s.character_id
+           ORDER BY s.pinned DESC,
+                    coalesce(s.similarity, 0)
+                    + %s * exp(-greatest(%s - s.depth, 0) / %s)
+                    + %s * s.importance
+                    + CASE s.kind WHEN 'say' THEN 0.1 WHEN 'interaction' THEN 0.1 WHEN 'note' THEN 0.1
+                                  WHEN 'heard' THEN 0.05 ELSE 0 END DESC,
+                    s.id DESC) AS r
+  FROM (
+    SELECT m.character_id, m.id, m.text, m.pinned, m.source_start, m.source_end, m.depth, m.importance, m.kind,
+           CASE WHEN m.embedding_model = %s AND m.embedding IS NOT NULL THEN 1 - (m.embedding <=> %s::halfvec)
+           END AS similarity
+    FROM memory_memory m
+    WHERE m.adventure_id = %s AND m.character_id = ANY(%s) AND NOT m.forgotten AND {path}
+      AND (m.edited OR NOT m.stale)
+  ) s
+) ranked
+WHERE r <= %s
+ORDER BY character_id, r
+"""
+
+
+def rank_knowledge(*, branch: Branch, members: list[cast.Member], vector: list[float] | None, model: str,
+                   top_k: int = KNOWS_TOP_K) -> list[Knowing]:
+    """One SQL query: the best ``top_k`` memories of each of ``members`` on ``branch``'s path
+    (pins first), in the members' order; a member with none is left out."""
+    if not members:
+        return []
+    path, path_params = lineage.path_sql(branch, table="m")
+    with vector_cursor() as cursor:
+        cursor.execute(_KNOWS_SQL.format(path=path), [
+            KNOWS_RECENCY_WEIGHT, branch.tip_depth, KNOWS_RECENCY_ACTIONS, KNOWS_IMPORTANCE_WEIGHT,
+            model, HalfVector(vector) if vector is not None else None, branch.adventure_id,
+            [m.card_id for m in members], *path_params, top_k])
+        rows = cursor.fetchall()
+    items: dict[int, list[MemoryItem]] = {}
+    for card_id, pk, text, pinned, start, end, similarity in rows:
+        items.setdefault(card_id, []).append(MemoryItem(
+            id=pk, text=text, similarity=None if similarity is None else round(similarity, 4), pinned=pinned,
+            source_start=start, source_end=end))
+    return [Knowing(card_id=m.card_id, name=m.name, items=items[m.card_id]) for m in members if m.card_id in items]
+
+
 @dataclass
 class Recall:
-    """The memories for a reply, and why recall fell back to pinned memories
-    only (empty when it ranked the bank as usual)."""
+    """The memories for a reply: the adventure's own, what each character named in
+    the recent story knows, and why recall fell back to pinned memories only (empty
+    when it ranked the bank as usual)."""
 
     items: list[MemoryItem] = field(default_factory=list)
     fallback: str = ""
+    knowledge: list[Knowing] = field(default_factory=list)
 
 
 def recall_for_turn(*, adventure: Adventure, branch: Branch, user_id: int, top_k: int, below_depth: int | None = None,
-           story: list[Action] | None = None, record_use: bool, ai=None) -> Recall:
+           story: list[Action] | None = None, record_use: bool, ai=None,
+           cards: list[StoryCard] | None = None) -> Recall:
     """The memories for the next reply on ``branch``. ``record_use`` is True only
     on real turns (never on an Insights dry run). ``ai``: the owner's settings, if loaded.
-    When the query cannot be embedded, only pinned memories are used and
+    ``cards``: the adventure's cards, if loaded; the cast's characters named in the
+    newest actions get their own memories (``knowledge``, ranked with the same query
+    vector). When the query cannot be embedded, only pinned memories are used and
     ``fallback`` says why (the turn and Insights show it)."""
     if not adventure.memory_bank_enabled:
         return Recall()
+    if story is None:
+        story = lineage.recent(branch, count=QUERY_ACTIONS, below_depth=below_depth)
     text = query_text(branch, below_depth=below_depth, story=story)
     vector, model, fallback = None, "", ""
     if text and top_k > 0:
@@ -113,6 +177,11 @@ def recall_for_turn(*, adventure: Adventure, branch: Branch, user_id: int, top_k
             log.info("recall of adventure %s uses pinned memories only: %s", adventure.pk, exc)
             fallback = f"only pinned memories were used: the embedding model failed ({exc})"
     items = rank(branch=branch, vector=vector, model=model, top_k=top_k)
+    if cards is None:
+        cards = list(adventure.cards.all())
+    recent = [a for a in story if below_depth is None or a.depth < below_depth][-QUERY_ACTIONS:]
+    involved = cast.named_in(cast.members(cards), "\n".join(a.text for a in recent))[:KNOWS_CHARACTERS_MAX]
+    knowledge = rank_knowledge(branch=branch, members=involved, vector=vector, model=model)
     if record_use:
-        bank.record_use([m.id for m in items])
-    return Recall(items, fallback)
+        bank.record_use([m.id for m in items] + [m.id for k in knowledge for m in k.items])
+    return Recall(items, fallback, knowledge)

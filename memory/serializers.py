@@ -11,9 +11,11 @@ class MemorySerializer(strict.StrictModelSerializer):
 
     class Meta:
         model = Memory
-        fields = ["id", "text", "branch", "depth", "source_start", "source_end", "hand_written", "pinned",
-                  "forgotten", "stale", "edited", "offline", "embedded", "embedding_model", "use_count", "last_used_at",
-                  "created_at"]
+        fields = ["id", "text", "character", "kind", "importance", "branch", "depth", "source_start", "source_end",
+                  "hand_written", "pinned", "forgotten", "stale", "edited", "offline", "embedded", "embedding_model",
+                  "use_count", "last_used_at", "created_at"]
+        extra_kwargs = {"character": {"help_text": "the character card whose memory this is; null: the adventure's own"},
+                        "kind": {"help_text": "a character's memory: say, heard, interaction, witnessed or note"}}
 
     def get_embedded(self, obj) -> bool:
         return obj.embedding_model != ""
@@ -21,6 +23,16 @@ class MemorySerializer(strict.StrictModelSerializer):
 
 class MemoryCreateSerializer(serializers.Serializer):
     text = strict.TextField(max_length=MEMORY_TEXT_MAX)
+    character = serializers.IntegerField(required=False, allow_null=True, min_value=1,
+                                         help_text="a character card's id: the memory is that character's")
+
+
+class CastMemberSerializer(serializers.Serializer):
+    character = serializers.IntegerField(allow_null=True, help_text="the card's id; null for the protagonist")
+    name = serializers.CharField()
+    protagonist = serializers.BooleanField(help_text="the protagonist's memory is the adventure's own bank")
+    in_cast = serializers.BooleanField(help_text="keeps memories of the scenes it is in (set on the card)")
+    memories = serializers.IntegerField(help_text="memories held on the current path, forgotten ones left out")
 
 
 class MemoryPatchSerializer(serializers.Serializer):

@@ -64,7 +64,8 @@ def on_nodes_copied(sender, *, adventure_id: int, from_branch_id: int, to_branch
     copies = [
         Memory(adventure_id=adventure_id, branch_id=to_branch_id, depth=m.depth, source_start=m.source_start,
                source_end=m.source_end, text=m.text, embedding=m.embedding, embedding_model=m.embedding_model,
-               pinned=m.pinned, forgotten=m.forgotten, stale=m.stale, edited=m.edited, offline=m.offline, use_count=m.use_count,
+               pinned=m.pinned, forgotten=m.forgotten, stale=m.stale, edited=m.edited, offline=m.offline,
+               character_id=m.character_id, kind=m.kind, importance=m.importance, use_count=m.use_count,
                last_used_at=m.last_used_at)
         for m in Memory.objects.filter(branch_id=from_branch_id, depth__in=depths)
     ]

@@ -6,6 +6,7 @@ A = "adventures/<int:adventure_id>/"
 
 urlpatterns = [
     path(A + "memories/", api.MemoryListView.as_view(), name="memories"),
+    path(A + "cast/", api.CastView.as_view(), name="cast"),
     path(A + "memories/run/", api.MemoryRunView.as_view(), name="memories-run"),
     path(A + "memories/<int:memory_id>/", api.MemoryDetailView.as_view(), name="memory"),
     path(A + "memories/<int:memory_id>/source/", api.MemorySourceView.as_view(), name="memory-source"),

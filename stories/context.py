@@ -2,8 +2,8 @@
 costs and why it is there (the same object powers Insights).
 
 Order: AI instructions, plot essentials (with the protagonist), story summary,
-memories, triggered story cards (at most 40% of the flexible budget), the
-recent story (newest kept, oldest dropped), with the author's note placed a
+memories, what each character named in the recent story knows, triggered story
+cards (at most 40% of the flexible budget), the recent story (newest kept, oldest dropped), with the author's note placed a
 few actions from the end.
 """
 
@@ -20,6 +20,11 @@ DEFAULT_INSTRUCTIONS = (
     "in second person (\"you\" is the protagonist), for one or two short paragraphs. Never decide what the "
     "protagonist says or does beyond what the player wrote. Do not repeat earlier text or summarize."
 )
+KNOWS_RULE = (
+    "Each character knows only what the story showed them: keep a character to what its [What ... knows] "
+    "part and the scenes it was in tell. A character who was absent does not know what happened there."
+)
+KNOWS_SHARE = 0.08  # of the flexible budget, at most, for one character's part
 AUTHORS_NOTE_OFFSET = 3  # actions from the end where the author's note is placed
 CARD_SHARE = 0.4  # of the flexible budget, at most, for story cards
 FIXED_PART_SHARE = 0.15  # of the budget, at most, for each of instructions / plot essentials / summary / note
@@ -38,6 +43,15 @@ class MemoryItem:
     pinned: bool = False
     source_start: int | None = None  # the story depths the memory tells of (None: hand-written)
     source_end: int | None = None
+
+
+@dataclass(frozen=True)
+class Knowing:
+    """What one character of the cast remembers, ranked for this moment."""
+
+    card_id: int
+    name: str
+    items: list[MemoryItem]
 
 
 @dataclass
@@ -64,8 +78,13 @@ class Context:
 
     @property
     def memory_ids(self) -> set[int]:
-        """The memories the prompt holds."""
+        """The adventure's own memories the prompt holds."""
         return {item["id"] for p in self.parts if p.name == "memories" for item in p.items}
+
+    @property
+    def knowledge_ids(self) -> set[int]:
+        """The characters' memories the prompt holds."""
+        return {item["id"] for p in self.parts if p.name == "knows" for item in p.items}
 
     def as_dict(self) -> dict:
         return {"budget": self.budget, "total_tokens": self.total_tokens, "encoding": self.encoding,
@@ -91,7 +110,7 @@ def _persona(adventure: Adventure) -> str:
 
 def build(
     *, adventure: Adventure, story: list[Action], cards: list[StoryCard], memories: list[MemoryItem],
-    context_tokens: int, model: str, recall_note: str = "",
+    context_tokens: int, model: str, recall_note: str = "", knowledge: list[Knowing] | None = None,
 ) -> Context:
     """The prompt for the next model reply after ``story`` (oldest first).
 
@@ -99,8 +118,9 @@ def build(
     for word, is left out (pins are always sent): the same events are not paid
     twice. Leaving memories out only frees room, so the story part can only
     grow, and one more layout settles it."""
+    knowledge = knowledge or []
     ctx = _layout(adventure=adventure, story=story, cards=cards, memories=memories, context_tokens=context_tokens,
-                  model=model, recall_note=recall_note)
+                  model=model, recall_note=recall_note, knowledge=knowledge)
     shown = _story_depths(ctx)
     if shown is None:
         return ctx
@@ -110,7 +130,7 @@ def build(
         return ctx
     left = [m for m in memories if m not in covered]
     ctx = _layout(adventure=adventure, story=story, cards=cards, memories=left, context_tokens=context_tokens,
-                  model=model, recall_note=recall_note)
+                  model=model, recall_note=recall_note, knowledge=knowledge)
     for part in ctx.parts:
         if part.name == "story":
             part.reason += f"; {len(covered)} recalled memories left out: their events are here word for word"
@@ -126,7 +146,7 @@ def _story_depths(ctx: Context) -> tuple[int, int] | None:
 
 def _layout(
     *, adventure: Adventure, story: list[Action], cards: list[StoryCard], memories: list[MemoryItem],
-    context_tokens: int, model: str, recall_note: str = "",
+    context_tokens: int, model: str, recall_note: str = "", knowledge: list[Knowing] = (),
 ) -> Context:
     enc = tokens.encoding_for(model)
 
@@ -143,7 +163,10 @@ def _layout(
     per_fixed = int(budget * FIXED_PART_SHARE)
     parts: list[Part] = []
 
-    instructions = cap(adventure.ai_instructions.strip() or DEFAULT_INSTRUCTIONS, per_fixed)
+    instructions = adventure.ai_instructions.strip() or DEFAULT_INSTRUCTIONS
+    if any(k.items for k in knowledge):
+        instructions += "\n" + KNOWS_RULE
+    instructions = cap(instructions, per_fixed)
     parts.append(Part("instructions", instructions, count(instructions),
                       "the adventure's AI instructions" if adventure.ai_instructions.strip() else "default instructions"))
     plot = "\n".join(x for x in (_persona(adventure), adventure.plot_essentials.strip()) if x)
@@ -178,6 +201,27 @@ def _layout(
         if lines:
             text = "[Memories]\n" + "\n".join(lines)
             parts.append(Part("memories", text, count(text), f"{len(lines)} memories recalled for this moment", items))
+            left -= count(text)
+
+    for knows in knowledge:
+        header = f"[What {knows.name} knows]"
+        part_cap = min(int(flexible * KNOWS_SHARE), left)
+        lines, items = [], []
+        used = count(header + "\n")
+        for memory in knows.items:
+            line = f"- {memory.text.strip()}"
+            cost = count(line + "\n")
+            if used + cost > part_cap:
+                continue
+            lines.append(line)
+            used += cost
+            items.append({"id": memory.id, "similarity": memory.similarity, "pinned": memory.pinned,
+                          "tokens": cost, "character": knows.card_id})
+        if lines:
+            text = header + "\n" + "\n".join(lines)
+            parts.append(Part("knows", text, count(text),
+                              f"What {knows.name} knows: {len(lines)} of their memories (the scenes they were in); "
+                              f"{knows.name} is named in the recent story", items))
             left -= count(text)
 
     recent_text = "\n".join(a.text for a in story[-CARD_SCAN_ACTIONS:])
@@ -229,7 +273,8 @@ def _layout(
         parts.append(Part("authors_note", note, count(note),
                           f"the author's note, placed {min(AUTHORS_NOTE_OFFSET, len(kept))} actions from the end"))
 
-    system = "\n\n".join(p.text for p in parts if p.name in {"instructions", "plot_essentials", "summary", "memories", "cards"})
+    system = "\n\n".join(p.text for p in parts
+                           if p.name in {"instructions", "plot_essentials", "summary", "memories", "knows", "cards"})
     user = "\n\n".join(rendered) if rendered else "(The story begins.)"
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
     total = count(system) + count(user) + overhead

@@ -150,6 +150,9 @@ class StoryCard(models.Model):
     keys = models.JSONField(default=list, blank=True)  # trigger words, matched whole-word, case-insensitive
     entry = models.TextField(blank=True, default="")
     notes = models.TextField(blank=True, default="")
+    # A character card in the cast keeps its own memories of the scenes it is in (memory.cast);
+    # the flag means nothing on other card types.
+    in_cast = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

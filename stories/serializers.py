@@ -137,6 +137,9 @@ class CardInputSerializer(serializers.Serializer):
                                  required=False, default=list)
     entry = strict.TextField(max_length=CARD_ENTRY_MAX, allow_blank=True, required=False, default="")
     notes = strict.TextField(max_length=CARD_ENTRY_MAX, allow_blank=True, required=False, default="")
+    in_cast = serializers.BooleanField(
+        required=False, default=True,
+        help_text="a character card in the cast keeps its own memories of the scenes it is in")
 
     def validate_keys(self, value):
         try:
@@ -148,7 +151,7 @@ class CardInputSerializer(serializers.Serializer):
 class CardSerializer(strict.StrictModelSerializer):
     class Meta:
         model = StoryCard
-        fields = ["id", "type", "name", "keys", "entry", "notes", "created_at", "updated_at"]
+        fields = ["id", "type", "name", "keys", "entry", "notes", "in_cast", "created_at", "updated_at"]
 
 
 class AdventureSerializer(strict.StrictModelSerializer):

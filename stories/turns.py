@@ -79,10 +79,12 @@ def _prepare(*, user_id: int, adventure: Adventure, branch: Branch, below_depth:
     conn = accounts.connection_for_turn(user_id=user_id, ai=ai)
     limits.model_call(user_id=user_id)
     story = lineage.recent(branch, count=_story_window(ai.context_tokens), below_depth=below_depth)
+    cards = list(adventure.cards.all())
     recalled = retrieval.recall_for_turn(adventure=adventure, branch=branch, user_id=user_id, top_k=ai.memory_top_k,
-                                         story=story, record_use=True, ai=ai)
-    ctx = context.build(adventure=adventure, story=story, cards=list(adventure.cards.all()), memories=recalled.items,
-                        context_tokens=ai.context_tokens, model=conn.model, recall_note=recalled.fallback)
+                                         story=story, record_use=True, ai=ai, cards=cards)
+    ctx = context.build(adventure=adventure, story=story, cards=cards, memories=recalled.items,
+                        context_tokens=ai.context_tokens, model=conn.model, recall_note=recalled.fallback,
+                        knowledge=recalled.knowledge)
     return Prepared(user_id=user_id, adventure=adventure, branch=branch, token=token, placed=placed, ctx=ctx,
                     memories=recalled.items, conn=conn, ai=ai, reply_kind=reply_kind, retake_of=retake_of)
 
@@ -220,7 +222,9 @@ def insights(*, user_id: int, adventure_id: int) -> Context:
     ai = accounts.ai_settings_get(user_id=user_id)
     model = accounts.model_for_display(user_id=user_id)
     story = lineage.recent(branch, count=_story_window(ai.context_tokens))
+    cards = list(adventure.cards.all())
     recalled = retrieval.recall_for_turn(adventure=adventure, branch=branch, user_id=user_id, top_k=ai.memory_top_k,
-                                         story=story, record_use=False, ai=ai)
-    return context.build(adventure=adventure, story=story, cards=list(adventure.cards.all()), memories=recalled.items,
-                         context_tokens=ai.context_tokens, model=model, recall_note=recalled.fallback)
+                                         story=story, record_use=False, ai=ai, cards=cards)
+    return context.build(adventure=adventure, story=story, cards=cards, memories=recalled.items,
+                         context_tokens=ai.context_tokens, model=model, recall_note=recalled.fallback,
+                         knowledge=recalled.knowledge)

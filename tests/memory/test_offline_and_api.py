@@ -71,14 +71,14 @@ def test_recall_is_one_ranked_query_and_counts_use_only_on_real_turns(alice, dja
     from stories import lineage
 
     story = lineage.recent(head, count=50)  # a turn has read these already
-    # settings (active model) + the ranked SELECT + the use-count UPDATE
+    # settings (active model) + the ranked SELECT + the use-count UPDATE (a turn has read its cards already)
     with django_assert_num_queries(3):
         items = retrieval.recall_for_turn(adventure=adventure, branch=head, user_id=alice.pk, top_k=2, story=story,
-                                 record_use=True).items
+                                 record_use=True, cards=[]).items
     assert len(items) == 2
     with django_assert_num_queries(2):
         retrieval.recall_for_turn(adventure=adventure, branch=head, user_id=alice.pk, top_k=2, story=story,
-                         record_use=False)
+                         record_use=False, cards=[])
     counts = dict(Memory.objects.values_list("text", "use_count"))
     assert sum(counts.values()) == 2, "the dry run changed no use count"
 

@@ -1,5 +1,8 @@
 """Building stories for tests without a model: the tree's own write functions."""
 
+import json
+import re
+
 from stories import tree
 from stories.models import Branch
 
@@ -11,11 +14,27 @@ def memory_reply(body, n):
     if system.startswith("You write memories"):
         passage = user.split("Passage:\n", 1)[1]
         return f"Mira remembered this: {passage.split()[0]} {passage.split()[-1]}"
+    if system.startswith("You keep the memories of each character"):
+        return cast_reply(user)
     if system.startswith("You keep the running summary"):
         current = user.split("Current summary:\n", 1)[1].split("\n\nWhat happened since:", 1)[0]
         lines = user.split("What happened since:\n", 1)[1].splitlines()
         return f"{current} Later, {len(lines)} more things happened."
     return f"The story goes on ({n})."
+
+
+def cast_reply(user: str) -> str:
+    """The fake model as the cast's writer: each listed character remembers the last two sentences of
+    its own part that name it (plumbing: only what it was shown comes back)."""
+    parts = re.findall(r"^## ([^\n]+)\n(.*?)(?=\n\n## |\Z)", user.split("What each character was present for:", 1)[1],
+                       re.M | re.S)
+    memories = []
+    for name, excerpt in parts:
+        sentences = re.split(r"(?<=[.!?])\s+", excerpt.strip())
+        sentences = [x for x in sentences if re.search(rf"\b{re.escape(name.strip())}\b", x)] or sentences
+        memories.append({"character": name.strip(), "kind": "witnessed", "importance": 0.6,
+                         "text": " ".join(sentences[-2:])})
+    return "```json\n" + json.dumps({"memories": memories}) + "\n```"
 
 
 def is_memory_request(recorded) -> bool:

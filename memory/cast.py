@@ -1,0 +1,340 @@
+"""The cast: who was in each scene of a block, and each character's memory of it.
+
+Presence is read from the text, a sentence at a time, in story order:
+- a cast member (a character card with ``in_cast``) enters the scene in the first sentence that names
+  it (its name or any of its keys, whole word, any case);
+- it leaves after a sentence that names it as the one leaving ("Bram leaves the hall", "Bram walks
+  out", "Bram and Cora ride off");
+- when the protagonist leaves, the scene moves with them: only those named in that sentence come along;
+- a block starts with the members named in the block before it who did not leave there (presence
+  carries over one block, no further: a member nobody names for a whole block has left the story's
+  eye).
+The protagonist is in every scene (the story is told from their side): their memory is the
+adventure's own bank, so only the cast's character cards get memories here.
+
+A member remembers only the sentences it was present for. One model call writes every member's
+memory of a block (a JSON answer); without a model, the offline writer picks each member's most
+telling sentences.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from stories import providers, tokens
+from stories.models import Action, Adventure, ProviderCall, StoryCard
+
+log = logging.getLogger(__name__)
+
+CAST_MEMORIES_PER_BLOCK = 4  # members remembering one block, at most (the most present first)
+WITNESS_TOKENS = 600  # of one member's scenes in the writer's prompt (its newest kept)
+CAST_MAX_OUTPUT = 500  # tokens of the writer's JSON answer
+KINDS = ("say", "heard", "interaction", "witnessed")
+# the offline writer's importance, by kind: what a member said or did outweighs what it only saw
+KIND_IMPORTANCE = {"say": 0.7, "interaction": 0.6, "heard": 0.5, "witnessed": 0.4}
+MEMORY_WORDS_MAX = 50
+
+CAST_INSTRUCTIONS = (
+    "You keep the memories of each character in a long interactive story. For each character listed below, "
+    "write ONE memory of the passage from that character's side: what they saw, said, did and heard. 1-2 plain "
+    "sentences, past tense, third person, at most {words} words, naming everyone (never \"you\"). A character "
+    "knows ONLY the text listed under their own name: never add anything from another character's part. "
+    "Answer with JSON only, no prose: {{\"memories\": [{{\"character\": \"<name as listed>\", \"kind\": "
+    "\"say|heard|interaction|witnessed\", \"importance\": <0 to 1>, \"text\": \"<the memory>\"}}]}}. kind: say "
+    "if the character mainly spoke, heard if they mainly listened, interaction if they acted with or on someone "
+    "or something, witnessed if they only watched. importance: how much it will matter to that character later."
+)
+
+_LEAVE_PLACES = (
+    "room|hall|house|home|tavern|inn|castle|city|town|village|camp|chamber|building|place|keep|tower|temple|"
+    "chapel|court|courtyard|square|market|ship|cave|forest|palace|party|table|scene|study|kitchen|library|"
+    "office|shop|store|garden|yard|stable|stables|crypt|vault|cellar|tent|feast|meeting|council|gathering|"
+    "bar|station|street|road|clearing|bridge|gate|gates|door|hut|cabin|manor|throne"
+)
+_LEAVE = re.compile(
+    r"\b(?:"
+    r"(?:leaves?|left|leaving|departs?|departed|exits?|exited)"
+    r"(?=\s*(?:[.,;:!?\"”]|$|(?:for|to|through|with|without|and|again|at|before|after|into|alone|quietly|"
+    r"quickly|too)\b|(?:the|this|that|his|her|their|our|my|your)\s+(?:\w+\s+)?(?:" + _LEAVE_PLACES + r")\b))"
+    r"|(?:goes|go|going|went|gone|walks?|walked|storms?|stormed|rides?|rode|heads?|headed|slips?|slipped|"
+    r"hurries|hurried|runs?|ran|steps?|stepped|wanders?|wandered|marches|marched|sneaks?|sneaked|snuck|"
+    r"stalks?|stalked|strides?|strode|flees|fled|sets?|set)\s+(?:out|off|away|outside|home)\b"
+    r"|(?:vanish(?:es|ed)?|disappears?|disappeared)\b"
+    r")",
+    re.IGNORECASE,
+)
+_SPEECH = re.compile(
+    r"\b(?:says?|said|asks?|asked|repl(?:y|ies|ied)|whispers?|whispered|shouts?|shouted|tells?|told|"
+    r"answers?|answered|calls?|called|mutters?|muttered|cries|cried|warns?|warned|promises?|promised|"
+    r"admits?|admitted|explains?|explained|insists?|insisted|swears?|swore|laughs?|laughed)\b",
+    re.IGNORECASE,
+)
+_QUOTE = re.compile(r"[\"“”]")
+
+
+@dataclass(frozen=True)
+class Member:
+    card_id: int
+    name: str
+    patterns: tuple[re.Pattern, ...]
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        return sorted({m.span() for p in self.patterns for m in p.finditer(text)})
+
+
+@dataclass
+class Witness:
+    """What one member was present for in a block, in story order."""
+
+    member: Member
+    sentences: list[str] = field(default_factory=list)
+    named: int = 0  # sentences of the block that name it
+
+
+@dataclass(frozen=True)
+class CastMemory:
+    card_id: int
+    text: str
+    kind: str
+    importance: float
+    offline: bool
+
+
+def _word(text: str) -> re.Pattern:
+    return re.compile(r"(?<!\w)" + re.escape(text) + r"(?!\w)", re.IGNORECASE)
+
+
+def members(cards: list[StoryCard]) -> list[Member]:
+    """The cast's character cards (``in_cast``), each with its name and keys as whole-word patterns."""
+    out = []
+    for card in cards:
+        if card.type != StoryCard.Type.CHARACTER or not card.in_cast or not card.name.strip():
+            continue
+        words = [card.name.strip()] + [k.strip() for k in card.keys if k.strip()]
+        out.append(Member(card.pk, card.name.strip(), tuple(_word(w) for w in dict.fromkeys(words))))
+    return out
+
+
+def named_in(members_: list[Member], text: str) -> list[Member]:
+    """The members ``text`` names, the most recently named first."""
+    last = {m: max((end for _, end in m.spans(text)), default=-1) for m in members_}
+    return sorted((m for m in members_ if last[m] >= 0), key=lambda m: -last[m])
+
+
+def _split(text: str) -> list[str]:
+    return [s.strip() for s in re.split(r"(?<=[.!?])[\"'”)\]]?\s+", text) if s.strip()]
+
+
+def story_sentences(actions: list[Action], *, name: str) -> list[str]:
+    """The actions' sentences in story order, in third person (``name`` for "you")."""
+    from memory.summarize import second_to_third_person
+
+    out = []
+    for action in actions:
+        text = action.text.replace("\n", " ").strip()
+        if action.kind == Action.Kind.DO:  # as the offline summarizer tells a player's act
+            text = re.sub(r"^(you|i)\s+", "", text, flags=re.I).rstrip(".!?")
+            text = f"{name} chose to {text[:1].lower()}{text[1:]}."
+        elif action.kind == Action.Kind.SAY:
+            text = f'{name} said, "{text.strip(chr(34))}"'
+        out.extend(_split(second_to_third_person(text, name=name)))
+    return out
+
+
+def _leavers(sentence: str, named: list[Member], hero: re.Pattern) -> tuple[set[Member], bool]:
+    """Who leaves in ``sentence``: the one named nearest before a leaving verb, with those joined
+    to it by "and" or commas ("Bram and Cora ride off"), and whether the protagonist is among them."""
+    gone: set[Member] = set()
+    hero_leaves = False
+    for verb in _LEAVE.finditer(sentence):
+        before = sentence[:verb.start()]
+        subjects = sorted([(s, e, m) for m in named for s, e in m.spans(before)]
+                          + [(*h.span(), None) for h in hero.finditer(before)], key=lambda x: x[1])
+        if not subjects:
+            continue
+        chosen = [subjects[-1]]
+        for prev in reversed(subjects[:-1]):
+            if not re.fullmatch(r"\s*(?:,|and|,\s*and)\s*", before[prev[1]:chosen[-1][0]]):
+                break
+            chosen.append(prev)
+        for _, _, who in chosen:
+            if who is None:
+                hero_leaves = True
+            else:
+                gone.add(who)
+    return gone, hero_leaves
+
+
+def present(*, cast: list[Member], actions: list[Action], before: list[Action], name: str) -> list[Witness]:
+    """Each member's part of the block ``actions`` (``before``: the block before it, for who is
+    already in the scene), the most present first, at most CAST_MEMORIES_PER_BLOCK; members the
+    block never shows are left out."""
+    if not cast:
+        return []
+    hero = _word(name)
+    here = _walk(cast, story_sentences(before, name=name), hero, named_only=True)[0] if before else set()
+    _, witnesses = _walk(cast, story_sentences(actions, name=name), hero, start=here)
+    shown = [w for w in witnesses.values() if w.sentences]
+    shown.sort(key=lambda w: (-w.named, -len(w.sentences), w.member.card_id))
+    return shown[:CAST_MEMORIES_PER_BLOCK]
+
+
+def _walk(cast: list[Member], sentences: list[str], hero: re.Pattern, *, start: set[Member] | None = None,
+          named_only: bool = False) -> tuple[set[Member], dict[Member, Witness]]:
+    here = set(start or ())
+    witnesses = {m: Witness(m) for m in cast}
+    seen: set[Member] = set()
+    for sentence in sentences:
+        named = [m for m in cast if m.spans(sentence)]
+        here.update(named)
+        seen.update(named)
+        for m in here:
+            witnesses[m].sentences.append(sentence)
+        for m in named:
+            witnesses[m].named += 1
+        gone, hero_leaves = _leavers(sentence, named, hero)
+        if hero_leaves:
+            here = set(named) - gone  # the scene moves with the protagonist
+        else:
+            here -= gone
+    if named_only:
+        here &= seen
+    return here, witnesses
+
+
+# ---------------------------------------------------------------------------- writing
+
+
+def _speaks(member: Member, sentence: str) -> bool:
+    """``member`` is the one speaking: named just before a speech verb ("Cora whispers", "Cora
+    quietly says") or just after it at the clause's end ("..., says Cora."); "whispers to Cora"
+    and "promises Cora to" are Cora hearing."""
+    for verb in _SPEECH.finditer(sentence):
+        for start, end in member.spans(sentence):
+            if end <= verb.start() and re.fullmatch(r"\s+(?:\w+ly\s+)?", sentence[end:verb.start()]):
+                return True
+            if (start >= verb.end() and re.fullmatch(r"\s+", sentence[verb.end():start])
+                    and re.match(r"\s*(?:[.,;:!?]|$)", sentence[end:])):
+                return True
+    return False
+
+
+def _kind(member: Member, sentences: list[str]) -> str:
+    """say > interaction > heard > witnessed, over the sentences a memory keeps."""
+    kinds = set()
+    for sentence in sentences:
+        if _speaks(member, sentence):
+            kinds.add("say")
+        elif member.spans(sentence):
+            kinds.add("interaction")
+        elif _SPEECH.search(sentence) or _QUOTE.search(sentence):
+            kinds.add("heard")
+        else:
+            kinds.add("witnessed")
+    return next((k for k in KINDS if k in kinds), "witnessed")
+
+
+_STOP = set("""a an the and or but if then so of to in on at by for with from into over under up down out is are
+was were be been being am do does did have has had this that these those it its as not no yes he she they them
+his her their we our i me my there here what which who whom when where why how all any some just very can could
+would should will shall may might must one also than too""".split())
+
+
+def offline_cast_memory(witness: Witness, *, name: str) -> CastMemory:
+    """The member's most telling sentences of its part (names, numbers and rare words score high;
+    sentences naming the member higher), in story order, at most 50 words."""
+    from memory.summarize import limit_words, sentence_case
+
+    sentences = witness.sentences
+    freq = Counter(w.lower() for s in sentences for w in re.findall(r"[A-Za-z']+", s) if w.lower() not in _STOP)
+
+    def score(sentence: str) -> float:
+        words = re.findall(r"[A-Za-z']+|\d+", sentence)
+        content = [w for w in words if w.lower() not in _STOP]
+        if not content:
+            return 0.0
+        names = sum(1 for w in words[1:] if w[:1].isupper())
+        rarity = sum(1.0 / freq[w.lower()] for w in content if w.lower() in freq)
+        own = 3.0 if witness.member.spans(sentence) else 0.0
+        return (rarity + 1.5 * names + own) / (len(words) ** 0.5)
+
+    ranked = sorted(range(len(sentences)), key=lambda i: score(sentences[i]), reverse=True)
+    chosen: list[int] = []
+    count = 0
+    for i in ranked:
+        n = len(sentences[i].split())
+        if count + n > MEMORY_WORDS_MAX and chosen:
+            continue
+        chosen.append(i)
+        count += n
+        if len(chosen) == 2:
+            break
+    kept = [sentences[i] for i in sorted(chosen)]
+    kind = _kind(witness.member, kept)
+    text = sentence_case(limit_words(" ".join(kept), MEMORY_WORDS_MAX), name=name)
+    return CastMemory(witness.member.card_id, text, kind, KIND_IMPORTANCE[kind], offline=True)
+
+
+def write_cast_memories(*, conn: providers.Connection | None, adventure: Adventure, witnesses: list[Witness],
+                        cards: list[StoryCard], user_id: int) -> list[CastMemory]:
+    """One memory for each witness of a block. With ``conn``, one model call writes them all
+    (raises ProviderError when the call fails); a member the answer leaves out or garbles gets
+    the offline writer's memory (flagged offline). Without ``conn``, all offline."""
+    from memory.summarize import cast_brief, clean_memory, protagonist
+
+    name = protagonist(adventure)
+    if not witnesses:
+        return []
+    if conn is None:
+        return [offline_cast_memory(w, name=name) for w in witnesses]
+    parts = []
+    for w in witnesses:
+        excerpt = tokens.keep_end(" ".join(w.sentences), tokens=WITNESS_TOKENS, model=conn.model)
+        parts.append(f"## {w.member.name}\n{excerpt}")
+    brief = cast_brief(adventure=adventure, text="\n".join(" ".join(w.sentences) for w in witnesses), cards=cards)
+    messages = [
+        {"role": "system", "content": CAST_INSTRUCTIONS.format(words=MEMORY_WORDS_MAX)},
+        {"role": "user", "content": (brief + "\n\n" if brief else "") + "What each character was present for:\n\n"
+                                    + "\n\n".join(parts)},
+    ]
+    result = providers.complete(conn=conn, messages=messages, max_tokens=CAST_MAX_OUTPUT, temperature=0.2,
+                                user_id=user_id, purpose=ProviderCall.Purpose.MEMORY, adventure_id=adventure.pk)
+    answered = _parse(result.text)
+    out = []
+    for w in witnesses:
+        entry = answered.get(w.member.name.casefold())
+        text = clean_memory(entry["text"], name=name) if entry else ""
+        if not text:
+            log.info("cast memory of %s in adventure %s written offline: the model left it out", w.member.name,
+                     adventure.pk)
+            out.append(offline_cast_memory(w, name=name))
+            continue
+        kind = entry.get("kind") if entry.get("kind") in KINDS else _kind(w.member, w.sentences)
+        importance = entry.get("importance")
+        if not isinstance(importance, (int, float)) or isinstance(importance, bool):
+            importance = KIND_IMPORTANCE[kind]
+        out.append(CastMemory(w.member.card_id, text, kind, round(min(max(float(importance), 0.0), 1.0), 3),
+                              offline=False))
+    return out
+
+
+def _parse(text: str) -> dict[str, dict]:
+    """The writer's answer as {character name (casefolded): entry}; empty when it is not the JSON asked for."""
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end <= start:
+        return {}
+    try:
+        data = json.loads(text[start:end + 1])
+    except ValueError:
+        return {}
+    entries = data.get("memories") if isinstance(data, dict) else None
+    out: dict[str, dict] = {}
+    for entry in entries if isinstance(entries, list) else []:
+        if (isinstance(entry, dict) and isinstance(entry.get("character"), str)
+                and isinstance(entry.get("text"), str) and entry["text"].strip()):
+            out.setdefault(entry["character"].strip().casefold(), entry)
+    return out

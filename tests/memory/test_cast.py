@@ -1,0 +1,171 @@
+"""Characters who remember: each character of the cast keeps its own memory of the scenes it was in,
+the prompt says who knows what, and those memories follow undo, forks, edits, export and import."""
+
+import pytest
+
+from memory import bank
+from memory.models import Cursor, Memory
+from stories.models import Branch
+from tests.support.story import memory_reply
+
+pytestmark = pytest.mark.django_db
+
+# The narrator's replies, in order: Bram leaves (depth 5); Aria hides the crown in front of Cora (depth 9).
+NARRATION = [
+    "Bram grumbles about the cold and stamps his boots.",                       # 3
+    "Bram says he must ride to the harbor before dark. Bram leaves the hall.",  # 5
+    "Aria lifts the old crown from the altar and turns it in the firelight.",   # 7
+    "Aria hides the crown beneath the altar stone while Cora watches.",         # 9
+    "Cora promises Aria to keep the secret of the altar stone.",                # 11
+    "The fire burns low and the wind howls over the roof.",                     # 13
+    "Bram returns, shaking snow from his cloak.",                                # 15
+]
+PLAYER = [
+    ("say", "Good evening, friends."),        # 2
+    ("do", "ask where he is going"),           # 4
+    ("do", "watch the door close"),            # 6
+    ("do", "stay silent"),                     # 8
+    ("do", "nod slowly"),                      # 10
+    ("do", "warm your hands by the fire"),     # 12
+    ("do", "look toward the door"),            # 14
+]
+HIDING = "hides the crown"
+
+
+@pytest.fixture
+def narrator(memory_llm):
+    """The fake model: the story's narrator from NARRATION, the memory writers as in every memory test."""
+    told = iter(NARRATION)
+
+    def reply(body, n):
+        if body["messages"][0]["content"].startswith("You are the narrator"):
+            return next(told, "The night goes on.")
+        return memory_reply(body, n)
+
+    memory_llm.reply = reply
+    return memory_llm
+
+
+@pytest.fixture
+def hall(owner, narrator, alice_api):
+    """An adventure in the hall of Tarn with Bram, Aria and Cora in the cast, played to depth 13 and
+    remembered (blocks 1-6 and 7-12)."""
+    made = alice_api.post("/api/adventures/", {
+        "title": "The Crown of Tarn", "persona_name": "Mira", "persona_pronouns": "she/her",
+        "opening": "The great hall of Tarn is cold. Bram, Aria and Cora wait by the hearth.",
+    }, format="json")
+    assert made.status_code == 201, made.json()
+    aid = made.json()["id"]
+    cards = {}
+    for name in ("Bram", "Aria", "Cora"):
+        card = alice_api.post(f"/api/adventures/{aid}/cards/", {"type": "character", "name": name,
+                                                                 "entry": f"{name} of Tarn."}, format="json")
+        assert card.status_code == 201, card.json()
+        assert card.json()["in_cast"] is True, "a character card joins the cast by default"
+        cards[name] = card.json()["id"]
+    for mode, text in PLAYER[:6]:
+        turn = alice_api.post(f"/api/adventures/{aid}/turns/", {"mode": mode, "text": text}, format="json")
+        assert turn.status_code == 201, turn.json()
+    bank.run(aid)
+    return aid, cards
+
+
+def knows(alice_api, aid, card_id):
+    listed = alice_api.get(f"/api/adventures/{aid}/memories/?character={card_id}")
+    assert listed.status_code == 200, listed.json()
+    return [m["text"] for m in listed.json()]
+
+
+def prompt_part(request, name):
+    system = request.body["messages"][0]["content"]
+    header = f"[What {name} knows]"
+    if header not in system:
+        return None
+    return system.split(header, 1)[1].split("\n\n", 1)[0]
+
+
+def test_an_absent_character_is_not_told_what_happened_while_a_witness_is(hall, alice_api, narrator):
+    aid, cards = hall
+    assert any(HIDING in text for text in knows(alice_api, aid, cards["Cora"])), "Cora saw the crown hidden"
+    assert any(HIDING in text for text in knows(alice_api, aid, cards["Aria"])), "Aria hid it"
+    bram = knows(alice_api, aid, cards["Bram"])
+    assert bram and not any(HIDING in text or "altar" in text for text in bram), bram
+    assert any("harbor" in text for text in bram), "Bram remembers his own leaving"
+    own = [m["text"] for m in alice_api.get(f"/api/adventures/{aid}/memories/").json()]
+    assert len(own) == 2 and not any(m in own for m in knows(alice_api, aid, cards["Cora"])), \
+        "the adventure's own bank holds only its own memories"
+
+    mode, text = PLAYER[6]
+    assert alice_api.post(f"/api/adventures/{aid}/turns/", {"mode": mode, "text": text},
+                          format="json").status_code == 201  # Bram returns
+    turn = alice_api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "ask Bram and Cora about the crown"},
+                          format="json")
+    assert turn.status_code == 201, turn.json()
+    asked = narrator.chat_requests()[-1]
+    bram_part, cora_part = prompt_part(asked, "Bram"), prompt_part(asked, "Cora")
+    assert bram_part is not None and "harbor" in bram_part and HIDING not in bram_part
+    assert cora_part is not None and HIDING in cora_part
+    assert prompt_part(asked, "Aria") is None, "Aria is not named in the recent story"
+    assert "Each character knows only what the story showed them" in asked.body["messages"][0]["content"]
+    parts = {p["name"]: p for p in turn.json()["context"]["parts"]}
+    assert "knows" in parts
+    insights = alice_api.get(f"/api/adventures/{aid}/insights/").json()
+    reasons = [p["reason"] for p in insights["parts"] if p["name"] == "knows"]
+    assert any(r.startswith("What Bram knows") for r in reasons) and any(r.startswith("What Cora knows")
+                                                                         for r in reasons)
+
+
+def test_undo_withdraws_the_hiding_from_every_memory_and_a_fork_before_it_never_had_it(hall, alice_api):
+    aid, cards = hall
+    main = Branch.objects.get(pk=alice_api.get(f"/api/adventures/{aid}/").json()["head_branch"])
+    story = alice_api.get(f"/api/adventures/{aid}/story/").json()
+    at_8 = next(a for a in story["actions"] if a["depth"] == 8)
+    fork = alice_api.post(f"/api/adventures/{aid}/actions/{at_8['id']}/fork/", {"name": "before"}, format="json")
+    assert fork.status_code == 201, fork.json()
+    bank.run(aid)
+    assert not any(HIDING in t for t in knows(alice_api, aid, cards["Cora"])), "the fork never saw the hiding"
+    assert not any(HIDING in t for t in knows(alice_api, aid, cards["Aria"]))
+
+    alice_api.post(f"/api/adventures/{aid}/branches/{main.pk}/checkout/")
+    assert any(HIDING in t for t in knows(alice_api, aid, cards["Cora"])), "the main line still holds it"
+    while alice_api.get(f"/api/adventures/{aid}/").json()["head_depth"] > 8:
+        assert alice_api.post(f"/api/adventures/{aid}/undo/").status_code == 200
+    for name in ("Aria", "Cora"):
+        assert not any(HIDING in t for t in knows(alice_api, aid, cards[name])), name
+    assert not Memory.objects.filter(adventure_id=aid, branch=main, text__contains=HIDING).exists()
+
+
+def test_a_block_written_again_writes_no_character_memory_twice_and_keeps_the_players_edit(hall, alice_api):
+    aid, cards = hall
+    edited = Memory.objects.get(adventure_id=aid, character_id=cards["Cora"], source_start=7)
+    response = alice_api.patch(f"/api/adventures/{aid}/memories/{edited.pk}/",
+                               {"text": "Cora swore on her mother to keep the altar's secret."}, format="json")
+    assert response.status_code == 200 and response.json()["edited"] is True
+    # the player deletes the block's own memory and the pass writes the block again
+    own = Memory.objects.get(adventure_id=aid, character__isnull=True, source_start=7)
+    assert alice_api.delete(f"/api/adventures/{aid}/memories/{own.pk}/").status_code == 204
+    Cursor.objects.filter(adventure_id=aid).update(memory_depth=0, memory_branch=None)
+    bank.run(aid)
+    rows = list(Memory.objects.filter(adventure_id=aid, source_start=7).values_list("character_id", "text"))
+    holders = [holder for holder, _ in rows]
+    assert sorted(holders, key=lambda h: h or 0) == [None, cards["Aria"], cards["Cora"]], rows
+    assert dict(rows)[cards["Cora"]] == "Cora swore on her mother to keep the altar's secret."
+
+
+def test_editing_an_action_rewrites_who_was_there(hall, alice_api):
+    """An edit that brings Bram back to watch the hiding gives Bram a memory of it; the other
+    characters' memories of the block are written again from the edited text."""
+    aid, cards = hall
+    story = alice_api.get(f"/api/adventures/{aid}/story/").json()
+    hiding = next(a for a in story["actions"] if a["depth"] == 9)
+    assert not any(HIDING in t for t in knows(alice_api, aid, cards["Bram"]))
+    edited = alice_api.patch(f"/api/adventures/{aid}/actions/{hiding['id']}/",
+                             {"text": "Aria hides the crown beneath the altar stone while Bram watches from the door."},
+                             format="json")
+    assert edited.status_code == 200, edited.json()
+    before = {m["id"]: m for m in alice_api.get(f"/api/adventures/{aid}/memories/?character={cards['Cora']}").json()}
+    assert [m["stale"] for m in before.values() if m["source_start"] == 7] == [True]
+    bank.run(aid)
+    assert any(HIDING in t for t in knows(alice_api, aid, cards["Bram"])), "Bram saw it in the edited story"
+    cora = Memory.objects.get(adventure_id=aid, character_id=cards["Cora"], source_start=7)
+    assert not cora.stale and "while Cora watches" not in cora.text
