@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Count
 
 from config import jobs
@@ -153,3 +153,71 @@ def summary_regenerate(*, adventure: Adventure) -> Adventure:
         raise ProviderError("summary_failed", report.errors[0])
     adventure.refresh_from_db()
     return adventure
+
+
+IMPORT_MEMORIES_MAX = 50_000  # memories in one imported adventure (every branch, every character)
+
+
+def memories_export(*, adventure: Adventure) -> list[dict]:
+    """Every memory of the adventure, on every branch: the adventure's own and its characters'
+    (``character``: the card's place in the export's card list). A stale memory a pass would
+    write again is left out (its block is remembered anew after import); vectors are not carried
+    (the imported adventure's pass embeds them)."""
+    cards = {pk: i for i, pk in enumerate(StoryCard.objects.filter(adventure=adventure).order_by("id")
+                                          .values_list("pk", flat=True))}
+    rows = Memory.objects.filter(adventure=adventure).exclude(stale=True, edited=False).order_by("branch_id", "depth", "id")
+    return [
+        {"branch": m.branch_id, "depth": m.depth, "source_start": m.source_start, "source_end": m.source_end,
+         "text": m.text, "character": cards.get(m.character_id), "kind": m.kind, "importance": m.importance,
+         "pinned": m.pinned, "forgotten": m.forgotten, "stale": m.stale, "edited": m.edited, "offline": m.offline}
+        for m in rows
+    ]
+
+
+def memories_import(*, adventure: Adventure, rows, branch_ids: dict[int, int], card_ids: list[int]) -> int:
+    """Store an export's memories on the imported adventure's tree (in the import's transaction;
+    raises InvalidRequest, which undoes the whole import, on any malformed memory)."""
+    from memory.models import MEMORY_TEXT_MAX
+
+    def need(condition: bool, message: str) -> None:
+        if not condition:
+            raise InvalidRequest(f"import: {message}")
+
+    need(isinstance(rows, list) and len(rows) <= IMPORT_MEMORIES_MAX,
+         f"'memories' must list at most {IMPORT_MEMORIES_MAX} memories")
+    characters = set(StoryCard.objects.filter(pk__in=card_ids, type=StoryCard.Type.CHARACTER)
+                     .values_list("pk", flat=True))
+    tips = dict(Branch.objects.filter(adventure=adventure).values_list("pk", "tip_depth"))
+    made = []
+    for row in rows:
+        need(isinstance(row, dict) and row.get("branch") in branch_ids, "each memory needs a known 'branch'")
+        branch_id = branch_ids[row["branch"]]
+        need(isinstance(row.get("depth"), int) and 1 <= row["depth"] <= max(tips[branch_id], 1),
+             "a memory's depth must be a node of its branch")
+        start, end = row.get("source_start"), row.get("source_end")
+        need((start is None and end is None) or (isinstance(start, int) and isinstance(end, int)
+                                                 and 1 <= start <= end <= row["depth"]),
+             "a memory's source_start and source_end must both be empty or depths up to its own")
+        text = row.get("text")
+        need(isinstance(text, str) and 0 < len(text.strip()) and len(text) <= MEMORY_TEXT_MAX,
+             f"a memory's text must be 1 to {MEMORY_TEXT_MAX} characters")
+        character = row.get("character")
+        need(character is None or (isinstance(character, int) and not isinstance(character, bool)
+                                   and 0 <= character < len(card_ids) and card_ids[character] in characters),
+             "a memory's 'character' must be the place of a character card in 'cards', or null")
+        need(row.get("kind", "") in ("", "note", *cast.KINDS), f"unknown memory kind {row.get('kind')!r}")
+        importance = row.get("importance", 0.5)
+        need(isinstance(importance, (int, float)) and not isinstance(importance, bool) and 0 <= importance <= 1,
+             "a memory's importance must be a number from 0 to 1")
+        flags = {name: row.get(name, False) for name in ("pinned", "forgotten", "stale", "edited", "offline")}
+        need(all(isinstance(v, bool) for v in flags.values()),
+             "a memory's pinned, forgotten, stale, edited and offline must be true or false")
+        made.append(Memory(adventure=adventure, branch_id=branch_id, depth=row["depth"], source_start=start,
+                           source_end=end, text=text, character_id=card_ids[character] if character is not None else None,
+                           kind=row.get("kind", ""), importance=float(importance), **flags))
+    try:
+        with transaction.atomic():
+            Memory.objects.bulk_create(made)
+    except IntegrityError:
+        raise InvalidRequest("import: two memories of the same block for the same holder") from None
+    return len(made)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.db import IntegrityError, transaction
 from django.http import Http404
 from django.utils.dateparse import parse_datetime
@@ -101,10 +103,21 @@ def adventure_export(*, adventure: Adventure) -> dict:
             for a in actions
         ],
         "cards": [
-            {"type": c.type, "name": c.name, "keys": c.keys, "entry": c.entry, "notes": c.notes}
+            {"type": c.type, "name": c.name, "keys": c.keys, "entry": c.entry, "notes": c.notes,
+             "in_cast": c.in_cast}
             for c in StoryCard.objects.filter(adventure=adventure).order_by("id")
         ],
     }
+
+
+@dataclass(frozen=True)
+class Imported:
+    """An imported adventure, and where the file's ids went: its branch ids to the new ones, its
+    cards (by their place in the file's list) to the new cards' ids."""
+
+    adventure: Adventure
+    branch_ids: dict[int, int]
+    card_ids: list[int]
 
 
 def _require(condition: bool, message: str) -> None:
@@ -115,6 +128,12 @@ def _require(condition: bool, message: str) -> None:
 def adventure_import(*, owner_id: int, data) -> Adventure:
     """Create an adventure from ``adventure_export`` output. All or nothing;
     every reference and the tree's shape are checked."""
+    return adventure_import_mapped(owner_id=owner_id, data=data).adventure
+
+
+def adventure_import_mapped(*, owner_id: int, data) -> Imported:
+    """``adventure_import``, saying where the file's branches and cards went (for the parts of the
+    file other rooms import: the memories)."""
     _require(isinstance(data, dict), "expected a JSON object")
     _require(data.get("format") == EXPORT_FORMAT, f"'format' must be {EXPORT_FORMAT!r}")
     _require(data.get("version") == EXPORT_VERSION, f"'version' must be {EXPORT_VERSION}")
@@ -171,6 +190,7 @@ def adventure_import(*, owner_id: int, data) -> Adventure:
         _require(c.get("type", "other") in StoryCard.Type.values, f"card {c['name']!r}: unknown type")
         _require(isinstance(c.get("entry", ""), str) and len(c.get("entry", "")) <= CARD_ENTRY_MAX,
                  f"card {c['name']!r}: entry over {CARD_ENTRY_MAX} characters")
+        _require(isinstance(c.get("in_cast", True), bool), f"card {c['name']!r}: in_cast must be true or false")
 
     with transaction.atomic():
         adventure = Adventure.objects.create(owner_id=owner_id, **fields)
@@ -207,11 +227,11 @@ def adventure_import(*, owner_id: int, data) -> Adventure:
                       .order_by("depth")]
             _require(depths == list(range(1, len(depths) + 1)) and len(depths) == b.tip_depth,
                      f"branch {b.name or b.pk!r} does not read as a contiguous story (depths 1..tip, one live take each)")
-        StoryCard.objects.bulk_create([
+        made = StoryCard.objects.bulk_create([
             StoryCard(adventure=adventure, type=c.get("type", "other"), name=c["name"], keys=clean_keys(c.get("keys", [])),
-                      entry=c.get("entry", ""), notes=c.get("notes", "") or "")
+                      entry=c.get("entry", ""), notes=c.get("notes", "") or "", in_cast=c.get("in_cast", True))
             for c in cards
         ])
         card_limit_check(adventure=adventure, adding=0)
         jobs.memory_pass_after_commit(adventure_id=adventure.pk)  # the story is remembered in the background
-    return adventure
+    return Imported(adventure, new_ids, [c.pk for c in made])

@@ -54,7 +54,7 @@ class AdventureExportView(APIView):
     @extend_schema(responses={200: inline_serializer("AdventureExport", {"format": strict.TextField()})},
                    tags=["adventures"])
     def get(self, request, adventure_id):
-        return Response(adventures.adventure_export(adventure=_adventure(request, adventure_id)))
+        return Response(play.adventure_export(adventure=_adventure(request, adventure_id)))
 
 
 class AdventureImportView(APIView):

@@ -22,11 +22,23 @@ def adventure_create(*, owner_id: int, story_summary: str = "", **fields) -> Adv
     return adventure
 
 
+def adventure_export(*, adventure: Adventure) -> dict:
+    """The whole adventure (stories.adventures) with its memories: the adventure's own and its
+    characters', with their pins and the player's edits."""
+    return {**adventures.adventure_export(adventure=adventure),
+            "memories": memories.memories_export(adventure=adventure)}
+
+
 def adventure_import(*, owner_id: int, data) -> Adventure:
-    """An export of this site as a new adventure; its summary becomes the player's
-    own text, and the memory pass is asked for (it remembers the story in the background)."""
+    """An export of this site as a new adventure, with the memories it carries; its summary
+    becomes the player's own text, and the memory pass is asked for (it embeds the carried
+    memories and remembers the rest of the story in the background)."""
     with transaction.atomic():
-        adventure = adventures.adventure_import(owner_id=owner_id, data=data)
+        imported = adventures.adventure_import_mapped(owner_id=owner_id, data=data)
+        adventure = imported.adventure
+        if isinstance(data, dict) and data.get("memories") is not None:
+            memories.memories_import(adventure=adventure, rows=data["memories"], branch_ids=imported.branch_ids,
+                                     card_ids=imported.card_ids)
         if adventure.story_summary:
             adventure = memories.summary_set(adventure=adventure, text=adventure.story_summary)
     return adventure

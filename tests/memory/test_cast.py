@@ -169,3 +169,64 @@ def test_editing_an_action_rewrites_who_was_there(hall, alice_api):
     assert any(HIDING in t for t in knows(alice_api, aid, cards["Bram"])), "Bram saw it in the edited story"
     cora = Memory.objects.get(adventure_id=aid, character_id=cards["Cora"], source_start=7)
     assert not cora.stale and "while Cora watches" not in cora.text
+
+
+def test_export_and_import_carry_every_characters_memories_with_the_players_pins_and_edits(hall, alice_api, narrator):
+    aid, cards = hall
+    cora = Memory.objects.get(adventure_id=aid, character_id=cards["Cora"], source_start=7)
+    alice_api.patch(f"/api/adventures/{aid}/memories/{cora.pk}/", {"pinned": True}, format="json")
+    bram = Memory.objects.get(adventure_id=aid, character_id=cards["Bram"], source_start=1)
+    alice_api.patch(f"/api/adventures/{aid}/memories/{bram.pk}/", {"text": "Bram rode for the harbor at dusk."},
+                    format="json")
+    alice_api.patch(f"/api/adventures/{aid}/cards/{cards['Aria']}/", {"in_cast": False}, format="json")
+    exported = alice_api.get(f"/api/adventures/{aid}/export/").json()
+    assert len(exported["memories"]) == 7  # two blocks: the adventure's own, and 3 + 2 characters'
+
+    imported = alice_api.post("/api/adventures/import/", exported, format="json")
+    assert imported.status_code == 201, imported.json()
+    new = imported.json()["id"]
+    cast = {m["name"]: m for m in alice_api.get(f"/api/adventures/{new}/cast/").json()}
+    assert cast["Mira"]["protagonist"] and cast["Aria"]["in_cast"] is False
+    assert (cast["Bram"]["memories"], cast["Aria"]["memories"], cast["Cora"]["memories"]) == (1, 2, 2)
+    new_cora = alice_api.get(f"/api/adventures/{new}/memories/?character={cast['Cora']['character']}").json()
+    assert any(m["pinned"] and HIDING in m["text"] for m in new_cora)
+    new_bram = alice_api.get(f"/api/adventures/{new}/memories/?character={cast['Bram']['character']}").json()
+    assert [(m["text"], m["edited"]) for m in new_bram] == [("Bram rode for the harbor at dusk.", True)]
+    calls = len(narrator.chat_requests())
+    bank.run(new)
+    assert not [r for r in narrator.chat_requests()[calls:] if r.path.endswith("/chat/completions")], \
+        "the carried blocks are not written again"
+    assert Memory.objects.filter(adventure_id=new, embedding__isnull=True).count() == 0, "the pass embeds them"
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda m: m.update(character=99), "'character' must be the place of a character card"),
+    (lambda m: m.update(branch=12345), "known 'branch'"),
+    (lambda m: m.update(kind="gossip"), "unknown memory kind"),
+    (lambda m: m.update(importance=3), "importance must be a number from 0 to 1"),
+    (lambda m: m.update(text=""), "text must be 1 to"),
+])
+def test_an_import_with_a_bad_memory_is_refused_whole_with_what_to_fix(hall, alice_api, change, message):
+    aid, _ = hall
+    exported = alice_api.get(f"/api/adventures/{aid}/export/").json()
+    change(exported["memories"][-1])
+    before = alice_api.get("/api/adventures/").json()
+    refused = alice_api.post("/api/adventures/import/", exported, format="json")
+    assert refused.status_code == 400 and message in str(refused.json()), refused.json()
+    assert alice_api.get("/api/adventures/").json() == before, "nothing of the import was stored"
+
+
+def test_the_memory_api_lists_writes_and_refuses_characters_per_character(hall, alice_api, bob_api):
+    aid, cards = hall
+    written = alice_api.post(f"/api/adventures/{aid}/memories/", {"text": "Cora fears the dark crypt.",
+                                                                    "character": cards["Cora"]}, format="json")
+    assert written.status_code == 201 and written.json()["character"] == cards["Cora"]
+    assert written.json()["kind"] == "note"
+    assert "Cora fears the dark crypt." in knows(alice_api, aid, cards["Cora"])
+    assert "Cora fears the dark crypt." not in [m["text"] for m in alice_api.get(f"/api/adventures/{aid}/memories/").json()]
+    place = alice_api.post(f"/api/adventures/{aid}/cards/", {"type": "place", "name": "Tarn"}, format="json").json()
+    for bad in (place["id"], 999999, "bram"):
+        answer = alice_api.get(f"/api/adventures/{aid}/memories/?character={bad}")
+        assert answer.status_code == 400 and "character" in answer.json()["detail"], answer.json()
+    assert bob_api.get(f"/api/adventures/{aid}/cast/").status_code == 404
+    assert bob_api.get(f"/api/adventures/{aid}/memories/?character={cards['Cora']}").status_code == 404

@@ -148,6 +148,7 @@ BOUNDED_LISTS = {
     "/api/debug/requests/": "the last 30 provider calls",
     "/api/adventures/{adventure_id}/cards/export/": "at most 500 cards",
     "/api/adventures/{adventure_id}/memories/{memory_id}/source/": "the 6 actions of one memory's block",
+    "/api/adventures/{adventure_id}/cast/": "the protagonist and at most 500 character cards",
 }
 
 

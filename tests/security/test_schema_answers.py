@@ -110,6 +110,7 @@ def test_a_whole_session_answers_exactly_what_the_schema_documents(schema, alice
 
     memory = walk("post", A + "memories/", 201, body={"text": "The gate was open."}, adventure_id=aid)
     walk("get", A + "memories/", 200, adventure_id=aid)
+    walk("get", A + "cast/", 200, adventure_id=aid)
     walk("get", A + "memories/{memory_id}/", 200, adventure_id=aid, memory_id=memory["id"])
     walk("patch", A + "memories/{memory_id}/", 200, body={"pinned": True}, adventure_id=aid, memory_id=memory["id"])
     walk("get", A + "memories/{memory_id}/source/", 200, adventure_id=aid, memory_id=memory["id"])
