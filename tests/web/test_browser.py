@@ -194,6 +194,44 @@ def test_the_memory_drawer_pages_through_a_large_bank(live_server, long_road, br
 
 
 @pytest.fixture
+def hall_of_tarn(alice):
+    """An adventure whose cast holds Cora, with a memory of the story's own and two of Cora's."""
+    from django.test import Client
+
+    from memory import memories
+    from stories.adventures import adventure_create
+    from stories.models import StoryCard
+
+    adventure = adventure_create(owner_id=alice.pk, title="Hall of Tarn", opening="Dawn in the hall.")
+    cora = StoryCard.objects.create(adventure=adventure, type="character", name="Cora", entry="A servant.")
+    memories.memory_write(adventure=adventure, text="Mira reached the hall of Tarn.")
+    memories.memory_write(adventure=adventure, text="Cora saw Aria hide the crown.", character=cora)
+    memories.memory_write(adventure=adventure, text="Cora swept the great hall.", character=cora)
+    client = Client()
+    client.force_login(alice)
+    return adventure.pk, client.cookies["sessionid"].value
+
+
+def test_the_memory_drawer_shows_and_steers_each_characters_memories(live_server, hall_of_tarn, browser):
+    adventure_id, session = hall_of_tarn
+    context, page = open_play_page(browser, live_server.url, session, adventure_id)
+    page.click("#toggle-drawer")
+    expect(page.locator("#bank li.memory")).to_have_count(1)
+    assert "Mira reached the hall" in page.locator("#bank").inner_text()
+    page.select_option("#whose", label="Cora (2)")
+    expect(page.locator("#bank li.memory")).to_have_count(2)
+    assert "Cora saw Aria hide the crown." in page.locator("#bank").inner_text()
+    assert "Mira reached" not in page.locator("#bank").inner_text()
+    page.locator("#bank li.memory", has_text="hide the crown").get_by_role("button", name="Pin").click()
+    expect(page.locator("#bank li.memory.pinned")).to_have_count(1)
+    page.fill("#memory-text", "Cora fears the crypt.")
+    page.click("#new-memory button[type=submit]")
+    expect(page.locator("#bank li.memory")).to_have_count(3)
+    assert page.locator("#whose option:checked").inner_text() == "Cora (3)"
+    context.close()
+
+
+@pytest.fixture
 def staff_session(alice, django_user_model):
     """alice's adventure and a superuser's session, made before Playwright starts."""
     from django.test import Client

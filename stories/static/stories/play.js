@@ -214,11 +214,15 @@ function memoryItem(m) {
   return item;
 }
 
+// Whose bank the drawer shows: "" for the story's own (the protagonist's), else a character card's id.
+const whose = () => $("whose").value;
+const bankUrl = (extra = "") => `${base}/memories/?${new URLSearchParams({...(whose() ? {character: whose()} : {}), ...extra})}`;
+
 function moreButton(list, shown, total) {
   // The bank is paged (newest first): older memories come a page at a time.
   const more = el("li", {class: "muted"}, `Showing the newest ${shown} of ${total} memories. `,
     el("button", {type: "button", class: "link", onclick: async () => {
-      const page = await apiFetch(`${base}/memories/?offset=${shown}`);
+      const page = await apiFetch(bankUrl({offset: shown}));
       if (!page.ok) return say(errorText(page), "error");
       more.remove();
       list.append(...page.data.map(memoryItem));
@@ -227,19 +231,35 @@ function moreButton(list, shown, total) {
   return more;
 }
 
+async function loadCast() {
+  // The cast: the protagonist's memory is the story's own bank; each character card keeps its own.
+  const cast = await apiFetch(`${base}/cast/`);
+  if (!cast.ok) return;
+  const chosen = whose();
+  $("whose").replaceChildren(...cast.data.map((m) => el("option", {value: m.character ?? ""},
+    m.protagonist ? `${m.name} (the story's own, ${m.memories})` : `${m.name} (${m.memories}${m.in_cast ? "" : ", not in the cast"})`)));
+  $("whose").value = cast.data.some((m) => String(m.character ?? "") === chosen) ? chosen : "";
+}
+
 async function loadBank() {
-  const [bank, summary] = await Promise.all([apiFetch(`${base}/memories/`), apiFetch(`${base}/summary/`)]);
+  await loadCast();
+  const [bank, summary] = await Promise.all([apiFetch(bankUrl()), apiFetch(`${base}/summary/`)]);
   $("summary").value = summary.data.story_summary;
   $("catching-up").hidden = !summary.data.catching_up;
   const list = $("bank");
+  if (!bank.ok) return say(errorText(bank), "error");
   list.replaceChildren(...bank.data.map(memoryItem));
-  if (!bank.data.length) list.append(el("li", {class: "muted"}, "No memories yet: they form every 6 actions once the story has 12."));
+  if (!bank.data.length) list.append(el("li", {class: "muted"}, whose()
+    ? "No memories yet: a character remembers the scenes it is in, from the memories written every 6 actions."
+    : "No memories yet: they form every 6 actions once the story has 12."));
   if (bank.total > bank.data.length) list.append(moreButton(list, bank.data.length, bank.total));
 }
 $("refresh-bank").addEventListener("click", loadBank);
+$("whose").addEventListener("change", loadBank);
 $("new-memory").addEventListener("submit", async (e) => {
   e.preventDefault();
-  const r = await apiFetch(`${base}/memories/`, {method: "POST", body: JSON.stringify({text: $("memory-text").value})});
+  const body = {text: $("memory-text").value, ...(whose() ? {character: Number(whose())} : {})};
+  const r = await apiFetch(`${base}/memories/`, {method: "POST", body: JSON.stringify(body)});
   if (!r.ok) return say(errorText(r), "error");
   $("memory-text").value = ""; loadBank();
 });
@@ -278,7 +298,8 @@ async function loadWorld() {
     if (input.type === "checkbox") input.checked = adv.data[input.name]; else input.value = adv.data[input.name] ?? "";
   }
   $("cards").replaceChildren(...cards.data.map((c) => el("li", {class: "memory", "data-id": c.id},
-    el("p", {}, el("strong", {}, `${c.name} `), el("span", {class: "flags"}, `${c.type} · ${c.keys.join(", ")}`)),
+    el("p", {}, el("strong", {}, `${c.name} `), el("span", {class: "flags"},
+      [c.type, c.type === "character" && (c.in_cast ? "in the cast" : "not in the cast"), c.keys.join(", ")].filter(Boolean).join(" · "))),
     el("p", {class: "muted"}, c.entry),
     el("div", {class: "tools"},
       el("button", {type: "button", class: "link", onclick: () => editCard(c)}, "Edit"),
@@ -300,12 +321,13 @@ const cardForm = $("card-form");
 function editCard(c) {
   cardForm.elements.id.value = c.id; cardForm.elements.type.value = c.type; cardForm.elements.name.value = c.name;
   cardForm.elements.keys.value = c.keys.join(", "); cardForm.elements.entry.value = c.entry;
+  cardForm.elements.in_cast.checked = c.in_cast;
   cardForm.elements.name.focus();
 }
 cardForm.addEventListener("submit", async (e) => {
   e.preventDefault();
   const f = cardForm.elements;
-  const body = {type: f.type.value, name: f.name.value, entry: f.entry.value,
+  const body = {type: f.type.value, name: f.name.value, entry: f.entry.value, in_cast: f.in_cast.checked,
                 keys: f.keys.value.split(",").map((k) => k.trim()).filter(Boolean)};
   const r = f.id.value
     ? await apiFetch(`${base}/cards/${f.id.value}/`, {method: "PATCH", body: JSON.stringify(body)})
