@@ -253,7 +253,8 @@ def write_cast(*, conn, adventure: Adventure, head: Branch, members: list[cast.M
         members = [m for m in members if m.card_id == only]
     if not members:
         return []
-    before = list(lineage.story(head).filter(depth__gte=max(start - MEMORY_INTERVAL, 1), depth__lt=start))
+    before = list(lineage.story(head).filter(depth__gte=max(start - cast.LOOKBACK_BLOCKS * MEMORY_INTERVAL, 1),
+                                             depth__lt=start).order_by("depth"))
     witnesses = cast.present(cast=members, actions=actions, before=before, name=summarize.protagonist(adventure))
     return cast.write_cast_memories(conn=conn, adventure=adventure, witnesses=witnesses, cards=cards,
                                     user_id=adventure.owner_id)

@@ -6,9 +6,12 @@ Presence is read from the text, a sentence at a time, in story order:
 - it leaves after a sentence that names it as the one leaving ("Bram leaves the hall", "Bram walks
   out", "Bram and Cora ride off");
 - when the protagonist leaves, the scene moves with them: only those named in that sentence come along;
+- a member who left comes back only when the text says so ("Bram returns", "Nell comes back in");
+  until then a mention ("the ring Sable left behind") does not bring them in, nor does a possessive
+  ("the elder's son") bring in anyone;
 - a block starts with the members named in the block before it who did not leave there (presence
   carries over one block, no further: a member nobody names for a whole block has left the story's
-  eye).
+  eye); departures hold over LOOKBACK_BLOCKS blocks.
 The protagonist is in every scene (the story is told from their side): their memory is the
 adventure's own bank, so only the cast's character cards get memories here.
 
@@ -31,6 +34,7 @@ from stories.models import Action, Adventure, ProviderCall, StoryCard
 log = logging.getLogger(__name__)
 
 CAST_MEMORIES_PER_BLOCK = 4  # members remembering one block, at most (the most present first)
+LOOKBACK_BLOCKS = 2  # blocks read before one, for who is in the scene and who left
 WITNESS_TOKENS = 600  # of one member's scenes in the writer's prompt (its newest kept)
 CAST_MAX_OUTPUT = 500  # tokens of the writer's JSON answer
 KINDS = ("say", "heard", "interaction", "witnessed")
@@ -65,6 +69,12 @@ _LEAVE = re.compile(
     r"stalks?|stalked|strides?|strode|flees|fled|sets?|set|climbs?|climbed)\s+(?:out|off|away|outside|home|below|upstairs|downstairs|inside|ashore)\b"
     r"|(?:vanish(?:es|ed)?|disappears?|disappeared)\b"
     r")",
+    re.IGNORECASE,
+)
+_ARRIVE = re.compile(
+    r"\b(?:returns?|returned|returning|arrives?|arrived|enters?|entered|reappears?|reappeared|rejoins?|rejoined|"
+    r"(?:comes?|came|walks?|walked|steps?|stepped|bursts?|burst|hurries|hurried|rides?|rode|slips?|slipped)\s+"
+    r"(?:back|in|inside)|(?:is|was)\s+back)\b",
     re.IGNORECASE,
 )
 _SPEECH = re.compile(
@@ -133,27 +143,35 @@ def story_sentences(actions: list[Action], *, name: str) -> list[str]:
     """The actions' sentences in story order, in third person (``name`` for "you")."""
     from memory.summarize import second_to_third_person
 
+    def third_person(text: str) -> str:  # outside quotes: "you" in what someone says is its listener
+        pieces = re.split(r"(\"[^\"]*\"|“[^”]*”)", text)
+        return "".join(p if i % 2 else second_to_third_person(p, name=name) for i, p in enumerate(pieces))
+
     out = []
     for action in actions:
         text = action.text.replace("\n", " ").strip()
         if action.kind == Action.Kind.DO:  # as the offline summarizer tells a player's act
             text = re.sub(r"^(you|i)\s+", "", text, flags=re.I).rstrip(".!?")
-            text = f"{name} chose to {text[:1].lower()}{text[1:]}."
+            text = third_person(f"{name} chose to {text[:1].lower()}{text[1:]}.")
         elif action.kind == Action.Kind.SAY:
             text = f'{name} said, "{text.strip(chr(34))}"'
-        out.extend(_split(second_to_third_person(text, name=name)))
+        else:
+            text = third_person(text)
+        out.extend(_split(text))
     return out
 
 
-def _leavers(sentence: str, named: list[Member], hero: re.Pattern) -> tuple[set[Member], bool]:
-    """Who leaves in ``sentence``: the one named nearest before a leaving verb, with those joined
-    to it by "and" or commas ("Bram and Cora ride off"), and whether the protagonist is among them."""
-    gone: set[Member] = set()
-    hero_leaves = False
-    for verb in _LEAVE.finditer(sentence):
+def _movers(sentence: str, named: list[Member], hero: re.Pattern, verbs: re.Pattern) -> tuple[set[Member], bool]:
+    """Who moves (leaves, or arrives, by ``verbs``) in ``sentence``: the one named nearest before
+    such a verb as its possible subject, with those joined to it by "and" or commas ("Bram and
+    Cora ride off"), and whether the protagonist is among them."""
+    movers: set[Member] = set()
+    hero_moves = False
+    for verb in verbs.finditer(sentence):
         before = sentence[:verb.start()]
-        subjects = sorted([(s, e, m) for m in named for s, e in m.spans(before)]
-                          + [(*h.span(), None) for h in hero.finditer(before)], key=lambda x: x[1])
+        subjects = sorted([(s, e, m) for m in named for s, e in m.spans(before) if _subject(before, s, e)]
+                          + [(*h.span(), None) for h in hero.finditer(before) if _subject(before, *h.span())],
+                          key=lambda x: x[1])
         if not subjects:
             continue
         chosen = [subjects[-1]]
@@ -163,47 +181,75 @@ def _leavers(sentence: str, named: list[Member], hero: re.Pattern) -> tuple[set[
             chosen.append(prev)
         for _, _, who in chosen:
             if who is None:
-                hero_leaves = True
+                hero_moves = True
             else:
-                gone.add(who)
-    return gone, hero_leaves
+                movers.add(who)
+    return movers, hero_moves
+
+
+_NOT_SUBJECT_BEFORE = re.compile(
+    r"\b(?:to|with|at|from|for|of|by|toward|towards|beside|behind|past|after|before|near|about|like|than|"
+    r"upon|on|in|into|onto)\s+$", re.IGNORECASE)
+
+
+def _subject(text: str, start: int, end: int) -> bool:
+    """Whether a name at ``text[start:end]`` can be the subject of a later verb: not a possessive
+    ("Mira's coin") and not the object of a preposition ("with Ulf")."""
+    return not re.match(r"['’]s\b", text[end:]) and not _NOT_SUBJECT_BEFORE.search(text[:start])
 
 
 def present(*, cast: list[Member], actions: list[Action], before: list[Action], name: str) -> list[Witness]:
-    """Each member's part of the block ``actions`` (``before``: the block before it, for who is
-    already in the scene), the most present first, at most CAST_MEMORIES_PER_BLOCK; members the
-    block never shows are left out."""
+    """Each member's part of the block ``actions``, the most present first, at most
+    CAST_MEMORIES_PER_BLOCK; members the block never shows are left out. ``before``: the
+    LOOKBACK_BLOCKS blocks before it (oldest first), for who is already in the scene and who left."""
     if not cast:
         return []
     hero = _word(name)
-    here = _walk(cast, story_sentences(before, name=name), hero, named_only=True)[0] if before else set()
-    _, witnesses = _walk(cast, story_sentences(actions, name=name), hero, start=here)
+    here: set[Member] = set()
+    gone: set[Member] = set()
+    size = max(len(actions), 1)
+    chunks = [before[max(end - size, 0):end] for end in range(len(before), 0, -size)][::-1]
+    for chunk in chunks:
+        here, gone, _ = _walk(cast, story_sentences(chunk, name=name), hero, here=here, gone=gone, named_only=True)
+    _, _, witnesses = _walk(cast, story_sentences(actions, name=name), hero, here=here, gone=gone)
     shown = [w for w in witnesses.values() if w.sentences]
     shown.sort(key=lambda w: (-w.named, -len(w.sentences), w.member.card_id))
     return shown[:CAST_MEMORIES_PER_BLOCK]
 
 
-def _walk(cast: list[Member], sentences: list[str], hero: re.Pattern, *, start: set[Member] | None = None,
-          named_only: bool = False) -> tuple[set[Member], dict[Member, Witness]]:
-    here = set(start or ())
+def _walk(cast: list[Member], sentences: list[str], hero: re.Pattern, *, here: set[Member], gone: set[Member],
+          named_only: bool = False) -> tuple[set[Member], set[Member], dict[Member, Witness]]:
+    """Read ``sentences`` in order from who is ``here`` and who is ``gone``: who is here and gone
+    at the end (``named_only``: only those named in the sentences stay here), and what each saw."""
+    here, gone = set(here), set(gone)
     witnesses = {m: Witness(m) for m in cast}
     seen: set[Member] = set()
     for sentence in sentences:
         named = [m for m in cast if m.spans(sentence)]
-        here.update(named)
-        seen.update(named)
+        back, _ = _movers(sentence, named, hero, _ARRIVE)
+        gone -= back
+        # a name in a possessive ("the elder's son") or of one who left and has not come back
+        # ("a ring Sable left behind") does not bring them into the scene
+        entering = [m for m in named if m not in gone and any(_subject(sentence, s, e) or not
+                                                              re.match(r"['’]s\b", sentence[e:])
+                                                              for s, e in m.spans(sentence))]
+        here.update(entering)
+        seen.update(entering)
         for m in here:
             witnesses[m].sentences.append(sentence)
-        for m in named:
+        for m in entering:
             witnesses[m].named += 1
-        gone, hero_leaves = _leavers(sentence, named, hero)
+        left, hero_leaves = _movers(sentence, named, hero, _LEAVE)
+        gone |= left
         if hero_leaves:
-            here = set(named) - gone  # the scene moves with the protagonist
+            # the scene moves with the protagonist, and with those it names ("you follow Oswin out")
+            here = {m for m in named if m not in left}
+            gone -= here
         else:
-            here -= gone
+            here -= left
     if named_only:
         here &= seen
-    return here, witnesses
+    return here, gone, witnesses
 
 
 # ---------------------------------------------------------------------------- writing
@@ -246,7 +292,7 @@ would should will shall may might must one also than too""".split())
 
 def offline_cast_memory(witness: Witness, *, name: str) -> CastMemory:
     """The member's most telling sentences of its part (names, numbers and rare words score high;
-    sentences naming the member higher), in story order, at most 50 words."""
+    sentences naming the member higher), as many as 50 words hold, in story order."""
     from memory.summarize import limit_words, sentence_case
 
     sentences = witness.sentences
@@ -265,14 +311,12 @@ def offline_cast_memory(witness: Witness, *, name: str) -> CastMemory:
     ranked = sorted(range(len(sentences)), key=lambda i: score(sentences[i]), reverse=True)
     chosen: list[int] = []
     count = 0
-    for i in ranked:
+    for i in ranked:  # as many telling sentences as the memory's words hold
         n = len(sentences[i].split())
         if count + n > MEMORY_WORDS_MAX and chosen:
             continue
         chosen.append(i)
         count += n
-        if len(chosen) == 2:
-            break
     kept = [sentences[i] for i in sorted(chosen)]
     kind = _kind(witness.member, kept)
     text = sentence_case(limit_words(" ".join(kept), MEMORY_WORDS_MAX), name=name)

@@ -1,0 +1,159 @@
+"""Who knows what: the cast's memories against scripted stories (bench/cast_stories.json).
+
+Every story is played into the database, the post-turn pass writes its memories, and for every
+fact and cast member the bench asks the turn's own recall "ask <member> about <fact>": does the
+member's "What <member> knows" part tell the fact? The answer is scored against whether the member
+witnessed it (precision and recall of witnessed facts, and the share answered right). Three rows:
+- presence: the sentences the scene reading gives each member (memory.cast.present), the ceiling
+  of what any writer can keep;
+- offline: the extractive writer (no model);
+- model: the model writer through the fake model, which answers with the sentences of each
+  member's part that name it (plumbing: the real prompt, JSON answer and parsing; not a model's
+  quality).
+
+    .venv/bin/python bench/cast.py
+
+Ends with one line of JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from _setup import ROOT, django_setup, print_table, save
+
+STORIES = Path(__file__).resolve().parent / "cast_stories.json"
+
+
+def told(words: str, text: str) -> bool:
+    """Whether ``text`` holds ``words`` as whole words, any case."""
+    import re
+
+    return re.search(r"(?<!\w)" + re.escape(words) + r"(?!\w)", text, re.IGNORECASE) is not None
+
+
+def score(rows: list[tuple[bool, bool]]) -> dict:
+    """Precision and recall of "knows" answers against the truth, and the share answered right."""
+    tp = sum(1 for said, truth in rows if said and truth)
+    fp = sum(1 for said, truth in rows if said and not truth)
+    fn = sum(1 for said, truth in rows if not said and truth)
+    right = sum(1 for said, truth in rows if said == truth)
+    return {"questions": len(rows), "precision": round(tp / (tp + fp), 3) if tp + fp else 1.0,
+            "recall": round(tp / (tp + fn), 3) if tp + fn else 1.0, "accuracy": round(right / len(rows), 3),
+            "told_while_absent": fp, "not_told_though_there": fn}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.parse_args()
+    django_setup()
+
+    from django.contrib.auth import get_user_model
+    from tqdm import tqdm
+
+    from memory import bank, cast, retrieval
+    from stories import accounts, lineage, tree
+    from stories.adventures import adventure_create
+    from stories.models import Action, Adventure, Branch, StoryCard
+    from tests.support.fake_llm import FakeLLM
+    from tests.support.story import memory_reply
+
+    data = json.loads(STORIES.read_text())["stories"]
+    fake = FakeLLM(reply=memory_reply)
+    user, _ = get_user_model().objects.get_or_create(username="bench-cast")
+    answers: dict[tuple[str, str], list[tuple[bool, bool]]] = {}
+    per_story: dict[tuple[str, str], list[tuple[bool, bool]]] = {}
+    misses: list[str] = []
+    try:
+        for writer in ("offline", "model"):
+            accounts.ai_settings_update(user_id=user.pk, endpoint_url=fake.url if writer == "model" else "",
+                                        api_key="sk-bench" if writer == "model" else "", model="fake-model",
+                                        embedding_model="")
+            Adventure.objects.filter(owner=user).delete()
+            for story in tqdm(data, desc=f"{writer} writer", unit="story"):
+                adventure = adventure_create(owner_id=user.pk, title=story["title"], persona_name=story["persona"],
+                                             opening=story["actions"][0][1])
+                cards = [StoryCard.objects.create(adventure=adventure, type="character", name=c["name"],
+                                                  keys=c.get("keys", [])) for c in story["cast"]]
+                for kind, text in story["actions"][1:]:
+                    tree.place(adventure_id=adventure.pk, branch_id=adventure.head_branch_id, kind=kind, text=text,
+                               ask_pass=False)
+                while bank.run(adventure.pk).more_due:
+                    pass
+                head = Branch.objects.get(pk=adventure.head_branch_id)
+                members = {m.name: m for m in cast.members(cards)}
+                actions = list(lineage.story(head).order_by("depth"))
+                seen: dict[str, list[str]] = {name: [] for name in members}
+                for start in range(0, len(actions) - len(actions) % bank.MEMORY_INTERVAL, bank.MEMORY_INTERVAL):
+                    block = actions[start:start + bank.MEMORY_INTERVAL]
+                    before = actions[max(start - cast.LOOKBACK_BLOCKS * bank.MEMORY_INTERVAL, 0):start]
+                    for w in cast.present(cast=list(members.values()), actions=block, before=before,
+                                          name=story["persona"]):
+                        seen[w.member.name] += w.sentences
+                for fact in story["facts"]:
+                    for name, truth in fact["knows"].items():
+                        ask = Action(kind="do", text=f"ask {name} about {fact['about']}", depth=head.tip_depth + 1)
+                        recalled = retrieval.recall_for_turn(
+                            adventure=adventure, branch=head, user_id=user.pk, top_k=5,
+                            story=lineage.recent(head, count=retrieval.QUERY_ACTIONS) + [ask], record_use=False,
+                            cards=cards)
+                        part = " ".join(m.text for k in recalled.knowledge if k.name == name for m in k.items).lower()
+                        said = any(told(word, part) for word in fact["words"])
+                        answers.setdefault((writer, story["set"]), []).append((said, truth))
+                        per_story.setdefault((story["title"], writer), []).append((said, truth))
+                        if writer == "offline":
+                            there = any(told(word, " ".join(seen[name])) for word in fact["words"])
+                            answers.setdefault(("presence", story["set"]), []).append((there, truth))
+                            if there != truth:
+                                misses.append(f"presence: {story['title']}: {name} {'saw' if there else 'did not see'}"
+                                              f" {fact['about']} ({'witnessed' if truth else 'absent'})")
+                            per_story.setdefault((story["title"], "presence"), []).append((there, truth))
+                        if said != truth:
+                            misses.append(f"{writer}: {story['title']}: {name} {'was told' if said else 'was not told'}"
+                                          f" {fact['about']} ({'witnessed' if truth else 'absent'})")
+    finally:
+        fake.stop()
+        Adventure.objects.filter(owner=user).delete()
+
+    readings, sets = ("presence", "offline", "model"), ("held-out", "dev")
+    results = {part: {reading: score(answers.get((reading, part), []) if part != "all" else
+                                     answers.get((reading, "held-out"), []) + answers.get((reading, "dev"), []))
+                      for reading in readings} for part in (*sets, "all")}
+    print_table("Who knows what (bench/cast_stories.json)",
+                ["stories", "reading", "questions", "precision", "recall", "right", "told while absent",
+                 "not told though there"],
+                [[part, reading, r["questions"], r["precision"], r["recall"], r["accuracy"], r["told_while_absent"],
+                  r["not_told_though_there"]] for part, rows in results.items() for reading, r in rows.items()])
+    titles = list(dict.fromkeys(title for title, _ in per_story))
+    print_table("Share answered right, per story", ["story", "presence", "offline", "model"],
+                [[t, *(score(per_story[(t, row)])["accuracy"] for row in ("presence", "offline", "model"))]
+                 for t in titles])
+    for miss in misses:
+        print("  miss:", miss)
+
+    def plot(path):
+        import matplotlib.pyplot as plt
+
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+        metrics = ["precision", "recall", "accuracy"]
+        for ax, part in zip(axes, sets):
+            for i, reading in enumerate(readings):
+                ax.bar([x + i * 0.27 for x in range(len(metrics))], [results[part][reading][m] for m in metrics],
+                       width=0.27, label=reading)
+            ax.set_xticks([x + 0.27 for x in range(len(metrics))], ["precision", "recall", "answered right"])
+            ax.set_ylim(0, 1.05)
+            ax.set_title(f"{part} stories: {results[part]['offline']['questions']} questions")
+        axes[0].legend()
+        fig.suptitle("Who knows what: a character's part against what it witnessed")
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+
+    save("cast", [{"stories": part, "reading": reading, **r} for part, rows in results.items()
+                  for reading, r in rows.items()], plot)
+    print(f"plot: {(ROOT / 'bench' / 'results' / 'cast.png').relative_to(ROOT)}")
+    print(json.dumps({"bench": "cast", **{part.replace("-", "_"): rows for part, rows in results.items()}}))
+
+
+if __name__ == "__main__":
+    main()
