@@ -153,14 +153,16 @@ def test_a_block_written_again_writes_no_character_memory_twice_and_keeps_the_pl
 
 
 def test_editing_an_action_rewrites_who_was_there(hall, alice_api):
-    """An edit that brings Bram back to watch the hiding gives Bram a memory of it; the other
-    characters' memories of the block are written again from the edited text."""
+    """An edit that brings Bram back to watch the hiding gives Bram a memory of it (a character who
+    left comes back when the story says so); the other characters' memories of the block are written
+    again from the edited text."""
     aid, cards = hall
     story = alice_api.get(f"/api/adventures/{aid}/story/").json()
     hiding = next(a for a in story["actions"] if a["depth"] == 9)
     assert not any(HIDING in t for t in knows(alice_api, aid, cards["Bram"]))
     edited = alice_api.patch(f"/api/adventures/{aid}/actions/{hiding['id']}/",
-                             {"text": "Aria hides the crown beneath the altar stone while Bram watches from the door."},
+                             {"text": "Bram comes back in. Aria hides the crown beneath the altar stone while Bram "
+                                      "watches from the door."},
                              format="json")
     assert edited.status_code == 200, edited.json()
     before = {m["id"]: m for m in alice_api.get(f"/api/adventures/{aid}/memories/?character={cards['Cora']}").json()}
@@ -230,3 +232,58 @@ def test_the_memory_api_lists_writes_and_refuses_characters_per_character(hall, 
         assert answer.status_code == 400 and "character" in answer.json()["detail"], answer.json()
     assert bob_api.get(f"/api/adventures/{aid}/cast/").status_code == 404
     assert bob_api.get(f"/api/adventures/{aid}/memories/?character={cards['Cora']}").status_code == 404
+
+
+def test_one_model_call_writes_every_characters_memory_of_a_block(hall, narrator):
+    calls = [r for r in narrator.chat_requests()
+             if r.body["messages"][0]["content"].startswith("You keep the memories of each character")]
+    assert len(calls) == 2, "blocks 1-6 and 7-12, one call each"
+    first = calls[0].body["messages"][-1]["content"]
+    assert "## Bram" in first and "## Aria" in first and "## Cora" in first
+    second = calls[1].body["messages"][-1]["content"]
+    assert "## Bram" not in second, "Bram left in the first block: he has no part in the second"
+
+
+def test_a_garbled_answer_is_written_offline_and_flagged(owner, narrator, alice_api):
+    narrator.reply = lambda body, n: ("I cannot answer in JSON, sorry." if body["messages"][0]["content"]
+                                      .startswith("You keep the memories of each character") else memory_reply(body, n))
+    made = alice_api.post("/api/adventures/", {"title": "T", "opening": "Cora sweeps the hall."}, format="json").json()
+    alice_api.post(f"/api/adventures/{made['id']}/cards/", {"type": "character", "name": "Cora"}, format="json")
+    from tests.support.story import grow
+    from stories.models import Adventure
+
+    grow(Adventure.objects.get(pk=made["id"]), 12)
+    bank.run(made["id"])
+    cora = Memory.objects.get(adventure_id=made["id"], character__isnull=False, source_start=1)
+    assert cora.offline and "Cora sweeps the hall." in cora.text
+
+
+def scene(text_by_kind, *names, keys=None):
+    """Each named member's part of one block of story ``text_by_kind`` [(kind, text)...]."""
+    from memory import cast
+    from stories.models import Action, StoryCard
+
+    cards = [StoryCard(pk=i + 1, type="character", name=n, keys=(keys or {}).get(n, [])) for i, n in enumerate(names)]
+    actions = [Action(kind=k, text=t, depth=i + 1) for i, (k, t) in enumerate(text_by_kind)]
+    return {w.member.name: " ".join(w.sentences) for w in
+            cast.present(cast=cast.members(cards), actions=actions, before=[], name="Mira")}
+
+
+@pytest.mark.parametrize("story, absent, present", [
+    ([("story", "Bram and Cora ride off toward the hills."), ("story", "Aria buries the gold.")],
+     {"Bram", "Cora"}, set()),
+    ([("story", "Bram waves and leaves the hall."), ("story", "Aria shows you the ring Bram left behind.")],
+     {"Bram"}, set()),
+    ([("story", "Bram leaves for the market."), ("story", "Bram returns with bread."),
+      ("story", "Aria buries the gold.")], set(), {"Bram"}),
+    ([("story", "Aria whispers to Bram."), ("do", "leave the hall with Cora"), ("story", "Cora buries the gold.")],
+     {"Bram"}, {"Cora"}),
+    ([("story", "Aria and Bram talk."), ("story", "Aria says the elder's son buries the gold.")],
+     {"Rusk"}, {"Bram"}),
+])
+def test_who_is_in_the_scene_when_the_gold_is_buried(story, absent, present):
+    parts = scene(story, "Aria", "Bram", "Cora", "Rusk", keys={"Rusk": ["the elder"]})
+    for name in absent:
+        assert "buries the gold" not in parts.get(name, ""), (name, parts)
+    for name in present:
+        assert "buries the gold" in parts.get(name, ""), (name, parts)
