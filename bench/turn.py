@@ -2,7 +2,9 @@
 against a zero-latency fake model, with memories on and a full bank: total
 p50/p95, the part spent in the memory system (recall: query embedding with the
 local model, the ranked SQL, use counts; and queueing the post-turn job), and
-SQL queries per turn. Targets: memory share <= 10 ms p95, <= 12 SQL queries.
+SQL queries per turn; then the same turns with a cast of three characters (each with a full bank
+of its own) of whom every turn names two: the extra SQL and prompt tokens "What X knows" costs.
+Targets: memory share <= 10 ms p95, <= 12 SQL queries.
 
     .venv/bin/python bench/turn.py [--turns 100] [--quick]
 
@@ -43,7 +45,7 @@ def main() -> None:
     from memory.models import Memory
     from stories import accounts, tree, turns as turns_module
     from stories.adventures import adventure_create
-    from stories.models import Adventure, Branch
+    from stories.models import Adventure, Branch, StoryCard
     from tests.support.fake_llm import FakeLLM
     from workers import tasks
     from workers.locks import client as redis_client
@@ -85,39 +87,73 @@ def main() -> None:
 
     turns_module.retrieval.recall_for_turn = timed_recall
     jobs.provide(jobs.STORY_PASS, timed_send)  # the memory-work door's sender, timed
-    totals, memory_ms, queries, memory_queries, recalled = [], [], [], [], []
     url = f"/api/adventures/{adventure.pk}/turns/"
     api.post(url, {"mode": "do", "text": "warm up"}, content_type="application/json")
-    for n in tqdm(range(turns), desc="turns", unit="turn"):
-        spent.update(memory=0.0, queries=0)
-        with CaptureQueriesContext(connection) as captured:
-            start = time.perf_counter()
-            response = api.post(url, {"mode": "do", "text": f"ask about island {n % 17}"},
-                                content_type="application/json")
-            totals.append((time.perf_counter() - start) * 1000)
-        assert response.status_code == 201, response.content
-        recalled.append(len(response.json()["memories"]))
-        memory_ms.append(spent["memory"] * 1000)
-        queries.append(len(captured.captured_queries))
-        memory_queries.append(spent["queries"])
+
+    def play(label: str, text) -> dict:
+        totals, memory_ms, queries, memory_queries, recalled, prompt, knows = [], [], [], [], [], [], []
+        for n in tqdm(range(turns), desc=label, unit="turn"):
+            spent.update(memory=0.0, queries=0)
+            with CaptureQueriesContext(connection) as captured:
+                start = time.perf_counter()
+                response = api.post(url, {"mode": "do", "text": text(n)}, content_type="application/json")
+                totals.append((time.perf_counter() - start) * 1000)
+            assert response.status_code == 201, response.content
+            answer = response.json()
+            recalled.append(len(answer["memories"]))
+            memory_ms.append(spent["memory"] * 1000)
+            queries.append(len(captured.captured_queries))
+            memory_queries.append(spent["queries"])
+            prompt.append(answer["context"]["total_tokens"])
+            knows.append(sum(p["tokens"] for p in answer["context"]["parts"] if p["name"] == "knows"))
+        return {"totals": totals, "memory_ms": memory_ms, "queries": queries, "memory_queries": memory_queries,
+                "recalled": recalled, "prompt": prompt, "knows": knows}
+
+    plain = play("turns", lambda n: f"ask about island {n % 17}")
+    # The same turns with a cast: three characters, each holding a full bank of its own; every turn
+    # names two of them, so the prompt gets "What Cora knows" and "What Bram knows".
+    cast_cards = [StoryCard.objects.create(adventure=adventure, type="character", name=name)
+                  for name in ("Cora", "Bram", "Aria")]
+    for card in cast_cards:
+        Memory.objects.bulk_create([
+            Memory(adventure=adventure, branch=head, depth=1 + n * 2, source_start=1 + n * 2, source_end=1 + n * 2,
+                   character=card, kind="witnessed", importance=0.5,
+                   text=f"{card.name} saw Ada sail past island {n % 17} in the storm of year {n}.")
+            for n in range(args.bank)])
+    memory_embeddings.embed_pending(adventure=adventure, report=memory_bank.PassReport())
+    with_cast = play("turns with a cast", lambda n: f"ask Cora and Bram about island {n % 17}")
     turns_module.retrieval.recall_for_turn = real_recall
     jobs.provide(jobs.STORY_PASS, real_send)
     redis_client().delete("celery")  # the bench's queued post-turn jobs
     fake.stop()
+    totals, memory_ms = plain["totals"], plain["memory_ms"]
 
-    result = {
-        "embedder": args.embedder, "turns": turns, "bank": args.bank, "memories_recalled_per_turn": round(sum(recalled) / len(recalled), 1),
-        "total_p50_ms": round(percentile(totals, 50), 2), "total_p95_ms": round(percentile(totals, 95), 2),
-        "memory_p50_ms": round(percentile(memory_ms, 50), 2), "memory_p95_ms": round(percentile(memory_ms, 95), 2),
-        "sql_per_turn": max(queries), "memory_sql_per_turn": max(memory_queries),
-        "memory_p95_target_ms": 10, "sql_target": 12,
-    }
+    def figures(run: dict) -> dict:
+        return {"memories_recalled_per_turn": round(sum(run["recalled"]) / len(run["recalled"]), 1),
+                "total_p50_ms": round(percentile(run["totals"], 50), 2),
+                "total_p95_ms": round(percentile(run["totals"], 95), 2),
+                "memory_p50_ms": round(percentile(run["memory_ms"], 50), 2),
+                "memory_p95_ms": round(percentile(run["memory_ms"], 95), 2),
+                "sql_per_turn": max(run["queries"]), "memory_sql_per_turn": max(run["memory_queries"]),
+                "prompt_tokens": round(sum(run["prompt"]) / len(run["prompt"])),
+                "knows_tokens": round(sum(run["knows"]) / len(run["knows"]))}
+
+    result = {"embedder": args.embedder, "turns": turns, "bank": args.bank, **figures(plain),
+              "memory_p95_target_ms": 10, "sql_target": 12,
+              "with_cast": figures(with_cast)}
+    cast_figures = result["with_cast"]
+    result["cast_extra_sql_per_turn"] = cast_figures["sql_per_turn"] - result["sql_per_turn"]
+    # the prompt is filled to its budget either way: the "knows" parts take their tokens from the recent story
+    result["cast_extra_prompt_tokens"] = cast_figures["knows_tokens"]
     print_table(f"A turn through the API, zero-latency model, full bank ({args.embedder} embedder)",
-                ["turns", "bank", "recalled", "total p50 ms", "total p95 ms", "memory p50 ms", "memory p95 ms",
-                 "SQL / turn", "memory SQL / turn"],
-                [[turns, args.bank, result["memories_recalled_per_turn"], result["total_p50_ms"],
-                  result["total_p95_ms"], result["memory_p50_ms"], result["memory_p95_ms"], result["sql_per_turn"],
-                  result["memory_sql_per_turn"]]])
+                ["turns", "cast", "recalled", "total p50 ms", "total p95 ms", "memory p50 ms", "memory p95 ms",
+                 "SQL / turn", "memory SQL / turn", "prompt tokens", "'knows' tokens"],
+                [[turns, label, r["memories_recalled_per_turn"], r["total_p50_ms"], r["total_p95_ms"],
+                  r["memory_p50_ms"], r["memory_p95_ms"], r["sql_per_turn"], r["memory_sql_per_turn"],
+                  r["prompt_tokens"], r["knows_tokens"]]
+                 for label, r in (("none", result), ("2 of 3 named", cast_figures))])
+    print(f"a cast costs {result['cast_extra_sql_per_turn']} SQL query more per turn, and its 'What X knows' parts "
+          f"{result['cast_extra_prompt_tokens']} tokens of the prompt's budget (taken from the recent story)")
 
     def plot(path):
         import matplotlib.pyplot as plt
