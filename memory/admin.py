@@ -7,13 +7,15 @@ from memory.models import Agent, AgentMemory, Cursor, Memory, PassRun, World, Wo
 
 @admin.register(Memory)
 class MemoryAdmin(ModeratedAdmin):
-    list_display = ("id", "adventure", "excerpt", "source_start", "source_end", "pinned", "forgotten", "stale",
-                    "use_count", "embedding_model")
-    list_filter = ("pinned", "forgotten", "stale", "offline")
-    search_fields = ("text", "adventure__title")
+    list_display = ("id", "adventure", "character", "excerpt", "source_start", "source_end", "pinned", "forgotten",
+                    "stale", "use_count", "embedding_model")
+    list_filter = ("pinned", "forgotten", "stale", "offline", "kind")
+    search_fields = ("text", "adventure__title", "character__name")
     exclude = ("embedding",)
-    readonly_fields = ("adventure", "branch", "depth", "source_start", "source_end", "embedding_model", "use_count",
-                       "last_used_at")
+    # whose memory it is (a card of its own adventure) is set by the pass, never moved by hand
+    readonly_fields = ("adventure", "branch", "depth", "source_start", "source_end", "character", "kind",
+                       "importance", "embedding_model", "use_count", "last_used_at")
+    list_select_related = ("adventure", "character")
     actions = ["forget", "restore", "pin", "unpin"]
     moderator_actions = ("forget", "restore", "pin", "unpin")
 

@@ -66,7 +66,8 @@ _LEAVE = re.compile(
     r"quickly|too)\b|(?:the|this|that|his|her|their|our|my|your)\s+(?:\w+\s+)?(?:" + _LEAVE_PLACES + r")\b))"
     r"|(?:goes|go|going|went|gone|walks?|walked|storms?|stormed|rides?|rode|heads?|headed|slips?|slipped|"
     r"hurries|hurried|runs?|ran|steps?|stepped|wanders?|wandered|marches|marched|sneaks?|sneaked|snuck|"
-    r"stalks?|stalked|strides?|strode|flees|fled|sets?|set|climbs?|climbed)\s+(?:out|off|away|outside|home|below|upstairs|downstairs|inside|ashore)\b"
+    r"stalks?|stalked|strides?|strode|flees|fled|sets?|set|climbs?|climbed)"
+    r"\s+(?:out|off|away|outside|home|below|upstairs|downstairs|inside|ashore)\b"
     r"|(?:vanish(?:es|ed)?|disappears?|disappeared)\b"
     r")",
     re.IGNORECASE,

@@ -165,7 +165,8 @@ def memories_export(*, adventure: Adventure) -> list[dict]:
     (the imported adventure's pass embeds them)."""
     cards = {pk: i for i, pk in enumerate(StoryCard.objects.filter(adventure=adventure).order_by("id")
                                           .values_list("pk", flat=True))}
-    rows = Memory.objects.filter(adventure=adventure).exclude(stale=True, edited=False).order_by("branch_id", "depth", "id")
+    rows = (Memory.objects.filter(adventure=adventure).exclude(stale=True, edited=False)
+            .order_by("branch_id", "depth", "id"))
     return [
         {"branch": m.branch_id, "depth": m.depth, "source_start": m.source_start, "source_end": m.source_end,
          "text": m.text, "character": cards.get(m.character_id), "kind": m.kind, "importance": m.importance,
@@ -213,7 +214,8 @@ def memories_import(*, adventure: Adventure, rows, branch_ids: dict[int, int], c
         need(all(isinstance(v, bool) for v in flags.values()),
              "a memory's pinned, forgotten, stale, edited and offline must be true or false")
         made.append(Memory(adventure=adventure, branch_id=branch_id, depth=row["depth"], source_start=start,
-                           source_end=end, text=text, character_id=card_ids[character] if character is not None else None,
+                           source_end=end, text=text,
+                           character_id=card_ids[character] if character is not None else None,
                            kind=row.get("kind", ""), importance=float(importance), **flags))
     try:
         with transaction.atomic():

@@ -106,7 +106,7 @@ class ActionAdmin(ModeratedAdmin):
 
 @admin.register(StoryCard)
 class StoryCardAdmin(ModeratedAdmin):
-    list_display = ("id", "name", "type", "adventure")
+    list_display = ("id", "name", "type", "in_cast", "adventure")
     list_filter = ("type",)
     search_fields = ("name", "entry", "adventure__title")
     readonly_fields = ("adventure",)

@@ -3,8 +3,8 @@ costs and why it is there (the same object powers Insights).
 
 Order: AI instructions, plot essentials (with the protagonist), story summary,
 memories, what each character named in the recent story knows, triggered story
-cards (at most 40% of the flexible budget), the recent story (newest kept, oldest dropped), with the author's note placed a
-few actions from the end.
+cards (at most 40% of the flexible budget), the recent story (newest kept,
+oldest dropped), with the author's note placed a few actions from the end.
 """
 
 from __future__ import annotations

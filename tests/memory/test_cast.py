@@ -225,7 +225,8 @@ def test_the_memory_api_lists_writes_and_refuses_characters_per_character(hall, 
     assert written.status_code == 201 and written.json()["character"] == cards["Cora"]
     assert written.json()["kind"] == "note"
     assert "Cora fears the dark crypt." in knows(alice_api, aid, cards["Cora"])
-    assert "Cora fears the dark crypt." not in [m["text"] for m in alice_api.get(f"/api/adventures/{aid}/memories/").json()]
+    own = [m["text"] for m in alice_api.get(f"/api/adventures/{aid}/memories/").json()]
+    assert "Cora fears the dark crypt." not in own
     place = alice_api.post(f"/api/adventures/{aid}/cards/", {"type": "place", "name": "Tarn"}, format="json").json()
     for bad in (place["id"], 999999, "bram"):
         answer = alice_api.get(f"/api/adventures/{aid}/memories/?character={bad}")
@@ -287,3 +288,36 @@ def test_who_is_in_the_scene_when_the_gold_is_buried(story, absent, present):
         assert "buries the gold" not in parts.get(name, ""), (name, parts)
     for name in present:
         assert "buries the gold" in parts.get(name, ""), (name, parts)
+
+
+def test_a_moderators_hide_takes_the_hidden_text_out_of_every_characters_part(hall, alice_api):
+    from stories import moderation
+    from stories.models import Action
+
+    aid, cards = hall
+
+    def cora_part():
+        parts = alice_api.get(f"/api/adventures/{aid}/insights/").json()["parts"]
+        return " ".join(p["text"] for p in parts if p["name"] == "knows" and p["reason"].startswith("What Cora"))
+
+    assert HIDING in cora_part(), "Cora is named in the recent story and saw the hiding"
+    hiding = Action.objects.get(adventure_id=aid, depth=9, live=True)
+    moderation.action_set_hidden(action_id=hiding.pk, hidden=True)
+    assert HIDING not in cora_part(), "the stale memory leaves the prompt at once"
+    bank.run(aid)
+    assert not Memory.objects.filter(adventure_id=aid, text__contains=HIDING).exists(), "written again without it"
+    assert HIDING not in cora_part()
+
+
+def test_regenerating_a_characters_memory_writes_it_again_from_its_own_part(hall, alice_api):
+    aid, cards = hall
+    cora = Memory.objects.get(adventure_id=aid, character_id=cards["Cora"], source_start=7)
+    Memory.objects.filter(pk=cora.pk).update(text="garbled")
+    again = alice_api.post(f"/api/adventures/{aid}/memories/{cora.pk}/regenerate/")
+    assert again.status_code == 200, again.json()
+    assert HIDING in again.json()["text"] and again.json()["character"] == cards["Cora"]
+    # out of the cast, Cora's memories stay but are not written again
+    alice_api.patch(f"/api/adventures/{aid}/cards/{cards['Cora']}/", {"in_cast": False}, format="json")
+    refused = alice_api.post(f"/api/adventures/{aid}/memories/{cora.pk}/regenerate/")
+    assert refused.status_code == 409 and "Cora" in refused.json()["detail"]
+    assert Memory.objects.get(pk=cora.pk).text == again.json()["text"]
