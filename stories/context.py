@@ -185,42 +185,33 @@ def _layout(
     flexible = max(budget - fixed, 0)
     left = flexible
 
-    if memories:
+    def memory_lines(header: str, recalled: list[MemoryItem], cap: int, **extra) -> tuple[str, list[dict]]:
+        """``header`` and the memories that fit under ``cap`` tokens, one line each, in order."""
         lines, items = [], []
-        header = count("[Memories]\n")
-        used = header
-        for memory in memories:
+        used = count(header + "\n")
+        for memory in recalled:
             line = f"- {memory.text.strip()}"
             cost = count(line + "\n")
-            if used + cost > left:
+            if used + cost > cap:
                 continue
             lines.append(line)
             used += cost
             items.append({"id": memory.id, "similarity": memory.similarity, "pinned": memory.pinned,
-                          "tokens": cost})
-        if lines:
-            text = "[Memories]\n" + "\n".join(lines)
-            parts.append(Part("memories", text, count(text), f"{len(lines)} memories recalled for this moment", items))
+                          "tokens": cost, **extra})
+        return (header + "\n" + "\n".join(lines) if lines else ""), items
+
+    if memories:
+        text, items = memory_lines("[Memories]", memories, left)
+        if text:
+            parts.append(Part("memories", text, count(text), f"{len(items)} memories recalled for this moment", items))
             left -= count(text)
 
     for knows in knowledge:
-        header = f"[What {knows.name} knows]"
-        part_cap = min(int(flexible * KNOWS_SHARE), left)
-        lines, items = [], []
-        used = count(header + "\n")
-        for memory in knows.items:
-            line = f"- {memory.text.strip()}"
-            cost = count(line + "\n")
-            if used + cost > part_cap:
-                continue
-            lines.append(line)
-            used += cost
-            items.append({"id": memory.id, "similarity": memory.similarity, "pinned": memory.pinned,
-                          "tokens": cost, "character": knows.card_id})
-        if lines:
-            text = header + "\n" + "\n".join(lines)
+        text, items = memory_lines(f"[What {knows.name} knows]", knows.items,
+                                   min(int(flexible * KNOWS_SHARE), left), character=knows.card_id)
+        if text:
             parts.append(Part("knows", text, count(text),
-                              f"What {knows.name} knows: {len(lines)} of their memories (the scenes they were in); "
+                              f"What {knows.name} knows: {len(items)} of their memories (the scenes they were in); "
                               f"{knows.name} is named in the recent story", items))
             left -= count(text)
 
