@@ -19,6 +19,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from memory import cast, embeddings, summaries, summarize
+from memory.blocks import block_changed, cast_replace, cast_store, own_memories, path_memories, write_cast
 from memory.models import Cursor, Memory, PassRun
 from stories import accounts, lineage, tree
 from stories.context import render_action
@@ -149,16 +150,6 @@ def mark_move(adventure_id: int, mark: str, old: tuple[int | None, int], new: tu
     ).update(**{f"{mark}_branch_id": new[0], f"{mark}_depth": new[1]}) == 1
 
 
-def path_memories(branch: Branch):
-    """Every memory on ``branch``'s path: the adventure's own and its characters'."""
-    return Memory.objects.filter(lineage.path_q(branch), adventure_id=branch.adventure_id)
-
-
-def own_memories(branch: Branch):
-    """The adventure's own bank on ``branch``'s path (no character's memories)."""
-    return path_memories(branch).filter(character__isnull=True)
-
-
 def covered_depth(branch: Branch) -> int:
     """End of the contiguous run of block memories from depth 1 on ``branch``'s path."""
     covered = 0
@@ -221,7 +212,7 @@ def create_due_memories(*, adventure: Adventure, head: Branch, report: PassRepor
                 written = summarize.write_memory(conn=conn, adventure=adventure, actions=actions, cards=cards,
                                                  user_id=adventure.owner_id)
                 cast_written = write_cast(conn=conn, adventure=adventure, head=head, members=members,
-                                          actions=actions, cards=cards, start=start)
+                                          actions=actions, cards=cards, start=start, block=MEMORY_INTERVAL)
             except ProviderError as exc:
                 report.failed(f"memory of actions {start}-{end}: {exc.message}", exc.code)
                 return
@@ -245,42 +236,8 @@ def create_due_memories(*, adventure: Adventure, head: Branch, report: PassRepor
         report.more_due = True
 
 
-def write_cast(*, conn, adventure: Adventure, head: Branch, members: list[cast.Member], actions: list,
-               cards: list, start: int, only: int | None = None) -> list[cast.CastMemory]:
-    """The cast's memories of the block ``actions`` starting at ``start`` on ``head``'s path
-    (``only``: that character's alone). No model call when no member is in the block."""
-    if only is not None:
-        members = [m for m in members if m.card_id == only]
-    if not members:
-        return []
-    before = list(lineage.story(head).filter(depth__gte=max(start - cast.LOOKBACK_BLOCKS * MEMORY_INTERVAL, 1),
-                                             depth__lt=start).order_by("depth"))
-    witnesses = cast.present(cast=members, actions=actions, before=before, name=summarize.protagonist(adventure))
-    return cast.write_cast_memories(conn=conn, adventure=adventure, witnesses=witnesses, cards=cards,
-                                    user_id=adventure.owner_id)
-
-
-def cast_store(*, adventure_id: int, branch_id: int, depth: int, start: int, end: int,
-               written: list[cast.CastMemory]) -> None:
-    """Store the cast's memories of one block (in the caller's transaction, beside the block's own).
-    A character that already holds a memory of the block keeps it (the player may have edited it):
-    the unique block constraint skips the new one."""
-    Memory.objects.bulk_create([
-        Memory(adventure_id=adventure_id, branch_id=branch_id, depth=depth, source_start=start, source_end=end,
-               text=w.text, offline=w.offline, character_id=w.card_id, kind=w.kind, importance=w.importance)
-        for w in written
-    ], ignore_conflicts=True)
-
-
 class _Abort(Exception):
     pass
-
-
-def block_changed(head: Branch, actions: list, *, start: int, end: int) -> bool:
-    """Whether the block's live actions on ``head``'s path are no longer ``actions``
-    (a take, an edit or a hide moved in while its memory was being written)."""
-    now = list(lineage.story(head).filter(depth__gte=start, depth__lte=end).values_list("pk", "text"))
-    return now != [(a.pk, a.text) for a in actions]
 
 
 def rewrite_stale(*, adventure: Adventure, head: Branch, report: PassReport) -> None:
@@ -314,7 +271,7 @@ def rewrite_stale(*, adventure: Adventure, head: Branch, report: PassReport) -> 
             written = summarize.write_memory(conn=conn, adventure=adventure, actions=actions, cards=cards,
                                              user_id=adventure.owner_id) if own else None
             cast_written = write_cast(conn=conn, adventure=adventure, head=head, members=members, actions=actions,
-                                      cards=cards, start=start)
+                                      cards=cards, start=start, block=MEMORY_INTERVAL)
         except ProviderError as exc:
             report.failed(f"memory of actions {start}-{end}: {exc.message}", exc.code)
             return
@@ -330,17 +287,6 @@ def rewrite_stale(*, adventure: Adventure, head: Branch, report: PassReport) -> 
             cast_replace(adventure_id=adventure.pk, branch_id=anchor.branch_id, depth=anchor.depth, start=start,
                          end=end, old=[m for m in rows if m.character_id is not None], written=cast_written)
         report.memories_created += 1
-
-
-def cast_replace(*, adventure_id: int, branch_id: int, depth: int, start: int, end: int, old: list[Memory],
-                 written: list[cast.CastMemory]) -> None:
-    """The cast's memories of a rewritten block: the stale ones written by a pass go, the new ones
-    come, except for a character whose memory of the block the player edited (theirs stays)."""
-    Memory.objects.filter(pk__in=[m.pk for m in old], stale=True, edited=False).delete()
-    kept = set(Memory.objects.filter(adventure_id=adventure_id, branch_id=branch_id, source_start=start,
-                                     character__isnull=False).values_list("character_id", flat=True))
-    cast_store(adventure_id=adventure_id, branch_id=branch_id, depth=depth, start=start, end=end,
-               written=[w for w in written if w.card_id not in kept])
 
 
 # ---------------------------------------------------------------------------- 2. summary

@@ -28,6 +28,14 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from memory.summarize import (
+    cast_brief,
+    clean_memory,
+    limit_words,
+    protagonist,
+    second_to_third_person,
+    sentence_case,
+)
 from stories import providers, tokens
 from stories.models import Action, Adventure, ProviderCall, StoryCard
 
@@ -142,8 +150,6 @@ def _split(text: str) -> list[str]:
 
 def story_sentences(actions: list[Action], *, name: str) -> list[str]:
     """The actions' sentences in story order, in third person (``name`` for "you")."""
-    from memory.summarize import second_to_third_person
-
     def third_person(text: str) -> str:  # outside quotes: "you" in what someone says is its listener
         pieces = re.split(r"(\"[^\"]*\"|“[^”]*”)", text)
         return "".join(p if i % 2 else second_to_third_person(p, name=name) for i, p in enumerate(pieces))
@@ -294,8 +300,6 @@ would should will shall may might must one also than too""".split())
 def offline_cast_memory(witness: Witness, *, name: str) -> CastMemory:
     """The member's most telling sentences of its part (names, numbers and rare words score high;
     sentences naming the member higher), as many as 50 words hold, in story order."""
-    from memory.summarize import limit_words, sentence_case
-
     sentences = witness.sentences
     freq = Counter(w.lower() for s in sentences for w in re.findall(r"[A-Za-z']+", s) if w.lower() not in _STOP)
 
@@ -329,8 +333,6 @@ def write_cast_memories(*, conn: providers.Connection | None, adventure: Adventu
     """One memory for each witness of a block. With ``conn``, one model call writes them all
     (raises ProviderError when the call fails); a member the answer leaves out or garbles gets
     the offline writer's memory (flagged offline). Without ``conn``, all offline."""
-    from memory.summarize import cast_brief, clean_memory, protagonist
-
     name = protagonist(adventure)
     if not witnesses:
         return []

@@ -6,7 +6,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count
 
 from config import jobs
-from memory import bank, cast, embeddings, summaries, summarize
+from memory import bank, blocks, cast, embeddings, summaries, summarize
 from memory.models import Memory
 from stories import accounts, lineage
 from stories.errors import Conflict, InvalidRequest
@@ -107,9 +107,10 @@ def memory_regenerate(*, adventure: Adventure, memory: Memory) -> Memory:
     conn = accounts.connection_for_background(user_id=adventure.owner_id, purpose="summary")
     cards = list(adventure.cards.all())
     if memory.character_id is not None:
-        written = bank.write_cast(conn=conn, adventure=adventure, head=memory.branch,
-                                  members=cast.members([c for c in cards if c.pk == memory.character_id]),
-                                  actions=actions, cards=cards, start=memory.source_start)
+        written = blocks.write_cast(conn=conn, adventure=adventure, head=memory.branch,
+                                    members=cast.members([c for c in cards if c.pk == memory.character_id]),
+                                    actions=actions, cards=cards, start=memory.source_start,
+                                    block=bank.MEMORY_INTERVAL)
         if not written:
             raise Conflict(f"{memory.character.name} is no longer in the scenes of this block (or not in the cast); "
                            "forget or delete this memory instead")
