@@ -321,3 +321,24 @@ def test_regenerating_a_characters_memory_writes_it_again_from_its_own_part(hall
     refused = alice_api.post(f"/api/adventures/{aid}/memories/{cora.pk}/regenerate/")
     assert refused.status_code == 409 and "Cora" in refused.json()["detail"]
     assert Memory.objects.get(pk=cora.pk).text == again.json()["text"]
+
+
+def test_what_a_character_knows_is_ranked_for_the_moment_with_pins_first(hall, alice_api, narrator):
+    aid, cards = hall
+    for text in ("Cora mended the torn banner of Tarn.", "Cora fed the hounds at dawn.",
+                 "Cora counted the candles in the chapel.", "Cora polished the silver cups for the feast.",
+                 "Cora found a wolf track by the gate."):
+        alice_api.post(f"/api/adventures/{aid}/memories/", {"text": text, "character": cards["Cora"]}, format="json")
+    pinned = alice_api.post(f"/api/adventures/{aid}/memories/", {"text": "Cora is afraid of the dark crypt.",
+                                                                  "character": cards["Cora"]}, format="json").json()
+    alice_api.patch(f"/api/adventures/{aid}/memories/{pinned['id']}/", {"pinned": True}, format="json")
+    bank.run(aid)  # embeds them
+    turn = alice_api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "ask Cora where the crown is hidden"},
+                          format="json")
+    assert turn.status_code == 201, turn.json()
+    part = next(p for p in turn.json()["context"]["parts"] if p["name"] == "knows")
+    lines = part["text"].splitlines()[1:]
+    assert len(lines) == 4, "the best 4 of Cora's 8 memories"
+    assert lines[0] == "- Cora is afraid of the dark crypt.", "pins first"
+    assert any(HIDING in line for line in lines[1:3]), lines
+    assert all(item["character"] == cards["Cora"] for item in part["items"])
