@@ -123,18 +123,21 @@ class CastMemory:
     offline: bool
 
 
-def _word(text: str) -> re.Pattern:
-    return re.compile(r"(?<!\w)" + re.escape(text) + r"(?!\w)", re.IGNORECASE)
+def _word(text: str, *, case: bool = False) -> re.Pattern:
+    return re.compile(r"(?<!\w)" + re.escape(text) + r"(?!\w)", 0 if case else re.IGNORECASE)
 
 
 def members(cards: list[StoryCard]) -> list[Member]:
-    """The cast's character cards (``in_cast``), each with its name and keys as whole-word patterns."""
+    """The cast's character cards (``in_cast``), each with its name and keys as whole-word patterns:
+    keys in any case (as card triggers), a capitalised name as written ("Will" is not "you will")."""
     out = []
     for card in cards:
-        if card.type != StoryCard.Type.CHARACTER or not card.in_cast or not card.name.strip():
+        name = card.name.strip()
+        if card.type != StoryCard.Type.CHARACTER or not card.in_cast or not name:
             continue
-        words = [card.name.strip()] + [k.strip() for k in card.keys if k.strip()]
-        out.append(Member(card.pk, card.name.strip(), tuple(_word(w) for w in dict.fromkeys(words))))
+        keys = [k.strip() for k in card.keys if k.strip() and k.strip() != name]
+        patterns = [_word(name, case=name != name.lower())] + [_word(k) for k in dict.fromkeys(keys)]
+        out.append(Member(card.pk, name, tuple(patterns)))
     return out
 
 

@@ -342,3 +342,8 @@ def test_what_a_character_knows_is_ranked_for_the_moment_with_pins_first(hall, a
     assert lines[0] == "- Cora is afraid of the dark crypt.", "pins first"
     assert any(HIDING in line for line in lines[1:3]), lines
     assert all(item["character"] == cards["Cora"] for item in part["items"])
+
+
+def test_a_name_that_is_also_a_word_counts_only_as_a_name():
+    parts = scene([("story", "Aria says you will find the gold buried under the oak.")], "Will", "Aria")
+    assert "Will" not in parts and "buried under the oak" in parts["Aria"], parts
