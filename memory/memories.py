@@ -9,7 +9,7 @@ from config import jobs
 from memory import bank, blocks, cast, embeddings, summaries, summarize
 from memory.models import Memory
 from stories import accounts, lineage
-from stories.errors import Conflict, InvalidRequest
+from stories.errors import Conflict, InvalidRequest, NotFound
 from stories.models import Action, Adventure, Branch, StoryCard
 from stories.providers import ProviderError
 
@@ -25,10 +25,10 @@ def bank_list(*, adventure: Adventure, character: StoryCard | None = None):
 
 def access_character(*, adventure: Adventure, card_id: int) -> StoryCard:
     """A character card of this adventure (in the cast or not: its memories stay). Raises
-    InvalidRequest otherwise, the same answer for another adventure's card and for none."""
+    NotFound (404) otherwise, the same answer for another adventure's card and for none."""
     card = StoryCard.objects.filter(pk=card_id, adventure=adventure, type=StoryCard.Type.CHARACTER).first()
     if card is None:
-        raise InvalidRequest(f"character {card_id} is not a character card of this adventure")
+        raise NotFound(f"character {card_id} is not a character card of this adventure")
     return card
 
 

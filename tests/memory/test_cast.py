@@ -228,9 +228,12 @@ def test_the_memory_api_lists_writes_and_refuses_characters_per_character(hall, 
     own = [m["text"] for m in alice_api.get(f"/api/adventures/{aid}/memories/").json()]
     assert "Cora fears the dark crypt." not in own
     place = alice_api.post(f"/api/adventures/{aid}/cards/", {"type": "place", "name": "Tarn"}, format="json").json()
-    for bad in (place["id"], 999999, "bram"):
+    for bad, status in ((place["id"], 404), (999999, 404), (10 ** 30, 404), (-4943554083, 404), ("bram", 400)):
         answer = alice_api.get(f"/api/adventures/{aid}/memories/?character={bad}")
-        assert answer.status_code == 400 and "character" in answer.json()["detail"], answer.json()
+        assert answer.status_code == status and "character" in answer.json()["detail"], answer.json()
+    refused = alice_api.post(f"/api/adventures/{aid}/memories/", {"text": "x", "character": place["id"]},
+                             format="json")
+    assert refused.status_code == 404 and "not a character card" in refused.json()["detail"]
     assert bob_api.get(f"/api/adventures/{aid}/cast/").status_code == 404
     assert bob_api.get(f"/api/adventures/{aid}/memories/?character={cards['Cora']}").status_code == 404
 
