@@ -110,6 +110,8 @@ def main() -> None:
     parser.add_argument("--candidates", action="store_true",
                         help="also ask every question with recall's candidate path forced on (every bank ranked "
                              "over candidates from indexes, not exactly) and print both")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a ranking setting for every pass (settings.AGENT_RECALL), e.g. --set list_hop=0.3")
     args = parser.parse_args()
     samples = json.loads(Path(args.data).read_text())
     if args.limit_conversations:
@@ -213,7 +215,8 @@ def main() -> None:
                               for c in CATEGORIES}
         return out
 
-    base_conf = dict(settings.AGENT_RECALL)
+    base_conf = {**settings.AGENT_RECALL,
+                 **{name: json.loads(value) for name, value in (item.split("=", 1) for item in args.set)}}
     records, latencies = ask("recall")
     result_full = score(records)
     result = {k: v for k, v in result_full.items() if k != "by_category"}

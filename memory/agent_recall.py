@@ -67,6 +67,9 @@ WEIGHTS = {
     # Off: on LoCoMo it did not generalize (cross-validation chose 0 in four folds of five); an operator
     # whose agents ask for lists may turn it on (AGENT_RECALL["hop"])
     "hop": 0.0,
+    # the second hop for a question that asks for many things ("which cities...", "how many games...",
+    # memory.agent_recall.asks_for_many) only
+    "list_hop": 0.0,
     "hop_seeds": 1,
     # The candidate path (a bank of more than settings.AGENT_RECALL["exact_up_to"] memories): how many
     # rows each arm reads (memory.agent_recall_sql).
@@ -115,6 +118,24 @@ def _query_words(text: str) -> list[str]:
     return sorted(w for w in words if w)
 
 
+_NOT_PLURAL = {"does", "was", "has", "is", "this", "his", "its", "always", "perhaps", "across", "towards",
+               "whereas", "unless", "thus", "yes", "us", "plus", "less", "news", "besides", "afterwards"}
+
+
+def asks_for_many(query: str) -> bool:
+    """A question asking for several things: "how many ...", "both", "names of", or what/which
+    followed within three words by a plural ("which cities has...", "what video games does...")."""
+    text = query.strip().lower()
+    if re.match(r"^(how many|what are the names)\b", text) or re.search(r"\b(both|names of)\b", text):
+        return True
+    m = re.match(r"^(what|which)\s+(.*)", text)
+    if not m:
+        return False
+    words = re.findall(r"[a-z'/]+", m.group(2))[:3]
+    return any(len(w) > 3 and w.endswith("s") and "'" not in w and w.split("/")[0] not in _NOT_PLURAL
+               for w in words)
+
+
 def _normal(text: str) -> set[str]:
     return set(re.findall(r"[a-z0-9']+", text.lower()))
 
@@ -148,11 +169,17 @@ def _ranking(*, world: World, agent: Agent, partner: str, location: str, query: 
         "asks_when": time.asks_when, "time_re": when.TIME_EXPRESSION_SQL, "w_time_words": conf["time_words"],
         "has_period": time.names_a_period, "months": time.months, "years": time.years,
         "period_start": time.start, "period_end": time.end, "w_period": conf["period"],
-        "hop": conf["hop"] > 0, "w_hop": conf["hop"], "hop_seeds": conf["hop_seeds"],
+        **_hop(conf, query),
         "common": conf["bm25_common_share"],
         **{key: conf[key] for key in ("vector_candidates", "text_scan", "text_candidates", "newest_candidates",
                                       "stats_sample")},
     }
+
+
+def _hop(conf: dict, query: str) -> dict:
+    """The second hop's parameters: ``hop`` for every query, or ``list_hop`` for one asking for many."""
+    weight = conf["hop"] or (conf["list_hop"] if asks_for_many(query) else 0.0)
+    return {"hop": weight > 0, "w_hop": weight, "hop_seeds": conf["hop_seeds"]}
 
 
 def _ranked_statement(cursor, params: dict, conf: dict) -> tuple[bool, str]:
