@@ -107,3 +107,32 @@ def test_a_second_hop_finds_the_other_mention_of_the_subject_the_first_matches_f
     one_hop = recall(agent_api, world, "gina", question, limit=10)
     assert all(m["parts"]["hop"] == 0 for m in one_hop), "off, the hop adds nothing"
     assert colosseum["score"] > one_hop[place(one_hop)]["score"]
+
+
+def test_a_question_asking_for_many_things_gets_the_second_hop_and_one_asking_for_one_does_not(agent_api, world):
+    """With the shipped settings the hop is on only for questions that ask for many things
+    ("which cities...", "how many..."): it reaches the Colosseum's memory, which shares no word with
+    the question; "where has Jon travelled?" asks for one place and ranks as before."""
+    from memory.agent_recall import asks_for_many
+
+    assert asks_for_many("Which cities has Jon visited?") and asks_for_many("How many games has John won?")
+    assert asks_for_many("What video games does Nate play?") and asks_for_many("What are the names of his kids?")
+    assert not asks_for_many("Where has Jon travelled?") and not asks_for_many("What was Joanna's audition for?")
+    assert not asks_for_many("Which team did John sign with on 21 May, 2023?")
+    start = timezone.now() - timedelta(days=40)
+    lines = [
+        "I travelled to Rome last spring and loved the city.",
+        "We saw the Colosseum and ate gelato near the Vatican every evening.",
+        "The dance studio needs a new wooden floor.",
+        "My sister keeps asking about the rent for the studio.",
+        "I bought a bicycle to get to work faster.",
+        "Our cat knocked over the plant again this morning.",
+    ]
+    for n, line in enumerate(lines):
+        say(agent_api, world, "jon", "gina", line, start + timedelta(days=3 * n))
+    embed_all(world)
+    many = recall(agent_api, world, "gina", "Which cities has Jon travelled to?", limit=6)
+    colosseum = next(m for m in many if "Colosseum" in m["content"])
+    assert colosseum["parts"]["hop"] > 0, "the hop reached it"
+    one = recall(agent_api, world, "gina", "Where has Jon travelled?", limit=6)
+    assert all(m["parts"]["hop"] == 0 for m in one), "a question asking for one thing: no hop"
