@@ -2,10 +2,11 @@
 
 Presence is read from the text, a sentence at a time, in story order:
 - a cast member (a character card with ``in_cast``) enters the scene in the first sentence that names
-  it (its name or any of its keys, whole word, any case);
+  it (whole word: a capitalised name as written, its keys in any case);
 - it leaves after a sentence that names it as the one leaving ("Bram leaves the hall", "Bram walks
-  out", "Bram and Cora ride off");
-- when the protagonist leaves, the scene moves with them: only those named in that sentence come along;
+  out", "Bram and Cora ride off"): the name nearest before the verb that can be its subject;
+- when the protagonist leaves, the scene moves with them: only those named in that sentence come
+  along ("you step outside after Oswin");
 - a member who left comes back only when the text says so ("Bram returns", "Nell comes back in");
   until then a mention ("the ring Sable left behind") does not bring them in, nor does a possessive
   ("the elder's son") bring in anyone;
