@@ -59,7 +59,8 @@ def test_recall_returns_the_same_top_k_as_brute_force_numpy(adventure, memory_ll
     grow(adventure, 60, run=lambda d: bank.run(adventure.pk) if d % 6 == 0 else None)
     head = Branch.objects.get(pk=adventure.head_branch_id)
     model, (query,) = embedder.embed(user_id=adventure.owner_id, texts=[retrieval.query_text(head)])
-    rows = list(Memory.objects.filter(adventure=adventure))
+    # in id order: recall breaks ties of distance by id, and the stable sort below keeps this order
+    rows = list(Memory.objects.filter(adventure=adventure).order_by("id"))
     assert len(rows) == 10
     bank_vectors = np.array([list(m.embedding) for m in rows], dtype=np.float32)
     q = np.array(query, dtype=np.float16).astype(np.float32)
