@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.db import DatabaseError, IntegrityError, transaction
-from django.db.models import F, Q
+from django.db.models import Count, F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -357,11 +357,11 @@ def evict(*, adventure: Adventure, head: Branch, report: PassReport) -> None:
     Pinned memories are never evicted, so pins alone may exceed capacity."""
     capacity = accounts.ai_settings_get(user_id=adventure.owner_id).memory_bank_capacity
     active = path_memories(head).filter(forgotten=False)
-    for holder in active.values_list("character_id", flat=True).distinct().order_by():
-        held = active.filter(character_id=holder) if holder is not None else active.filter(character__isnull=True)
-        excess = held.count() - capacity
+    sizes = active.values_list("character_id").annotate(n=Count("id")).order_by()  # one query for every bank
+    for holder, excess in ((h, n - capacity) for h, n in sizes):
         if excess <= 0:
             continue
+        held = active.filter(character_id=holder) if holder is not None else active.filter(character__isnull=True)
         victims = list(
             held.filter(pinned=False)
             .order_by(Coalesce("last_used_at", "created_at").asc(), "use_count", "id")

@@ -30,12 +30,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from memory.summarize import (
+    MEMORY_WORDS_MAX,
+    STOPWORDS,
     cast_brief,
     clean_memory,
     limit_words,
     protagonist,
     second_to_third_person,
     sentence_case,
+    split_sentences,
 )
 from stories import providers, tokens
 from stories.models import Action, Adventure, ProviderCall, StoryCard
@@ -49,7 +52,6 @@ CAST_MAX_OUTPUT = 500  # tokens of the writer's JSON answer
 KINDS = ("say", "heard", "interaction", "witnessed")
 # the offline writer's importance, by kind: what a member said or did outweighs what it only saw
 KIND_IMPORTANCE = {"say": 0.7, "interaction": 0.6, "heard": 0.5, "witnessed": 0.4}
-MEMORY_WORDS_MAX = 50
 
 CAST_INSTRUCTIONS = (
     "You keep the memories of each character in a long interactive story. For each character listed below, "
@@ -148,10 +150,6 @@ def named_in(members_: list[Member], text: str) -> list[Member]:
     return sorted((m for m in members_ if last[m] >= 0), key=lambda m: -last[m])
 
 
-def _split(text: str) -> list[str]:
-    return [s.strip() for s in re.split(r"(?<=[.!?])[\"'”)\]]?\s+", text) if s.strip()]
-
-
 def story_sentences(actions: list[Action], *, name: str) -> list[str]:
     """The actions' sentences in story order, in third person (``name`` for "you")."""
     def third_person(text: str) -> str:  # outside quotes: "you" in what someone says is its listener
@@ -168,7 +166,7 @@ def story_sentences(actions: list[Action], *, name: str) -> list[str]:
             text = f'{name} said, "{text.strip(chr(34))}"'
         else:
             text = third_person(text)
-        out.extend(_split(text))
+        out.extend(split_sentences(text))
     return out
 
 
@@ -203,10 +201,15 @@ _NOT_SUBJECT_BEFORE = re.compile(
     r"upon|on|in|into|onto)\s+$", re.IGNORECASE)
 
 
+def _possessive(text: str, end: int) -> bool:
+    """Whether the name ending at ``end`` is a possessive ("Mira's coin")."""
+    return re.match(r"['’]s\b", text[end:]) is not None
+
+
 def _subject(text: str, start: int, end: int) -> bool:
     """Whether a name at ``text[start:end]`` can be the subject of a later verb: not a possessive
-    ("Mira's coin") and not the object of a preposition ("with Ulf")."""
-    return not re.match(r"['’]s\b", text[end:]) and not _NOT_SUBJECT_BEFORE.search(text[:start])
+    and not the object of a preposition ("with Ulf")."""
+    return not _possessive(text, end) and not _NOT_SUBJECT_BEFORE.search(text[:start])
 
 
 def present(*, cast: list[Member], actions: list[Action], before: list[Action], name: str) -> list[Witness]:
@@ -241,9 +244,8 @@ def _walk(cast: list[Member], sentences: list[str], hero: re.Pattern, *, here: s
         gone -= back
         # a name in a possessive ("the elder's son") or of one who left and has not come back
         # ("a ring Sable left behind") does not bring them into the scene
-        entering = [m for m in named if m not in gone and any(_subject(sentence, s, e) or not
-                                                              re.match(r"['’]s\b", sentence[e:])
-                                                              for s, e in m.spans(sentence))]
+        entering = [m for m in named if m not in gone and any(not _possessive(sentence, e)
+                                                              for _, e in m.spans(sentence))]
         here.update(entering)
         seen.update(entering)
         for m in here:
@@ -295,21 +297,15 @@ def _kind(member: Member, sentences: list[str]) -> str:
     return next((k for k in KINDS if k in kinds), "witnessed")
 
 
-_STOP = set("""a an the and or but if then so of to in on at by for with from into over under up down out is are
-was were be been being am do does did have has had this that these those it its as not no yes he she they them
-his her their we our i me my there here what which who whom when where why how all any some just very can could
-would should will shall may might must one also than too""".split())
-
-
 def offline_cast_memory(witness: Witness, *, name: str) -> CastMemory:
     """The member's most telling sentences of its part (names, numbers and rare words score high;
     sentences naming the member higher), as many as 50 words hold, in story order."""
     sentences = witness.sentences
-    freq = Counter(w.lower() for s in sentences for w in re.findall(r"[A-Za-z']+", s) if w.lower() not in _STOP)
+    freq = Counter(w.lower() for s in sentences for w in re.findall(r"[A-Za-z']+", s) if w.lower() not in STOPWORDS)
 
     def score(sentence: str) -> float:
         words = re.findall(r"[A-Za-z']+|\d+", sentence)
-        content = [w for w in words if w.lower() not in _STOP]
+        content = [w for w in words if w.lower() not in STOPWORDS]
         if not content:
             return 0.0
         names = sum(1 for w in words[1:] if w[:1].isupper())

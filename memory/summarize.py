@@ -122,7 +122,7 @@ def clean_memory(text: str, *, name: str) -> str:
 
 
 def split_sentences(text: str) -> list[str]:
-    return [s.strip() for s in re.split(r"(?<=[.!?])[\"')\]]?\s+", text) if s.strip()]
+    return [s.strip() for s in re.split(r"(?<=[.!?])[\"'”)\]]?\s+", text) if s.strip()]
 
 
 def limit_words(text: str, limit: int) -> str:
@@ -146,7 +146,7 @@ def second_to_third_person(text: str, *, name: str) -> str:
     return text
 
 
-_STOPWORDS = set("""a an the and or but if then so of to in on at by for with from into over under up down out
+STOPWORDS = set("""a an the and or but if then so of to in on at by for with from into over under up down out
 is are was were be been being am do does did have has had this that these those it its as not no yes you your
 he she they them his her their we our i me my there here what which who whom when where why how all any some
 just very can could would should will shall may might must one also than too""".split())
@@ -169,11 +169,11 @@ def offline_memory(*, actions: list[Action], name: str) -> str:
     if not sentences:
         return ""
     words = [w.lower() for s in sentences for w in re.findall(r"[A-Za-z']+", s)]
-    freq = Counter(w for w in words if w not in _STOPWORDS)
+    freq = Counter(w for w in words if w not in STOPWORDS)
 
     def score(sentence: str) -> float:
         tokens_ = re.findall(r"[A-Za-z']+|\d+", sentence)
-        content = [t for t in tokens_ if t.lower() not in _STOPWORDS]
+        content = [t for t in tokens_ if t.lower() not in STOPWORDS]
         if not content:
             return 0.0
         names = sum(1 for t in tokens_[1:] if t[:1].isupper()) + (2 if name in sentence else 0)
@@ -273,10 +273,10 @@ def summarize_run(*, conn: providers.Connection | None, owner_id: int, agent: st
     if conn is None:
         lines = [line.strip() for line in text.splitlines() if line.strip()]
         words = Counter(w.lower() for line in lines for w in re.findall(r"[A-Za-z']+", line)
-                        if w.lower() not in _STOPWORDS)
+                        if w.lower() not in STOPWORDS)
 
         def score(line: str) -> float:
-            content = [w.lower() for w in re.findall(r"[A-Za-z']+", line) if w.lower() not in _STOPWORDS]
+            content = [w.lower() for w in re.findall(r"[A-Za-z']+", line) if w.lower() not in STOPWORDS]
             return sum(1.0 / words[w] for w in content) / (len(line.split()) ** 0.5 or 1)
 
         ranked = sorted(range(len(lines)), key=lambda i: score(lines[i]), reverse=True)

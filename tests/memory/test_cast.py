@@ -5,7 +5,7 @@ import pytest
 
 from memory import bank
 from memory.models import Cursor, Memory
-from stories.models import Branch
+from stories.models import Adventure, Branch
 from tests.support.story import memory_reply
 
 pytestmark = pytest.mark.django_db
@@ -350,3 +350,21 @@ def test_what_a_character_knows_is_ranked_for_the_moment_with_pins_first(hall, a
 def test_a_name_that_is_also_a_word_counts_only_as_a_name():
     parts = scene([("story", "Aria says you will find the gold buried under the oak.")], "Will", "Aria")
     assert "Will" not in parts and "buried under the oak" in parts["Aria"], parts
+
+
+def test_each_characters_bank_is_evicted_on_its_own_past_the_capacity(hall, alice_api, alice):
+    from stories import accounts
+
+    aid, cards = hall
+    accounts.ai_settings_update(user_id=alice.pk, memory_bank_capacity=2)
+    for n in range(3):
+        alice_api.post(f"/api/adventures/{aid}/memories/", {"text": f"Cora note {n}.", "character": cards["Cora"]},
+                       format="json")
+    report = bank.PassReport()
+    bank.evict(adventure=Adventure.objects.get(pk=aid), head=Branch.objects.get(
+        pk=Adventure.objects.get(pk=aid).head_branch_id), report=report)
+    kept = {name: Memory.objects.filter(adventure_id=aid, character_id=cards[name], forgotten=False).count()
+            for name in cards}
+    assert report.evicted == 3 and kept == {"Bram": 1, "Aria": 2, "Cora": 2}, (report.evicted, kept)
+    assert Memory.objects.filter(adventure_id=aid, character__isnull=True, forgotten=False).count() == 2, \
+        "the adventure's own bank is not pushed out by Cora's"

@@ -71,26 +71,33 @@ def test_time_cues_read_dates_and_periods_and_leave_ordinary_words_alone():
     assert when.cues("what did she say last year", now).years == [2023]
 
 
+JON_SAYS = [
+    "I travelled to Rome last spring and loved it.",
+    "We saw the Colosseum and ate gelato near the Vatican every evening.",
+    "The dance studio needs a new wooden floor.",
+    "My sister keeps asking about the rent for the studio.",
+    "Business has been slow, but the new shoes are selling.",
+    "I bought a bicycle to get to work faster.",
+    "Our cat knocked over the plant again this morning.",
+    "The bank finally approved the loan for the studio.",
+    "I have been practising the tango routine every night.",
+    "The weather has been cold and grey all week.",
+]
+
+
+def jon_tells_gina(agent_api, world, lines):
+    """Jon says ``lines`` to Gina, three days apart, ending about ten days ago; all embedded."""
+    start = timezone.now() - timedelta(days=40)
+    for n, line in enumerate(lines):
+        say(agent_api, world, "jon", "gina", line, start + timedelta(days=3 * n))
+    embed_all(world)
+
+
 def test_a_second_hop_finds_the_other_mention_of_the_subject_the_first_matches_found(agent_api, world, settings):
     """ "Where has Jon travelled?" names Rome's memory directly; the one about the
     Colosseum shares no word with the question, and the second hop (when the
     operator turns it on) ranks it up as the memory nearest in meaning to Rome's."""
-    start = timezone.now() - timedelta(days=40)
-    lines = [
-        "I travelled to Rome last spring and loved it.",
-        "We saw the Colosseum and ate gelato near the Vatican every evening.",
-        "The dance studio needs a new wooden floor.",
-        "My sister keeps asking about the rent for the studio.",
-        "Business has been slow, but the new shoes are selling.",
-        "I bought a bicycle to get to work faster.",
-        "Our cat knocked over the plant again this morning.",
-        "The bank finally approved the loan for the studio.",
-        "I have been practising the tango routine every night.",
-        "The weather has been cold and grey all week.",
-    ]
-    for n, line in enumerate(lines):
-        say(agent_api, world, "jon", "gina", line, start + timedelta(days=3 * n))
-    embed_all(world)
+    jon_tells_gina(agent_api, world, JON_SAYS)
     question = "Where has Jon travelled?"
 
     def place(found):
@@ -119,20 +126,9 @@ def test_a_question_asking_for_many_things_gets_the_second_hop_and_one_asking_fo
     assert asks_for_many("What video games does Nate play?") and asks_for_many("What are the names of his kids?")
     assert not asks_for_many("Where has Jon travelled?") and not asks_for_many("What was Joanna's audition for?")
     assert not asks_for_many("Which team did John sign with on 21 May, 2023?")
-    start = timezone.now() - timedelta(days=40)
-    lines = [
-        "I travelled to Rome last spring and loved the city.",
-        "We saw the Colosseum and ate gelato near the Vatican every evening.",
-        "The dance studio needs a new wooden floor.",
-        "My sister keeps asking about the rent for the studio.",
-        "I bought a bicycle to get to work faster.",
-        "Our cat knocked over the plant again this morning.",
-    ]
-    for n, line in enumerate(lines):
-        say(agent_api, world, "jon", "gina", line, start + timedelta(days=3 * n))
-    embed_all(world)
-    many = recall(agent_api, world, "gina", "Which cities has Jon travelled to?", limit=6)
+    jon_tells_gina(agent_api, world, JON_SAYS)
+    many = recall(agent_api, world, "gina", "Which cities has Jon travelled to?", limit=10)
     colosseum = next(m for m in many if "Colosseum" in m["content"])
     assert colosseum["parts"]["hop"] > 0, "the hop reached it"
-    one = recall(agent_api, world, "gina", "Where has Jon travelled?", limit=6)
+    one = recall(agent_api, world, "gina", "Where has Jon travelled?", limit=10)
     assert all(m["parts"]["hop"] == 0 for m in one), "a question asking for one thing: no hop"

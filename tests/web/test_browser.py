@@ -162,21 +162,26 @@ def open_play_page(browser, base_url: str, session: str, adventure_id: int):
     return context, page
 
 
+def session_of(user) -> str:
+    """A logged-in session id for ``user`` (made before Playwright starts, as the fixtures are)."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return client.cookies["sessionid"].value
+
+
 @pytest.fixture
 def long_road(alice):
     """An adventure with 105 memories and alice's session, made before Playwright starts (its
     greenlets would give the ORM a second database session that outlives the test)."""
-    from django.test import Client
-
     from memory import memories
     from stories.adventures import adventure_create
 
     adventure = adventure_create(owner_id=alice.pk, title="Long road", opening="Dawn.")
     for n in range(105):
         memories.memory_write(adventure=adventure, text=f"Memory number {n}.")
-    client = Client()
-    client.force_login(alice)
-    return adventure.pk, client.cookies["sessionid"].value
+    return adventure.pk, session_of(alice)
 
 
 def test_the_memory_drawer_pages_through_a_large_bank(live_server, long_road, browser):
@@ -196,8 +201,6 @@ def test_the_memory_drawer_pages_through_a_large_bank(live_server, long_road, br
 @pytest.fixture
 def hall_of_tarn(alice):
     """An adventure whose cast holds Cora, with a memory of the story's own and two of Cora's."""
-    from django.test import Client
-
     from memory import memories
     from stories.adventures import adventure_create
     from stories.models import StoryCard
@@ -207,9 +210,7 @@ def hall_of_tarn(alice):
     memories.memory_write(adventure=adventure, text="Mira reached the hall of Tarn.")
     memories.memory_write(adventure=adventure, text="Cora saw Aria hide the crown.", character=cora)
     memories.memory_write(adventure=adventure, text="Cora swept the great hall.", character=cora)
-    client = Client()
-    client.force_login(alice)
-    return adventure.pk, client.cookies["sessionid"].value
+    return adventure.pk, session_of(alice)
 
 
 def test_the_memory_drawer_shows_and_steers_each_characters_memories(live_server, hall_of_tarn, browser):
@@ -234,15 +235,11 @@ def test_the_memory_drawer_shows_and_steers_each_characters_memories(live_server
 @pytest.fixture
 def staff_session(alice, django_user_model):
     """alice's adventure and a superuser's session, made before Playwright starts."""
-    from django.test import Client
-
     from stories.adventures import adventure_create
 
     adventure = adventure_create(owner_id=alice.pk, title="Harbor", opening="You arrive.")
     root = django_user_model.objects.create_superuser(username="root", password="root-pass-123")
-    client = Client()
-    client.force_login(root)
-    return adventure.pk, client.cookies["sessionid"].value
+    return adventure.pk, session_of(root)
 
 
 def test_the_admin_the_api_docs_and_the_login_pages_work_under_the_csp(live_server, staff_session, browser):
@@ -272,8 +269,6 @@ def test_the_admin_the_api_docs_and_the_login_pages_work_under_the_csp(live_serv
 @pytest.fixture
 def failing_embeddings(alice, fake_llm):
     """alice's adventure on the fake model, whose embedding endpoint refuses the key, and her session."""
-    from django.test import Client
-
     from stories import accounts
     from stories.adventures import adventure_create
     from tests.support.fake_llm import Reply
@@ -283,9 +278,7 @@ def failing_embeddings(alice, fake_llm):
     adventure = adventure_create(owner_id=alice.pk, title="Fog", opening="The fog rolls in.")
     for _ in range(2):
         fake_llm.queue(Reply(status=401, when=lambda body: "input" in body))
-    client = Client()
-    client.force_login(alice)
-    return adventure.pk, client.cookies["sessionid"].value
+    return adventure.pk, session_of(alice)
 
 
 def test_the_play_page_says_when_recall_fell_back_to_pinned_memories(live_server, failing_embeddings, browser,
@@ -306,7 +299,6 @@ def test_the_play_page_says_when_recall_fell_back_to_pinned_memories(live_server
 def streaming_site(tmp_path, alice, fake_llm):
     """The real server (uvicorn, as `make run` serves the site), alice's adventure with her
     endpoint on a fake model that writes slowly, and her session; made before Playwright starts."""
-    from django.test import Client
 
     from stories import accounts
     from stories.adventures import adventure_create
@@ -314,10 +306,9 @@ def streaming_site(tmp_path, alice, fake_llm):
     accounts.ai_settings_update(user_id=alice.pk, api_key="sk-alice-stream-0001", endpoint_url=fake_llm.url,
                                 model="fake-model")
     adventure = adventure_create(owner_id=alice.pk, title="Lighthouse", opening="The lamp is dark.")
-    client = Client()
-    client.force_login(alice)
+    session = session_of(alice)
     site = Site(tmp_path / "site")
-    yield site, adventure.pk, client.cookies["sessionid"].value
+    yield site, adventure.pk, session
     site.stop()
 
 
