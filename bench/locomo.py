@@ -47,11 +47,14 @@ ABLATIONS = [
     ("no conversational context", {"context": 0.0}),
     ("no named-actor boost", {"named_actor": 0.0}),
     ("no time cues", {"time_words": 0.0, "period": 0.0}),
-    ("no second hop for questions asking for many", {"list_hop": 0.0}),
+    ("no discount for a line that only asks", {"asks": 0.0}),
+    ("no larger share for the reply to a question", {"answers": 0.0}),
+    ("neither of those two", {"asks": 0.0, "answers": 0.0}),
+    ("the second hop (0.3) for questions asking for many", {"list_hop": 0.3}),
     ("the second hop (0.3) for every question", {"hop": 0.3}),
     ("BM25 counting words most memories hold", {"bm25_common_share": 1.0}),
     ("the ranking before issue 17", {"time_words": 0.0, "period": 0.0, "hop": 0.0, "list_hop": 0.0,
-                                     "bm25_common_share": 1.0}),
+                                     "bm25_common_share": 1.0, "asks": 0.0, "answers": 0.0}),
     ("neither", {"context": 0.0, "named_actor": 0.0}),
     ("neither, rrf_k 20", {"context": 0.0, "named_actor": 0.0, "rrf_k": 20}),
     ("vector only", {"context": 0.0, "named_actor": 0.0, "text": 0.0}),
@@ -67,10 +70,14 @@ FORCED_CANDIDATES = {"exact_up_to": 0, "hnsw_row_cost": 0}
 # (0 or 0.3) was cross-validated with rrf_k (5, 20) and context (0, 0.25, 0.5) before time and the
 # second hop existed, and hop (0, 0.3, 0.6) with rrf_k (5, 20), context and time_words (0, 0.3, 0.6);
 # then rrf_k (5, 10) and context (0.25, 0.5) with time_words: every fold chose named_actor 0.3,
-# rrf_k 5 and context 0.25, four of five hop 0, so they are held there (README).
+# rrf_k 5 and context 0.25, four of five hop 0, so they are held there (README). asks (0.1 to 0.7)
+# and answers (0 to 2) were searched wider with time_words (0.6 to 1.2) and list_hop: no fold chose
+# time_words 1.2, asks 0.5 or more, or answers below 1 or above 1.5.
 GRID = {
-    "time_words": [0.3, 0.6, 0.9],
+    "time_words": [0.6, 0.9],
     "list_hop": [0.0, 0.3],
+    "asks": [0.2, 0.3, 0.4],
+    "answers": [1.0, 1.5],
 }
 
 

@@ -60,7 +60,7 @@ WEIGHTS = {
     # time (memory.when): a question asking when ranks up memories that say when (a date, "yesterday",
     # "two years ago"); a query naming a period ("in June", "last week") ranks up memories that
     # happened in it (their event time)
-    "time_words": 0.6,
+    "time_words": 0.9,
     "period": 0.3,
     # a second hop: the memories nearest the centre of the best first matches (their meaning), fused by
     # reciprocal rank like the first; finds the other scattered mentions of a subject ("which cities...").
@@ -68,9 +68,15 @@ WEIGHTS = {
     # whose agents ask for lists may turn it on (AGENT_RECALL["hop"])
     "hop": 0.0,
     # the second hop for a question that asks for many things only ("which cities...", "how many
-    # games...": asks_for_many); every cross-validation fold on LoCoMo chose 0.3 over 0 (README)
-    "list_hop": 0.3,
+    # games...": asks_for_many); it helped until replies took their question's match (below), and then
+    # four folds of five chose 0 (README): off, an operator's knob
+    "list_hop": 0.0,
     "hop_seeds": 1,
+    # a line that only asks (its last sentence a question) tells no fact: it counts this much less
+    "asks": 0.3,
+    # ...and the line after it, which answers it, takes this much more of its match (on top of the
+    # context share: 0.25 x (1 + 1.0)); every fold chose asks 0.3, four of five answers 1.0 (README)
+    "answers": 1.0,
     # The candidate path (a bank of more than settings.AGENT_RECALL["exact_up_to"] memories): how many
     # rows each arm reads (memory.agent_recall_sql).
     "vector_candidates": 40,  # nearest by meaning
@@ -169,7 +175,7 @@ def _ranking(*, world: World, agent: Agent, partner: str, location: str, query: 
         "asks_when": time.asks_when, "time_re": when.TIME_EXPRESSION_SQL, "w_time_words": conf["time_words"],
         "has_period": time.names_a_period, "months": time.months, "years": time.years,
         "period_start": time.start, "period_end": time.end, "w_period": conf["period"],
-        **_hop(conf, query),
+        **_hop(conf, query), "w_asks": conf["asks"], "w_answers": conf["answers"],
         "common": conf["bm25_common_share"],
         **{key: conf[key] for key in ("vector_candidates", "text_scan", "text_candidates", "newest_candidates",
                                       "stats_sample")},
@@ -235,7 +241,7 @@ def agent_recall(*, world: World, agent: Agent, partner: str = "", location: str
         if used + cost > token_budget:
             continue
         names = ("partner", "location", "kind", "importance", "recency", "vector", "text", "named", "context", "time",
-                 "hop")
+                 "hop", "asks")
         scored = {n: round(float(v), 4) for n, v in zip(names, parts)}
         kept.append(Recalled(pk, content, kind, partner_, location_, occurred, round(sum(scored.values()), 4), scored))
         seen.append(words)

@@ -15,7 +15,10 @@ from __future__ import annotations
 # - a memory whose actor the query names ranks up ("what did Ann say ...");
 # - a line of a conversation (said or heard) takes a share of the match of
 #   the lines just before and after it with the same partner, within the
-#   context window: an answer is found through the question it answers;
+#   context window: an answer is found through the question it answers, and
+#   the line after a question takes a larger share of its match (it is the
+#   reply), while a line that only asks (its last sentence a question) counts
+#   for less, since it tells no fact;
 # - partner, location, kind, importance and recency add their weights.
 # The memories a recall considers: those of the agent in the window, of the kinds asked, not folded
 # into a summary, and not cooling down (pinned ones never cool down).
@@ -49,7 +52,8 @@ WITH q AS (
       AND (%(period_start)s::timestamptz IS NULL OR m.occurred_at >= %(period_start)s::timestamptz)
       AND (%(period_end)s::timestamptz IS NULL OR m.occurred_at < %(period_end)s::timestamptz)
     THEN 1 ELSE 0 END AS in_period,
-    CASE WHEN %(hop)s AND %(has_vector)s AND m.embedding_model = %(model)s THEN m.embedding END AS embedding
+    CASE WHEN %(hop)s AND %(has_vector)s AND m.embedding_model = %(model)s THEN m.embedding END AS embedding,
+    m.content ~ '\\?[^.!?]*$' AS asks  -- its last sentence a question
   FROM memory_agentmemory m, q
   WHERE {considered}{restrict}
 ), {stats}, {df}, weights AS MATERIALIZED (
@@ -72,7 +76,7 @@ WITH q AS (
          coalesce(tr >= min(tr) FILTER (WHERE best_text) OVER (), true) AS text_enough
   FROM texted
 ), ranked AS (
-  SELECT id, kind, partner, location, occurred_at, importance, actor, sim, says_when, in_period, embedding, tr,
+  SELECT id, kind, partner, location, occurred_at, importance, actor, sim, says_when, in_period, embedding, tr, asks,
     CASE WHEN near_enough THEN rank() OVER (PARTITION BY near_enough ORDER BY sim DESC NULLS LAST)
          ELSE count(*) FILTER (WHERE near_enough) OVER ()
               + rank() OVER (PARTITION BY near_enough ORDER BY sim DESC NULLS LAST)
@@ -103,6 +107,7 @@ WITH q AS (
 ), neighbours AS (
   SELECT hopped.*,
     lag(occurred_at) OVER w AS prev_at, lag(s_vector + s_text + s_named) OVER w AS prev_match,
+    coalesce(lag(asks) OVER w, false) AS prev_asks,
     lead(occurred_at) OVER w AS next_at, lead(s_vector + s_text + s_named) OVER w AS next_match
   FROM hopped WINDOW w AS (PARTITION BY partner, kind IN ('say', 'heard') ORDER BY occurred_at, id)
 ), scored AS (
@@ -114,19 +119,22 @@ WITH q AS (
     %(prior)s * %(w_recency)s * power(0.5, greatest(extract(epoch FROM (%(now)s - occurred_at)), 0) / %(half_life)s)
       AS s_recency,
     CASE WHEN n.kind IN ('say', 'heard') THEN
-      %(w_context)s * (CASE WHEN prev_at >= occurred_at - %(context_window)s THEN prev_match ELSE 0 END
+      %(w_context)s * (CASE WHEN prev_at >= occurred_at - %(context_window)s
+                            THEN prev_match * (1 + %(w_answers)s * prev_asks::int) ELSE 0 END
                        + CASE WHEN next_at <= occurred_at + %(context_window)s THEN next_match ELSE 0 END)
     ELSE 0 END AS s_context,
     %(w_time_words)s * says_when + %(w_period)s * in_period AS s_time,
-    CASE WHEN r_hop IS NOT NULL THEN %(w_hop)s * (%(rrf_k)s + 1) / (%(rrf_k)s + r_hop) ELSE 0 END AS s_hop
+    CASE WHEN r_hop IS NOT NULL THEN %(w_hop)s * (%(rrf_k)s + 1) / (%(rrf_k)s + r_hop) ELSE 0 END AS s_hop,
+    -%(w_asks)s * asks::int AS s_asks
   FROM neighbours n LEFT JOIN kw ON kw.kind = n.kind
 ), top AS (
   SELECT *, s_partner + s_location + s_kind + s_importance + s_recency + s_vector + s_text + s_named + s_context
-            + s_time + s_hop AS total
+            + s_time + s_hop + s_asks AS total
   FROM scored ORDER BY total DESC, occurred_at DESC, id LIMIT %(candidates)s
 )
 SELECT top.id, m.content, top.kind, top.partner, top.location, top.occurred_at,
-       s_partner, s_location, s_kind, s_importance, s_recency, s_vector, s_text, s_named, s_context, s_time, s_hop
+       s_partner, s_location, s_kind, s_importance, s_recency, s_vector, s_text, s_named, s_context, s_time, s_hop,
+       s_asks
 FROM top JOIN memory_agentmemory m ON m.id = top.id
 ORDER BY total DESC, top.occurred_at DESC, top.id
 """

@@ -324,6 +324,33 @@ def test_an_answer_is_found_through_the_question_it_answers(agent_api, world):
     assert by_text[next(c for c in by_text if "heavy to carry" in c)] == 0, "cy's line is another conversation"
 
 
+def test_the_reply_to_a_matching_question_outranks_the_question(agent_api, world, settings):
+    """Gina's question matches the query word for word, but holds no fact; Jon's reply, which
+    shares no word with it, holds the answer: the reply takes the larger share of its question's
+    match, and a line that only asks counts for less (README: "Agent memory")."""
+    t = timezone.now() - timedelta(days=3)
+    say(agent_api, world, "gina", "jon", "That's so sweet! What are the names of your pets?", t)
+    say(agent_api, world, "jon", "gina", "Luna and Oliver! They liven up the whole house.", t + timedelta(minutes=1))
+    for n, line in enumerate(["The studio floor is finished.", "Sales were good this spring.",
+                              "My dance shoes need new soles.", "The landlord raised the rent."]):
+        say(agent_api, world, "jon", "gina", line, t + timedelta(hours=2 + n))
+    gina = Agent.objects.get(external_id="gina")
+    agent_upkeep.agent_memories_embed(agent_id=gina.pk)
+
+    def ranked():
+        found, _ = agent_recall.agent_recall(world=world, agent=gina, query="What are the names of Jon's pets?",
+                                             limit=3, record=False)
+        return found
+
+    found = ranked()
+    assert "Luna and Oliver" in found[0].content and found[0].parts["text"] == 0
+    assert found[0].parts["asks"] == 0 and found[0].parts["context"] > 0
+    question = next(m for m in found if "names of your pets" in m.content)
+    assert question.parts["asks"] < 0, "a line that only asks"
+    settings.AGENT_RECALL = {**settings.AGENT_RECALL, "asks": 0.0, "answers": 0.0}
+    assert "names of your pets" in ranked()[0].content, "without the two parts the question itself ranks first"
+
+
 def test_a_memory_means_the_same_whatever_day_it_happened(agent_api, world):
     """The date a memory starts with is its event time (recall reads that from the event); its
     vector is the meaning of what happened."""

@@ -116,16 +116,18 @@ def test_a_second_hop_finds_the_other_mention_of_the_subject_the_first_matches_f
     assert colosseum["score"] > one_hop[place(one_hop)]["score"]
 
 
-def test_a_question_asking_for_many_things_gets_the_second_hop_and_one_asking_for_one_does_not(agent_api, world):
-    """With the shipped settings the hop is on only for questions that ask for many things
-    ("which cities...", "how many..."): it reaches the Colosseum's memory, which shares no word with
-    the question; "where has Jon travelled?" asks for one place and ranks as before."""
+def test_a_question_asking_for_many_things_gets_the_second_hop_and_one_asking_for_one_does_not(agent_api, world,
+                                                                                              settings):
+    """With the list hop on (an operator's knob) the hop runs only for questions that ask for many
+    things ("which cities...", "how many..."): it reaches the Colosseum's memory, which shares no word
+    with the question; "where has Jon travelled?" asks for one place and ranks as before."""
     from memory.agent_recall import asks_for_many
 
     assert asks_for_many("Which cities has Jon visited?") and asks_for_many("How many games has John won?")
     assert asks_for_many("What video games does Nate play?") and asks_for_many("What are the names of his kids?")
     assert not asks_for_many("Where has Jon travelled?") and not asks_for_many("What was Joanna's audition for?")
     assert not asks_for_many("Which team did John sign with on 21 May, 2023?")
+    settings.AGENT_RECALL = {**settings.AGENT_RECALL, "list_hop": 0.3}
     jon_tells_gina(agent_api, world, JON_SAYS)
     many = recall(agent_api, world, "gina", "Which cities has Jon travelled to?", limit=10)
     colosseum = next(m for m in many if "Colosseum" in m["content"])
