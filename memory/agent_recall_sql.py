@@ -53,7 +53,9 @@ WITH q AS (
       AND (%(period_end)s::timestamptz IS NULL OR m.occurred_at < %(period_end)s::timestamptz)
     THEN 1 ELSE 0 END AS in_period,
     CASE WHEN %(hop)s AND %(has_vector)s AND m.embedding_model = %(model)s THEN m.embedding END AS embedding,
-    m.content ~ '\\?[^.!?]*$' AS asks  -- its last sentence a question
+    -- its last sentence a question (a "?" ending the text or before a closing quote, bracket or space:
+    -- not one inside a link, "page?id=3")
+    m.content ~ '\\?(["”’'')\\]\\s][^.!?]*)?$' AS asks
   FROM memory_agentmemory m, q
   WHERE {considered}{restrict}
 ), {stats}, {df}, weights AS MATERIALIZED (

@@ -332,7 +332,7 @@ def test_the_reply_to_a_matching_question_outranks_the_question(agent_api, world
     say(agent_api, world, "gina", "jon", "That's so sweet! What are the names of your pets?", t)
     say(agent_api, world, "jon", "gina", "Luna and Oliver! They liven up the whole house.", t + timedelta(minutes=1))
     for n, line in enumerate(["The studio floor is finished.", "Sales were good this spring.",
-                              "My dance shoes need new soles.", "The landlord raised the rent."]):
+                              "My dance shoes need new soles.", "The shop's new page is example.com/shop?id=3"]):
         say(agent_api, world, "jon", "gina", line, t + timedelta(hours=2 + n))
     gina = Agent.objects.get(external_id="gina")
     agent_upkeep.agent_memories_embed(agent_id=gina.pk)
@@ -347,6 +347,8 @@ def test_the_reply_to_a_matching_question_outranks_the_question(agent_api, world
     assert found[0].parts["asks"] == 0 and found[0].parts["context"] > 0
     question = next(m for m in found if "names of your pets" in m.content)
     assert question.parts["asks"] < 0, "a line that only asks"
+    page, _ = agent_recall.agent_recall(world=world, agent=gina, query="the shop's new page", limit=1, record=False)
+    assert "shop?id=3" in page[0].content and page[0].parts["asks"] == 0, "a question mark in a link asks nothing"
     settings.AGENT_RECALL = {**settings.AGENT_RECALL, "asks": 0.0, "answers": 0.0}
     assert "names of your pets" in ranked()[0].content, "without the two parts the question itself ranks first"
 
