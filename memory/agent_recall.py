@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+import time
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -188,6 +191,51 @@ def _hop(conf: dict, query: str) -> dict:
     return {"hop": weight > 0, "w_hop": weight, "hop_seeds": conf["hop_seeds"]}
 
 
+@dataclass
+class _Sample:
+    """The word statistics of a sample of a large bank (the candidate path's BM25): how many memories,
+    their mean length in words and in how many of them each word is, taken when the bank held ``held``."""
+
+    held: int
+    n: int
+    avgdl: float
+    df: Counter
+    taken: float
+
+    @classmethod
+    def of(cls, held: int, words: list[list[str]]) -> _Sample:
+        lengths = [max(len(w), 1) for w in words]
+        return cls(held, len(words), max(sum(lengths) / max(len(lengths), 1), 1.0),
+                   Counter(t for w in words for t in set(w)), time.monotonic())
+
+
+# Samples kept per process: a bank's word statistics hardly move between recalls, and reading a sample
+# costs a large bank's recall about a fifth of its time. One is taken anew when the bank's size changes
+# (every memory added or removed, below an own index's size; README "Agent memory") or after a while.
+SAMPLE_KEPT_SECONDS = 300
+SAMPLES_KEPT = 256
+_samples: OrderedDict[tuple, _Sample] = OrderedDict()
+_samples_lock = threading.Lock()
+
+
+def _kept_sample(key: tuple) -> _Sample | None:
+    with _samples_lock:
+        sample = _samples.get(key)
+        if sample is None or time.monotonic() - sample.taken > SAMPLE_KEPT_SECONDS:
+            _samples.pop(key, None)
+            return None
+        _samples.move_to_end(key)
+        return sample
+
+
+def _keep_sample(key: tuple, sample: _Sample) -> None:
+    with _samples_lock:
+        _samples[key] = sample
+        _samples.move_to_end(key)
+        while len(_samples) > SAMPLES_KEPT:
+            _samples.popitem(last=False)
+
+
 def _ranked_statement(cursor, params: dict, conf: dict) -> tuple[bool, str]:
     """Runs the first statement (the bank's size, BM25's sampled statistics,
     this transaction's settings), adds what it learnt to ``params`` and returns
@@ -195,16 +243,27 @@ def _ranked_statement(cursor, params: dict, conf: dict) -> tuple[bool, str]:
     inside a transaction: the settings last until it ends."""
     dims = params["dims"]
     own_index = agent_indexes.own_index_name(agent_id=params["agent"], dims=dims or INDEXED_DIMS[0])
+    key = (params["agent"], tuple(sorted(params["kinds"])), conf["stats_sample"])
+    kept = _kept_sample(key)
     cursor.execute(PREPARE_SQL, {**params, "exact_up_to": conf["exact_up_to"], "ef_search": str(conf["ef_search"]),
-                                  "count_at_least": conf["count_at_least"],
-                                  "hnsw_row_cost": conf["hnsw_row_cost"], "own_index": own_index})
-    held, through, owned, sample_n, sample_avgdl, terms, dfs, *_ = cursor.fetchone()
+                                  "count_at_least": conf["count_at_least"], "hnsw_row_cost": conf["hnsw_row_cost"],
+                                  "own_index": own_index, "sampled_at": kept.held if kept else -1})
+    held, through, owned, terms, words, *_ = cursor.fetchone()
     candidates = held > conf["exact_up_to"] and (dims is None or dims in INDEXED_DIMS)
+    if held <= conf["exact_up_to"]:
+        sample = None  # exact scoring: the statistics are the bank's own, counted in the ranked statement
+    elif kept is not None and kept.held == held:
+        sample = kept  # (the statement took no sample)
+    else:
+        sample = _Sample.of(held, (json.loads(words) if isinstance(words, str) else words) or [])
+        _keep_sample(key, sample)
+    sample_n, sample_avgdl = (sample.n, sample.avgdl) if sample else (0, 1.0)
+    dfs = [sample.df.get(t, 0) if sample else 0 for t in terms]
     telling = [t for t, df in zip(terms, dfs) if df <= max(conf["bm25_common_share"] * sample_n, 1)]
     # about how many of the bank's memories hold a telling word (ranks of the text matches outside its arm)
     matched = held * min(1.0, sum(df for t, df in zip(terms, dfs) if t in telling) / max(sample_n, 1))
     params.update({"held": held, "matched": matched, "sample_n": float(sample_n),
-                   "sample_avgdl": float(sample_avgdl or 1), "sample_terms": terms,
+                   "sample_avgdl": float(sample_avgdl), "sample_terms": terms,
                    "sample_dfs": [float(d) for d in dfs], "telling": tsquery_literal(telling) or None})
     return candidates, recall_sql(candidates=candidates, dims=dims or INDEXED_DIMS[0], through_index=held > through,
                                    own_index_of=params["agent"] if owned and dims else None)

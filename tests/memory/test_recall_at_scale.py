@@ -118,6 +118,28 @@ def test_the_words_of_older_days_weigh_over_candidates_what_they_weigh_in_the_wh
     assert "compass" in exact[0]["content"], "the rare word tells: scoring the whole bank finds it first"
     assert fast[0]["id"] == exact[0]["id"], [m["content"] for m in fast]
 
+def test_a_bank_that_changes_is_sampled_anew(agent_api, world, settings):
+    """Over candidates, BM25's word statistics come from a sample that a process keeps while the bank
+    holds as many memories: once many memories mention the zeppelin, the word is common and tells
+    nothing, though the last recall found it rare."""
+    start = timezone.now() - timedelta(days=100)
+
+    def tell(lines, day):
+        events = [{"type": "say", "actor": "ann", "target": "bo", "nearby": ["bo"], "text": text,
+                   "time": (start + timedelta(days=day, minutes=n)).isoformat()} for n, text in enumerate(lines)]
+        assert agent_api.post(events_url(world), {"events": events}, format="json").status_code == 201
+        embed_all(world)
+
+    tell([f"{p.capitalize()} {d} {t}." for p, d, t in zip(PEOPLE * 5, DEEDS * 5, THINGS * 4)]
+         + ["A zeppelin drifted over the harbour at dawn."], 0)
+    rare = ranked(agent_api, world, settings, 10, query="the zeppelin")
+    assert "zeppelin" in rare[0]["content"] and rare[0]["parts"]["text"] > 0
+    assert ranked(agent_api, world, settings, 10, query="the zeppelin")[0]["parts"]["text"] > 0, "kept, the same"
+    tell([f"The zeppelin came back, {t} hanging below it." for t in THINGS * 6], 10)
+    common = ranked(agent_api, world, settings, 10, query="the zeppelin")
+    assert all(m["parts"]["text"] == 0 for m in common), "most memories hold the word now"
+
+
 def _fill(agent, count):
     """``count`` memories of random words and random unit vectors, made in SQL (what is measured is reads)."""
     with connection.cursor() as cursor:
