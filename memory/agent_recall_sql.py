@@ -55,7 +55,7 @@ WITH q AS (
     CASE WHEN %(hop)s AND %(has_vector)s AND m.embedding_model = %(model)s THEN m.embedding END AS embedding,
     -- its last sentence a question (a "?" ending the text or before a closing quote, bracket or space:
     -- not one inside a link, "page?id=3")
-    m.content ~ '\\?(["”’'')\\]\\s][^.!?]*)?$' AS asks
+    strpos(m.content, '?') > 0 AND m.content ~ '\\?(["”’'')\\]\\s][^.!?]*)?$' AS asks
   FROM memory_agentmemory m, q
   WHERE {considered}{restrict}
 ), {stats}, {df}, weights AS MATERIALIZED (
