@@ -9,7 +9,7 @@ from django.utils import timezone
 from memory import agent_events, agent_recall, agent_upkeep
 from memory.models import Agent, AgentMemory, World
 from tests.conftest import api_client_for
-from tests.support.agents import events_url, say
+from tests.support.agents import SMALL_TALK, events_url, say
 
 pytestmark = pytest.mark.django_db
 
@@ -331,8 +331,7 @@ def test_the_reply_to_a_matching_question_outranks_the_question(agent_api, world
     t = timezone.now() - timedelta(days=3)
     say(agent_api, world, "gina", "jon", "That's so sweet! What are the names of your pets?", t)
     say(agent_api, world, "jon", "gina", "Luna and Oliver! They liven up the whole house.", t + timedelta(minutes=1))
-    for n, line in enumerate(["The studio floor is finished.", "Sales were good this spring.",
-                              "My dance shoes need new soles.", "The shop's new page is example.com/shop?id=3"]):
+    for n, line in enumerate([*SMALL_TALK, "The shop's new page is example.com/shop?id=3"]):
         say(agent_api, world, "jon", "gina", line, t + timedelta(hours=2 + n))
     gina = Agent.objects.get(external_id="gina")
     agent_upkeep.agent_memories_embed(agent_id=gina.pk)

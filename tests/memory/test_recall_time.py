@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from memory import when
-from tests.support.agents import embed_all, recall, say
+from tests.support.agents import SMALL_TALK, embed_all, recall, say
 
 pytestmark = pytest.mark.django_db
 
@@ -34,8 +34,7 @@ def test_a_when_question_ranks_the_memory_that_says_when(agent_api, world):
     start = timezone.now() - timedelta(days=30)
     say(agent_api, world, "gina", "jon", "Rosa inked my tattoo two years ago.", start)
     say(agent_api, world, "gina", "jon", "Rosa inked my tattoo, a rose for freedom.", start + timedelta(days=20))
-    for n, line in enumerate(["The studio floor is finished.", "Sales were good this spring.",
-                              "My dance shoes need new soles.", "The landlord raised the rent."]):
+    for n, line in enumerate([*SMALL_TALK, "The landlord raised the rent."]):
         say(agent_api, world, "gina", "jon", line, start + timedelta(days=5 + n))
     embed_all(world)
     asked = recall(agent_api, world, "jon", "When did Gina get her tattoo?")

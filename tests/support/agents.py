@@ -2,6 +2,10 @@
 recall API asked as agent frameworks ask, and embedding what is pending."""
 
 
+# Lines that match no question of the tests: what else was said.
+SMALL_TALK = ["The studio floor is finished.", "Sales were good this spring.", "My dance shoes need new soles."]
+
+
 def events_url(world):
     return f"/api/worlds/{world.pk}/events/"
 
