@@ -236,8 +236,9 @@ def recall_sql(*, candidates: bool, dims: int, through_index: bool, own_index_of
 # The first statement of a recall, in its transaction: how many memories the agent holds (counted up
 # to the larger of the bounds below), the query's words, the words of a sample of its memories when the
 # bank takes the candidate path (BM25's statistics), and this transaction's planner and pgvector
-# settings. Through the HNSW index, finding the agent's k nearest reads about k x table / bank rows; over the bank, the bank: the index
-# is the cheaper way past sqrt(hnsw_row_cost x k x table) memories (the "through" bound).
+# settings. Through the HNSW index, finding the agent's k nearest reads about k x table / bank rows;
+# over the bank, the bank: the index is the cheaper way past sqrt(hnsw_row_cost x k x table) memories
+# (the "through" bound).
 PREPARE_SQL = """
 WITH t AS (
   SELECT greatest(reltuples, 0)::float8 AS rows FROM pg_class WHERE oid = 'memory_agentmemory'::regclass
