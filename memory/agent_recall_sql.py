@@ -64,7 +64,7 @@ WITH q AS (
   SELECT terms.tq, ln(1 + (s.n - df.df + 0.5) / (df.df + 0.5)) AS idf
   FROM terms JOIN df USING (t), stats s
   WHERE df.df <= greatest(%(common)s * s.n, 1)  -- a word most memories hold tells them apart by noise only
-), texted AS (
+), texted AS {texted} (
   SELECT base.*, CASE WHEN base.matches THEN coalesce(
       (SELECT sum(w.idf) FROM weights w WHERE base.search @@ w.tq) * (%(k1)s + 1)
       / (1 + %(k1)s * (1 - %(b)s + %(b)s * base.dl / s.avgdl)), 0) ELSE 0 END AS tr
@@ -143,7 +143,7 @@ ORDER BY total DESC, top.occurred_at DESC, top.id
 
 # Exact scoring: every memory considered is scored, and BM25's statistics are theirs.
 _EXACT = {
-    "candidates": "", "restrict": "", "near": "true", "best_text": "true",
+    "candidates": "", "restrict": "", "near": "true", "best_text": "true", "texted": "NOT MATERIALIZED",
     "stats": "stats AS (SELECT count(*)::float8 AS n, greatest(avg(dl)::float8, 1) AS avgdl FROM base)",
     "df": "df AS (SELECT t, count(*)::float8 AS df FROM base b, terms WHERE b.matches AND b.search @@ terms.tq"
           " GROUP BY t)",
@@ -159,7 +159,8 @@ _EXACT = {
 #   memories apart, with the statistics of a sample of the agent's memories standing for the bank's
 #   (the first statement computes them);
 # - the newest, the newest with the partner, at the location, and in the period the query names;
-# - for the context share, the lines just before and after each conversational candidate.
+# - for the context share, the lines just before and after each conversational candidate that the
+#   meaning or the words brought in (the newest lend their neighbours next to nothing).
 _CANDIDATES = """, sample_stats AS (
   SELECT %(sample_n)s::float8 AS n, %(sample_avgdl)s::float8 AS avgdl
 ), sample_df AS (
@@ -195,7 +196,8 @@ _CANDIDATES = """, sample_stats AS (
 ), cand AS (
   SELECT id FROM vec UNION SELECT id FROM txt_best UNION SELECT id FROM newest
 ), around AS (
-  SELECT x.id FROM memory_agentmemory c JOIN cand USING (id), LATERAL (
+  SELECT x.id FROM memory_agentmemory c JOIN (SELECT id FROM vec UNION SELECT id FROM txt_best) matched USING (id),
+  LATERAL (
     (SELECT m.id FROM memory_agentmemory m
      WHERE m.partner = c.partner AND m.kind IN ('say', 'heard') AND {considered}
        AND m.occurred_at >= c.occurred_at - %(context_window)s AND (m.occurred_at, m.id) < (c.occurred_at, c.id)
@@ -228,6 +230,9 @@ def recall_sql(*, candidates: bool, dims: int, through_index: bool, own_index_of
             "restrict": "\n    AND m.id = ANY(ARRAY(SELECT id FROM cand UNION SELECT id FROM around))",
             "near": "m.id = ANY(ARRAY(SELECT id FROM vec))", "best_text": "m.id = ANY(ARRAY(SELECT id FROM txt_best))",
             "stats": "stats AS (SELECT * FROM sample_stats)",
+            # each candidate's BM25 sum once, though the steps after read it thrice (over a whole bank,
+            # inlined is the faster)
+            "texted": "MATERIALIZED",
             "df": "df AS (SELECT t, df FROM sample_df)",
         }
     return _RECALL_SQL.format(considered=_CONSIDERED, **parts)
