@@ -255,7 +255,7 @@ def _ranked_statement(cursor, params: dict, conf: dict) -> tuple[bool, str]:
     elif kept is not None and kept.held == held:
         sample = kept  # (the statement took no sample)
     else:
-        sample = _Sample.of(held, (json.loads(words) if isinstance(words, str) else words) or [])
+        sample = _Sample.of(held, words or [])  # (psycopg reads the JSON into lists)
         _keep_sample(key, sample)
     sample_n, sample_avgdl = (sample.n, sample.avgdl) if sample else (0, 1.0)
     dfs = [sample.df.get(t, 0) if sample else 0 for t in terms]
