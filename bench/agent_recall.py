@@ -90,7 +90,10 @@ def main() -> None:
     parser.add_argument("--skip-exact", action="store_true", help="do not measure exact scoring beside")
     parser.add_argument("--skip-locomo", action="store_true",
                         help="do not run bench/locomo.py --candidates (a few minutes: it ingests five conversations)")
+    parser.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: the test suite runs this")
     args = parser.parse_args()
+    if args.smoke:  # a bank small enough for exact scoring and one past it, over candidates
+        args.sizes, args.rows, args.queries, args.warm_up, args.skip_locomo = [200, 2100], 2500, 5, 5, True
     django_setup()
 
     from django.conf import settings

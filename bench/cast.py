@@ -46,7 +46,8 @@ def score(rows: list[tuple[bool, bool]]) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.parse_args()
+    parser.add_argument("--smoke", action="store_true", help="one story: the test suite runs this")
+    args = parser.parse_args()
     django_setup()
 
     from django.contrib.auth import get_user_model
@@ -60,6 +61,8 @@ def main() -> None:
     from tests.support.story import memory_reply
 
     data = json.loads(STORIES.read_text())["stories"]
+    if args.smoke:
+        data = data[:1]
     fake = FakeLLM(reply=memory_reply)
     user, _ = get_user_model().objects.get_or_create(username="bench-cast")
     answers: dict[tuple[str, str], list[tuple[bool, bool]]] = {}

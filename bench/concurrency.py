@@ -39,7 +39,7 @@ WORDS = 60  # words in each fake reply
 
 
 def _site(port: int) -> subprocess.Popen:
-    env = {**os.environ, "LOG_LEVEL": "WARNING", "ALLOW_PRIVATE_ENDPOINTS": "1"}
+    env = {**os.environ, "LOG_LEVEL": "WARNING", "ALLOW_PRIVATE_ENDPOINTS": "1", "MCP_PORT": str(_free_port())}
     return subprocess.Popen([sys.executable, "manage.py", "runsite", "--port", str(port)], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
 
@@ -250,7 +250,11 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=8,
                         help="turns played (and not measured) first, so every web process has loaded its embedder")
     parser.add_argument("--label", default="site", help="names the results file: concurrency-<label>.json")
+    parser.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: the test suite runs this")
     args = parser.parse_args()
+    if args.smoke:
+        args.players, args.model_seconds, args.first_token, args.slow_clients = [3], 1.0, 0.1, 5
+        args.slow_seconds, args.warmup, args.stream = 2.0, 1, True
     django_setup()
 
     from tests.support.fake_llm import FakeLLM

@@ -112,6 +112,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("data", nargs="?", default=str(DEFAULT_DATA), help="a LoCoMo-format JSON file")
     parser.add_argument("--limit-conversations", type=int, default=0)
+    parser.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: the test suite runs this")
     parser.add_argument("--ablation", action="store_true",
                         help="also ask every question with each part of the ranking turned off or changed")
     parser.add_argument("--cv", action="store_true",
@@ -125,6 +126,11 @@ def main() -> None:
     samples = json.loads(Path(args.data).read_text())
     if args.limit_conversations:
         samples = samples[: args.limit_conversations]
+    if args.smoke:  # one conversation's first two sessions, the questions they answer
+        samples = samples[:1]
+        conv = samples[0]["conversation"]
+        for key in [k for k in conv if (m := re.fullmatch(r"session_(\d+)(_date_time)?", k)) and int(m.group(1)) > 2]:
+            del conv[key]
     django_setup()
 
     from django.conf import settings

@@ -66,8 +66,10 @@ def populate(total_rows: int, owner) -> dict:
     rng = np.random.default_rng(7)
     connection.ensure_connection()
     register_vector(connection.connection)  # binary COPY of halfvec (bench connection only)
+    # every NOT NULL column without a database default (Django's defaults are applied in Python)
     columns = ("adventure_id", "branch_id", "depth", "text", "embedding", "embedding_model", "pinned",
-               "forgotten", "stale", "offline", "use_count", "created_at", "updated_at")
+               "forgotten", "stale", "edited", "offline", "kind", "importance", "use_count", "created_at",
+               "updated_at")
     out = {}
     with tqdm(total=sum(b for _, _, b in plan), desc="filling the memory table", unit="row", unit_scale=True) as bar:
         for title, dims, bank in plan:
@@ -80,10 +82,10 @@ def populate(total_rows: int, owner) -> dict:
                 sql = f"COPY memory_memory ({', '.join(columns)}) FROM STDIN WITH (FORMAT BINARY)"
                 with cursor.cursor.copy(sql) as copy:
                     copy.set_types(["int8", "int8", "int4", "text", "halfvec", "varchar", "bool", "bool", "bool",
-                                    "bool", "int4", "timestamptz", "timestamptz"])
+                                    "bool", "bool", "varchar", "float8", "int4", "timestamptz", "timestamptz"])
                     for i in range(bank):
                         copy.write_row((adventure.pk, branch.pk, 1, f"memory {i} of {title}", HalfVector(vectors[i]),
-                                        model_name(dims), False, False, False, False, 0, now, now))
+                                        model_name(dims), False, False, False, False, False, "", 0.5, 0, now, now))
             bar.update(bank)
             if title in wanted.values():
                 out[next(k for k, t in wanted.items() if t == title)] = adventure
@@ -108,7 +110,12 @@ def main() -> None:
     parser.add_argument("--rows", type=int, help="rows in the memory table (default 1,000,000; quick 100,000)")
     parser.add_argument("--queries", type=int, help="timed queries per method and configuration")
     parser.add_argument("--top-k", type=int, default=5)
+    parser.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: the test suite runs this")
     args = parser.parse_args()
+    if args.smoke:  # one small bank of each size class that still runs every method
+        global BANKS, DIMS
+        BANKS, DIMS = [100], [384]
+        args.rows, args.queries, args.quick = 300, 5, True
     rows = args.rows or (100_000 if args.quick else 1_000_000)
     quick = args.quick
     queries = args.queries or (60 if args.quick else 300)
@@ -222,7 +229,7 @@ def main() -> None:
         fig.tight_layout()
         fig.savefig(path, dpi=120)
 
-    save("recall-quick" if args.quick else "recall", results, plot)
+    save("recall-smoke" if args.smoke else "recall-quick" if args.quick else "recall", results, plot)
     print(json.dumps(results))
 
 

@@ -28,8 +28,9 @@ def main() -> None:
     parser.add_argument("--embedder", choices=["remote", "local"], default="remote",
                         help="remote: the player's embedding endpoint (the zero-latency fake); "
                              "local: the built-in MiniLM on this CPU")
+    parser.add_argument("--smoke", action="store_true", help="a few turns: the test suite runs this")
     args = parser.parse_args()
-    turns = 30 if args.quick else args.turns
+    turns = 3 if args.smoke else 30 if args.quick else args.turns
     django_setup()
 
     from django.contrib.auth import get_user_model

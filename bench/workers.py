@@ -24,7 +24,10 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.2, help="fake model latency, seconds")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--backlog", type=int, default=2000, help="actions of the imported adventure (0: skip)")
+    parser.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: the test suite runs this")
     args = parser.parse_args()
+    if args.smoke:
+        args.jobs, args.latency, args.workers, args.backlog = 4, 0.05, [1], 60
     django_setup()
 
     from django.contrib.auth import get_user_model

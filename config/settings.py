@@ -49,7 +49,7 @@ DATABASES = {"default": parse_database_url("DATABASE_URL", os.environ["DATABASE_
 # sets DB_POOL_SIZE=10 unless it is set; 0 (workers, the test session) keeps
 # one persistent connection per thread.
 DB_POOL_SIZE = env_int("DB_POOL_SIZE", 0, minimum=0, maximum=1000)
-DB_POOL_TIMEOUT = env_int("DB_POOL_TIMEOUT", 10, minimum=1, maximum=300)
+DB_POOL_TIMEOUT = env_int("DB_POOL_TIMEOUT", 3, minimum=1, maximum=300)
 if DB_POOL_SIZE:
     DATABASES["default"].update(CONN_MAX_AGE=0, CONN_HEALTH_CHECKS=False)
     # the web processes' connections are named in pg_stat_activity
@@ -112,6 +112,14 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_BODY_MAX_BYTES
 # after its headers is refused with a 408 (a slow client holds no thread, but
 # it should not hold a connection forever either).
 REQUEST_BODY_TIMEOUT = env_int("REQUEST_BODY_TIMEOUT", 30, minimum=1, maximum=3600)
+
+# Admission (stories.admission): each web process runs at most TURN_STARTS_MAX turns' first steps
+# at once and lets TURN_STARTS_QUEUED more wait, each at most TURN_START_WAIT_MS; a turn past those
+# answers 503 with Retry-After at once, nothing stored, so admitted turns keep their first-token
+# time. TURN_STARTS_MAX 0: no gate.
+TURN_STARTS_MAX = env_int("TURN_STARTS_MAX", 4, minimum=0, maximum=1000)
+TURN_STARTS_QUEUED = env_int("TURN_STARTS_QUEUED", 4, minimum=0, maximum=100_000)
+TURN_START_WAIT_MS = env_int("TURN_START_WAIT_MS", 1000, minimum=1, maximum=60_000)
 
 # Per-user limits (Redis counters shared by all processes); over them: 429 with Retry-After.
 TURNS_PER_MINUTE = env_int("TURNS_PER_MINUTE", 30, minimum=0)  # 0: no limit

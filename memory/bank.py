@@ -370,12 +370,6 @@ def evict(*, adventure: Adventure, head: Branch, report: PassReport) -> None:
         report.evicted += Memory.objects.filter(pk__in=victims, pinned=False).update(forgotten=True)
 
 
-def record_use(memory_ids: list[int]) -> None:
-    """Count a real turn's use of these memories (never on a dry run)."""
-    if memory_ids:
-        Memory.objects.filter(pk__in=memory_ids).update(use_count=F("use_count") + 1, last_used_at=timezone.now())
-
-
 # ---------------------------------------------------------------------------- lagging adventures
 
 SWEEP_BATCH = 500  # adventures re-enqueued per sweep at most

@@ -18,6 +18,9 @@ LOCAL_MODEL = "local:all-MiniLM-L6-v2"
 LOCAL_DIMS = 384
 LOCAL_MAX_TOKENS = 256  # the model's trained sequence length
 BATCH_MAX = 32  # texts per embedding request
+# Word pieces of a turn's query the local model reads, the newest kept (chosen by cross-validation
+# over LoCoMo conversations read as stories, bench/story_query.py).
+LOCAL_QUERY_WORDPIECES = 64
 
 
 class EmbeddingUnavailable(UpstreamFailed):
@@ -41,11 +44,22 @@ class _Local:
         self.tokenizer = Tokenizer.from_str(tokenizer_json)
         self.tokenizer.enable_truncation(max_length=LOCAL_MAX_TOKENS)
         self.tokenizer.enable_padding()
+        self.query_tokenizers: dict[int, Tokenizer] = {}
         self.inputs = {i.name for i in self.session.get_inputs()}
         self.lock = threading.Lock()
 
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        encodings = self.tokenizer.encode_batch(texts)
+    def query_tokenizer(self, keep_end: int):
+        """A tokenizer that keeps the newest ``keep_end`` word pieces (special tokens included)."""
+        found = self.query_tokenizers.get(keep_end)
+        if found is None:
+            found = type(self.tokenizer).from_str(self.tokenizer.to_str())
+            found.enable_truncation(max_length=keep_end, direction="left")
+            found.no_padding()
+            self.query_tokenizers[keep_end] = found
+        return found
+
+    def embed(self, texts: list[str], *, tokenizer=None) -> list[list[float]]:
+        encodings = (tokenizer or self.tokenizer).encode_batch(texts)
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
         feed = {"input_ids": ids, "attention_mask": mask}
@@ -75,6 +89,23 @@ def embed_local(texts: list[str]) -> list[list[float]]:
     for start in range(0, len(texts), BATCH_MAX):
         out.extend(_local().embed(texts[start:start + BATCH_MAX]))
     return out
+
+
+def embed_query_local(text: str, *, keep_end: int) -> list[float]:
+    """One query's vector from the newest ``keep_end`` word pieces of ``text`` (the local model)."""
+    local = _local()
+    return local.embed([text], tokenizer=local.query_tokenizer(min(keep_end, LOCAL_MAX_TOKENS)))[0]
+
+
+def embed_query(*, user_id: int, text: str, adventure_id: int | None = None, ai=None) -> tuple[str, list[float]]:
+    """(model name, vector) of a turn's recall query with the owner's active embedding model. The
+    local model reads the newest LOCAL_QUERY_WORDPIECES word pieces of ``text`` (its cost grows with
+    what it reads; bench/story_query.py). Raises EmbeddingUnavailable as ``embed``."""
+    conn = accounts.connection_for_background(user_id=user_id, purpose="embedding", ai=ai)
+    if conn is None:
+        return LOCAL_MODEL, embed_query_local(text, keep_end=LOCAL_QUERY_WORDPIECES)
+    model, vectors = embed(user_id=user_id, texts=[text], adventure_id=adventure_id, ai=ai)
+    return model, vectors[0]
 
 
 def active_model(*, user_id: int, ai=None) -> str:

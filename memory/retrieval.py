@@ -8,9 +8,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from django.utils import timezone
 from pgvector import HalfVector
 
-from memory import bank, cast, embedder
+from memory import cast, embedder
 from memory.vectors import vector_cursor
 from stories import lineage, tokens
 from stories.context import Knowing, MemoryItem, render_action
@@ -46,8 +47,7 @@ WITH pins AS (
   FROM memory_memory m
   WHERE m.adventure_id = %s AND m.character_id IS NULL AND NOT m.forgotten AND m.pinned AND {path}
     AND (m.edited OR NOT m.stale)
-)
-SELECT id, text, pinned, source_start, source_end, distance FROM (
+), ranked AS (
   SELECT 0 AS grp, * FROM pins
   UNION ALL
   (SELECT 1 AS grp, m.id, m.text, m.pinned, m.source_start, m.source_end, m.embedding <=> %s AS distance
@@ -57,32 +57,41 @@ SELECT id, text, pinned, source_start, source_end, distance FROM (
      AND m.embedding_model = %s AND m.embedding IS NOT NULL
    ORDER BY distance, m.id
    LIMIT greatest(%s - (SELECT count(*) FROM pins), 0))
-) ranked
+){used}
+SELECT id, text, pinned, source_start, source_end, distance FROM ranked
 ORDER BY grp, distance ASC NULLS LAST, id
 """
 _PINNED_SQL = """
+WITH ranked AS (
 SELECT m.id, m.text, m.pinned, m.source_start, m.source_end, NULL::float8 AS distance
 FROM memory_memory m
 WHERE m.adventure_id = %s AND m.character_id IS NULL AND NOT m.forgotten AND m.pinned AND {path}
     AND (m.edited OR NOT m.stale)
-ORDER BY m.id
+){used}
+SELECT * FROM ranked ORDER BY id
 """
+# A real turn counts its use of what it ranked in the same statement (one round trip, not two): the
+# data-modifying CTE runs whether or not the SELECT reads it. Its one parameter is the time of use.
+_USED = """, used AS (
+  UPDATE memory_memory u SET use_count = u.use_count + 1, last_used_at = %s FROM ranked WHERE u.id = ranked.id)"""
 
 
-def rank(*, branch: Branch, vector: list[float] | None, model: str, top_k: int) -> list[MemoryItem]:
+def rank(*, branch: Branch, vector: list[float] | None, model: str, top_k: int,
+         record_use: bool = False) -> list[MemoryItem]:
     """One SQL query: this adventure, the path's lineage, not forgotten, embedded
     with ``model`` (or pinned). Every pinned memory, then the nearest by ``<=>``
     until ``top_k`` memories in all (pins count toward it; with more pins than
-    top_k, or top_k 0, the pins alone)."""
+    top_k, or top_k 0, the pins alone). ``record_use``: count their use (a real turn)."""
     path, path_params = lineage.path_sql(branch, table="m")
+    used, used_params = (_USED, [timezone.now()]) if record_use else ("", [])
     with vector_cursor() as cursor:
         if vector is None:
-            cursor.execute(_PINNED_SQL.format(path=path), [branch.adventure_id, *path_params])
+            cursor.execute(_PINNED_SQL.format(path=path, used=used), [branch.adventure_id, *path_params, *used_params])
         else:
             query = HalfVector(vector)
-            cursor.execute(_RANK_SQL.format(path=path),
+            cursor.execute(_RANK_SQL.format(path=path, used=used),
                            [model, query, branch.adventure_id, *path_params,
-                            query, branch.adventure_id, *path_params, model, max(top_k, 0)])
+                            query, branch.adventure_id, *path_params, model, max(top_k, 0), *used_params])
         rows = cursor.fetchall()
     return [MemoryItem(id=pk, text=text, similarity=None if d is None else round(1.0 - d, 4), pinned=pinned,
                        source_start=start, source_end=end)
@@ -98,7 +107,8 @@ KNOWS_RECENCY_ACTIONS = 60.0
 KNOWS_RECENCY_WEIGHT = 0.3
 KNOWS_IMPORTANCE_WEIGHT = 0.3
 _KNOWS_SQL = """
-SELECT character_id, id, text, pinned, source_start, source_end, similarity FROM (
+WITH ranked AS (
+ SELECT * FROM (
   SELECT s.*, row_number() OVER (
            PARTITION BY s.character_id
            ORDER BY s.pinned DESC,
@@ -116,24 +126,27 @@ SELECT character_id, id, text, pinned, source_start, source_end, similarity FROM
     WHERE m.adventure_id = %s AND m.character_id = ANY(%s) AND NOT m.forgotten AND {path}
       AND (m.edited OR NOT m.stale)
   ) s
-) ranked
-WHERE r <= %s
+ ) numbered
+ WHERE r <= %s
+){used}
+SELECT character_id, id, text, pinned, source_start, source_end, similarity FROM ranked
 ORDER BY character_id, r
 """
 
 
 def rank_knowledge(*, branch: Branch, members: list[cast.Member], vector: list[float] | None, model: str,
-                   top_k: int = KNOWS_TOP_K) -> list[Knowing]:
+                   top_k: int = KNOWS_TOP_K, record_use: bool = False) -> list[Knowing]:
     """One SQL query: the best ``top_k`` memories of each of ``members`` on ``branch``'s path
-    (pins first), in the members' order; a member with none is left out."""
+    (pins first), in the members' order; a member with none is left out. ``record_use``: count their use."""
     if not members:
         return []
     path, path_params = lineage.path_sql(branch, table="m")
+    used, used_params = (_USED, [timezone.now()]) if record_use else ("", [])
     with vector_cursor() as cursor:
-        cursor.execute(_KNOWS_SQL.format(path=path), [
+        cursor.execute(_KNOWS_SQL.format(path=path, used=used), [
             KNOWS_RECENCY_WEIGHT, branch.tip_depth, KNOWS_RECENCY_ACTIONS, KNOWS_IMPORTANCE_WEIGHT,
             model, HalfVector(vector) if vector is not None else None, branch.adventure_id,
-            [m.card_id for m in members], *path_params, top_k])
+            [m.card_id for m in members], *path_params, top_k, *used_params])
         rows = cursor.fetchall()
     items: dict[int, list[MemoryItem]] = {}
     for card_id, pk, text, pinned, start, end, similarity in rows:
@@ -171,17 +184,14 @@ def recall_for_turn(*, adventure: Adventure, branch: Branch, user_id: int, top_k
     vector, model, fallback = None, "", ""
     if text and top_k > 0:
         try:
-            model, vectors = embedder.embed(user_id=user_id, texts=[text], adventure_id=adventure.pk, ai=ai)
-            vector = vectors[0]
+            model, vector = embedder.embed_query(user_id=user_id, text=text, adventure_id=adventure.pk, ai=ai)
         except embedder.EmbeddingUnavailable as exc:
             log.info("recall of adventure %s uses pinned memories only: %s", adventure.pk, exc)
             fallback = f"only pinned memories were used: the embedding model failed ({exc})"
-    items = rank(branch=branch, vector=vector, model=model, top_k=top_k)
+    items = rank(branch=branch, vector=vector, model=model, top_k=top_k, record_use=record_use)
     if cards is None:
         cards = list(adventure.cards.all())
     recent = [a for a in story if below_depth is None or a.depth < below_depth][-QUERY_ACTIONS:]
     involved = cast.named_in(cast.members(cards), "\n".join(a.text for a in recent))[:KNOWS_CHARACTERS_MAX]
-    knowledge = rank_knowledge(branch=branch, members=involved, vector=vector, model=model)
-    if record_use:
-        bank.record_use([m.id for m in items] + [m.id for k in knowledge for m in k.items])
+    knowledge = rank_knowledge(branch=branch, members=involved, vector=vector, model=model, record_use=record_use)
     return Recall(items, fallback, knowledge)

@@ -33,6 +33,17 @@ def ai_settings_get(*, user_id: int) -> AISettings:
     return obj
 
 
+def ai_settings_loaded(*, adventure, user_id: int) -> AISettings:
+    """The owner's settings as read with the adventure (``access_adventure(..., for_play=True)``
+    joins them), else read now. ``user_id`` owns ``adventure``."""
+    if type(adventure).owner.is_cached(adventure) and type(adventure.owner).ai_settings.is_cached(adventure.owner):
+        try:
+            return adventure.owner.ai_settings
+        except AISettings.DoesNotExist:  # joined, and none stored yet
+            pass
+    return ai_settings_get(user_id=user_id)
+
+
 def ai_settings_update(*, user_id: int, api_key: str | None = None, **fields) -> AISettings:
     """Update settings. ``api_key``: None keeps the stored key, "" removes it,
     anything else replaces it (encrypted; only its last 4 characters are kept

@@ -37,9 +37,13 @@ ADVENTURE_TEXT_FIELDS = {
 ADVENTURE_BOOL_FIELDS = ("auto_summarize", "memory_bank_enabled")
 
 
-def access_adventure(*, user_id: int, adventure_id: int) -> Adventure:
-    """The adventure if ``user_id`` owns it; Http404 otherwise (never 403)."""
-    adventure = Adventure.objects.filter(pk=adventure_id, owner_id=user_id, hidden=False).first()
+def access_adventure(*, user_id: int, adventure_id: int, for_play: bool = False) -> Adventure:
+    """The adventure if ``user_id`` owns it; Http404 otherwise (never 403).
+    ``for_play``: the owner's AI settings come in the same query (a turn reads them)."""
+    found = Adventure.objects.filter(pk=adventure_id, owner_id=user_id, hidden=False)
+    if for_play:
+        found = found.select_related("owner__ai_settings")
+    adventure = found.first()
     if adventure is None:
         raise Http404
     return adventure

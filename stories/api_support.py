@@ -7,9 +7,9 @@ from stories import adventures
 from stories.models import Adventure
 
 
-def adventure_for(request, adventure_id) -> Adventure:
-    """The request user's adventure; another user's id is a 404."""
-    return adventures.access_adventure(user_id=request.user.id, adventure_id=adventure_id)
+def adventure_for(request, adventure_id, *, for_play: bool = False) -> Adventure:
+    """The request user's adventure; another user's id is a 404. ``for_play``: with the owner's AI settings."""
+    return adventures.access_adventure(user_id=request.user.id, adventure_id=adventure_id, for_play=for_play)
 
 
 def valid(serializer_class, request, **kwargs) -> dict:

@@ -28,7 +28,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.async_db import db_step
-from stories import errors, limits, turns
+from stories import admission, errors, limits, turns
 from stories import serializers as s
 from stories.api_story import _take_counts
 from stories.api_support import adventure_for as _adventure
@@ -71,7 +71,7 @@ class TurnView(_TurnStart):
     @extend_schema(request=s.TURN_INPUT_SCHEMA, responses={201: s.TurnResultSerializer, (200, EVENTS): _STREAM_DOC},
                    tags=["story"])
     def post(self, request, adventure_id):
-        adventure = _adventure(request, adventure_id)
+        adventure = _adventure(request, adventure_id, for_play=True)
         data = _valid(s.TurnInputSerializer, request)
         limits.turn(user_id=request.user.id)
         try:
@@ -85,7 +85,7 @@ class TurnView(_TurnStart):
 class RetryView(_TurnStart):
     @extend_schema(request=None, responses={201: s.TurnResultSerializer, (200, EVENTS): _STREAM_DOC}, tags=["story"])
     def post(self, request, adventure_id):
-        adventure = _adventure(request, adventure_id)
+        adventure = _adventure(request, adventure_id, for_play=True)
         limits.turn(user_id=request.user.id)
         try:
             prepared = turns.begin_retry(user_id=request.user.id, adventure=adventure)
@@ -106,7 +106,11 @@ def as_turn_view(view_class: type[_TurnStart]):
     start = view_class.as_view()
 
     async def view(request, *args, **kwargs):
-        begun = await db_step(_started, start, request, *args, **kwargs)
+        try:
+            async with admission.turn_start():  # past what this process starts promptly: 503 at once
+                begun = await db_step(_started, start, request, *args, **kwargs)
+        except admission.Overloaded as exc:
+            return _json(*errors.answer(exc))
         if not isinstance(begun, _Begun):
             return begun
         reply = turns.Reply(begun.prepared, stream=EVENTS in request.headers.get("Accept", ""))

@@ -75,7 +75,7 @@ def _story_window(context_tokens: int) -> int:
 
 def _prepare(*, user_id: int, adventure: Adventure, branch: Branch, below_depth: int | None, token: str,
              placed: list[Action], reply_kind: str, retake_of: Action | None = None) -> Prepared:
-    ai = accounts.ai_settings_get(user_id=user_id)
+    ai = accounts.ai_settings_loaded(adventure=adventure, user_id=user_id)
     conn = accounts.connection_for_turn(user_id=user_id, ai=ai)
     limits.model_call(user_id=user_id)
     story = lineage.recent(branch, count=_story_window(ai.context_tokens), below_depth=below_depth)
@@ -111,11 +111,11 @@ def begin_play(*, user_id: int, adventure: Adventure, mode: str, text: str) -> P
     kind = Action.Kind.CONTINUE if mode == "continue" else Action.Kind.AI
     with _claimed(adventure.pk) as token:
         placed = []
-        if mode in PLAYER_MODES:
-            placed.append(tree.place(adventure_id=adventure.pk, branch_id=adventure.head_branch_id, kind=mode,
-                                     text=text, ask_pass=False))
+        if mode in PLAYER_MODES:  # on the head as it stands once the claim holds the tree still
+            placed.append(tree.place(adventure_id=adventure.pk, branch_id=None, kind=mode, text=text,
+                                     ask_pass=False))
         with _failing_as_turn(placed):
-            branch = Branch.objects.get(pk=adventure.head_branch_id)
+            branch = placed[0].branch if placed else Branch.objects.get(pk=adventure.head_branch_id)
             return _prepare(user_id=user_id, adventure=adventure, branch=branch, below_depth=None, token=token,
                             placed=placed, reply_kind=kind)
 
@@ -189,6 +189,7 @@ class Reply:
 
 
 def _finish(p: Prepared, call: ModelCall, stopped: bool) -> TurnResult | None:
+    released = False
     try:
         with held(p.token), _failing_as_turn(p.placed):
             call.record(user_id=p.user_id, purpose=ProviderCall.Purpose.TURN, adventure_id=p.adventure.pk,
@@ -209,10 +210,13 @@ def _finish(p: Prepared, call: ModelCall, stopped: bool) -> TurnResult | None:
                 reply = tree.take_add(adventure_id=p.adventure.pk, branch_id=p.branch.pk,
                                       expected_tip_id=p.retake_of.pk, kind=p.retake_of.kind, text=text)
             else:
-                reply = tree.place(adventure_id=p.adventure.pk, branch_id=p.branch.pk, kind=p.reply_kind, text=text)
+                reply = tree.place(adventure_id=p.adventure.pk, branch_id=p.branch.pk, kind=p.reply_kind, text=text,
+                                   release=p.token)
+                released = True  # the reply's write freed the claim
             return TurnResult(p.placed + [reply], p.ctx, completion, p.memories, p.conn.demo)
     finally:
-        generation_release(adventure_id=p.adventure.pk, token=p.token)
+        if not released:
+            generation_release(adventure_id=p.adventure.pk, token=p.token)
 
 
 def insights(*, user_id: int, adventure_id: int) -> Context:

@@ -59,6 +59,10 @@ def child_env(**overrides: str | None) -> dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("TURNS_PER_MINUTE", "0")  # test processes play fast
     env.setdefault("MODEL_CALLS_PER_MINUTE", "0")
+    # Tests that fire a crowd at a cold one-process server measure other things; the admission
+    # tests set their own places (stories.admission).
+    env.setdefault("TURN_STARTS_QUEUED", "1000")
+    env.setdefault("TURN_START_WAIT_MS", "60000")
     for key, value in overrides.items():
         if value is None:
             env.pop(key, None)

@@ -15,4 +15,5 @@ class Command(BaseCommand):
         from memory.mcp_server import asgi_app
 
         self.stdout.write(f"MCP server at http://{host}:{port}/mcp")
-        uvicorn.run(asgi_app(port=port), host=host, port=port, log_level="warning")
+        # One process, whatever WEB_CONCURRENCY says (uvicorn reads it, and refuses workers for an app object).
+        uvicorn.run(asgi_app(port=port), host=host, port=port, log_level="warning", workers=1)

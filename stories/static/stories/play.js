@@ -117,6 +117,8 @@ async function readEvents(response, onToken) {
 
 // Resolves true when the reply was written (or stopped), false when it failed; ``failed``
 // runs first, before the error is shown.
+const BUSY_RETRIES = 5;  // times a turn the busy site refused is sent again by itself
+
 async function play(path, body, failed = () => {}) {
   const buttons = document.querySelectorAll(".turn button:not(#stop)");
   buttons.forEach((b) => (b.disabled = true));
@@ -126,10 +128,24 @@ async function play(path, body, failed = () => {}) {
   // shown while it is written; the stored story replaces it when the reply is done or stopped
   const live = el("li", {class: "pending kind-ai reply"}, el("p", {class: "text"}, ""));
   try {
-    const response = await fetch(`${base}${path}`, {
-      method: "POST", credentials: "same-origin", signal: writing.signal, body: body ? JSON.stringify(body) : undefined,
-      headers: {"Content-Type": "application/json", "X-CSRFToken": csrfToken(), "Accept": "text/event-stream"},
-    });
+    let response;
+    for (let attempt = 1; ; attempt++) {
+      response = await fetch(`${base}${path}`, {
+        method: "POST", credentials: "same-origin", signal: writing.signal, body: body ? JSON.stringify(body) : undefined,
+        headers: {"Content-Type": "application/json", "X-CSRFToken": csrfToken(), "Accept": "text/event-stream"},
+      });
+      // The site refused to start the turn (it is busy; nothing was stored): wait as told, then try again.
+      if (response.status !== 503 || attempt > BUSY_RETRIES) break;
+      const refusal = await response.clone().json().catch(() => null);
+      if (!refusal || refusal.error !== "busy") break;
+      const seconds = Number(response.headers.get("Retry-After")) || 3;
+      say(`The site is busy; your turn was not started. Trying again in ${seconds} s…`, "busy");
+      await new Promise((resolve, reject) => {
+        const timer = setTimeout(resolve, seconds * 1000);
+        writing.signal.addEventListener("abort", () => { clearTimeout(timer); reject(new DOMException("stopped", "AbortError")); });
+      });
+      say("The story is being written…", "busy");
+    }
     if (!(response.headers.get("Content-Type") || "").startsWith("text/event-stream")) {
       let data = null;
       try { data = await response.json(); } catch (e) { data = null; }

@@ -1,0 +1,135 @@
+"""A fake OpenAI-compatible model for load benches, on one asyncio loop, so a
+single process holds thousands of streams: `/v1/chat/completions` streams
+WORDS words (the first after --first-token seconds, the rest spread over
+--model-seconds) or answers whole after --model-seconds; `/v1/embeddings`
+answers bag-of-words vectors. Prints its port on the first line, then serves
+until stdin closes. Counts (streams at once, the most at once, requests) are
+printed as JSON on SIGUSR1 and at exit.
+
+    python bench/_stream_model.py --model-seconds 10 --first-token 0.5 [--whole-seconds 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import math
+import re
+import signal
+import sys
+import time
+
+WORDS = 60  # pieces in a streamed reply (as bench/concurrency.py)
+REPLY = " ".join(f"word{n}" for n in range(WORDS))
+STATS = {"streams": 0, "streams_max": 0, "chat": 0, "embeddings": 0, "cut": 0}
+
+
+def _vector(text: str, dims: int = 384) -> list[float]:
+    vec = [0.0] * dims
+    for word in re.findall(r"[a-z0-9']+", text.lower()):
+        h = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "big")
+        vec[h % dims] += 1.0 if (h >> 32) & 1 else -1.0
+    norm = math.sqrt(sum(v * v for v in vec)) or 1.0
+    return [round(v / norm, 6) for v in vec]
+
+
+async def _read_request(reader: asyncio.StreamReader) -> tuple[str, dict]:
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    path = lines[0].split(" ")[1]
+    length = 0
+    for line in lines[1:]:
+        if line.lower().startswith("content-length:"):
+            length = int(line.split(":", 1)[1])
+    raw = await reader.readexactly(length) if length else b"{}"
+    try:
+        return path, json.loads(raw)
+    except ValueError:
+        return path, {}
+
+
+def _whole(status: int, payload: dict) -> bytes:
+    data = json.dumps(payload).encode()
+    return (f"HTTP/1.1 {status} OK\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+            "Connection: close\r\n\r\n").encode() + data
+
+
+async def _serve(reader, writer, args) -> None:
+    try:
+        path, body = await _read_request(reader)
+        if path.endswith("/embeddings"):
+            STATS["embeddings"] += 1
+            inputs = body.get("input", [])
+            inputs = [inputs] if isinstance(inputs, str) else inputs
+            writer.write(_whole(200, {"object": "list", "model": body.get("model", "fake-embed"),
+                                      "data": [{"object": "embedding", "index": i, "embedding": _vector(t)}
+                                               for i, t in enumerate(inputs)],
+                                      "usage": {"prompt_tokens": 1, "total_tokens": 1}}))
+            await writer.drain()
+            return
+        STATS["chat"] += 1
+        prompt = sum(len((m.get("content") or "").split()) for m in body.get("messages", []))
+        base = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": int(time.time()),
+                "model": body.get("model", "fake")}
+        if not body.get("stream"):
+            await asyncio.sleep(args.whole_seconds)
+            writer.write(_whole(200, {**base, "object": "chat.completion", "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": "The crowd murmurs, then moves on."},
+                 "finish_reason": "stop"}], "usage": {"prompt_tokens": prompt, "completion_tokens": 6,
+                                                       "total_tokens": prompt + 6}}))
+            await writer.drain()
+            return
+        STATS["streams"] += 1
+        STATS["streams_max"] = max(STATS["streams_max"], STATS["streams"])
+        try:
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+                         b"Connection: close\r\n\r\n")
+            gap = max(0.0, (args.model_seconds - args.first_token) / (WORDS - 1))
+            pieces = REPLY.split(" ")
+            for i, word in enumerate(pieces):
+                await asyncio.sleep(args.first_token if i == 0 else gap)
+                delta = {"role": "assistant", "content": word} if i == 0 else {"content": " " + word}
+                writer.write(b"data: " + json.dumps({**base, "choices": [
+                    {"index": 0, "delta": delta, "finish_reason": None}]}).encode() + b"\n\n")
+                await writer.drain()
+            writer.write(b"data: " + json.dumps({**base, "choices": [
+                {"index": 0, "delta": {}, "finish_reason": "stop"}]}).encode() + b"\n\n")
+            if (body.get("stream_options") or {}).get("include_usage"):
+                writer.write(b"data: " + json.dumps({**base, "choices": [], "usage": {
+                    "prompt_tokens": prompt, "completion_tokens": WORDS, "total_tokens": prompt + WORDS}}).encode()
+                    + b"\n\n")
+            writer.write(b"data: [DONE]\n\n")
+            await writer.drain()
+        finally:
+            STATS["streams"] -= 1
+    except (ConnectionError, asyncio.IncompleteReadError):
+        STATS["cut"] += 1
+    finally:
+        writer.close()
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model-seconds", type=float, default=10.0)
+    parser.add_argument("--first-token", type=float, default=0.5)
+    parser.add_argument("--whole-seconds", type=float, default=1.0, help="a reply not streamed (memory work)")
+    args = parser.parse_args()
+    server = await asyncio.start_server(lambda r, w: _serve(r, w, args), "127.0.0.1", 0, backlog=4096)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGUSR1, lambda: print(json.dumps(STATS), flush=True))
+    await loop.run_in_executor(None, sys.stdin.read)  # the bench closes stdin to stop this server
+    print(json.dumps(STATS), flush=True)
+    server.close()
+
+
+if __name__ == "__main__":
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+    asyncio.run(main())

@@ -1,0 +1,336 @@
+"""A hosted site's evening: players come and go as they really do, against
+`make run`'s own server (`manage.py runsite`: uvicorn, the Celery worker and
+MCP, on this bench's embedded Postgres and Redis) and a fake model that holds
+thousands of streams (bench/_stream_model.py, its own process).
+
+Each player plays a streamed turn, reads and thinks for a random while
+(exponential, mean --think seconds), and plays again, until --duration ends;
+players start spread over one think time, so the load is a steady stream, not
+a crowd arriving in one instant. A refused turn (503 with Retry-After) is
+retried after the time it names, as the play page does.
+
+For each player count it prints turns/s offered and served, errors by kind,
+first-token overhead beyond the model's own p50/p95/p99, turn time beyond the
+model, refusals and how fast they came, CPU per served turn by process (web,
+Postgres, the worker; the bench's own model and players apart), SQL per turn
+(one turn counted in process, as the pinned test counts it), and the memory
+backlog at the end with how long it took to drain. A plot over time (offered,
+served, first-token p95, CPU) and a final JSON line.
+
+    .venv/bin/python bench/evening.py [--players 300 1000 2000] [--duration 180] [--think 30]
+        [--model-seconds 10] [--first-token 0.5] [--smoke]
+
+Targets (issue #28, a 2-core machine): 1,000 players with 0 errors, first-token
+overhead p95 <= 250 ms, the memory backlog drained within a minute; at twice
+the capacity, admitted turns keep their p95 and every refusal comes within 1 s.
+Players are made directly in the database (signup's hashing is not measured)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from _setup import ROOT, django_setup, percentile, print_table, save
+from concurrency import _cpu, _free_port, _players, _postgres_processes, _wait_live
+
+TEXTS = ["look around the square", "ask the baker about the fire", "follow the stranger north",
+         "open the letter", "say \"Who sent you?\"", "climb the bell tower", "wait for nightfall"]
+
+
+def _site(port: int, extra_env: dict) -> subprocess.Popen:
+    env = {**os.environ, "LOG_LEVEL": "WARNING", "ALLOW_PRIVATE_ENDPOINTS": "1", **extra_env}
+    return subprocess.Popen([sys.executable, "manage.py", "runsite", "--port", str(port)], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=open(ROOT / ".data" / "bench" / "evening-site.log", "w"),
+                            start_new_session=True)
+
+
+def _model(args) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "_stream_model.py"),
+                             "--model-seconds", str(args.model_seconds), "--first-token", str(args.first_token)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    port = int(proc.stdout.readline())
+    return proc, f"http://127.0.0.1:{port}/v1"
+
+
+def _groups(site: subprocess.Popen) -> dict[str, list]:
+    """The site's processes by role: web (uvicorn and its workers), worker (Celery), Postgres."""
+    import psutil
+
+    groups = {"web": [], "worker": [], "mcp": []}
+    for p in psutil.Process(site.pid).children(recursive=True):
+        try:
+            line = " ".join(p.cmdline())
+        except psutil.Error:
+            continue
+        if "uvicorn" in line or "multiprocessing" in line and "uvicorn" in " ".join(p.parent().cmdline()):
+            groups["web"].append(p)
+        elif "celery" in line:
+            groups["worker"].append(p)
+        elif "runmcp" in line:
+            groups["mcp"].append(p)
+    groups["postgres"] = _postgres_processes()
+    return groups
+
+
+class Sampler(threading.Thread):
+    """CPU seconds of each group every second, for the plot and the per-turn figures."""
+
+    def __init__(self, site, others: dict[str, list]):
+        super().__init__(daemon=True)
+        self.site, self.others, self.stop_event, self.samples = site, others, threading.Event(), []
+
+    def totals(self) -> dict[str, float]:
+        groups = {**_groups(self.site), **self.others}
+        return {name: _cpu(procs) for name, procs in groups.items()}
+
+    def run(self):
+        while not self.stop_event.is_set():
+            self.samples.append((time.monotonic(), self.totals()))
+            self.stop_event.wait(1.0)
+
+
+async def _turn(port: int, token: str, adventure_id: int, text: str) -> dict:
+    """One streamed turn on a raw connection: status, seconds to the answer's head, to the first token, to the end."""
+    body = json.dumps({"mode": "do", "text": text}).encode()
+    head = (f"POST /api/adventures/{adventure_id}/turns/ HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Authorization: Token {token}\r\nAccept: text/event-stream\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
+    began = time.monotonic()
+    out = {"began": began, "status": None, "head": None, "first": None, "end": None, "retry_after": None}
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 30)
+    except (OSError, asyncio.TimeoutError) as exc:
+        out.update(status=f"connect {exc.__class__.__name__}", end=time.monotonic())
+        return out
+    try:
+        writer.write(head + body)
+        status_line = await asyncio.wait_for(reader.readline(), 120)
+        out["head"] = time.monotonic() - began
+        parts = status_line.split()
+        code = int(parts[1]) if len(parts) > 1 else 0
+        received = bytearray()
+        while True:
+            chunk = await asyncio.wait_for(reader.read(65536), 120)
+            if not chunk:
+                break
+            if out["first"] is None and b"event: token" in received[-16:] + chunk:
+                out["first"] = time.monotonic() - began
+            received += chunk
+        text_ = bytes(received)
+        if code == 200:
+            out["status"] = 201 if b"event: done" in text_ else ("stream error" if b"event: error" in text_
+                                                                 else "stream cut")
+        else:
+            out["status"] = code
+            if b"Retry-After:" in text_:
+                out["retry_after"] = int(text_.split(b"Retry-After:", 1)[1].split(b"\r\n", 1)[0].strip() or 1)
+    except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
+        out["status"] = f"{exc.__class__.__name__}"
+    finally:
+        writer.close()
+    out["end"] = time.monotonic() - began
+    return out
+
+
+async def _evening(port: int, players, *, duration: float, think: float, seed: int) -> list[dict]:
+    rng = random.Random(seed)
+    results: list[dict] = []
+    stop_at = time.monotonic() + duration
+
+    async def player(token: str, adventure_id: int):
+        await asyncio.sleep(rng.uniform(0, think))  # players already mid-evening, not all arriving now
+        while time.monotonic() < stop_at:
+            result = await _turn(port, token, adventure_id, rng.choice(TEXTS))
+            results.append(result)
+            if result["status"] == 503:  # refused: the page waits as told and tries again
+                await asyncio.sleep(result["retry_after"] or 1)
+                continue
+            await asyncio.sleep(rng.expovariate(1.0 / think))
+
+    await asyncio.gather(*(player(t, a) for t, a in players))
+    return results
+
+
+def _sql_per_turn(fake_url: str) -> int:
+    """One turn's SQL statements in process (the same route as the load, as the pinned test counts them)."""
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    token, adventure_id = _players(1, fake_url, prefix="bench-sql-")[0]
+    client = Client(HTTP_AUTHORIZATION=f"Token {token}", HTTP_HOST="localhost")
+    path = f"/api/adventures/{adventure_id}/turns/"
+    client.post(path, {"mode": "do", "text": "warm up"}, content_type="application/json")
+    with CaptureQueriesContext(connection) as queries:
+        client.post(path, {"mode": "do", "text": "look"}, content_type="application/json")
+    return len(queries)
+
+
+def _backlog() -> int:
+    from memory import bank
+
+    return len(bank.adventures_behind(limit=10**6))
+
+
+def _drain(timeout: float) -> tuple[int, float | None]:
+    """Adventures behind at the end, and seconds until none is (None: not within ``timeout``)."""
+    began = time.monotonic()
+    first = _backlog()
+    while time.monotonic() - began < timeout:
+        if _backlog() == 0:
+            return first, round(time.monotonic() - began, 1)
+        time.sleep(2)
+    return first, None
+
+
+def _summary(count: int, results: list[dict], cpu: dict[str, float], args, drained) -> dict:
+    served = [r for r in results if r["status"] == 201]
+    refused = [r for r in results if r["status"] == 503]
+    errors: dict[str, int] = {}
+    for r in results:
+        if r["status"] not in (201, 503):
+            errors[str(r["status"])] = errors.get(str(r["status"]), 0) + 1
+    overhead = [(r["first"] - args.first_token) * 1000 for r in served if r["first"] is not None]
+    beyond = [(r["end"] - args.model_seconds) * 1000 for r in served]
+    n = max(1, len(served))
+    return {
+        "players": count, "turns": len(results), "served": len(served), "refused": len(refused),
+        "errors": sum(errors.values()), "errors_by_kind": errors,
+        "offered_per_s": round(len(results) / args.duration, 2), "served_per_s": round(len(served) / args.duration, 2),
+        "first_token_overhead_ms": {p: round(percentile(overhead, p), 1) for p in (50, 95, 99)} if overhead else {},
+        "turn_beyond_model_ms": {p: round(percentile(beyond, p), 1) for p in (50, 95)} if beyond else {},
+        "refusal_s": {p: round(percentile([r["end"] for r in refused], p), 3) for p in (50, 95, 100)} if refused else {},
+        "cpu_ms_per_turn": {k: round(v * 1000 / n, 1) for k, v in cpu.items()},
+        "site_cpu_ms_per_turn": round(sum(v for k, v in cpu.items() if k in ("web", "postgres", "worker", "mcp"))
+                                      * 1000 / n, 1),
+        "backlog_at_end": drained[0], "backlog_drained_s": drained[1],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--players", type=int, nargs="+", default=[300, 1000, 2000])
+    parser.add_argument("--duration", type=float, default=180.0, help="seconds during which turns start")
+    parser.add_argument("--think", type=float, default=30.0, help="mean seconds a player reads and thinks")
+    parser.add_argument("--model-seconds", type=float, default=10.0)
+    parser.add_argument("--first-token", type=float, default=0.5)
+    parser.add_argument("--drain-timeout", type=float, default=180.0)
+    parser.add_argument("--seed", type=int, default=28)
+    parser.add_argument("--label", default="site")
+    parser.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: the test suite runs this")
+    args = parser.parse_args()
+    if args.smoke:
+        args.players, args.duration, args.think, args.model_seconds = [3], 6.0, 1.0, 1.0
+        args.first_token, args.drain_timeout = 0.1, 60.0
+    django_setup()
+
+    model, fake_url = _model(args)
+    port = _free_port()
+    site = _site(port, {"WEB_CONCURRENCY": os.environ.get("WEB_CONCURRENCY", "2"), "MCP_PORT": str(_free_port())})
+    rows, timeline = [], []
+    try:
+        _wait_live(f"http://127.0.0.1:{port}", timeout=120)
+        sql = _sql_per_turn(fake_url)
+        import psutil
+
+        me = psutil.Process()
+        warm = _players(4, fake_url, prefix="bench-evening-warm-")
+        asyncio.run(_evening(port, warm, duration=0.1, think=0.1, seed=args.seed))  # every process warm
+        for count in args.players:
+            players = _players(count, fake_url, prefix="bench-evening-")
+            _drain(args.drain_timeout)  # the players' setup (and earlier runs) leave no memory work behind
+            sampler = Sampler(site, {"bench model": [psutil.Process(model.pid)], "bench players": [me]})
+            before = sampler.totals()
+            sampler.start()
+            began = time.monotonic()
+            results = asyncio.run(_evening(port, players, duration=args.duration, think=args.think,
+                                           seed=args.seed + count))
+            sampler.stop_event.set()
+            sampler.join(5)
+            after = sampler.totals()
+            drained = _drain(args.drain_timeout)
+            cpu = {k: max(0.0, after.get(k, 0.0) - before.get(k, 0.0)) for k in after}
+            row = _summary(count, results, cpu, args, drained)
+            row["sql_per_turn"] = sql
+            rows.append(row)
+            timeline.append({"players": count, "began": began, "samples": sampler.samples,
+                             "results": [{"t": r["began"] - began, "status": str(r["status"]),
+                                          "first": r["first"]} for r in results]})
+    finally:
+        os.killpg(site.pid, signal.SIGTERM)
+        try:
+            site.wait(40)
+        except subprocess.TimeoutExpired:
+            os.killpg(site.pid, signal.SIGKILL)
+        model.stdin.close()
+        model.wait(10)
+
+    print_table(f"An evening: think {args.think:g} s, model {args.model_seconds:g} s (first token "
+                f"{args.first_token:g} s), {args.duration:g} s",
+                ["players", "turns/s offered", "served/s", "errors", "refused (p95 s)", "first token + p50/p95/p99 ms",
+                 "beyond model p50/p95 ms", "CPU ms/turn web+PG+worker", "SQL/turn", "backlog (drained s)"],
+                [[r["players"], r["offered_per_s"], r["served_per_s"], f'{r["errors"]} {r["errors_by_kind"] or ""}',
+                  f'{r["refused"]} ({r["refusal_s"].get(95, "-")})',
+                  "/".join(str(r["first_token_overhead_ms"].get(p, "-")) for p in (50, 95, 99)),
+                  "/".join(str(r["turn_beyond_model_ms"].get(p, "-")) for p in (50, 95)),
+                  f'{r["site_cpu_ms_per_turn"]} = {r["cpu_ms_per_turn"].get("web")}+'
+                  f'{r["cpu_ms_per_turn"].get("postgres")}+{r["cpu_ms_per_turn"].get("worker")}',
+                  r["sql_per_turn"], f'{r["backlog_at_end"]} ({r["backlog_drained_s"]})'] for r in rows])
+
+    def plot(path):
+        import matplotlib.pyplot as plt
+
+        fig, axes = plt.subplots(len(timeline), 1, figsize=(9, 3.2 * len(timeline)), squeeze=False)
+        for ax, run in zip(axes[:, 0], timeline):
+            end = int(args.duration + args.model_seconds) + 2
+            offered, served, p95 = [0] * end, [0] * end, []
+            by_second: dict[int, list[float]] = {}
+            for r in run["results"]:
+                s = int(r["t"])
+                if 0 <= s < end:
+                    offered[s] += 1
+                    served[s] += r["status"] == "201"
+                    if r["first"] is not None:
+                        by_second.setdefault(s // 10, []).append((r["first"] - args.first_token) * 1000)
+            ax.plot(range(end), offered, label="turns offered /s", alpha=0.6)
+            ax.plot(range(end), served, label="served /s", alpha=0.6)
+            ax.set_ylabel("turns per second")
+            ax.set_xlabel("seconds")
+            ax2 = ax.twinx()
+            xs = sorted(by_second)
+            ax2.plot([x * 10 + 5 for x in xs], [percentile(by_second[x], 95) for x in xs], "r.-",
+                     label="first token + p95 ms (10 s)")
+            samples = run["samples"]
+            cpu = [(t - run["began"], sum(v for k, v in c.items() if not k.startswith("bench"))) for t, c in samples]
+            ax2.plot([t for (t, _), _ in zip(cpu[1:], cpu)],
+                     [max(0.0, (b - a) / max(1e-6, tb - ta)) * 500 for (tb, b), (ta, a) in zip(cpu[1:], cpu)],
+                     "k:", label="site CPU (x500 = cores)")
+            ax2.set_ylabel("ms")
+            ax.set_title(f"{run['players']} players")
+            ax.legend(loc="upper left", fontsize=7)
+            ax2.legend(loc="upper right", fontsize=7)
+        fig.tight_layout()
+        fig.savefig(path)
+
+    result = {"label": args.label, "think_s": args.think, "model_seconds": args.model_seconds,
+              "duration_s": args.duration, "runs": rows}
+    save(f"evening-{args.label}" + ("-smoke" if args.smoke else ""), [result], plot)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+    main()
