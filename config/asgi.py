@@ -9,12 +9,14 @@ import threading
 from django.core.asgi import get_asgi_application
 from django.utils.module_loading import import_string
 
+from config.admission import Admission
 from config.asgi_guard import BodyGuard
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 os.environ.setdefault("DB_POOL_SIZE", "10")
 
-application = BodyGuard(get_asgi_application())
+# A turn that comes while this process is behind is refused before anything else (config.admission).
+application = Admission(BodyGuard(get_asgi_application()))
 
 # The local embedding model loads beside the first requests, not inside the first turn.
 threading.Thread(target=import_string("memory.embedder.warm_up"), name="embedder-warm-up", daemon=True).start()

@@ -113,7 +113,14 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_BODY_MAX_BYTES
 # it should not hold a connection forever either).
 REQUEST_BODY_TIMEOUT = env_int("REQUEST_BODY_TIMEOUT", 30, minimum=1, maximum=3600)
 
-# Admission (stories.admission): each web process runs at most TURN_STARTS_MAX turns' first steps
+# Admission at the door (config.admission): a POST to these paths that arrives while this web
+# process's event loop runs more than ADMISSION_LAG_MS behind its timers answers 503 with
+# Retry-After before Django reads it (0: never).
+ADMISSION_PATHS = env_str("ADMISSION_PATHS") or r"^/api/adventures/\d+/(turns|retry)/$"
+ADMISSION_LAG_MS = env_int("ADMISSION_LAG_MS", 50, minimum=0, maximum=60_000)
+# ...or while this many of them are being answered by the process (a turn until its stream ends; 0: no bound).
+ADMISSION_IN_FLIGHT_MAX = env_int("ADMISSION_IN_FLIGHT_MAX", 40, minimum=0, maximum=1_000_000)
+# Admission of first steps (stories.admission): each web process runs at most TURN_STARTS_MAX turns' first steps
 # at once and lets TURN_STARTS_QUEUED more wait, each at most TURN_START_WAIT_MS; a turn past those
 # answers 503 with Retry-After at once, nothing stored, so admitted turns keep their first-token
 # time. TURN_STARTS_MAX 0: no gate.

@@ -15,16 +15,15 @@ so concurrent writes to one adventure's tree are serialized.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F
 from django.dispatch import Signal
 from django.utils import timezone
 
 from config import jobs
-from stories import lineage
+from stories import lineage, tree_sql
 from stories.errors import Conflict
 from stories.generation import generation_check
 from stories.models import Action, Adventure, Branch
@@ -192,32 +191,6 @@ def adventure_start(*, adventure: Adventure, opening: str) -> Branch:
     return root
 
 
-# A node is appended in two statements (a turn appends two; measured: six statements before). The
-# adventure row's UPDATE takes the row lock that serializes tree writes, answers what the generation
-# check reads and the head, and, for a generation placing its reply, frees its claim in the same write.
-_APPEND_LOCK_SQL = """
-WITH old AS (SELECT id, head_branch_id, generation_token, generation_until
-             FROM stories_adventure WHERE id = %(adventure)s FOR UPDATE)
-UPDATE stories_adventure a SET updated_at = %(now)s,
-  generation_token = CASE WHEN %(release)s <> '' AND old.generation_token = %(release)s THEN ''
-                          ELSE a.generation_token END,
-  generation_until = CASE WHEN %(release)s <> '' AND old.generation_token = %(release)s THEN NULL
-                          ELSE a.generation_until END
-FROM old WHERE a.id = old.id
-RETURNING old.head_branch_id, old.generation_token, old.generation_until
-"""
-_APPEND_SQL = """
-WITH b AS (UPDATE stories_branch SET tip_depth = tip_depth + 1 WHERE id = %(branch)s AND adventure_id = %(adventure)s
-           RETURNING id, adventure_id, parent_id, fork_depth, lineage, tip_depth, name, internal, created_at),
-     n AS (INSERT INTO stories_action (adventure_id, branch_id, depth, kind, text, live, hidden, created_at)
-           SELECT b.adventure_id, b.id, b.tip_depth, %(kind)s, %(text)s, true, false, %(now)s FROM b RETURNING id)
-SELECT n.id, b.id, b.adventure_id, b.parent_id, b.fork_depth, b.lineage::text, b.tip_depth, b.name, b.internal,
-       b.created_at FROM n, b
-"""
-_BRANCH_FIELDS = ("id", "adventure_id", "parent_id", "fork_depth", "lineage", "tip_depth", "name", "internal",
-                  "created_at")
-
-
 def place(*, adventure_id: int, branch_id: int | None, kind: str, text: str, ask_pass: bool = True,
           release: str = "") -> Action:
     """Append a node after the tip of ``branch_id`` (None: the head, as it stands under the lock).
@@ -225,41 +198,17 @@ def place(*, adventure_id: int, branch_id: int | None, kind: str, text: str, ask
     series of changes is done (a turn asks after its reply, or when it fails).
     ``release``: a generation's claim token, freed in the same write (its reply).
     The returned action's ``branch`` is the branch as it stands after the write."""
-    if kind == Action.Kind.START:
-        return _place_opening(adventure_id=adventure_id, branch_id=branch_id, text=text, ask_pass=ask_pass)
-    now = timezone.now()
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(_APPEND_LOCK_SQL, {"adventure": adventure_id, "now": now, "release": release})
-        row = cursor.fetchone()
-        if row is None:
-            raise TreeNotFound("no such adventure")
-        head, token, until = row
-        generation_check(Adventure(pk=adventure_id, generation_token=token, generation_until=until))
-        cursor.execute(_APPEND_SQL, {"branch": branch_id or head, "adventure": adventure_id, "kind": kind,
-                                     "text": text, "now": now})
-        row = cursor.fetchone()
-        if row is None:
-            raise TreeNotFound("no such branch in this adventure")
-        values = list(row[1:])
-        values[4] = json.loads(values[4])
-        branch = Branch.from_db(connection.alias, _BRANCH_FIELDS, values)
-        action = Action(id=row[0], adventure_id=adventure_id, branch=branch, depth=branch.tip_depth, kind=kind,
-                        text=text, live=True, hidden=False, created_at=now, edited_at=None)
-        action._state.adding, action._state.db = False, connection.alias
-        if ask_pass:
-            _story_changed(adventure_id)
-    return action
-
-
-def _place_opening(*, adventure_id: int, branch_id: int | None, text: str, ask_pass: bool) -> Action:
     with transaction.atomic():
-        branch = lock(adventure_id, branch_id).branch
-        if branch.tip_depth:
-            raise TreeError("the story already has an opening")
-        action = Action.objects.create(adventure_id=adventure_id, branch=branch, depth=1, kind=Action.Kind.START,
-                                       text=text)
-        _set_tip(branch, action.depth)
-        Adventure.objects.filter(pk=adventure_id).update(updated_at=timezone.now())
+        locked = tree_sql.append_lock(adventure_id=adventure_id, release=release)
+        if locked is None:
+            raise TreeNotFound("no such adventure")
+        generation_check(locked)
+        action = tree_sql.append_node(adventure_id=adventure_id, branch_id=branch_id or locked.head_branch_id,
+                                      kind=kind, text=text, now=locked.updated_at)
+        if action is None:
+            if kind == Action.Kind.START and Branch.objects.filter(pk=branch_id or locked.head_branch_id).exists():
+                raise TreeError("the story already has an opening")
+            raise TreeNotFound("no such branch in this adventure")
         if ask_pass:
             _story_changed(adventure_id)
     return action

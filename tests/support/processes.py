@@ -63,6 +63,8 @@ def child_env(**overrides: str | None) -> dict[str, str]:
     # tests set their own places (stories.admission).
     env.setdefault("TURN_STARTS_QUEUED", "1000")
     env.setdefault("TURN_START_WAIT_MS", "60000")
+    env.setdefault("ADMISSION_LAG_MS", "0")
+    env.setdefault("ADMISSION_IN_FLIGHT_MAX", "0")
     for key, value in overrides.items():
         if value is None:
             env.pop(key, None)

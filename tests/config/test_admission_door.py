@@ -1,0 +1,102 @@
+"""The door refuses a turn at once while its process's event loop is behind, and only a turn:
+pages, reads and health probes always go through; once the loop keeps up again, turns do too."""
+
+import asyncio
+import time
+
+from config.admission import Admission
+
+TURN = {"type": "http", "method": "POST", "path": "/api/adventures/7/turns/", "headers": []}
+
+
+def _call(door, scope):
+    """The door's answer to ``scope``: ("app", None) when it reached the site, else (status, headers)."""
+    sent = []
+
+    async def app(scope, receive, send):
+        sent.append(("app", None))
+
+    door.app = app
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        if message["type"] == "http.response.start":
+            sent.append((message["status"], dict(message["headers"])))
+
+    return receive, send, sent
+
+
+def test_a_turn_that_comes_while_the_loop_is_behind_is_refused_with_503_and_retry_after():
+    door = Admission(None, paths=r"^/api/adventures/\d+/(turns|retry)/$", lag_ms=50, in_flight=0)
+
+    async def scenario():
+        answers = {}
+        receive, send, sent = _call(door, TURN)
+        await door(TURN, receive, send)  # the door starts watching its loop
+        answers["calm"] = sent[-1]
+        await asyncio.sleep(0.05)
+        time.sleep(0.3)  # the loop is held: a CPU-bound stretch of 300 ms
+        await asyncio.sleep(0)  # the watcher's late timer runs
+        await asyncio.sleep(0.001)
+        for name, scope in (("turn", TURN), ("retry", {**TURN, "path": "/api/adventures/7/retry/"}),
+                            ("read", {**TURN, "method": "GET"}),
+                            ("other post", {**TURN, "path": "/api/adventures/"})):
+            receive, send, sent = _call(door, scope)
+            await door(scope, receive, send)
+            answers[name] = sent[-1]
+        deadline = time.monotonic() + 5
+        while door.watcher.lag > 0.05 and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        receive, send, sent = _call(door, TURN)
+        await door(TURN, receive, send)
+        answers["caught up"] = sent[-1]
+        door.watcher.task.cancel()
+        return answers
+
+    answers = asyncio.run(scenario())
+    assert answers["calm"] == ("app", None)
+    for name in ("turn", "retry"):
+        status, headers = answers[name]
+        assert status == 503, name
+        assert 2 <= int(headers[b"retry-after"]) <= 5 and headers[b"x-content-type-options"] == b"nosniff"
+    assert answers["read"] == ("app", None) and answers["other post"] == ("app", None), "only turns are refused"
+    assert answers["caught up"] == ("app", None), "a loop that keeps up again admits turns"
+
+
+def test_past_its_turns_in_flight_a_process_refuses_the_next_until_one_ends():
+    door = Admission(None, paths=r"^/api/adventures/\d+/turns/$", lag_ms=0, in_flight=2)
+
+    async def scenario():
+        ends, statuses = [asyncio.Event() for _ in range(3)], []
+
+        def app_for(end):
+            async def app(scope, receive, send):
+                statuses.append("admitted")
+                await end.wait()  # the turn's stream is still going
+            return app
+
+        async def one(end):
+            receive, send, sent = _call(door, TURN)
+            door.app = app_for(end)
+            await door(TURN, receive, send)
+            statuses.extend(status for status, _ in sent if status != "app")
+
+        first, second = asyncio.create_task(one(ends[0])), asyncio.create_task(one(ends[1]))
+        await asyncio.sleep(0.01)
+        await one(ends[2])  # two are in flight: refused at once, without waiting for them
+        refused = list(statuses)
+        ends[0].set()
+        await first
+        third = asyncio.create_task(one(ends[2]))
+        await asyncio.sleep(0.01)
+        admitted_after = statuses.count("admitted")
+        ends[1].set()
+        ends[2].set()
+        await asyncio.gather(second, third)
+        return refused, admitted_after
+
+    refused, admitted_after = asyncio.run(scenario())
+    assert refused == ["admitted", "admitted", 503]
+    assert admitted_after == 3, "once a turn ends, the next is admitted"
