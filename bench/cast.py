@@ -61,8 +61,9 @@ def main() -> None:
     from tests.support.story import memory_reply
 
     data = json.loads(STORIES.read_text())["stories"]
-    if args.smoke:
-        data = data[:1]
+    if args.smoke:  # one story of each set
+        data = [next(story for story in data if story.get("set", "dev") == part)
+                for part in dict.fromkeys(story.get("set", "dev") for story in data)]
     fake = FakeLLM(reply=memory_reply)
     user, _ = get_user_model().objects.get_or_create(username="bench-cast")
     answers: dict[tuple[str, str], list[tuple[bool, bool]]] = {}

@@ -50,7 +50,7 @@ def _lines(sample: dict) -> list[tuple[str, str]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("data", nargs="?", default=str(DEFAULT_DATA))
-    parser.add_argument("--smoke", action="store_true", help="two conversations, 20 questions each")
+    parser.add_argument("--smoke", action="store_true", help="one conversation's first sessions, 20 cases")
     args = parser.parse_args()
     django_setup()
     from tqdm import tqdm
@@ -59,8 +59,13 @@ def main() -> None:
     from stories.models import Action
 
     samples = json.load(open(args.data))
-    if args.smoke:
-        samples = samples[:2]
+    if args.smoke:  # one conversation's first two sessions (no cross-validation with one)
+        samples = samples[:1]
+        for sample in samples:
+            conv = sample["conversation"]
+            for key in [k for k in conv if k.startswith("session_") and k.split("_")[1].isdigit()
+                        and int(k.split("_")[1]) > 2]:
+                del conv[key]
     windows = ["first-256"] + [f"end-{n}" for n in WINDOWS]
     local = embedder._local()
 
@@ -126,14 +131,15 @@ def main() -> None:
              **{f"{name} r5": round(score(convs, w, 5, name), 1) for name in SCENARIOS},
              "ms_p50": round(float(np.percentile(cost[w], 50)), 2)} for w in windows]
     folds = []
-    for held in convs:
+    for held in convs if len(convs) > 1 else []:
         train = [c for c in convs if c != held]
         best = max(score(train, w, 5) for w in windows[1:])
         chosen = next(w for w in windows[1:] if score(train, w, 5) >= best - 0.5)
         folds.append({"held_out": held, "chosen": chosen, "r5": score([held], chosen, 5),
                       "r10": score([held], chosen, 10), "first_r5": score([held], "first-256", 5),
                       "first_r10": score([held], "first-256", 10)})
-    cv = {key: round(sum(f[key] for f in folds) / len(folds), 1) for key in ("r5", "r10", "first_r5", "first_r10")}
+    cv = {key: round(sum(f[key] for f in folds) / max(1, len(folds)), 1)
+          for key in ("r5", "r10", "first_r5", "first_r10")}
     questions = sum(len(v) for c in convs for (name, w), v in per_conv[c].items() if w == "first-256")
     print_table(f"Story recall by query window ({len(convs)} conversations, {questions} cases, local MiniLM)",
                 ["window", "R@5 (mean of both)", "R@10", *(f"{n} R@5" for n in SCENARIOS), "ms per query p50"],
