@@ -309,6 +309,9 @@ class ModelCall:
                                 break
                             chunk = json.loads(data)
                             if chunk.get("error"):
+                                if pieces:  # text that came in the same network read as the error is kept
+                                    self.text += "".join(pieces)
+                                    yield "".join(pieces)
                                 raise _stream_error(chunk["error"], conn)
                             model = chunk.get("model") or model
                             usage = chunk.get("usage") or usage
