@@ -18,10 +18,8 @@ from contextlib import asynccontextmanager
 
 from django.conf import settings
 
+from config.admission import BUSY, RETRY_AFTER_S  # one wording and one wait for both doors
 from stories.errors import Unavailable
-
-BUSY = "the site is busy right now; your turn was not started (nothing was stored), try again in a few seconds"
-RETRY_AFTER_S = (2, 5)  # seconds a refused player is told to wait, spread so retries do not come back together
 
 
 class Overloaded(Unavailable):

@@ -36,8 +36,8 @@ def test_a_turn_that_comes_while_the_loop_is_behind_is_refused_with_503_and_retr
         receive, send, sent = _call(door, TURN)
         await door(TURN, receive, send)  # the door starts watching its loop
         answers["calm"] = sent[-1]
-        await asyncio.sleep(0.05)
-        time.sleep(0.3)  # the loop is held: a CPU-bound stretch of 300 ms
+        await asyncio.sleep(0.05)  # the watcher's first timers run
+        time.sleep(0.3)  # the loop is held: a CPU-bound stretch of 300 ms (the behaviour under test, not a wait)
         await asyncio.sleep(0)  # the watcher's late timer runs
         await asyncio.sleep(0.001)
         for name, scope in (("turn", TURN), ("retry", {**TURN, "path": "/api/adventures/7/retry/"}),
@@ -70,10 +70,12 @@ def test_past_its_turns_in_flight_a_process_refuses_the_next_until_one_ends():
 
     async def scenario():
         ends, statuses = [asyncio.Event() for _ in range(3)], []
+        admitted = asyncio.Semaphore(0)
 
         def app_for(end):
             async def app(scope, receive, send):
                 statuses.append("admitted")
+                admitted.release()
                 await end.wait()  # the turn's stream is still going
             return app
 
@@ -84,13 +86,14 @@ def test_past_its_turns_in_flight_a_process_refuses_the_next_until_one_ends():
             statuses.extend(status for status, _ in sent if status != "app")
 
         first, second = asyncio.create_task(one(ends[0])), asyncio.create_task(one(ends[1]))
-        await asyncio.sleep(0.01)
+        for _ in range(2):
+            await asyncio.wait_for(admitted.acquire(), 5)  # both are in flight
         await one(ends[2])  # two are in flight: refused at once, without waiting for them
         refused = list(statuses)
         ends[0].set()
         await first
         third = asyncio.create_task(one(ends[2]))
-        await asyncio.sleep(0.01)
+        await asyncio.wait_for(admitted.acquire(), 5)
         admitted_after = statuses.count("admitted")
         ends[1].set()
         ends[2].set()
