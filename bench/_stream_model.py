@@ -121,7 +121,10 @@ async def main() -> None:
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGUSR1, lambda: print(json.dumps(STATS), flush=True))
     await loop.run_in_executor(None, sys.stdin.read)  # the bench closes stdin to stop this server
-    print(json.dumps(STATS), flush=True)
+    try:
+        print(json.dumps(STATS), flush=True)
+    except BrokenPipeError:  # the bench is gone: nobody to tell
+        pass
     server.close()
 
 

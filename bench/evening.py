@@ -37,6 +37,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 from _setup import ROOT, django_setup, percentile, print_table, save
 from concurrency import _cpu, _free_port, _players, _postgres_processes, _wait_live
@@ -47,9 +48,11 @@ TEXTS = ["look around the square", "ask the baker about the fire", "follow the s
 
 def _site(port: int, extra_env: dict) -> subprocess.Popen:
     env = {**os.environ, "LOG_LEVEL": "WARNING", "ALLOW_PRIVATE_ENDPOINTS": "1", **extra_env}
-    return subprocess.Popen([sys.executable, "manage.py", "runsite", "--port", str(port)], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=open(ROOT / ".data" / "bench" / "evening-site.log", "w"),
-                            start_new_session=True)
+    log = Path(os.environ["DATA_DIR"]) / "evening-site.log"  # the site's own log, beside its data
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as stderr:
+        return subprocess.Popen([sys.executable, "manage.py", "runsite", "--port", str(port)], cwd=ROOT, env=env,
+                                stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)
 
 
 def _ahead() -> None:
@@ -243,7 +246,12 @@ def main() -> None:
 
     model, fake_url = _model(args)
     port = _free_port()
-    site = _site(port, {"WEB_CONCURRENCY": os.environ.get("WEB_CONCURRENCY", "2"), "MCP_PORT": str(_free_port())})
+    try:
+        site = _site(port, {"WEB_CONCURRENCY": os.environ.get("WEB_CONCURRENCY", "2"), "MCP_PORT": str(_free_port())})
+    except BaseException:
+        model.stdin.close()
+        model.wait(10)
+        raise
     _ahead()  # the players, after the site was started at the usual priority
     rows, timeline = [], []
     try:
