@@ -240,7 +240,7 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: the test suite runs this")
     args = parser.parse_args()
     if args.smoke:
-        args.players, args.duration, args.think, args.model_seconds = [3], 6.0, 1.0, 1.0
+        args.players, args.duration, args.think, args.model_seconds = [3], 3.0, 0.5, 1.0
         args.first_token, args.drain_timeout = 0.1, 60.0
     django_setup()
 

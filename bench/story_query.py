@@ -50,7 +50,7 @@ def _lines(sample: dict) -> list[tuple[str, str]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("data", nargs="?", default=str(DEFAULT_DATA))
-    parser.add_argument("--smoke", action="store_true", help="one conversation's first sessions, 20 cases")
+    parser.add_argument("--smoke", action="store_true", help="one conversation's first sessions, 10 cases, two windows")
     args = parser.parse_args()
     django_setup()
     from tqdm import tqdm
@@ -66,7 +66,7 @@ def main() -> None:
             for key in [k for k in conv if k.startswith("session_") and k.split("_")[1].isdigit()
                         and int(k.split("_")[1]) > 2]:
                 del conv[key]
-    windows = ["first-256"] + [f"end-{n}" for n in WINDOWS]
+    windows = ["first-256"] + [f"end-{n}" for n in (WINDOWS[:1] if args.smoke else WINDOWS)]
     local = embedder._local()
 
     def embed(texts: list[str], window: str) -> np.ndarray:
@@ -104,7 +104,7 @@ def main() -> None:
                 story = passages(lines[bank:bank + span]) + [Action(kind=Action.Kind.DO, text="look around")]
                 cases.append(("goes on", retrieval.query_text(None, story=story), bank, evidence))
         if args.smoke:
-            cases = cases[:20]
+            cases = cases[:10]
         found = per_conv.setdefault(sample["sample_id"], {})
         for window in windows:
             queries = embed([text for _, text, _, _ in cases], window)

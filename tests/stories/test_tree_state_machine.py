@@ -136,10 +136,19 @@ class StoryTree(RuleBasedStateMachine):
             assert [r.depth for r in rows] == list(range(1, len(expected) + 1)), "depths must be contiguous"
             assert branch.tip_depth == len(expected)
             assert [(r.kind, r.text) for r in rows] == [(n["kind"], n["takes"][n["live"]]) for n in expected]
+            # every take of every node on the path, losing ones too, in one read per branch
+            takes = {}
+            for row in (Action.objects.filter(lineage.path_q(branch), adventure_id=self.adventure.pk)
+                        .order_by("depth", "created_at", "id")):
+                takes.setdefault(row.depth, []).append(row)
+            assert sorted(takes) == list(range(1, len(expected) + 1)), "no node off the path, none missing"
             for depth, node in enumerate(expected, start=1):
-                takes = lineage.takes_at(branch, depth)
-                assert [t.text for t in takes] == node["takes"], f"takes at depth {depth}"
-                assert sum(t.live for t in takes) == 1, "exactly one live take per node"
+                assert [t.text for t in takes[depth]] == node["takes"], f"takes at depth {depth}"
+                assert sum(t.live for t in takes[depth]) == 1, "exactly one live take per node"
+        # the reader the play page uses for a node's takes agrees, on the branch the player is on
+        head = self.head_branch()
+        for depth, node in enumerate(self.model[self.head], start=1):
+            assert [t.text for t in lineage.takes_at(head, depth)] == node["takes"], f"takes_at({depth})"
 
     @invariant()
     def forks_see_ancestors_only_up_to_the_fork(self):

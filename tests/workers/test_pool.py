@@ -17,7 +17,9 @@ from workers.tasks import post_turn
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
-FAST_JOBS = {"JOB_RETRY_BACKOFF_S": "1"}
+# Retries back off 1 s; a lock held by a dead worker ends after 3 s (and so the follow-up a coalesced
+# job queues comes 3 s later, not the production 60 s that a test would sit out).
+FAST_JOBS = {"JOB_RETRY_BACKOFF_S": "1", "WORKER_LOCK_TTL_MS": "3000"}
 
 
 def blocks_of(adventure_id):
@@ -65,6 +67,9 @@ def pool():
         return workers[-n:]
 
     yield start
+    for w in workers:  # all asked at once: each warm shutdown takes a few seconds
+        if w.proc.poll() is None:
+            w.proc.send_signal(signal.SIGTERM)
     for w in workers:
         w.stop()
 
