@@ -1,7 +1,9 @@
 """Hostile input stops at the door with a 400 that names the problem.
 
 PostgreSQL text cannot hold NUL, and a lone UTF-16 surrogate cannot be encoded
-to UTF-8; either one used to reach the database and answer 500. Deeply nested
+to UTF-8; either one used to reach the database and answer 500. Nor can a JSON
+column hold NaN or an infinity (Python's parser takes ``NaN``, ``Infinity`` and
+``1e400``, which JSON itself does not allow): they answered 500 too. Deeply nested
 JSON used to exhaust Python's recursion limit. Here every JSON body, every URL
 path and query string, and every credential header is checked once, before any
 view runs: whatever a view stores or looks up is text Postgres can hold.
@@ -10,6 +12,7 @@ view runs: whatever a view stores or looks up is text Postgres can hold.
 from __future__ import annotations
 
 import json
+import math
 import re
 from urllib.parse import unquote_to_bytes
 
@@ -45,15 +48,31 @@ def check_text(text: str, *, where: str) -> None:
         raise BadText(f"{where} {problem}")
 
 
+NOT_A_NUMBER = "is not a finite number (NaN, Infinity and numbers past 1e308 are not JSON); send a finite number"
+
+
+def _constant(name: str):
+    raise ValueError(f"the body holds {name}, which {NOT_A_NUMBER[3:]}")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is too large for a JSON number (past 1e308); send a finite number")
+    return value
+
+
 def check_value(value, *, where: str = "the body", depth_max: int = JSON_DEPTH_MAX) -> None:
     """Walk a parsed JSON value (iteratively: depth is what is being checked) and
-    raise BadText at the first key or string that cannot be stored, or ValueError
-    past ``depth_max`` levels of nesting."""
+    raise BadText at the first key or string that cannot be stored, ValueError at
+    a number that is not finite, or ValueError past ``depth_max`` levels of nesting."""
     stack = [(value, where, 0)]
     while stack:
         item, path, depth = stack.pop()
         if isinstance(item, str):
             check_text(item, where=path)
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise ValueError(f"{path} {NOT_A_NUMBER}")
         elif isinstance(item, dict):
             if depth >= depth_max:
                 raise ValueError(f"{path} is nested deeper than {depth_max} levels")
@@ -74,7 +93,7 @@ def parse_json(raw: bytes) -> object:
     except UnicodeDecodeError as exc:
         raise ValueError(f"the body is not valid UTF-8 (byte {exc.start})") from None
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_constant, parse_float=_finite)
     except RecursionError:
         raise ValueError(f"the body is nested deeper than {JSON_DEPTH_MAX} levels") from None
     except json.JSONDecodeError as exc:

@@ -8,6 +8,7 @@ spend the demo key (or anyone else's) by construction.
 from __future__ import annotations
 
 import datetime as dt
+from urllib.parse import urlsplit
 
 import redis
 from django.conf import settings
@@ -44,10 +45,28 @@ def ai_settings_loaded(*, adventure, user_id: int) -> AISettings:
     return ai_settings_get(user_id=user_id)
 
 
+def endpoint_origin(url: str) -> str:
+    """``scheme://host:port`` of an endpoint URL (the default port spelled out, the
+    host in lower case): what a key is bound to. "" for no URL or a malformed one."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme.lower())
+    except ValueError:
+        return ""
+    if not parts.hostname:
+        return ""
+    return f"{parts.scheme.lower()}://{parts.hostname.lower()}:{port}"
+
+
 def ai_settings_update(*, user_id: int, api_key: str | None = None, **fields) -> AISettings:
     """Update settings. ``api_key``: None keeps the stored key, "" removes it,
     anything else replaces it (encrypted; only its last 4 characters are kept
-    in clear). The endpoint is checked against the SSRF rules when it changes."""
+    in clear). The endpoint is checked against the SSRF rules when it changes.
+
+    A key is bound to the endpoint it was entered for (scheme, host and port):
+    moving the endpoint elsewhere without a new key in the same request removes
+    the stored key, and the returned settings say so (``api_key_cleared``), so a
+    session or token alone can never send the key to a host of its choosing."""
     unknown = set(fields) - set(SETTINGS_FIELDS)
     if unknown:
         raise TypeError(f"unknown settings: {sorted(unknown)}")
@@ -55,22 +74,31 @@ def ai_settings_update(*, user_id: int, api_key: str | None = None, **fields) ->
         obj = AISettings.objects.select_for_update().get(pk=ai_settings_get(user_id=user_id).pk)
         if fields.get("endpoint_url") and fields["endpoint_url"] != obj.endpoint_url:
             check_endpoint(fields["endpoint_url"])
+        cleared = (api_key is None and obj.api_key_encrypted and "endpoint_url" in fields
+                   and endpoint_origin(fields["endpoint_url"]) != endpoint_origin(obj.endpoint_url))
+        if cleared:
+            api_key = ""
         for name, value in fields.items():
             setattr(obj, name, value)
         changed = list(fields)
         if api_key is not None:
             obj.api_key_encrypted = crypto.encrypt(api_key) if api_key else ""
             obj.api_key_last4 = api_key[-4:] if api_key else ""
-            changed += ["api_key_encrypted", "api_key_last4"]
+            obj.api_key_origin = endpoint_origin(obj.endpoint_url) if api_key else ""
+            changed += ["api_key_encrypted", "api_key_last4", "api_key_origin"]
         if changed:
             obj.save(update_fields=[*changed, "updated_at"])
+    obj.api_key_cleared = bool(cleared)
     return obj
 
 
 def _own(obj: AISettings, model: str) -> Connection:
+    """The player's connection; the key only if it was entered for this very endpoint
+    (a row changed behind the API, an admin's or a migration's, never redirects it)."""
+    bound = obj.api_key_encrypted and obj.api_key_origin and obj.api_key_origin == endpoint_origin(obj.endpoint_url)
     return Connection(
         endpoint_url=obj.endpoint_url,
-        api_key=crypto.decrypt(obj.api_key_encrypted) if obj.api_key_encrypted else "",
+        api_key=crypto.decrypt(obj.api_key_encrypted) if bound else "",
         model=model,
     )
 

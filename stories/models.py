@@ -25,6 +25,8 @@ class AISettings(models.Model):
     endpoint_url = models.CharField(max_length=500, blank=True, default="")
     api_key_encrypted = models.TextField(blank=True, default="")
     api_key_last4 = models.CharField(max_length=4, blank=True, default="")
+    # The endpoint (scheme://host:port) the key was entered for: a key is sent there and nowhere else.
+    api_key_origin = models.CharField(max_length=600, blank=True, default="")
     model = models.CharField(max_length=200, blank=True, default="")
     summary_model = models.CharField(max_length=200, blank=True, default="")
     embedding_model = models.CharField(max_length=200, blank=True, default="")

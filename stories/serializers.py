@@ -90,6 +90,9 @@ class AISettingsSerializer(strict.StrictModelSerializer):
                                          help_text="OpenAI-compatible base URL, e.g. https://api.openai.com/v1")
     has_api_key = serializers.BooleanField(read_only=True)
     api_key_last4 = strict.TextField(read_only=True)
+    api_key_cleared = serializers.SerializerMethodField(
+        help_text="True when this change moved the endpoint to another scheme, host or port without a new key: "
+                  "a key is sent only to the endpoint it was entered for, so the stored key was removed.")
     context_tokens = serializers.IntegerField(min_value=256, max_value=2_000_000, required=False)
     max_output_tokens = serializers.IntegerField(min_value=1, max_value=64_000, required=False)
     temperature = serializers.FloatField(min_value=0.0, max_value=2.0, required=False)
@@ -99,10 +102,13 @@ class AISettingsSerializer(strict.StrictModelSerializer):
 
     class Meta:
         model = AISettings
-        fields = ["endpoint_url", "api_key", "has_api_key", "api_key_last4", "model", "summary_model",
+        fields = ["endpoint_url", "api_key", "has_api_key", "api_key_last4", "api_key_cleared", "model", "summary_model",
                   "embedding_model", "context_tokens", "max_output_tokens", "temperature", "reasoning_max_tokens",
                   "memory_top_k", "memory_bank_capacity", "updated_at"]
         read_only_fields = ["updated_at"]
+
+    def get_api_key_cleared(self, obj) -> bool:
+        return bool(getattr(obj, "api_key_cleared", False))
 
     def validate_endpoint_url(self, value):
         if value:

@@ -24,6 +24,9 @@ HOSTILE_BODIES = {
     "NUL in a key": (b'{"metadata": {"a\\u0000b": 1}, "text": "x"}', "NUL"),
     "lone surrogate": (b'{"text": "a\\ud800b", "title": "\\udfff"}', "surrogate"),
     "not UTF-8": (b'{"text": "\xff\xfe"}', "not valid UTF-8"),
+    "NaN": (b'{"text": "x", "importance": NaN, "metadata": {"x": NaN}}', "not a finite number"),
+    "Infinity": (b'{"text": "x", "metadata": {"x": [1, -Infinity]}}', "not a finite number"),
+    "a number past 1e308": (b'{"text": "x", "tip_depth": 1e400}', "finite number"),
 }
 
 
@@ -50,6 +53,25 @@ def test_nul_in_event_metadata_is_a_400_naming_where(alices_world, alice_plays):
         assert response.status_code == 400, response.content
         assert where in response.json()["detail"] and "NUL" in response.json()["detail"]
     assert AgentMemory.objects.count() == before
+
+
+def test_nan_and_infinities_in_event_metadata_are_a_400_and_store_nothing(alices_world, alice_plays):
+    """Postgres refuses NaN and infinities in a JSON column: they answered 500."""
+    world = alices_world["world_id"]
+    before = AgentMemory.objects.count()
+    event = b'{"type": "say", "actor": "ann", "text": "hi", "metadata": %s}'
+    bodies = [event % b'{"x": NaN}', event % b'{"x": Infinity}', event % b'{"x": -Infinity}',
+              event % b'{"x": 1e400}', event % b'{"deep": {"list": [1, 2, {"x": NaN}]}}',
+              b'{"events": [' + event % b'{"ok": 1}' + b", " + event % b'{"x": -1e999}' + b"]}"]
+    for body in bodies:
+        response = alice_plays.generic("POST", f"/api/worlds/{world}/events/", body, content_type="application/json")
+        assert response.status_code == 400, (body, response.content)
+        assert "finite number" in response.json()["detail"], response.json()
+    assert AgentMemory.objects.count() == before
+    # finite numbers, large and small, are still numbers
+    response = alice_plays.generic("POST", f"/api/worlds/{world}/events/", event % b'{"x": 1.5e300, "y": -2e-300}',
+                                   content_type="application/json")
+    assert response.status_code == 201, response.content
 
 
 def test_nul_in_a_url_path_or_query_is_a_400(alices_world, alice_plays):

@@ -187,3 +187,44 @@ def test_keys_go_only_to_their_owners_work_and_never_show(alice, bob, fake_llm, 
                  "/admin/stories/providercall/"]:
         body = admin_client.get(page).content.decode()
         assert ALICE_KEY not in body and BOB_KEY not in body, page
+
+
+@pytest.mark.django_db
+def test_a_key_goes_only_to_the_endpoint_it_was_entered_for(alice, fake_llm):
+    """A session or token alone must not be able to send the saved key to a host of its choosing."""
+    from tests.support.fake_llm import FakeLLM
+
+    from stories.models import AISettings
+
+    elsewhere = FakeLLM()
+    try:
+        api = api_client_for(alice)
+        saved = api.patch("/api/settings/", {"endpoint_url": fake_llm.url, "api_key": ALICE_KEY, "model": "m"},
+                          format="json").json()
+        assert saved["has_api_key"] and not saved["api_key_cleared"]
+        # another path on the same scheme, host and port keeps the key (and an explicit default port is that port)
+        moved = api.patch("/api/settings/", {"endpoint_url": fake_llm.url + "/"}, format="json").json()
+        assert moved["has_api_key"] and not moved["api_key_cleared"]
+        # another port (or host, or scheme) without a new key: the key is removed, and the answer says so
+        moved = api.patch("/api/settings/", {"endpoint_url": elsewhere.url}, format="json").json()
+        assert moved["api_key_cleared"] and not moved["has_api_key"] and moved["api_key_last4"] == ""
+        assert api.post("/api/settings/test/").status_code == 200
+        sent = [r.headers.get("authorization", "") for r in elsewhere.requests]
+        assert sent and not any(ALICE_KEY in h for h in sent), "the old key reached the new endpoint"
+        # moving back does not bring the key back either
+        back = api.patch("/api/settings/", {"endpoint_url": fake_llm.url}, format="json").json()
+        assert not back["has_api_key"]
+        # a new key in the same request as the move is kept, bound to the new endpoint
+        both = api.patch("/api/settings/", {"endpoint_url": elsewhere.url, "api_key": ALICE_KEY + "b"},
+                         format="json").json()
+        assert both["has_api_key"] and not both["api_key_cleared"]
+        api.post("/api/settings/test/")
+        assert elsewhere.requests[-1].headers["authorization"] == f"Bearer {ALICE_KEY}b"
+        # a row moved behind the API (an admin, a script) does not carry the key along
+        AISettings.objects.filter(user=alice).update(endpoint_url=fake_llm.url)
+        before = len(fake_llm.requests)
+        api.post("/api/settings/test/")
+        assert fake_llm.requests[before:] and all(ALICE_KEY not in r.headers.get("authorization", "")
+                                                  for r in fake_llm.requests[before:])
+    finally:
+        elsewhere.stop()

@@ -17,7 +17,9 @@ form.addEventListener("submit", async (e) => {
     body[input.name] = numeric.includes(input.name) ? Number(input.value) : input.name === "temperature" ? Number(input.value) : input.value;
   }
   const r = await apiFetch("/api/settings/", {method: "PATCH", body: JSON.stringify(body)});
-  result.textContent = r.ok ? "Saved." : errorText(r);
+  result.textContent = !r.ok ? errorText(r) : r.data.api_key_cleared
+    ? "Saved. The endpoint moved to another host, so the key entered for the old one was removed: enter the key for this endpoint."
+    : "Saved.";
   result.className = r.ok ? "ok" : "error";
   if (r.ok) { form.elements.api_key.value = ""; load(); }
 });
