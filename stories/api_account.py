@@ -10,7 +10,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from stories import accounts, auth, play, providers
+from stories import accounts, auth, limits, play, providers
 from stories import serializers as s
 from stories.api_support import valid as _valid
 from stories.models import ProviderCall
@@ -24,6 +24,7 @@ class SignupView(APIView):
 
     @extend_schema(request=s.SignupSerializer, responses={201: s.TokenSerializer}, tags=["auth"])
     def post(self, request):
+        limits.signup_open(ip=auth.client_ip(request))  # before the name is looked at: no enumeration
         data = _valid(s.SignupSerializer, request)
         user, token = auth.signup(username=data["username"], password=data["password"], email=data.get("email", ""),
                                   ip=auth.client_ip(request))

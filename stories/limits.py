@@ -69,6 +69,17 @@ def signup(*, ip: str) -> None:
         message=f"too many new accounts from your address: at most {settings.SIGNUPS_PER_HOUR} an hour")
 
 
+def signup_open(*, ip: str) -> None:
+    """RateLimited when ``ip`` has used its signups this hour. Checked before the
+    form is read, so a taken and a free name get the same 429 once the limit
+    applies (else the two answers would tell which names exist)."""
+    limit = settings.SIGNUPS_PER_HOUR
+    if limit > 0 and count_of(bucket="signups", who=ip, window_s=3600) >= limit:
+        now = time.time()
+        raise RateLimited(f"too many new accounts from your address: at most {limit} an hour",
+                          retry_after=int((now // 3600 + 1) * 3600 - now) + 1)
+
+
 def password_reset(*, ip: str) -> None:
     hit(bucket="password-resets", who=ip, limit=settings.SIGNUPS_PER_HOUR, window_s=3600,
         message="too many reset requests from your address; try again later")

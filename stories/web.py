@@ -83,14 +83,17 @@ class SignupForm(UserCreationForm):
 
 def signup(request):
     form = SignupForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        try:
-            limits.signup(ip=auth.client_ip(request))
+    if request.method == "POST":
+        try:  # before the form is read: a taken and a free name answer alike past the limit
+            limits.signup_open(ip=auth.client_ip(request))
+            if form.is_valid():
+                limits.signup(ip=auth.client_ip(request))
         except RateLimited as exc:
-            form.add_error(None, str(exc))
-            response = render(request, "stories/signup.html", {"form": form}, status=429)
+            form = SignupForm(initial={k: request.POST.get(k, "") for k in ("username", "email")})  # not validated
+            response = render(request, "stories/signup.html", {"form": form, "refused": str(exc)}, status=429)
             response["Retry-After"] = str(exc.retry_after)
             return response
+    if request.method == "POST" and form.is_valid():
         user = form.save()
         login(request, user, backend=auth.BACKEND)
         return redirect("web-adventures")

@@ -156,6 +156,26 @@ def test_signups_are_limited_per_address(settings):
     assert not get_user_model().objects.filter(username__in=["new2", "new9"]).exists()
 
 
+def test_past_the_signup_limit_a_taken_and_a_free_name_answer_alike(alice, settings):
+    """Else the two answers tell which usernames exist."""
+    settings.SIGNUPS_PER_HOUR = 1
+    api = APIClient()
+    assert api.post("/api/auth/signup/", {"username": "first", "password": "Long-enough-pass-1"},
+                    format="json").status_code == 201
+    answers = {}
+    for name in ("alice", "ALICE", "nobody-has-this", "x"):  # taken, taken in another case, free, malformed
+        response = APIClient().post("/api/auth/signup/", {"username": name, "password": "Long-enough-pass-1"},
+                                    format="json")
+        answers[name] = (response.status_code, response.json(), response.get("Retry-After") is not None)
+    assert len({str(a) for a in answers.values()}) == 1, answers
+    assert answers["alice"][0] == 429 and answers["alice"][2]
+    pages = {name: Client().post("/accounts/signup/", {"username": name, "password1": "Long-enough-pass-1",
+                                                       "password2": "Long-enough-pass-1"})
+             for name in ("alice", "nobody-has-this")}
+    assert {p.status_code for p in pages.values()} == {429}
+    assert all(b"taken" not in p.content and b"already exists" not in p.content for p in pages.values())
+
+
 def test_changing_the_password_ends_other_sessions_and_tokens(alice):
     phone, laptop = Client(), Client()
     phone.force_login(alice)
