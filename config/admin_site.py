@@ -9,7 +9,10 @@ them: forms are read-only, so no field (password, staff, superuser, groups,
 permissions, is_active, owner, tokens) can be edited by a moderator.
 
 Superusers keep Django's admin, except that nobody, a superuser included,
-edits a player's AI settings (endpoint, model, key) or moves ownership.
+edits a player's AI settings (endpoint, model, key) or moves ownership, and
+no one gets an add form that could not save: a model whose required field is
+read-only here (an adventure's owner, a branch's adventure, a world token's
+world) is made by the product (play, the API), never by a blank admin form.
 
 The login page shares the site's login throttle (stories.auth).
 """
@@ -41,7 +44,19 @@ class ModeratedAdmin(admin.ModelAdmin):
         return super().has_change_permission(request, obj)
 
     def has_add_permission(self, request, *args):
-        return not is_moderator_only(request) and super().has_add_permission(request, *args)
+        if is_moderator_only(request) or not self.add_form_can_save(request):
+            return False
+        return super().has_add_permission(request, *args)
+
+    def add_form_can_save(self, request) -> bool:
+        """False when a field every row needs is read-only: the form could only fail."""
+        readonly = set(self.get_readonly_fields(request))
+        for field in self.model._meta.concrete_fields:
+            needed = not (field.null or field.blank or field.has_default() or field.primary_key
+                          or getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False))
+            if needed and field.name in readonly:
+                return False
+        return True
 
     def has_delete_permission(self, request, obj=None):
         if is_moderator_only(request) and "delete_selected" not in self.moderator_actions:

@@ -308,3 +308,34 @@ def test_nobody_edits_ai_settings_in_the_admin_not_even_a_superuser(everything, 
     # and no admin page shows or mints a player's API token
     assert client.get("/admin/authtoken/tokenproxy/").status_code == 404
     assert accounts.connection_for_background(user_id=alice.pk, purpose="summary").endpoint_url == fake_llm.url
+
+
+def test_every_admin_form_a_superuser_can_open_either_saves_or_answers_a_form_error(everything, superuser):
+    """Six add forms answered 500: their required owner field was read-only, so no save could succeed."""
+    from django.test import Client
+
+    root = Client()
+    root.force_login(superuser)
+    before = snapshot()
+    opened = refused = 0
+    for model, model_admin in admin.site._registry.items():
+        info = model._meta.app_label, model._meta.model_name
+        add = f"/admin/{info[0]}/{info[1]}/add/"
+        page = root.get(add)
+        assert page.status_code in (200, 403), f"{add} -> {page.status_code}"
+        if page.status_code == 403:
+            refused += 1
+            assert root.post(add, {}).status_code == 403, f"{add}: a refused form must refuse its POST too"
+            continue
+        opened += 1
+        empty = root.post(add, {})
+        assert empty.status_code == 200 and empty.context["adminform"].form.errors, \
+            f"{add}: an empty form must answer with its errors, not {empty.status_code}"
+        pk = model.objects.order_by("pk").values_list("pk", flat=True).first()
+        if pk is not None:
+            change = f"/admin/{info[0]}/{info[1]}/{pk}/change/"
+            assert root.get(change).status_code in (200, 403), change
+            response = root.post(change, {})
+            assert response.status_code in (200, 302, 403), f"{change} -> {response.status_code}"
+    assert opened >= 2 and refused >= 6, (opened, refused)  # users and groups open; the product's rows do not
+    assert [len(rows) for rows in snapshot()] == [len(rows) for rows in before], "an empty form stored a row"
