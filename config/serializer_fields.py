@@ -38,3 +38,76 @@ class StrictModelSerializer(serializers.ModelSerializer):
         models.EmailField: EmailField,
         models.SlugField: TextField,
     }
+
+
+class IntegerField(serializers.IntegerField):
+    """A JSON integer only: DRF's own takes "12", 12.0 and true (as 1); a document's ids and depths
+    are numbers, and a bound (``max_value``) that fits the column is required."""
+
+    def __init__(self, *, max_value: int, min_value: int = 0, **kwargs):
+        super().__init__(max_value=max_value, min_value=min_value, **kwargs)
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class BooleanField(serializers.BooleanField):
+    """true or false only (DRF's own also takes "yes", "1", 0 ...)."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
+class ChoiceField(serializers.ChoiceField):
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid_choice", input=str(data)[:40])
+        return super().to_internal_value(data)
+
+
+class DateTimeField(serializers.DateTimeField):
+    """An ISO 8601 date and time as text; a day or hour that does not exist is a 400."""
+
+    def to_internal_value(self, value):
+        if not isinstance(value, str):
+            self.fail("invalid", format="ISO 8601 text, e.g. 2026-01-31T18:30:00Z")
+        return super().to_internal_value(value)
+
+
+def error_sentence(errors, *, path: str = "", most: int = 5) -> str:
+    """A serializer's (nested) errors as one sentence naming where each is:
+    ``actions[3].depth: Ensure this value is less than or equal to 20000.``"""
+    found: list[str] = []
+
+    def walk(node, where):
+        if len(found) >= most:
+            return
+        if isinstance(node, dict):
+            for key, child in node.items():
+                name = where if key == "non_field_errors" else (f"{where}[{key}]" if isinstance(key, int)
+                                                                else f"{where}.{key}" if where else str(key))
+                walk(child, name)
+        elif isinstance(node, list) and node and all(isinstance(x, str) for x in node):
+            found.append(f"{where or 'the document'}: {' '.join(str(x) for x in node)}")
+        elif isinstance(node, list):
+            for i, child in enumerate(node):
+                if child:
+                    walk(child, f"{where}[{i}]")
+        else:
+            found.append(f"{where or 'the document'}: {node}")
+
+    walk(errors, path)
+    return "; ".join(found[:most]) or "the document is malformed"
+
+
+class FloatField(serializers.FloatField):
+    """A JSON number only (DRF's own takes "0.5" and true)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, (int, float)):
+            self.fail("invalid")
+        return super().to_internal_value(data)

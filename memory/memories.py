@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from django.db import IntegrityError, transaction
 from django.db.models import Count
+from rest_framework import serializers
+
+from config import serializer_fields as strict
 
 from config import jobs
 from memory import bank, blocks, cast, embeddings, summaries, summarize
-from memory.models import Memory
-from stories import accounts, lineage
+from memory.models import MEMORY_TEXT_MAX, Memory
+from stories import accounts, import_doc, lineage
 from stories.errors import Conflict, InvalidRequest, NotFound
 from stories.models import Action, Adventure, Branch, StoryCard
 from stories.providers import ProviderError
@@ -176,48 +179,76 @@ def memories_export(*, adventure: Adventure) -> list[dict]:
     ]
 
 
-def memories_import(*, adventure: Adventure, rows, branch_ids: dict[int, int], card_ids: list[int]) -> int:
-    """Store an export's memories on the imported adventure's tree (in the import's transaction;
-    raises InvalidRequest, which undoes the whole import, on any malformed memory)."""
-    from memory.models import MEMORY_TEXT_MAX
+class MemoryDoc(serializers.Serializer):
+    """One memory of an ``everlore.adventure`` document (``memories_export`` writes them): the
+    declared schema, bounds that fit the columns, checked before any row is written."""
+
+    branch = strict.IntegerField(max_value=import_doc.ID_MAX)
+    depth = strict.IntegerField(min_value=1, max_value=import_doc.DEPTH_MAX)
+    source_start = strict.IntegerField(min_value=1, max_value=import_doc.DEPTH_MAX, allow_null=True, required=False,
+                                       default=None)
+    source_end = strict.IntegerField(min_value=1, max_value=import_doc.DEPTH_MAX, allow_null=True, required=False,
+                                     default=None)
+    text = strict.TextField(max_length=MEMORY_TEXT_MAX, trim_whitespace=False, error_messages={
+        "blank": f"must be 1 to {MEMORY_TEXT_MAX} characters", "max_length": f"must be 1 to {MEMORY_TEXT_MAX} characters"})
+    character = strict.IntegerField(max_value=import_doc.IMPORT_CARDS_MAX, allow_null=True, required=False,
+                                    default=None)
+    kind = strict.ChoiceField(choices=["", "note", *cast.KINDS], required=False, default="", allow_blank=True)
+    importance = strict.FloatField(min_value=0.0, max_value=1.0, required=False, default=0.5, error_messages={
+        key: "must be a number from 0 to 1" for key in ("invalid", "min_value", "max_value")})
+    pinned = strict.BooleanField(required=False, default=False)
+    forgotten = strict.BooleanField(required=False, default=False)
+    stale = strict.BooleanField(required=False, default=False)
+    edited = strict.BooleanField(required=False, default=False)
+    offline = strict.BooleanField(required=False, default=False)
+
+    def validate(self, attrs):
+        start, end = attrs["source_start"], attrs["source_end"]
+        if (start is None) != (end is None) or (start is not None and not start <= end <= attrs["depth"]):
+            raise serializers.ValidationError("source_start and source_end must both be empty or depths up to "
+                                              "the memory's own, start first")
+        if not attrs["text"].strip():
+            raise serializers.ValidationError({"text": f"must be 1 to {MEMORY_TEXT_MAX} characters"})
+        return attrs
+
+
+class _MemoriesDoc(serializers.Serializer):
+    memories = MemoryDoc(many=True, max_length=IMPORT_MEMORIES_MAX, allow_null=True, required=False, default=None)
+
+
+def memories_document(data) -> list[dict] | None:
+    """The memories part of an export document, every field checked against ``MemoryDoc`` (None
+    when the file carries none). Raises InvalidRequest naming each problem and where."""
+    if not isinstance(data, dict) or data.get("memories") is None:
+        return None
+    return import_doc.check(_MemoriesDoc, {"memories": data["memories"]})["memories"]
+
+
+def memories_import(*, adventure: Adventure, rows: list[dict], branch_ids: dict[int, int], card_ids: list[int]) -> int:
+    """Store an export's memories (``memories_document``'s rows) on the imported adventure's tree
+    (in the import's transaction; raises InvalidRequest, which undoes the whole import, on a
+    memory that names a branch, depth or character the file does not hold)."""
 
     def need(condition: bool, message: str) -> None:
         if not condition:
             raise InvalidRequest(f"import: {message}")
 
-    need(isinstance(rows, list) and len(rows) <= IMPORT_MEMORIES_MAX,
-         f"'memories' must list at most {IMPORT_MEMORIES_MAX} memories")
     characters = set(StoryCard.objects.filter(pk__in=card_ids, type=StoryCard.Type.CHARACTER)
                      .values_list("pk", flat=True))
     tips = dict(Branch.objects.filter(adventure=adventure).values_list("pk", "tip_depth"))
     made = []
-    for row in rows:
-        need(isinstance(row, dict) and row.get("branch") in branch_ids, "each memory needs a known 'branch'")
+    for n, row in enumerate(rows):
+        need(row["branch"] in branch_ids, f"memories[{n}] names an unknown 'branch'")
         branch_id = branch_ids[row["branch"]]
-        need(isinstance(row.get("depth"), int) and 1 <= row["depth"] <= max(tips[branch_id], 1),
-             "a memory's depth must be a node of its branch")
-        start, end = row.get("source_start"), row.get("source_end")
-        need((start is None and end is None) or (isinstance(start, int) and isinstance(end, int)
-                                                 and 1 <= start <= end <= row["depth"]),
-             "a memory's source_start and source_end must both be empty or depths up to its own")
-        text = row.get("text")
-        need(isinstance(text, str) and 0 < len(text.strip()) and len(text) <= MEMORY_TEXT_MAX,
-             f"a memory's text must be 1 to {MEMORY_TEXT_MAX} characters")
-        character = row.get("character")
-        need(character is None or (isinstance(character, int) and not isinstance(character, bool)
-                                   and 0 <= character < len(card_ids) and card_ids[character] in characters),
-             "a memory's 'character' must be the place of a character card in 'cards', or null")
-        need(row.get("kind", "") in ("", "note", *cast.KINDS), f"unknown memory kind {row.get('kind')!r}")
-        importance = row.get("importance", 0.5)
-        need(isinstance(importance, (int, float)) and not isinstance(importance, bool) and 0 <= importance <= 1,
-             "a memory's importance must be a number from 0 to 1")
-        flags = {name: row.get(name, False) for name in ("pinned", "forgotten", "stale", "edited", "offline")}
-        need(all(isinstance(v, bool) for v in flags.values()),
-             "a memory's pinned, forgotten, stale, edited and offline must be true or false")
-        made.append(Memory(adventure=adventure, branch_id=branch_id, depth=row["depth"], source_start=start,
-                           source_end=end, text=text,
+        need(row["depth"] <= max(tips[branch_id], 1), f"memories[{n}]: its depth must be a node of its branch")
+        character = row["character"]
+        need(character is None or (character < len(card_ids) and card_ids[character] in characters),
+             f"memories[{n}]: 'character' must be the place of a character card in 'cards', or null")
+        made.append(Memory(adventure=adventure, branch_id=branch_id, depth=row["depth"],
+                           source_start=row["source_start"], source_end=row["source_end"], text=row["text"],
                            character_id=card_ids[character] if character is not None else None,
-                           kind=row.get("kind", ""), importance=float(importance), **flags))
+                           kind=row["kind"], importance=row["importance"],
+                           **{name: row[name] for name in ("pinned", "forgotten", "stale", "edited", "offline")}))
     try:
         with transaction.atomic():
             Memory.objects.bulk_create(made)

@@ -6,10 +6,9 @@ from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 from django.http import Http404
-from django.utils.dateparse import parse_datetime
 
 from config import jobs
-from stories import lineage, tree
+from stories import import_doc, lineage, tree
 from stories.cards import card_limit_check, clean_keys
 from stories.errors import InvalidRequest
 from stories.models import (
@@ -24,10 +23,7 @@ from stories.models import (
     StoryCard,
 )
 
-EXPORT_FORMAT = "everlore.adventure"
-EXPORT_VERSION = 1
-IMPORT_ACTIONS_MAX = 20_000
-IMPORT_BRANCHES_MAX = 500
+EXPORT_FORMAT, EXPORT_VERSION = import_doc.EXPORT_FORMAT, import_doc.EXPORT_VERSION
 
 ADVENTURE_TEXT_FIELDS = {
     "title": TITLE_MAX, "persona_name": 100, "persona_pronouns": 40, "persona_description": LONG_TEXT_MAX,
@@ -137,93 +133,55 @@ def adventure_import(*, owner_id: int, data) -> Adventure:
 
 def adventure_import_mapped(*, owner_id: int, data) -> Imported:
     """``adventure_import``, saying where the file's branches and cards went (for the parts of the
-    file other rooms import: the memories)."""
-    _require(isinstance(data, dict), "expected a JSON object")
-    _require(data.get("format") == EXPORT_FORMAT, f"'format' must be {EXPORT_FORMAT!r}")
-    _require(data.get("version") == EXPORT_VERSION, f"'version' must be {EXPORT_VERSION}")
-    meta, branches, actions, cards = (data.get(k) for k in ("adventure", "branches", "actions", "cards"))
-    _require(isinstance(meta, dict), "'adventure' must be an object")
-    _require(isinstance(branches, list) and 1 <= len(branches) <= IMPORT_BRANCHES_MAX,
-             f"'branches' must list 1 to {IMPORT_BRANCHES_MAX} branches")
-    _require(isinstance(actions, list) and len(actions) <= IMPORT_ACTIONS_MAX,
-             f"'actions' must list at most {IMPORT_ACTIONS_MAX} actions")
-    cards = cards or []
-    _require(isinstance(cards, list), "'cards' must be a list")
-
-    fields = {}
-    for name, limit in ADVENTURE_TEXT_FIELDS.items():
-        value = meta.get(name, "")
-        _require(isinstance(value, str) and len(value) <= limit, f"adventure.{name} must be text of at most {limit} characters")
-        fields[name] = value
-    _require(fields["title"].strip() != "", "adventure.title is required")
-    for name in ADVENTURE_BOOL_FIELDS:
-        value = meta.get(name, True)
-        _require(isinstance(value, bool), f"adventure.{name} must be true or false")
-        fields[name] = value
+    file other rooms import: the memories). The document is checked whole against its declared
+    schema (``stories.import_doc``) and then for its references and the tree's shape, before
+    any row is written."""
+    doc = import_doc.story_document(data)
+    meta, branches, actions, cards = doc["adventure"], doc["branches"], doc["actions"], doc["cards"] or []
+    fields = {name: meta[name] for name in (*ADVENTURE_TEXT_FIELDS, *ADVENTURE_BOOL_FIELDS)}
 
     ids = set()
     for b in branches:
-        _require(isinstance(b, dict) and isinstance(b.get("id"), int), "each branch needs an integer 'id'")
         _require(b["id"] not in ids, f"branch id {b['id']} appears twice")
         ids.add(b["id"])
     by_id = {b["id"]: b for b in branches}
     for b in branches:
-        _require(b.get("parent") is None or b["parent"] in ids, f"branch {b['id']} has an unknown parent")
-        lin = b.get("lineage", [])
-        _require(isinstance(lin, list) and all(
-            isinstance(e, list) and len(e) == 2 and e[0] in ids and isinstance(e[1], int) and e[1] >= 0 for e in lin
-        ), f"branch {b['id']} has a malformed lineage")
-        _require(isinstance(b.get("fork_depth", 0), int) and b.get("fork_depth", 0) >= 0, f"branch {b['id']}: bad fork_depth")
-        _require(isinstance(b.get("name", ""), str) and len(b.get("name", "")) <= 100, f"branch {b['id']}: bad name")
-        _require(all(cap <= b.get("fork_depth", 0) for _, cap in lin), f"branch {b['id']} reads an ancestor past its fork")
-    _require(data.get("head") in by_id and not by_id[data["head"]].get("internal"), "'head' must name a branch")
-
-    kinds = set(Action.Kind.values)
-    for a in actions:
-        _require(isinstance(a, dict) and a.get("branch") in ids, "each action needs a known 'branch'")
-        _require(isinstance(a.get("depth"), int) and a["depth"] > by_id[a["branch"]].get("fork_depth", 0),
-                 f"an action of branch {a['branch']} has a depth outside it")
-        _require(a.get("kind") in kinds, f"unknown action kind {a.get('kind')!r}")
-        _require(isinstance(a.get("hidden", False), bool), "action 'hidden' must be true or false")
-        _require(isinstance(a.get("text"), str) and (a.get("hidden") or 0 < len(a["text"])) and
-                 len(a["text"]) <= ACTION_TEXT_MAX, f"action text must be 1 to {ACTION_TEXT_MAX} characters")
-        _require(isinstance(a.get("live", True), bool), "action 'live' must be true or false")
-    for c in cards:
-        _require(isinstance(c, dict) and isinstance(c.get("name"), str) and 0 < len(c["name"]) <= 100,
-                 "each card needs a name of 1 to 100 characters")
-        _require(c.get("type", "other") in StoryCard.Type.values, f"card {c['name']!r}: unknown type")
-        _require(isinstance(c.get("entry", ""), str) and len(c.get("entry", "")) <= CARD_ENTRY_MAX,
-                 f"card {c['name']!r}: entry over {CARD_ENTRY_MAX} characters")
-        _require(isinstance(c.get("in_cast", True), bool), f"card {c['name']!r}: in_cast must be true or false")
+        _require(b["parent"] is None or b["parent"] in ids, f"branch {b['id']} has an unknown parent")
+        _require(all(ancestor in ids for ancestor, _ in b["lineage"]), f"branch {b['id']} has a malformed lineage")
+        _require(all(cap <= b["fork_depth"] for _, cap in b["lineage"]),
+                 f"branch {b['id']} reads an ancestor past its fork")
+    _require(doc["head"] in by_id and not by_id[doc["head"]]["internal"], "'head' must name a branch")
+    for n, a in enumerate(actions):
+        _require(a["branch"] in ids, f"actions[{n}] names an unknown 'branch'")
+        _require(a["depth"] > by_id[a["branch"]]["fork_depth"], f"an action of branch {a['branch']} has a depth outside it")
+    cards = [{**c, "keys": clean_keys(c["keys"]), "notes": c["notes"] or ""} for c in cards]
 
     with transaction.atomic():
         adventure = Adventure.objects.create(owner_id=owner_id, **fields)
         new_ids: dict[int, int] = {}
         pending = list(branches)
         while pending:  # parents first
-            ready = [b for b in pending if b.get("parent") is None or b["parent"] in new_ids]
+            ready = [b for b in pending if b["parent"] is None or b["parent"] in new_ids]
             _require(bool(ready), "the branches' parents form a cycle")
             for b in ready:
                 new_ids[b["id"]] = Branch.objects.create(
-                    adventure=adventure, parent_id=new_ids.get(b.get("parent")), fork_depth=b.get("fork_depth", 0),
-                    lineage=[], tip_depth=b.get("tip_depth", 0), name=b.get("name", ""),
-                    internal=bool(b.get("internal", False)),
+                    adventure=adventure, parent_id=new_ids.get(b["parent"]), fork_depth=b["fork_depth"],
+                    lineage=[], tip_depth=b["tip_depth"], name=b["name"], internal=b["internal"],
                 ).pk
             pending = [b for b in pending if b["id"] not in new_ids]
         for b in branches:
-            Branch.objects.filter(pk=new_ids[b["id"]]).update(lineage=[[new_ids[a], cap] for a, cap in b.get("lineage", [])])
+            Branch.objects.filter(pk=new_ids[b["id"]]).update(lineage=[[new_ids[a], cap] for a, cap in b["lineage"]])
         rows = []
         for a in actions:
             rows.append(Action(adventure=adventure, branch_id=new_ids[a["branch"]], depth=a["depth"], kind=a["kind"],
-                               text="" if a.get("hidden") else a["text"], live=a.get("live", True),
-                               hidden=bool(a.get("hidden", False)),
-                               edited_at=parse_datetime(a["edited_at"]) if isinstance(a.get("edited_at"), str) else None))
+                               text="" if a["hidden"] else a["text"], live=a["live"], hidden=a["hidden"],
+                               edited_at=a["edited_at"]))
         try:
             with transaction.atomic():
                 Action.objects.bulk_create(rows)
         except IntegrityError:  # the one-live-take constraint
             raise InvalidRequest("import: a node has more than one live take") from None
-        adventure.head_branch_id = new_ids[data["head"]]
+        adventure.head_branch_id = new_ids[doc["head"]]
         adventure.save(update_fields=["head_branch"])
         for b in Branch.objects.filter(adventure=adventure, internal=False):
             # hidden nodes keep their depth: the tree is whole even where the story skips them
@@ -232,8 +190,8 @@ def adventure_import_mapped(*, owner_id: int, data) -> Imported:
             _require(depths == list(range(1, len(depths) + 1)) and len(depths) == b.tip_depth,
                      f"branch {b.name or b.pk!r} does not read as a contiguous story (depths 1..tip, one live take each)")
         made = StoryCard.objects.bulk_create([
-            StoryCard(adventure=adventure, type=c.get("type", "other"), name=c["name"], keys=clean_keys(c.get("keys", [])),
-                      entry=c.get("entry", ""), notes=c.get("notes", "") or "", in_cast=c.get("in_cast", True))
+            StoryCard(adventure=adventure, type=c["type"], name=c["name"], keys=c["keys"], entry=c["entry"],
+                      notes=c["notes"], in_cast=c["in_cast"])
             for c in cards
         ])
         card_limit_check(adventure=adventure, adding=0)

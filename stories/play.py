@@ -33,11 +33,12 @@ def adventure_import(*, owner_id: int, data) -> Adventure:
     """An export of this site as a new adventure, with the memories it carries; its summary
     becomes the player's own text, and the memory pass is asked for (it embeds the carried
     memories and remembers the rest of the story in the background)."""
+    carried = memories.memories_document(data)  # every part checked against its schema before a row
     with transaction.atomic():
         imported = adventures.adventure_import_mapped(owner_id=owner_id, data=data)
         adventure = imported.adventure
-        if isinstance(data, dict) and data.get("memories") is not None:
-            memories.memories_import(adventure=adventure, rows=data["memories"], branch_ids=imported.branch_ids,
+        if carried is not None:
+            memories.memories_import(adventure=adventure, rows=carried, branch_ids=imported.branch_ids,
                                      card_ids=imported.card_ids)
         if adventure.story_summary:
             adventure = memories.summary_set(adventure=adventure, text=adventure.story_summary)

@@ -204,9 +204,9 @@ def test_export_and_import_carry_every_characters_memories_with_the_players_pins
 @pytest.mark.parametrize("change, message", [
     (lambda m: m.update(character=99), "'character' must be the place of a character card"),
     (lambda m: m.update(branch=12345), "known 'branch'"),
-    (lambda m: m.update(kind="gossip"), "unknown memory kind"),
-    (lambda m: m.update(importance=3), "importance must be a number from 0 to 1"),
-    (lambda m: m.update(text=""), "text must be 1 to"),
+    (lambda m: m.update(kind="gossip"), '].kind: "gossip" is not a valid choice'),
+    (lambda m: m.update(importance=3), "].importance: must be a number from 0 to 1"),
+    (lambda m: m.update(text=""), "].text: must be 1 to"),
 ])
 def test_an_import_with_a_bad_memory_is_refused_whole_with_what_to_fix(hall, alice_api, change, message):
     aid, _ = hall

@@ -97,9 +97,10 @@ def test_unknown_api_urls_are_json_404s(alice_api):
 
 
 @pytest.mark.parametrize("mutate, says", [
-    (lambda d: d.update(format="other"), "'format' must be"),
-    (lambda d: d["actions"].append({"branch": 999999, "depth": 9, "kind": "do", "text": "x"}), "known 'branch'"),
-    (lambda d: d["actions"].__setitem__(1, {**d["actions"][1], "kind": "evil"}), "unknown action kind"),
+    (lambda d: d.update(format="other"), "format: must be 'everlore.adventure'"),
+    (lambda d: d["actions"].append({"branch": 999999, "depth": 9, "kind": "do", "text": "x"}), "unknown 'branch'"),
+    (lambda d: d["actions"].__setitem__(1, {**d["actions"][1], "kind": "evil"}),
+     'actions[1].kind: "evil" is not a valid choice'),
     (lambda d: d["actions"].pop(1), "contiguous story"),
     (lambda d: d.update(head=424242), "'head' must name a branch"),
 ])
