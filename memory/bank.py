@@ -62,15 +62,12 @@ def run_recorded(adventure_id: int, *, worker: str = "") -> PassReport:
     else is recorded as a crash and raised. A run is never left "running"."""
     if not Adventure.objects.filter(pk=adventure_id).exists():
         return PassReport()
-    # A run still "running" long after any pass could last died with its worker.
-    PassRun.objects.filter(adventure_id=adventure_id, finished_at__isnull=True,
-                           started_at__lt=timezone.now() - PASS_ABANDONED_AFTER).update(
-        outcome="crashed", finished_at=timezone.now(), errors="crashed: the worker stopped mid-pass")
+    abandoned_runs_close(adventure_id=adventure_id)
     record = PassRun.objects.create(adventure_id=adventure_id, worker=worker[:200])
+    report = PassReport()
     try:
-        report = run(adventure_id)
-    except DomainError as exc:
-        report = PassReport()
+        run(adventure_id, report=report)
+    except DomainError as exc:  # what the steps did before it stays in the record
         report.failed(exc.message, exc.code)
     except Exception as exc:
         _crash_record(adventure_id=adventure_id, run_id=record.pk, exc=exc)
@@ -86,6 +83,15 @@ def run_recorded(adventure_id: int, *, worker: str = "") -> PassReport:
     else:
         Cursor.objects.filter(adventure_id=adventure_id).exclude(failures=0).update(failures=0, last_error="")
     return report
+
+
+def abandoned_runs_close(*, adventure_id: int | None = None) -> int:
+    """Runs still "running" long after any pass could last died with their worker: marked
+    crashed (one adventure's before its next pass; every adventure's on each sweep)."""
+    rows = PassRun.objects.filter(finished_at__isnull=True, started_at__lt=timezone.now() - PASS_ABANDONED_AFTER)
+    if adventure_id is not None:
+        rows = rows.filter(adventure_id=adventure_id)
+    return rows.update(outcome="crashed", finished_at=timezone.now(), errors="crashed: the worker stopped mid-pass")
 
 
 def _failure_count(adventure_id: int, error: str) -> None:
@@ -106,20 +112,27 @@ def _crash_record(*, adventure_id: int, run_id: int, exc: Exception) -> None:
         log.warning("pass of adventure %s crashed and could not be recorded", adventure_id)
 
 
-def run(adventure_id: int) -> PassReport:
-    """The whole pass. Uses only the owner's own settings (never the demo model)."""
-    report = PassReport()
+def run(adventure_id: int, *, report: PassReport | None = None) -> PassReport:
+    """The whole pass. Uses only the owner's own settings (never the demo model).
+    A step that meets a domain error (a conflict, a key that cannot be read) is
+    recorded in ``report`` and the later steps still run: a summary that could not
+    be written this time never leaves memories unembedded or a bank over capacity."""
+    report = report if report is not None else PassReport()
     adventure = Adventure.objects.filter(pk=adventure_id).first()
     if adventure is None or adventure.head_branch_id is None or adventure.hidden:
         return report
     head = Branch.objects.get(pk=adventure.head_branch_id)
+    steps = []
     if adventure.memory_bank_enabled:
-        create_due_memories(adventure=adventure, head=head, report=report)
-        rewrite_stale(adventure=adventure, head=head, report=report)
+        steps += [create_due_memories, rewrite_stale]
     if adventure.auto_summarize:
-        update_summary(adventure=adventure, head=head, report=report)
-    embeddings.embed_pending(adventure=adventure, report=report)
-    evict(adventure=adventure, head=head, report=report)
+        steps.append(update_summary)
+    steps += [lambda adventure, head, report: embeddings.embed_pending(adventure=adventure, report=report), evict]
+    for step in steps:
+        try:
+            step(adventure=adventure, head=head, report=report)
+        except DomainError as exc:
+            report.failed(exc.message, exc.code)
     return report
 
 
@@ -333,7 +346,8 @@ def update_summary(*, adventure: Adventure, head: Branch, report: PassReport, fo
         return
     with transaction.atomic():
         # the adventure row first, as every tree write takes it: one lock order, no deadlock
-        head = tree.lock(adventure.pk, head.pk).branch
+        # (a lock, not a tree write: a reply being written meanwhile does not stop the summary)
+        head = tree.lock(adventure.pk, head.pk, tree_write=False).branch
         now = summaries.snapshot_on_path(head)
         if (now and (now.pk, now.text)) != (snap and (snap.pk, snap.text)) or head.tip_depth < target:
             return  # the player wrote their own summary, or the story moved, during the call
@@ -403,11 +417,11 @@ def adventures_behind(*, limit: int = SWEEP_BATCH) -> list[int]:
             | Q(memory_bank_enabled=True, rewrite=True)
         )
     )
-    out = []
-    for pk, fails, last in qs.order_by("pk").values_list("pk", "fails", "memory_cursor__last_error_at")[: limit * 2]:
-        if fails and last and now - last < timedelta(minutes=min(2 ** fails, BACKOFF_MAX_MINUTES)):
-            continue
-        out.append(pk)
-        if len(out) >= limit:
-            break
-    return out
+    # The backoff is part of the query: adventures that keep failing never fill the batch that
+    # the others are waiting behind.
+    due = Q(fails=0) | Q(memory_cursor__last_error_at__isnull=True)
+    for fails in range(1, BACKOFF_MAX_MINUTES.bit_length()):  # 2^fails minutes while under the cap
+        due |= Q(fails=fails, memory_cursor__last_error_at__lt=now - timedelta(minutes=2 ** fails))
+    due |= Q(fails__gte=BACKOFF_MAX_MINUTES.bit_length(),
+             memory_cursor__last_error_at__lt=now - timedelta(minutes=BACKOFF_MAX_MINUTES))
+    return list(qs.filter(due).order_by("pk").values_list("pk", flat=True)[:limit])

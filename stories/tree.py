@@ -60,13 +60,16 @@ class Locked:
     branch: Branch
 
 
-def lock(adventure_id: int, branch_id: int | None = None) -> Locked:
+def lock(adventure_id: int, branch_id: int | None = None, *, tree_write: bool = True) -> Locked:
     """Lock the adventure row (serializing tree writes) and re-read a branch.
 
     Must run inside ``transaction.atomic()``. ``branch_id`` defaults to the head.
-    Raises Conflict while another request's reply is being written (stories.generation)."""
+    Raises Conflict while another request's reply is being written (stories.generation),
+    unless ``tree_write`` is False: a writer that only needs the lock order (the memory
+    pass's summary) and changes no node."""
     adventure = Adventure.objects.select_for_update().get(pk=adventure_id)
-    generation_check(adventure)
+    if tree_write:
+        generation_check(adventure)
     branch = Branch.objects.get(pk=branch_id or adventure.head_branch_id, adventure=adventure)
     return Locked(adventure, branch)
 

@@ -150,6 +150,10 @@ def sweep() -> int:
     """Re-enqueue adventures whose cursors lag behind their story (a job lost
     with a Redis restart is picked up within a sweep interval), and drop agent
     indexes no agent needs."""
+    closed = bank.abandoned_runs_close()
+    if closed:
+        log.warning("sweeper marked %s memory passes crashed (running past %s: their worker died)", closed,
+                    bank.PASS_ABANDONED_AFTER)
     behind = bank.adventures_behind()
     for adventure_id in behind:
         try:

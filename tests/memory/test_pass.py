@@ -254,3 +254,41 @@ def test_a_block_hidden_whole_after_its_memory_was_written_is_forgotten_and_come
     bank.run(adventure.pk)
     assert blocks(adventure) == [(1, 6), (7, 12), (13, 18), (19, 24)], "shown again, it is remembered again"
     assert Cursor.objects.get(adventure=adventure).memory_depth == 24
+
+
+def test_a_pass_that_meets_a_reply_being_written_still_writes_embeds_and_counts_no_failure(adventure, memory_llm):
+    """The summary's lock used to take the tree's generation check: a reply being written made the
+    whole pass a failure with an empty report, skipping embedding and eviction."""
+    from memory.models import PassRun
+    from stories.generation import generation_claim, generation_release
+
+    grow(adventure, 20)
+    token = generation_claim(adventure_id=adventure.pk)  # a player's reply is streaming meanwhile
+    try:
+        report = bank.run_recorded(adventure.pk, worker="w1")
+    finally:
+        generation_release(adventure_id=adventure.pk, token=token)
+    assert report.errors == [], report.errors
+    assert report.memories_created == 3 and report.summary_written and report.embedded >= 3
+    adventure.refresh_from_db()
+    assert adventure.story_summary, "the summary was written beside the reply"
+    assert Memory.objects.filter(adventure=adventure, embedding__isnull=True).count() == 0
+    run = PassRun.objects.get(adventure=adventure, worker="w1")
+    assert run.outcome == "ok" and run.memories_created == 3
+    assert Cursor.objects.get(adventure=adventure).failures == 0
+
+
+def test_a_step_that_fails_keeps_what_the_pass_did_before_and_after_it(adventure, memory_llm, monkeypatch):
+    """One step's domain error is that step's: the report keeps the memories written before it,
+    and embedding and eviction still run after it."""
+    from stories.errors import Conflict
+
+    def refused(**kwargs):
+        raise Conflict("the summary could not be written just now")
+
+    monkeypatch.setattr(bank, "update_summary", refused)
+    grow(adventure, 20)
+    report = bank.run_recorded(adventure.pk, worker="w1")
+    assert report.errors == ["the summary could not be written just now"]
+    assert report.memories_created == 3 and report.embedded >= 3
+    assert Memory.objects.filter(adventure=adventure, embedding__isnull=True).count() == 0

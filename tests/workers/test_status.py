@@ -61,3 +61,40 @@ def test_workers_status_shows_the_pool_to_operators(adventure, memory_llm, capsy
     client.force_login(staff)
     response = client.get("/api/admin/workers/")
     assert response.status_code == 200 and response.json()["parked_jobs"] == 1
+
+
+def test_adventures_that_keep_failing_never_starve_the_others_out_of_the_sweep(owner, memory_llm):
+    """The backoff used to be applied after the batch was cut: enough failing adventures
+    (lower ids first) filled it, and the healthy one behind them was never re-queued."""
+    from stories.adventures import adventure_create
+
+    made = []
+    for n in range(6):
+        a = adventure_create(owner_id=owner.pk, title=f"A{n}", opening="Action 1: dawn.")
+        grow(a, 13)
+        made.append(a)
+    failing, healthy = made[:5], made[5]
+    for a in failing:
+        bank.cursor_for(a.pk)
+        Cursor.objects.filter(adventure=a).update(failures=4, last_error="bad key", last_error_at=timezone.now())
+    assert bank.adventures_behind(limit=2) == [healthy.pk]
+    # and a failing one comes back once its backoff (16 minutes at 4 failures) has passed
+    Cursor.objects.filter(adventure=failing[0]).update(last_error_at=timezone.now() - timedelta(minutes=17))
+    assert bank.adventures_behind(limit=2) == [failing[0].pk, healthy.pk]
+    # ten failures wait the hour cap, not 2^10 minutes
+    Cursor.objects.filter(adventure=failing[1]).update(failures=10, last_error_at=timezone.now() - timedelta(minutes=61))
+    assert failing[1].pk in bank.adventures_behind()
+
+
+def test_the_sweep_marks_every_run_a_dead_worker_left_running_as_crashed(adventure):
+    """An adventure whose worker died mid-pass and that is never played again must not keep a
+    "running" pass forever (42 were seen after worker kills)."""
+    from memory.models import PassRun
+    from workers.tasks import sweep
+
+    dead = PassRun.objects.create(adventure=adventure, worker="killed")
+    PassRun.objects.filter(pk=dead.pk).update(started_at=timezone.now() - bank.PASS_ABANDONED_AFTER - timedelta(minutes=1))
+    busy = PassRun.objects.create(adventure=adventure, worker="busy")
+    sweep()
+    assert PassRun.objects.get(pk=dead.pk).outcome == "crashed"
+    assert PassRun.objects.get(pk=busy.pk).outcome == "running", "a pass within its time is left alone"
