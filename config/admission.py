@@ -22,14 +22,15 @@ import random
 import re
 import time
 
+from config.asgi_guard import SECURITY_HEADERS
+
 LAG_TICK_S = 0.02  # seconds between the loop watcher's timers
 LAG_DECAY = 0.8  # the lag figure keeps this share of its last value each tick (a ~0.1 s memory)
 RETRY_AFTER_S = (2, 5)  # seconds a refused client is told to wait, spread so retries do not come back together
 BUSY = ("the site is busy right now; your turn was not started (nothing was stored), "
         "try again in a few seconds")
 # Answers written here carry the headers the site's middleware gives every answer.
-_HEADERS = [(b"content-type", b"application/json"), (b"cache-control", b"no-store"),
-            (b"x-content-type-options", b"nosniff"), (b"content-security-policy", b"default-src 'none'")]
+_HEADERS = [(b"content-type", b"application/json"), (b"cache-control", b"no-store"), *SECURITY_HEADERS]
 
 
 class LoopLag:

@@ -13,6 +13,30 @@ from __future__ import annotations
 import asyncio
 import json
 
+# What every answer carries, whoever writes it (Django's middleware gives its own answers the same).
+SECURITY_HEADERS = [(b"x-content-type-options", b"nosniff"), (b"content-security-policy", b"default-src 'none'")]
+
+
+class SecurityHeaders:
+    """Adds SECURITY_HEADERS to every answer of an ASGI app that does not set them itself (the MCP
+    server's, whose SDK writes its own answers)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def with_headers(message):
+            if message["type"] == "http.response.start":
+                present = {k.lower() for k, _ in message.get("headers", ())}
+                message = {**message, "headers": list(message.get("headers", ()))
+                           + [(k, v) for k, v in SECURITY_HEADERS if k not in present]}
+            await send(message)
+
+        return await self.app(scope, receive, with_headers)
+
 
 class BodyGuard:
     def __init__(self, app):
@@ -91,6 +115,6 @@ async def _answer(send, status: int, detail: str) -> None:
     body = json.dumps({"detail": detail}).encode()
     await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-        (b"connection", b"close"), (b"cache-control", b"no-store"),
+        (b"connection", b"close"), (b"cache-control", b"no-store"), *SECURITY_HEADERS,
     ]})
     await send({"type": "http.response.body", "body": body})

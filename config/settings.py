@@ -347,7 +347,10 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # config.quiet_logs: a refusal (4xx, a bad Host, a deliberate 503) is one line, never a traceback
+    "filters": {"expected_refusals": {"()": "config.quiet_logs.ExpectedRefusals"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain",
+                             "filters": ["expected_refusals"]}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         # httpx logs request lines at INFO; keep them out of the site's log.

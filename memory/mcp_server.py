@@ -5,6 +5,7 @@ Served by `manage.py runmcp` (uvicorn) at /mcp."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -13,6 +14,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 
+from config.asgi_guard import BodyGuard, SecurityHeaders
 from config.input_guard import check_value
 from memory import agent_events, agent_recall, worlds
 from memory import agent_serializers as s
@@ -156,5 +158,27 @@ def asgi_app(*, port: int):
         allowed_hosts=[f"{h}:{port}" for h in hosts] + hosts + [f"{h}:*" for h in hosts],
         allowed_origins=[f"http://{h}:{port}" for h in hosts] + list(settings.CSRF_TRUSTED_ORIGINS),
     )
-    return build_server().streamable_http_app(streamable_http_path="/mcp", stateless_http=True,
-                                              json_response=True, transport_security=security)
+    app = build_server().streamable_http_app(streamable_http_path="/mcp", stateless_http=True,
+                                             json_response=True, transport_security=security)
+    # Bodies bounded in size and time (a trickled body is a 408, as on the web port), no idle
+    # server-sent stream to hold open, and the site's security headers on every answer.
+    return SecurityHeaders(BodyGuard(_no_idle_streams(app)))
+
+
+def _no_idle_streams(app):
+    """GET /mcp would open a server-to-client stream that a stateless server never writes to, held
+    open forever by anyone (no token needed). The transport allows a 405 instead: tools are
+    called by POST, each answered in its own response."""
+
+    async def guarded(scope, receive, send):
+        if scope["type"] == "http" and scope["method"] == "GET":
+            body = json.dumps({"detail": "this server answers each POST in its response; it opens no "
+                                         "event stream (GET is not supported)"}).encode()
+            await send({"type": "http.response.start", "status": 405, "headers": [
+                (b"content-type", b"application/json"), (b"allow", b"POST, DELETE"),
+                (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+            return None
+        return await app(scope, receive, send)
+
+    return guarded

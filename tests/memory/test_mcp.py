@@ -70,3 +70,18 @@ def test_mcp_recall_takes_the_rest_options_and_errors_are_sentences(mcp_server, 
         "the cooldown holds back what was just returned"
     assert bad.is_error and 'kinds: item 1: "gossip" is not a valid choice.' in bad.content[0].text
     assert "ErrorDetail" not in bad.content[0].text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_mcp_opens_no_idle_stream_and_its_answers_carry_the_security_headers(mcp_server):
+    import httpx2
+
+    started = __import__("time").monotonic()
+    response = httpx2.get(mcp_server, headers={"Accept": "text/event-stream"}, timeout=10)
+    assert response.status_code == 405 and "POST" in response.headers["allow"]
+    assert __import__("time").monotonic() - started < 5, "GET /mcp answered at once, no stream held open"
+    assert response.headers["x-content-type-options"] == "nosniff"
+    posted = httpx2.post(mcp_server, content=b"{}", timeout=10, headers={
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+    assert posted.status_code < 500 and posted.headers["x-content-type-options"] == "nosniff"
+    assert "default-src 'none'" in posted.headers["content-security-policy"]
