@@ -86,8 +86,7 @@ def run_recorded(adventure_id: int, *, worker: str = "") -> PassReport:
 
 
 def abandoned_runs_close(*, adventure_id: int | None = None) -> int:
-    """Runs still "running" long after any pass could last died with their worker: marked
-    crashed (one adventure's before its next pass; every adventure's on each sweep)."""
+    """Runs "running" past any pass's length died with their worker: marked crashed."""
     rows = PassRun.objects.filter(finished_at__isnull=True, started_at__lt=timezone.now() - PASS_ABANDONED_AFTER)
     if adventure_id is not None:
         rows = rows.filter(adventure_id=adventure_id)
@@ -113,20 +112,15 @@ def _crash_record(*, adventure_id: int, run_id: int, exc: Exception) -> None:
 
 
 def run(adventure_id: int, *, report: PassReport | None = None) -> PassReport:
-    """The whole pass. Uses only the owner's own settings (never the demo model).
-    A step that meets a domain error (a conflict, a key that cannot be read) is
-    recorded in ``report`` and the later steps still run: a summary that could not
-    be written this time never leaves memories unembedded or a bank over capacity."""
+    """The whole pass (the owner's own settings only, never the demo model). A step's domain
+    error is recorded in ``report`` and the later steps still run (embedding, eviction)."""
     report = report if report is not None else PassReport()
     adventure = Adventure.objects.filter(pk=adventure_id).first()
     if adventure is None or adventure.head_branch_id is None or adventure.hidden:
         return report
     head = Branch.objects.get(pk=adventure.head_branch_id)
-    steps = []
-    if adventure.memory_bank_enabled:
-        steps += [create_due_memories, rewrite_stale]
-    if adventure.auto_summarize:
-        steps.append(update_summary)
+    steps = [create_due_memories, rewrite_stale] if adventure.memory_bank_enabled else []
+    steps += [update_summary] if adventure.auto_summarize else []
     steps += [lambda adventure, head, report: embeddings.embed_pending(adventure=adventure, report=report), evict]
     for step in steps:
         try:
@@ -417,8 +411,7 @@ def adventures_behind(*, limit: int = SWEEP_BATCH) -> list[int]:
             | Q(memory_bank_enabled=True, rewrite=True)
         )
     )
-    # The backoff is part of the query: adventures that keep failing never fill the batch that
-    # the others are waiting behind.
+    # The backoff is in the query: failing adventures never fill the batch the others wait behind.
     due = Q(fails=0) | Q(memory_cursor__last_error_at__isnull=True)
     for fails in range(1, BACKOFF_MAX_MINUTES.bit_length()):  # 2^fails minutes while under the cap
         due |= Q(fails=fails, memory_cursor__last_error_at__lt=now - timedelta(minutes=2 ** fails))
