@@ -41,6 +41,7 @@ class LoopLag:
         self.task: asyncio.Task | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.refused = 0
+        self.ticks = 0  # timers run so far (a test awaits the first)
 
     def watch(self) -> None:
         loop = asyncio.get_running_loop()
@@ -54,6 +55,7 @@ class LoopLag:
             await asyncio.sleep(LAG_TICK_S)
             late = max(0.0, time.monotonic() - due)
             self.lag = max(late, self.lag * LAG_DECAY)
+            self.ticks += 1
 
 
 class Admission:

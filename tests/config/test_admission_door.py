@@ -36,7 +36,11 @@ def test_a_turn_that_comes_while_the_loop_is_behind_is_refused_with_503_and_retr
         receive, send, sent = _call(door, TURN)
         await door(TURN, receive, send)  # the door starts watching its loop
         answers["calm"] = sent[-1]
-        await asyncio.sleep(0.05)  # the watcher's first timers run
+        for _ in range(500):  # until the watcher's first timer has run (bounded: 5 s)
+            if door.watcher.ticks:
+                break
+            await asyncio.sleep(0.01)
+        assert door.watcher.ticks, "the loop watcher never ran"
         time.sleep(0.3)  # the loop is held: a CPU-bound stretch of 300 ms (the behaviour under test, not a wait)
         await asyncio.sleep(0)  # the watcher's late timer runs
         await asyncio.sleep(0.001)
