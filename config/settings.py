@@ -138,6 +138,7 @@ IMPORTS_PER_HOUR = env_int("IMPORTS_PER_HOUR", 30, minimum=0)  # adventure impor
 # Agent worlds: events (each event of a batch, and each remember) per minute per world token
 # (or per world for its owner's own credentials), and memories one world may hold.
 WORLD_EVENTS_PER_MINUTE = env_int("WORLD_EVENTS_PER_MINUTE", 600, minimum=0)
+WORLD_TOKENS_MAX = env_int("WORLD_TOKENS_MAX", 20, minimum=1, maximum=10_000)
 WORLD_MEMORIES_MAX = env_int("WORLD_MEMORIES_MAX", 200_000, minimum=100)
 # Addresses (or CIDR ranges) of the TLS proxies in front of the site. Only a request
 # from one of them has its X-Forwarded-For read; everyone else's is ignored.

@@ -62,11 +62,12 @@ def template_check(template: str) -> str:
 
 
 def events_allowance(*, world: World, token: WorldToken | None, count: int) -> None:
-    """Count ``count`` events against the per-minute limit of the token (or of the
-    world, for its owner's own credentials); raises RateLimited past it."""
+    """Count ``count`` events against the world's per-minute limit: every token of the world and
+    its owner's own credentials share it (a fresh token is no way past it); RateLimited past it.
+    ``token`` is who sent them (kept in the signature for the callers; the allowance is the world's)."""
     from stories import limits
 
-    limits.world_events(who=f"token-{token.pk}" if token is not None else f"world-{world.pk}", count=count)
+    limits.world_events(world_id=world.pk, count=count)
 
 
 def _world_room_check(world: World) -> None:

@@ -9,6 +9,7 @@ import hashlib
 import secrets
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.http import Http404
 from django.shortcuts import get_object_or_404
@@ -16,7 +17,7 @@ from django.utils import timezone
 
 from config import jobs
 from memory.models import Agent, AgentMemory, World, WorldToken
-from stories.errors import DomainError
+from stories.errors import Conflict, DomainError
 
 TOKEN_PREFIX = "wt_"
 
@@ -37,9 +38,17 @@ def access_world(*, user_id: int | None, token: WorldToken | None, world_id: int
 
 
 def token_create(*, world: World, name: str = "") -> tuple[WorldToken, str]:
-    """A new token; the raw value is returned once and never stored."""
+    """A new token; the raw value is returned once and never stored. A world holds at most
+    WORLD_TOKENS_MAX live tokens (Conflict past it; the world's row is locked while counting, so
+    two requests at once cannot both take the last place)."""
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    token = WorldToken.objects.create(world=world, name=name, key_hash=_hash(raw), prefix=raw[:10])
+    with transaction.atomic():
+        World.objects.select_for_update().filter(pk=world.pk).first()
+        live = WorldToken.objects.filter(world=world, revoked_at__isnull=True).count()
+        if live >= settings.WORLD_TOKENS_MAX:
+            raise Conflict(f"this world already has {live} live tokens, its limit is {settings.WORLD_TOKENS_MAX}: "
+                           "revoke one (DELETE .../tokens/{id}/) before making another", code="world_tokens_full")
+        token = WorldToken.objects.create(world=world, name=name, key_hash=_hash(raw), prefix=raw[:10])
     return token, raw
 
 

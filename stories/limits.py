@@ -90,10 +90,12 @@ def adventure_import(*, user_id: int) -> None:
         message=f"too many imports: at most {settings.IMPORTS_PER_HOUR} an hour")
 
 
-def world_events(*, who: str, count: int) -> None:
-    """``count`` events (a batch counts each) for one world token (or a world's owner)."""
-    hit(bucket="world-events", who=who, limit=settings.WORLD_EVENTS_PER_MINUTE, window_s=60, amount=count,
-        message=f"too many events: at most {settings.WORLD_EVENTS_PER_MINUTE} a minute for this token")
+def world_events(*, world_id: int, count: int) -> None:
+    """``count`` events (a batch counts each) for one world: all its tokens and its owner's own
+    credentials together."""
+    hit(bucket="world-events", who=f"world-{world_id}", limit=settings.WORLD_EVENTS_PER_MINUTE, window_s=60,
+        amount=count, message=f"too many events: at most {settings.WORLD_EVENTS_PER_MINUTE} a minute for this world "
+                              "(all its tokens together)")
 
 
 def login_blocked(*, username: str, ip: str) -> bool:

@@ -1,6 +1,6 @@
 """A world cannot be used to exhaust the site: a request writes a bounded
-number of memories, a world holds a bounded number, a token sends a bounded
-number of events a minute, and an export streams in bounded memory."""
+number of memories, a world holds a bounded number, a world takes a bounded
+number of events a minute (all its tokens together) and holds a bounded number of live tokens, and an export streams in bounded memory."""
 
 import json
 
@@ -55,21 +55,44 @@ def test_a_full_world_refuses_more_memories_and_keeps_what_it_has(world, setting
     assert not Agent.objects.filter(external_id="agent9").exists()
 
 
-def test_events_per_minute_are_limited_per_token_and_a_batch_counts_each(world, settings):
+def test_events_per_minute_are_limited_per_world_whichever_token_or_the_owner_sends_them(world, alice, settings):
     settings.WORLD_EVENTS_PER_MINUTE = 5
-    first, second = token_client(world), token_client(world)
+    first, second, owner = token_client(world), token_client(world), api_client_for(alice)
     url = f"/api/worlds/{world.pk}/events/"
     batch = {"events": [{"type": "observe", "actor": "ann", "text": f"a {k}"} for k in range(3)]}
     assert first.post(url, batch, format="json").status_code == 201
-    assert first.post(url, {"type": "observe", "actor": "ann", "text": "b"}, format="json").status_code == 201
-    over = first.post(url, batch, format="json")
-    assert over.status_code == 429 and int(over["Retry-After"]) > 0 and "at most 5 a minute" in over.json()["detail"]
-    note = first.post(f"/api/worlds/{world.pk}/agents/ann/memories/", {"content": "n"}, format="json")
+    assert owner.post(url, {"type": "observe", "actor": "ann", "text": "b"}, format="json").status_code == 201
+    over = second.post(url, batch, format="json")
+    assert over.status_code == 429, "a fresh token shares the world's allowance"
+    assert int(over["Retry-After"]) > 0 and "at most 5 a minute for this world" in over.json()["detail"]
+    note = second.post(f"/api/worlds/{world.pk}/agents/ann/memories/", {"content": "n"}, format="json")
     assert note.status_code == 201, "the fifth event of the minute"
-    assert first.post(f"/api/worlds/{world.pk}/agents/ann/memories/", {"content": "n"},
-                      format="json").status_code == 429
-    assert second.post(url, batch, format="json").status_code == 201, "another token has its own allowance"
-    assert AgentMemory.objects.filter(world=world).count() == 3 + 1 + 1 + 3
+    for client in (first, second, owner, token_client(world)):
+        assert client.post(f"/api/worlds/{world.pk}/agents/ann/memories/", {"content": "n"},
+                           format="json").status_code == 429
+    assert AgentMemory.objects.filter(world=world).count() == 3 + 1 + 1
+    other = World.objects.create(owner=alice, name="Elsewhere")
+    assert token_client(other).post(f"/api/worlds/{other.pk}/events/", batch, format="json").status_code == 201, \
+        "another world has its own allowance"
+
+
+def test_a_world_holds_a_bounded_number_of_live_tokens_and_a_revoked_one_frees_its_place(world, alice, settings):
+    settings.WORLD_TOKENS_MAX = 3
+    owner = api_client_for(alice)
+    url = f"/api/worlds/{world.pk}/tokens/"
+    made = [owner.post(url, {"name": f"t{n}"}, format="json") for n in range(3)]
+    assert [r.status_code for r in made] == [201, 201, 201]
+    refused = owner.post(url, {"name": "one more"}, format="json")
+    assert refused.status_code == 409 and refused.json()["error"] == "world_tokens_full"
+    assert "its limit is 3" in refused.json()["detail"] and "revoke one" in refused.json()["detail"]
+    assert world.tokens.count() == 3, "nothing stored"
+    assert owner.delete(f"{url}{made[0].json()['id']}/").status_code == 204
+    again = owner.post(url, {"name": "replacement"}, format="json")
+    assert again.status_code == 201
+    worker = APIClient()
+    worker.credentials(HTTP_AUTHORIZATION=f"Bearer {again.json()['token']}")
+    assert worker.post(f"/api/worlds/{world.pk}/events/", {"type": "observe", "actor": "ann", "text": "ok"},
+                       format="json").status_code == 201
 
 
 def test_an_export_streams_with_a_fixed_number_of_queries(world, alice, django_assert_max_num_queries):
