@@ -4,8 +4,8 @@ compose file's `web` command is checked against it.
 
 uvicorn serves config.asgi. A turn awaits its model on the event loop, so one
 process keeps hundreds of turns in flight; a slow client holds only its own
-connection (config.asgi_guard bounds its body in size and time, h11 bounds its
-headers). Forwarded headers are left to the site's own TRUSTED_PROXIES logic.
+connection (config.asgi_guard bounds its body in size and time; h11 bounds its
+headers in size and config.web_protocol in time). Forwarded headers are left to the site's own TRUSTED_PROXIES logic.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import sys
 
 HEADERS_MAX_BYTES = 64 * 1024  # a request whose headers grow past this is refused by h11
 GRACEFUL_S = 15  # seconds in-flight requests get to finish on shutdown
-BACKLOG = 2048  # connections the kernel queues while a process accepts
+BACKLOG = 2048
+HTTP_PROTOCOL = "config.web_protocol:HeaderDeadlineProtocol"  # h11 with a deadline on request headers  # connections the kernel queues while a process accepts
 
 
 def web_server_argv(*, host: str, port: int, workers: int, executable: str | None = None) -> list[str]:
@@ -22,7 +23,7 @@ def web_server_argv(*, host: str, port: int, workers: int, executable: str | Non
     return [
         executable or sys.executable, "-m", "uvicorn", "config.asgi:application",
         "--host", host, "--port", str(port), "--workers", str(workers),
-        "--loop", "uvloop", "--http", "h11", "--h11-max-incomplete-event-size", str(HEADERS_MAX_BYTES),
+        "--loop", "uvloop", "--http", HTTP_PROTOCOL, "--h11-max-incomplete-event-size", str(HEADERS_MAX_BYTES),
         "--lifespan", "off", "--no-proxy-headers", "--backlog", str(BACKLOG),
         "--timeout-keep-alive", "5", "--timeout-graceful-shutdown", str(GRACEFUL_S),
         "--no-server-header",

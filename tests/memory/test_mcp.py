@@ -85,3 +85,25 @@ def test_mcp_opens_no_idle_stream_and_its_answers_carry_the_security_headers(mcp
         "Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
     assert posted.status_code < 500 and posted.headers["x-content-type-options"] == "nosniff"
     assert "default-src 'none'" in posted.headers["content-security-policy"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_mcp_cuts_off_headers_that_never_finish(mcp_server):
+    """The MCP port speaks the site's protocol: headers still unfinished REQUEST_HEADER_TIMEOUT
+    seconds (2 here) after the connection opened are answered 408 and the connection closed."""
+    import socket
+    import time
+    from urllib.parse import urlsplit
+
+    port = urlsplit(mcp_server).port
+    stuck = [socket.create_connection(("127.0.0.1", port), timeout=15) for _ in range(20)]
+    started = time.monotonic()
+    for sock in stuck:
+        sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+    for sock in stuck:
+        answer = b""
+        while chunk := sock.recv(4096):
+            answer += chunk
+        sock.close()
+        assert answer.startswith(b"HTTP/1.1 408") and b"nosniff" in answer, answer
+    assert time.monotonic() - started < 8

@@ -27,7 +27,8 @@ BODY_LIMIT = 4096
 @pytest.fixture
 def site(tmp_path):
     """The production web server (config.web_server, as runsite starts it) on the test database."""
-    server = Site(tmp_path / "site", REQUEST_BODY_MAX_BYTES=str(BODY_LIMIT), REQUEST_BODY_TIMEOUT="2")
+    server = Site(tmp_path / "site", REQUEST_BODY_MAX_BYTES=str(BODY_LIMIT), REQUEST_BODY_TIMEOUT="2",
+                  REQUEST_HEADER_TIMEOUT="2")
     yield server.port
     server.stop()
 
@@ -81,10 +82,60 @@ def test_slow_clients_hold_only_their_own_connection_and_a_body_that_never_ends_
             answer += chunk
         assert answer.startswith(b"HTTP/1.1 408"), answer
         assert b"did not arrive within 2 seconds" in answer
+        answer = b""
+        while chunk := slow[0].recv(4096):  # the first half headers: refused and closed once their time is up
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.1 408"), answer
+        assert b"headers did not arrive within 2 seconds" in answer and b"nosniff" in answer
     finally:
         for sock in slow:
             sock.close()
     assert django_user_model.objects.filter(username__startswith="eve").count() == 5
+
+
+def read_all(sock) -> bytes:
+    answer = b""
+    while chunk := sock.recv(4096):
+        answer += chunk
+    return answer
+
+
+@pytest.mark.django_db(transaction=True)
+def test_headers_that_trickle_are_cut_off_on_the_first_request_and_on_a_kept_alive_one(site):
+    """A byte every half second keeps a connection busy forever unless the headers have a
+    deadline of their own (REQUEST_HEADER_TIMEOUT, 2 s here): each is answered 408 and closed,
+    while a client that sends its headers at once on the same kind of connection is served."""
+    import time
+
+    def trickle(sock, data: bytes, gap: float = 0.4):
+        try:
+            for byte in data:
+                sock.sendall(bytes([byte]))
+                time.sleep(gap)
+        except OSError:
+            pass  # the server closed the connection: what is asserted below
+
+    first = socket.create_connection(("127.0.0.1", site), timeout=15)
+    started = time.monotonic()
+    trickle(first, b"GET /healthz/live HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Trickle: abcdefghijklmn\r\n\r\n")
+    answer = read_all(first)
+    assert answer.startswith(b"HTTP/1.1 408") and b"headers did not arrive within 2 seconds" in answer, answer
+    assert time.monotonic() - started < 10, "cut off near its deadline, not when the client finished"
+    first.close()
+
+    kept = socket.create_connection(("127.0.0.1", site), timeout=15)
+    kept.sendall(b"GET /healthz/live HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    response = kept.recv(4096)
+    assert response.startswith(b"HTTP/1.1 200"), response
+    trickle(kept, b"GET /healthz/live HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Trickle: abcdefghijklmn\r\n\r\n")
+    answer = read_all(kept)
+    assert answer.startswith(b"HTTP/1.1 408"), answer
+    kept.close()
+
+    prompt = socket.create_connection(("127.0.0.1", site), timeout=15)
+    prompt.sendall(b"GET /healthz/live HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+    assert read_all(prompt).startswith(b"HTTP/1.1 200")
+    prompt.close()
 
 
 # ---------------------------------------------------------------------------- documented limits

@@ -1,0 +1,78 @@
+"""The HTTP/1.1 protocol both servers speak (the site's uvicorn and the MCP server's): uvicorn's
+h11 protocol with a deadline on request headers.
+
+uvicorn bounds the size of headers (h11) and the idle time between requests (keep-alive), but a
+client that opens a connection and sends its headers a byte at a time holds the connection for as
+long as it likes; a few hundred such clients hold every place the kernel queues. Here every
+request's headers must have arrived whole within REQUEST_HEADER_TIMEOUT seconds of their first
+byte (of the connection's opening, for the first request): past it the connection gets a 408 and
+is closed. The body has its own deadline (``config.asgi_guard``), and so does a reply's stream.
+"""
+
+from __future__ import annotations
+
+import json
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from config.asgi_guard import SECURITY_HEADERS
+from config.env import env_int
+
+HEADER_TIMEOUT_DEFAULT_S = 10
+
+
+def header_timeout_s() -> int:
+    """REQUEST_HEADER_TIMEOUT, read from the environment (the protocol is loaded before Django's settings)."""
+    return env_int("REQUEST_HEADER_TIMEOUT", HEADER_TIMEOUT_DEFAULT_S, minimum=1, maximum=600)
+
+
+def _timeout_answer(seconds: int) -> bytes:
+    body = json.dumps({"detail": f"the request's headers did not arrive within {seconds} seconds; send them again",
+                       "error": "request_timeout"}).encode()
+    head = [b"HTTP/1.1 408 Request Timeout", b"content-type: application/json", b"connection: close",
+            b"content-length: " + str(len(body)).encode(), *(k + b": " + v for k, v in SECURITY_HEADERS)]
+    return b"\r\n".join(head) + b"\r\n\r\n" + body
+
+
+class HeaderDeadlineProtocol(H11Protocol):
+    """H11Protocol whose request headers must arrive within ``header_timeout_s()``."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.header_timeout = header_timeout_s()
+        self.header_deadline = None
+
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.transport.is_closing():
+            self._disarm()
+        elif self.conn.their_state is h11.IDLE and (self.cycle is None or self.cycle.response_complete):
+            self._arm()  # part of a request's headers (the first, or the next on a kept-alive connection)
+        else:
+            self._disarm()  # the headers are in: the body and the reply have their own deadlines
+
+    def connection_lost(self, exc) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        if self.header_deadline is None:
+            self.header_deadline = self.loop.call_later(self.header_timeout, self._headers_too_slow)
+
+    def _disarm(self) -> None:
+        if self.header_deadline is not None:
+            self.header_deadline.cancel()
+            self.header_deadline = None
+
+    def _headers_too_slow(self) -> None:
+        self.header_deadline = None
+        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+            return
+        self.logger.info("Closed a connection whose request headers took over %s s", self.header_timeout)
+        self.transport.write(_timeout_answer(self.header_timeout))
+        self.transport.close()
