@@ -50,6 +50,7 @@ DATABASES = {"default": parse_database_url("DATABASE_URL", os.environ["DATABASE_
 # one persistent connection per thread.
 DB_POOL_SIZE = env_int("DB_POOL_SIZE", 0, minimum=0, maximum=1000)
 DB_POOL_TIMEOUT = env_int("DB_POOL_TIMEOUT", 3, minimum=1, maximum=300)
+DB_QUERY_TIMEOUT = env_int("DB_QUERY_TIMEOUT", 5, minimum=0, maximum=3600)  # pooled (web) processes only
 if DB_POOL_SIZE:
     DATABASES["default"].update(CONN_MAX_AGE=0, CONN_HEALTH_CHECKS=False)
     # the web processes' connections are named in pg_stat_activity
@@ -57,6 +58,11 @@ if DB_POOL_SIZE:
     DATABASES["default"]["OPTIONS"]["pool"] = {
         "min_size": min(2, DB_POOL_SIZE), "max_size": DB_POOL_SIZE, "timeout": DB_POOL_TIMEOUT, "max_idle": 300,
     }
+    # Every round trip to the server has a deadline on the client's side (config.db_deadline): a
+    # database that stops answering is a 503 within DB_QUERY_TIMEOUT seconds, never a hang.
+    from config.db_deadline import pooled_options
+
+    pooled_options(DATABASES["default"]["OPTIONS"], deadline_s=DB_QUERY_TIMEOUT)
 
 SECRET_KEY = env_str("SECRET_KEY")
 if not SECRET_KEY:
