@@ -166,6 +166,15 @@ def ensure_postgres(data_dir: Path) -> str:
     return base.replace("/postgres?", f"/{PG_DATABASE}?", 1)
 
 
+def revive_postgres(data_dir: Path) -> None:
+    """Start the embedded PostgreSQL again after it died (same data directory and port)."""
+    with _file_lock(data_dir / "postgres.lock"):
+        try:
+            _pg_server(data_dir).ensure_postgres_running()
+        except Exception as exc:  # pgserver raises bare errors; name the service
+            raise EmbeddedServiceError(f"embedded PostgreSQL did not start: {exc}") from exc
+
+
 def _create_database(base_uri: str, name: str) -> None:
     import psycopg
 
@@ -306,6 +315,17 @@ def _start_redis(rdir: Path, state: dict) -> None:
     log = rdir / "redis.log"
     tail = log.read_text()[-2000:] if log.exists() else ""
     raise EmbeddedServiceError(f"embedded redis-server did not answer within {REDIS_START_TIMEOUT}s\n{tail}")
+
+
+def revive_redis(data_dir: Path) -> None:
+    """Start the embedded redis-server again after it died, on the port and with the password
+    and data (its append-only file) it had, so every client's REDIS_URL works again."""
+    with _file_lock(data_dir / "redis.lock"):
+        state = _redis_state(data_dir)
+        if state is None:
+            raise EmbeddedServiceError("no embedded Redis was started here (DATA_DIR/redis/state.json is missing)")
+        if redis_pid(data_dir) is None or not _redis_ping(_redis_url(state)):
+            _start_redis(_redis_dir(data_dir), state)
 
 
 def release_redis(data_dir: Path) -> None:

@@ -110,3 +110,106 @@ def test_runsite_serves_stops_cleanly_on_ctrl_c_and_a_restart_finds_the_old_data
     finally:
         assert second.ctrl_c() == 0
     assert postgres_pid(data_dir) is None and redis_pid(data_dir) is None
+
+
+def _child(site, word):
+    """The pid of runsite's direct child whose command line holds ``word``."""
+    for proc in psutil.Process(site.proc.pid).children():
+        try:
+            if any(word in part for part in proc.cmdline()):
+                return proc.pid
+        except psutil.Error:
+            continue
+    return None
+
+
+def _listening(port):
+    import socket
+
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.mark.slow
+def test_runsite_starts_again_whatever_dies_and_keeps_answering_meanwhile(tmp_path):
+    """kill -9 of the worker, the MCP server, the embedded Redis, the embedded PostgreSQL and the
+    web server, one after another: each is started again by runsite (logged), Redis on its port
+    with its data, and the site is healthy again after each; only Ctrl-C stops it."""
+    import threading
+    import time
+
+    data_dir = tmp_path / "data"
+    port = free_port()
+    site = Site(tmp_path, data_dir, port, "healing").wait_healthy()
+    probes: list = []
+    probing = threading.Event()
+    probing.set()
+
+    def probe():
+        while probing.is_set():
+            probes.append(site.get("/healthz/live")[0])
+            time.sleep(0.1)
+
+    prober = threading.Thread(target=probe, daemon=True)
+    prober.start()
+    try:
+        def healthy_again(what, since=None):
+            """/healthz answers 200 and, with ``since``, a worker has beaten since then (the old
+            beat is not what makes it healthy)."""
+            def healthy():
+                status, body = site.get("/healthz")
+                if status != 200:
+                    return False
+                age = json.loads(body)["worker"]["last_heartbeat_age_s"]
+                return since is None or age < time.monotonic() - since - 0.2
+
+            wait_for(healthy, timeout=90, interval=0.5, what=f"/healthz to answer 200 after {what}")
+            assert site.proc.poll() is None, site.output()[-3000:]
+
+        old, killed = _child(site, "celery"), time.monotonic()
+        os.kill(old, signal.SIGKILL)
+        wait_for(lambda: (_child(site, "celery") or old) != old, timeout=30, what="a new worker")
+        assert "The worker was killed by SIGKILL; starting it again in 1 s" in site.output()
+        healthy_again("the worker's death", since=killed)
+
+        old = _child(site, "runmcp")
+        os.kill(old, signal.SIGKILL)
+        wait_for(lambda: (_child(site, "runmcp") or old) != old, timeout=30, what="a new MCP server")
+        wait_for(lambda: _listening(port + 1), timeout=60, what="the MCP port to listen again")
+        assert "The MCP server was killed by SIGKILL" in site.output()
+
+        state = json.loads((data_dir / "redis" / "state.json").read_text())
+        kept = redis.Redis(port=state["port"], password=state["password"])
+        kept.set("probe", "kept")
+        redis_dir = data_dir / "redis"  # appendonly.aof (Redis 6) or appendonlydir/*.aof (7)
+        wait_for(lambda: any(b"kept" in f.read_bytes() for f in redis_dir.rglob("*.aof*") if f.is_file()), timeout=10,
+                 what="the key to reach the append-only file")
+        old, killed = redis_pid(data_dir), time.monotonic()
+        os.kill(old, signal.SIGKILL)
+        wait_for(lambda: (redis_pid(data_dir) or old) != old, timeout=30, what="Redis to be started again")
+        assert kept.get("probe") == b"kept", "the same port, the same password, the same data"
+        assert "The embedded Redis died; starting it again" in site.output()
+        healthy_again("Redis's death", since=killed)
+
+        old = postgres_pid(data_dir)
+        os.kill(old, signal.SIGKILL)
+        wait_for(lambda: (postgres_pid(data_dir) or old) != old, timeout=60, what="PostgreSQL to be started again")
+        assert "The embedded PostgreSQL died" in site.output()
+        healthy_again("PostgreSQL's death")
+
+        probing.clear()
+        prober.join(5)
+        assert probes and None not in probes, "the web port answered throughout"
+        assert set(probes) == {200}, sorted(set(probes), key=str)
+
+        old = _child(site, "uvicorn")
+        os.kill(old, signal.SIGKILL)
+        wait_for(lambda: (_child(site, "uvicorn") or old) != old, timeout=30, what="a new web server")
+        healthy_again("the web server's death")
+        assert site.output().count("is running again.") >= 5
+    finally:
+        probing.clear()
+        started = [p.pid for p in psutil.Process(site.proc.pid).children(recursive=True)]
+        assert site.ctrl_c() == 0, site.output()[-3000:]
+    wait_for(lambda: not any(alive(pid) for pid in started), timeout=20, what="every process to stop")
+    assert postgres_pid(data_dir) is None and redis_pid(data_dir) is None

@@ -1,15 +1,15 @@
 """Run the whole site on one machine: migrate, first admin, web server, worker.
 
-`make run` calls this. Ctrl-C (or SIGTERM) stops the web server and the worker,
-then the embedded PostgreSQL and Redis this process started.
+`make run` calls this. A part that dies (the web server, the worker, the MCP server, the
+embedded Redis or PostgreSQL) is started again with a backoff (config.supervisor); Ctrl-C (or
+SIGTERM) stops the web server and the worker, then the embedded PostgreSQL and Redis this process
+started.
 """
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
-import subprocess
 import sys
 import time
 
@@ -24,6 +24,7 @@ CHILD_STOP_TIMEOUT = 20.0  # seconds a child gets to finish its current work on 
 # On one machine the memory work yields the cores to players' turns (it catches up between them;
 # measured in bench/evening.py): the worker runs at this nice level, the web server at 0.
 WORKER_NICE = 10
+SUPERVISE_INTERVAL_S = 0.5  # how often the parts are looked at
 
 
 class Command(BaseCommand):
@@ -50,45 +51,54 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, request_stop)
         signal.signal(signal.SIGTERM, request_stop)
 
-        # Children get their own session so Ctrl-C reaches only this process,
-        # which then stops them in order (web first, then the worker).
-        web = _spawn(web_server_argv(host=host, port=port, workers=web_workers))
-        worker = _spawn(
-            nice=WORKER_NICE,
-            cmd=[
-                sys.executable, "-m", "celery", "-A", "config", "worker",
-                "--loglevel", settings.LOG_LEVEL.lower(),
-                "--concurrency", str(worker_concurrency),
-                "--hostname", "worker@%h",
-                # one machine: the periodic sweeper runs inside this worker
-                "--beat", "--schedule", str(settings.DATA_DIR / "celerybeat-schedule"),
-            ],
-        )
+        from config import embedded
+        from config.supervisor import ChildProcess, Part, Supervisor
+
         mcp_port = env_int("MCP_PORT", port + 1, minimum=1, maximum=65535)
-        mcp = _spawn([sys.executable, "manage.py", "runmcp", "--host", host, "--port", str(mcp_port)])
-        children = {"web server": web, "worker": worker, "MCP server": mcp}
+        web = ChildProcess(web_server_argv(host=host, port=port, workers=web_workers))
+        worker = ChildProcess(nice=WORKER_NICE, cmd=[
+            sys.executable, "-m", "celery", "-A", "config", "worker",
+            "--loglevel", settings.LOG_LEVEL.lower(),
+            "--concurrency", str(worker_concurrency),
+            "--hostname", "worker@%h",
+            # one machine: the periodic sweeper runs inside this worker
+            "--beat", "--schedule", str(settings.DATA_DIR / "celerybeat-schedule"),
+        ])
+        mcp = ChildProcess([sys.executable, "manage.py", "runmcp", "--host", host, "--port", str(mcp_port)])
+        children = [("web server", web), ("worker", worker), ("MCP server", mcp)]
+        parts = [Part(name, start=child.start, running=child.running, describe=child.describe,
+                      cleanup=child.reap_group) for name, child in children]
+        if settings.EMBEDDED:  # the servers manage.py started: started again on their port, with their data
+            data_dir, now = settings.DATA_DIR, time.monotonic()
+            for name, revive, pid in (("embedded Redis", embedded.revive_redis, embedded.redis_pid),
+                                      ("embedded PostgreSQL", embedded.revive_postgres, embedded.postgres_pid)):
+                server = Part(name, start=lambda revive=revive: revive(data_dir),
+                              running=lambda pid=pid: pid(data_dir) is not None, describe=lambda: "died")
+                server.started_at = now  # already running
+                parts.append(server)
+
+        def say(line: str) -> None:
+            self.stderr.write(line)
+            self.stderr.flush()
+
+        supervisor = Supervisor(parts, say)
+        for part in parts[:len(children)]:
+            part.start(time.monotonic())
         shown = host if ":" not in host else f"[{host}]"
         self.stdout.write(self.style.SUCCESS(f"Everlore is running at http://{shown}:{port}/  (Ctrl-C stops it)"))
         self.stdout.write(f"Agent memory over MCP: http://{shown}:{mcp_port}/mcp")
         self.stdout.flush()
 
-        exit_code = 0
+        # A part that dies is started again (config.supervisor); only Ctrl-C or SIGTERM stops the site.
         while not stopping:
-            for name, proc in children.items():
-                if proc.poll() is not None:
-                    self.stderr.write(f"The {name} exited with code {proc.returncode}; stopping.")
-                    stopping = True
-                    exit_code = 1
-                    break
-            time.sleep(0.2)
+            supervisor.tick()
+            time.sleep(SUPERVISE_INTERVAL_S)
 
         self.stdout.write("Stopping...")
-        for proc in (web, mcp, worker):
-            _stop(proc)
+        for child in (web, mcp, worker):
+            child.stop(CHILD_STOP_TIMEOUT)
         if settings.EMBEDDED:
             self.stdout.write("Stopped. The embedded database and Redis stop with this process; data stays in DATA_DIR.")
-        if exit_code:
-            raise CommandError("a child process failed")
 
 
 def _check_port_free(host: str, port: int) -> None:
@@ -99,19 +109,3 @@ def _check_port_free(host: str, port: int) -> None:
             s.bind((host, port))
         except OSError as exc:
             raise CommandError(f"cannot listen on {host}:{port} ({exc.strerror}); set PORT or --port") from None
-
-
-def _spawn(cmd: list[str], nice: int = 0) -> subprocess.Popen:
-    return subprocess.Popen(cmd, env=os.environ.copy(), start_new_session=True,
-                            preexec_fn=(lambda: os.nice(nice)) if nice else None)
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(CHILD_STOP_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
