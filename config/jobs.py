@@ -1,4 +1,4 @@
-"""The one door for memory work. A service that changes a story or a memory bank
+"""The one door for background work. A service that changes a story or a memory bank
 asks here for the post-turn pass (``memory_pass_after_commit``) or an agent's
 pass (``agent_pass_after_commit``); the request is sent once the transaction
 commits (never for a rolled-back one), once per atomic block for the same id,
@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 
 STORY_PASS = "story"
 AGENT_PASS = "agent"
+IMPORT = "import"
 
 _senders: dict[str, Callable[[int], None]] = {}
 
@@ -36,6 +37,11 @@ def memory_pass_after_commit(*, adventure_id: int) -> None:
 def agent_pass_after_commit(*, agent_id: int) -> None:
     """Queue the agent's background pass (embed, consolidate) after the current transaction commits."""
     _after_commit(AGENT_PASS, agent_id)
+
+
+def import_after_commit(*, job_id: int) -> None:
+    """Queue an adventure import job (stories.imports) after the current transaction commits."""
+    _after_commit(IMPORT, job_id)
 
 
 def _after_commit(kind: str, ident: int) -> None:

@@ -159,7 +159,7 @@ def summary_regenerate(*, adventure: Adventure) -> Adventure:
     return adventure
 
 
-IMPORT_MEMORIES_MAX = 50_000  # memories in one imported adventure (every branch, every character)
+IMPORT_MEMORIES_MAX = import_doc.IMPORT_MEMORIES_MAX  # memories in one imported adventure (every branch, every character)
 
 
 def memories_export(*, adventure: Adventure) -> list[dict]:

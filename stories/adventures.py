@@ -110,6 +110,9 @@ def adventure_export(*, adventure: Adventure) -> dict:
     }
 
 
+IMPORT_BATCH = 2_000  # actions written per statement (progress is told after each)
+
+
 @dataclass(frozen=True)
 class Imported:
     """An imported adventure, and where the file's ids went: its branch ids to the new ones, its
@@ -131,12 +134,13 @@ def adventure_import(*, owner_id: int, data) -> Adventure:
     return adventure_import_mapped(owner_id=owner_id, data=data).adventure
 
 
-def adventure_import_mapped(*, owner_id: int, data) -> Imported:
+def adventure_import_mapped(*, owner_id: int, data, progress=lambda stage, done, total: None) -> Imported:
     """``adventure_import``, saying where the file's branches and cards went (for the parts of the
     file other rooms import: the memories). The document is checked whole against its declared
     schema (``stories.import_doc``) and then for its references and the tree's shape, before
     any row is written."""
     doc = import_doc.story_document(data)
+    progress("story", 0, len(doc["actions"]))
     meta, branches, actions, cards = doc["adventure"], doc["branches"], doc["actions"], doc["cards"] or []
     fields = {name: meta[name] for name in (*ADVENTURE_TEXT_FIELDS, *ADVENTURE_BOOL_FIELDS)}
 
@@ -178,7 +182,9 @@ def adventure_import_mapped(*, owner_id: int, data) -> Imported:
                                edited_at=a["edited_at"]))
         try:
             with transaction.atomic():
-                Action.objects.bulk_create(rows)
+                for start in range(0, len(rows), IMPORT_BATCH):
+                    Action.objects.bulk_create(rows[start:start + IMPORT_BATCH])
+                    progress("story", min(start + IMPORT_BATCH, len(rows)), len(rows))
         except IntegrityError:  # the one-live-take constraint
             raise InvalidRequest("import: a node has more than one live take") from None
         adventure.head_branch_id = new_ids[doc["head"]]

@@ -12,11 +12,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config import paging
-from stories import adventures, cards, limits, play
+from stories import adventures, cards, imports, play
 from stories import serializers as s
 from stories.api_support import adventure_for as _adventure
 from stories.api_support import valid as _valid
-from stories.models import Adventure, StoryCard
+from stories.models import Adventure, ImportJob, StoryCard
 
 
 class AdventureListView(APIView):
@@ -57,14 +57,60 @@ class AdventureExportView(APIView):
         return Response(play.adventure_export(adventure=_adventure(request, adventure_id)))
 
 
+class ImportJobSerializer(serializers.Serializer):
+    """An import job as the player sees it (stories.imports.job_state)."""
+
+    id = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=["queued", "running", "done", "failed"], help_text=(
+        "queued: waiting for a worker; running: being imported (see progress); done: adventure_id is the new "
+        "adventure; failed: error is the answer the document earned (nothing was stored)"))
+    title = serializers.CharField()
+    rows = serializers.IntegerField(help_text="branches, actions, cards and memories the document holds")
+    progress = inline_serializer("ImportProgress", {
+        "stage": serializers.ChoiceField(choices=["checking", "story", "memories", "summary", "done"]),
+        "done": serializers.IntegerField(), "total": serializers.IntegerField()}, allow_null=True)
+    adventure_id = serializers.IntegerField(allow_null=True)
+    error = inline_serializer("ImportError", {"detail": serializers.CharField(), "error": serializers.CharField()},
+                              allow_null=True)
+    created_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class _JobRows(serializers.BaseSerializer):
+    """A page of jobs, each as ``ImportJobSerializer`` shows it."""
+
+    def to_representation(self, job):
+        return ImportJobSerializer(imports.job_state(job)).data
+
+
+def _job_answer(job, status=200) -> Response:
+    body = imports.job_state(job)
+    headers = {"Location": f"/api/imports/{job.pk}/"} if status == 202 else None
+    return Response(ImportJobSerializer(body).data, status=status, headers=headers)
+
+
 class AdventureImportView(APIView):
     @extend_schema(request=inline_serializer("AdventureImport", {"format": serializers.ChoiceField(
                        choices=[adventures.EXPORT_FORMAT], help_text="an export of this site, as GET .../export/ gives")}),
-                   responses={201: s.AdventureSerializer}, tags=["adventures"])
+                   responses={202: ImportJobSerializer}, tags=["adventures"], description=(
+                       "Import an export as a new adventure. Answers 202 with a job: done already for a small "
+                       "document (an invalid one is a 400 at once), queued for a worker otherwise; poll "
+                       "GET /api/imports/{id}/ (its Location) until it is done or failed."))
     def post(self, request):
-        limits.adventure_import(user_id=request.user.id)
-        adventure = play.adventure_import(owner_id=request.user.id, data=request.data)
-        return Response(s.AdventureSerializer(adventure).data, status=201)
+        return _job_answer(imports.import_start(owner_id=request.user.id, data=request.data), status=202)
+
+
+class ImportListView(APIView):
+    @extend_schema(responses=ImportJobSerializer(many=True), parameters=paging.parameters(), tags=["adventures"])
+    def get(self, request):
+        jobs = ImportJob.objects.defer("document").filter(owner_id=request.user.id).order_by("-created_at", "-id")
+        return paging.page(request, jobs, _JobRows)
+
+
+class ImportDetailView(APIView):
+    @extend_schema(responses=ImportJobSerializer, tags=["adventures"])
+    def get(self, request, job_id):
+        return _job_answer(imports.access_job(user_id=request.user.id, job_id=job_id))
 
 
 # ---------------------------------------------------------------------------- cards

@@ -155,3 +155,32 @@ def story_document(data) -> dict:
     if not isinstance(data, dict):
         raise InvalidRequest("import: expected a JSON object")
     return check(AdventureDocSerializer, data)
+
+
+IMPORT_MEMORIES_MAX = 50_000  # memories in one document (every branch, every character)
+
+
+class EnvelopeDoc(serializers.Serializer):
+    """What the request itself checks of a document too large to import while it waits: the
+    format, the version, a title, and parts that are lists no longer than their limits. Every row
+    is checked by the import job, before it writes one."""
+
+    format = strict.ChoiceField(choices=[EXPORT_FORMAT], error_messages={
+        "invalid_choice": f"must be {EXPORT_FORMAT!r} (a file from an adventure's export)"})
+    version = strict.IntegerField(min_value=EXPORT_VERSION, max_value=EXPORT_VERSION)
+    adventure = serializers.DictField()
+    head = _id()
+    branches = serializers.ListField(min_length=1, max_length=IMPORT_BRANCHES_MAX)
+    actions = serializers.ListField(max_length=IMPORT_ACTIONS_MAX)
+    cards = serializers.ListField(required=False, allow_null=True, max_length=IMPORT_CARDS_MAX)
+    memories = serializers.ListField(required=False, allow_null=True, max_length=IMPORT_MEMORIES_MAX)
+
+
+def envelope(data) -> dict:
+    """The document's outer shape checked (``EnvelopeDoc``); returns its title and its row count."""
+    if not isinstance(data, dict):
+        raise InvalidRequest("import: expected a JSON object")
+    doc = check(EnvelopeDoc, data)
+    title = doc["adventure"].get("title")
+    rows = sum(len(doc.get(part) or ()) for part in ("branches", "actions", "cards", "memories"))
+    return {"title": title[:TITLE_MAX] if isinstance(title, str) else "", "rows": rows}

@@ -194,3 +194,31 @@ class ProviderCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.purpose} {self.model} {self.outcome}"
+
+
+class ImportJob(models.Model):
+    """An adventure import the player asked for: the document waits here until a worker imports it
+    (stories.imports), and the job then says how it went: the new adventure, or the 400 answer
+    the document earned. The document is dropped once the job is over."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        DONE = "done"
+        FAILED = "failed"
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="import_jobs")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    document = models.JSONField(null=True, blank=True)
+    title = models.CharField(max_length=TITLE_MAX, blank=True, default="")  # the document's, to list the job by
+    rows = models.PositiveIntegerField(default=0)  # branches, actions, cards and memories the document holds
+    adventure = models.ForeignKey(Adventure, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    error = models.JSONField(null=True, blank=True)  # the answer a synchronous import would have given
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True)  # last handed to the workers
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["owner", "-created_at"]), models.Index(fields=["status", "sent_at"])]
+
+    def __str__(self) -> str:
+        return f"import {self.pk} ({self.status})"

@@ -29,18 +29,22 @@ def adventure_export(*, adventure: Adventure) -> dict:
             "memories": memories.memories_export(adventure=adventure)}
 
 
-def adventure_import(*, owner_id: int, data) -> Adventure:
+def adventure_import(*, owner_id: int, data, progress=None) -> Adventure:
     """An export of this site as a new adventure, with the memories it carries; its summary
     becomes the player's own text, and the memory pass is asked for (it embeds the carried
-    memories and remembers the rest of the story in the background)."""
+    memories and remembers the rest of the story in the background). ``progress(stage, done,
+    total)`` is told how far it is (stories.imports shows it to the player)."""
+    progress = progress or (lambda stage, done, total: None)
     carried = memories.memories_document(data)  # every part checked against its schema before a row
     with transaction.atomic():
-        imported = adventures.adventure_import_mapped(owner_id=owner_id, data=data)
+        imported = adventures.adventure_import_mapped(owner_id=owner_id, data=data, progress=progress)
         adventure = imported.adventure
         if carried is not None:
+            progress("memories", 0, len(carried))
             memories.memories_import(adventure=adventure, rows=carried, branch_ids=imported.branch_ids,
                                      card_ids=imported.card_ids)
         if adventure.story_summary:
+            progress("summary", 0, 1)
             adventure = memories.summary_set(adventure=adventure, text=adventure.story_summary)
     return adventure
 

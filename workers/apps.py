@@ -12,3 +12,4 @@ class WorkersConfig(AppConfig):
 
         jobs.provide(jobs.STORY_PASS, tasks.send_post_turn)
         jobs.provide(jobs.AGENT_PASS, tasks.send_agent_pass)
+        jobs.provide(jobs.IMPORT, tasks.send_import)

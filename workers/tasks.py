@@ -13,11 +13,13 @@ import time
 
 import redis
 from celery import Task, current_app, shared_task
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from config.health import database_status
 from memory import agent_indexes, agent_upkeep, bank
+from stories import imports
 from workers.locks import adventure_lock, agent_lock, client
 from workers.models import ParkedJob
 
@@ -125,6 +127,23 @@ def agent_pass(self, agent_id: int) -> str:
     return "done"
 
 
+@shared_task(name="workers.import_adventure", bind=True, base=ParkingTask, ignore_result=True,
+             soft_time_limit=settings.IMPORT_TIME_LIMIT_S, time_limit=settings.IMPORT_TIME_LIMIT_S + 30)
+def import_adventure(self, job_id: int) -> str:
+    """Import one adventure document (stories.imports.run), within IMPORT_TIME_LIMIT_S."""
+    try:
+        return imports.run(job_id)
+    except SoftTimeLimitExceeded:
+        log.warning("import job %s stopped after %s s", job_id, settings.IMPORT_TIME_LIMIT_S)
+        imports.job_time_out(job_id)
+        return "timeout"
+
+
+def send_import(job_id: int) -> None:
+    """Queue an import job now (config.jobs calls this after commit; the sweeper for lost ones)."""
+    _send(import_adventure, args=[job_id])
+
+
 class _Queued:
     """What sending a job returns here: its id only. Celery's own AsyncResult
     builds the result backend (a Redis client) once per thread, and under the
@@ -163,6 +182,9 @@ def sweep() -> int:
             break
     if behind:
         log.info("sweeper re-enqueued %s adventures", len(behind))
+    resent = imports.jobs_resend()
+    if resent:
+        log.warning("sweeper sent %s import jobs again (their delivery was lost)", len(resent))
     for name in agent_indexes.agent_indexes_prune():
         log.info("sweeper dropped %s (its agent is gone or embeds at another size)", name)
     return len(behind)

@@ -185,8 +185,8 @@ def test_export_and_import_carry_every_characters_memories_with_the_players_pins
     assert len(exported["memories"]) == 7  # two blocks: the adventure's own, and 3 + 2 characters'
 
     imported = alice_api.post("/api/adventures/import/", exported, format="json")
-    assert imported.status_code == 201, imported.json()
-    new = imported.json()["id"]
+    assert imported.status_code == 202, imported.json()
+    new = imported.json()["adventure_id"]
     cast = {m["name"]: m for m in alice_api.get(f"/api/adventures/{new}/cast/").json()}
     assert cast["Mira"]["protagonist"] and cast["Aria"]["in_cast"] is False
     assert (cast["Bram"]["memories"], cast["Aria"]["memories"], cast["Cora"]["memories"]) == (1, 2, 2)

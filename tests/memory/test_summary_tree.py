@@ -111,4 +111,4 @@ def test_the_players_summary_is_kept_and_is_where_rewrites_start(story, memory_l
 def test_a_forced_rewrite_and_export_import_keep_the_summary(story, memory_llm, alice_api):
     exported = alice_api.get(f"/api/adventures/{story.pk}/export/").json()
     imported = alice_api.post("/api/adventures/import/", exported, format="json").json()
-    assert "XYZZY" in alice_api.get(f"/api/adventures/{imported['id']}/summary/").json()["story_summary"]
+    assert "XYZZY" in alice_api.get(f"/api/adventures/{imported['adventure_id']}/summary/").json()["story_summary"]

@@ -29,11 +29,11 @@ def test_a_hidden_action_leaves_the_export_and_stays_hidden_after_import(alice_p
     placeholder = [a for a in exported["actions"] if a.get("hidden")]
     assert len(placeholder) == 1 and placeholder[0]["text"] == "" and placeholder[0]["depth"] == hidden.depth
     imported = alice_plays.post("/api/adventures/import/", exported, format="json")
-    assert imported.status_code == 201, imported.json()
-    story = alice_plays.get(f"/api/adventures/{imported.json()['id']}/story/").json()["actions"]
+    assert imported.status_code == 202, imported.json()
+    story = alice_plays.get(f"/api/adventures/{imported.json()['adventure_id']}/story/").json()["actions"]
     assert [a["text"] for a in story] == [a["text"] for a in alice_plays.get(
         f"/api/adventures/{story_id}/story/").json()["actions"]]
-    assert Action.objects.filter(adventure_id=imported.json()["id"], hidden=True, text="").count() == 1
+    assert Action.objects.filter(adventure_id=imported.json()["adventure_id"], hidden=True, text="").count() == 1
 
 
 def test_the_owner_cannot_read_or_change_a_hidden_action(alice_plays, story_id):

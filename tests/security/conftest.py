@@ -4,7 +4,8 @@ import pytest
 
 
 def make_world(api, *, title, secret, agent, world_name):
-    """An adventure with a turn, a fork, a card and a memory, and a world with a token and an agent."""
+    """An adventure with a turn, a fork, a card, a memory and an import job (of its export), and a world
+    with a token and an agent."""
     adventure = api.post("/api/adventures/", {
         "title": title, "opening": "You hold the key.",
         "cards": [{"name": "Key", "keys": ["key"], "entry": secret}],
@@ -23,7 +24,8 @@ def make_world(api, *, title, secret, agent, world_name):
     api.post(f"/api/worlds/{world['id']}/events/", {"type": "say", "actor": agent, "text": "meet at the old mill"},
              format="json")
     agent_memory = api.get(f"/api/worlds/{world['id']}/agents/{agent}/memories/").json()[0]
-    return {"adventure_id": aid, "action_id": action["id"], "branch_id": branch["id"], "card_id": card["id"],
+    job = api.post("/api/adventures/import/", api.get(f"/api/adventures/{aid}/export/").json(), format="json").json()
+    return {"job_id": job["id"], "adventure_id": aid, "action_id": action["id"], "branch_id": branch["id"], "card_id": card["id"],
             "memory_id": memory["id"], "world_id": world["id"], "token_id": token["id"], "agent_id": agent,
             "agent_memory_id": agent_memory["id"], "raw_token": token["token"]}
 

@@ -14,7 +14,7 @@ from drf_spectacular.generators import SchemaGenerator
 
 from memory import agent_events, worlds
 from memory.models import Agent, AgentMemory, Cursor, Memory, World, WorldToken
-from stories.models import Action, Adventure, AISettings, Branch, StoryCard
+from stories.models import Action, Adventure, AISettings, Branch, ImportJob, StoryCard
 from tests.support.mcp import session_calls
 
 METHODS = ["get", "head", "options", "post", "put", "patch", "delete"]
@@ -25,7 +25,7 @@ SECRETS = ["Alice's secret", "A silver key.", "Alice hid the key.", "Alice's tow
 OWN_ROUTES = {
     "", "healthz", "healthz/live", "api/schema/", "api/docs/", "api/auth/signup/", "api/auth/login/",
     "api/auth/logout/", "api/auth/me/", "api/settings/", "api/settings/test/", "api/debug/requests/",
-    "api/adventures/", "api/adventures/import/", "api/worlds/", "api/admin/workers/",
+    "api/adventures/", "api/adventures/import/", "api/imports/", "api/worlds/", "api/admin/workers/",
     "accounts/login/", "accounts/logout/", "accounts/signup/", "play/", "settings/",
     "api/auth/password/", "accounts/password/", "accounts/password/changed/", "accounts/password/reset/",
     "accounts/password/reset/sent/", "accounts/password/reset/done/",
@@ -57,6 +57,7 @@ def snapshot():
     return (
         list(get_user_model().objects.order_by("id").values("id", "username", "is_active", "is_staff", "password")),
         list(Adventure.objects.order_by("id").values()),
+        list(ImportJob.objects.order_by("id").values()),
         list(Branch.objects.order_by("id").values()),
         list(Action.objects.order_by("id").values()),
         list(StoryCard.objects.order_by("id").values()),

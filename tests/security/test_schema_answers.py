@@ -122,8 +122,10 @@ def test_a_whole_session_answers_exactly_what_the_schema_documents(schema, alice
     walk("delete", A + "memories/{memory_id}/", 204, adventure_id=aid, memory_id=memory["id"])
 
     exported = walk("get", A + "export/", 200, adventure_id=aid)
-    copy = walk("post", "/api/adventures/import/", 201, body=exported)
-    walk("delete", A, 204, adventure_id=copy["id"])
+    job = walk("post", "/api/adventures/import/", 202, body=exported)
+    walk("get", "/api/imports/", 200)
+    walk("get", "/api/imports/{job_id}/", 200, job_id=job["id"])
+    walk("delete", A, 204, adventure_id=job["adventure_id"])
 
     W = "/api/worlds/{world_id}/"
     world = walk("post", "/api/worlds/", 201, body={"name": "Harbor"})

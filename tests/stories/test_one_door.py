@@ -123,7 +123,7 @@ def test_the_pass_is_asked_for_once_after_every_change_to_a_story_or_its_bank_an
     with _committed() as callbacks:
         exported = api.get(url + "export/").json()
         imported = api.post("/api/adventures/import/", exported, format="json")
-    assert imported.status_code == 201 and _jobs(callbacks) == [(jobs.STORY_PASS, imported.json()["id"])]
+    assert imported.status_code == 202 and _jobs(callbacks) == [(jobs.STORY_PASS, imported.json()["adventure_id"])]
 
     with _committed() as callbacks:
         assert api.get(url + "story/").status_code == 200 and api.get(url + "memories/").status_code == 200

@@ -348,3 +348,28 @@ def test_the_play_page_shows_the_reply_as_it_is_written_and_stop_keeps_what_was_
     assert story["actions"][-1]["text"] == kept, "the page shows exactly what was kept"
     assert [a["text"] for a in story["actions"]][-2:] == ["watch the ship", kept]
     context.close()
+
+
+def test_a_large_import_shows_its_progress_and_opens_the_adventure_when_done(live_server, alice, browser, worker,
+                                                                           tmp_path):
+    """The file is too large to import while the request waits: the page follows the job (what it
+    is doing, with counts) and opens the new adventure when the worker is done."""
+    import json
+
+    from tests.stories.test_import_jobs import document
+
+    session = session_of(alice)
+    path = tmp_path / "long-road.json"
+    path.write_text(json.dumps(document(6000, title="Six thousand steps")))
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.add_cookies([{"name": "sessionid", "value": session, "url": live_server.url}])
+    page = context.new_page()
+    violations = watch_csp(page)
+    page.set_default_timeout(60_000)
+    page.goto(f"{live_server.url}/play/")
+    page.set_input_files("#import-file", str(path))
+    expect(page.locator("#import-result")).to_contain_text('"Six thousand steps": ')
+    page.wait_for_url(f"{live_server.url}/play/*/")
+    expect(page.locator("body")).to_contain_text("Step 6000: you walk on along the river")
+    assert violations == []
+    context.close()

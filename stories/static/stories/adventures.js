@@ -1,11 +1,39 @@
 // The adventures page: import a file, confirm deletes (no inline script: the CSP allows none).
+// An import answers with a job: done already for a small file, otherwise a worker imports it while
+// this page polls the job and shows how far it is.
+const STAGES = {checking: "Checking the file", story: "Writing the story", memories: "Writing the memories",
+                summary: "Keeping your summary"};
+
+function jobText(job) {
+  if (job.status === "queued") return `"${job.title}": waiting for a worker…`;
+  const p = job.progress;
+  if (!p) return `"${job.title}": importing…`;
+  const counts = p.total ? ` (${p.done.toLocaleString()} of ${p.total.toLocaleString()})` : "";
+  return `"${job.title}": ${STAGES[p.stage] || "Importing"}${counts}…`;
+}
+
+async function followImport(job, out) {
+  while (job.status === "queued" || job.status === "running") {
+    out.textContent = jobText(job);
+    await new Promise((done) => setTimeout(done, 1000));
+    const r = await apiFetch(`/api/imports/${job.id}/`);
+    if (!r.ok) { out.textContent = errorText(r); return; }
+    job = r.data;
+  }
+  if (job.status === "done") { location.href = `/play/${job.adventure_id}/`; return; }
+  out.textContent = `The import failed, nothing was stored: ${job.error ? job.error.detail : "unknown error"}`;
+}
+
 document.getElementById("import-file").addEventListener("change", async (e) => {
   const out = document.getElementById("import-result");
+  let data;
   try {
-    const data = JSON.parse(await e.target.files[0].text());
-    const r = await apiFetch("/api/adventures/import/", {method: "POST", body: JSON.stringify(data)});
-    if (r.ok) { location.href = `/play/${r.data.id}/`; } else { out.textContent = errorText(r); }
-  } catch (err) { out.textContent = "That file is not JSON."; }
+    data = JSON.parse(await e.target.files[0].text());
+  } catch (err) { out.textContent = "That file is not JSON."; return; }
+  out.textContent = "Sending the file…";
+  const r = await apiFetch("/api/adventures/import/", {method: "POST", body: JSON.stringify(data)});
+  if (!r.ok) { out.textContent = errorText(r); return; }
+  await followImport(r.data, out);
 });
 document.querySelectorAll("form.confirm-delete").forEach((form) => {
   form.addEventListener("submit", (e) => { if (!confirm("Delete this adventure?")) e.preventDefault(); });

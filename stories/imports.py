@@ -1,0 +1,185 @@
+"""Adventure imports as jobs: the request checks the document and answers 202 with a job; the
+import itself runs in a worker, bounded in time, and a large one never holds a web request.
+
+- A small document (at most IMPORT_INLINE_ROWS branches, actions, cards and memories together,
+  well under a second of work) is imported while the request waits: its job answers ``done`` (or
+  the request answers 400 and stores nothing), so a client follows one flow for every size.
+- A larger one has its outer shape checked (``import_doc.envelope``: format, version, the parts'
+  counts), is stored on the job, and is imported by a worker (``run``), all or nothing, every row
+  checked before the first is written, exactly as the synchronous import did. The job then holds
+  the new adventure, or the 400 answer the document earned (``error``), and lets go of the file.
+- A delivery lost (a broker outage, a worker killed mid-import: its transaction rolls back) is
+  sent again by the sweeper; a job that fails IMPORT_ATTEMPTS_MAX times (or runs past
+  IMPORT_TIME_LIMIT_S) is failed with a sentence saying so. Progress is kept in Redis while the
+  job runs (``running``, a stage and counts); finished jobs are kept a week.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import timedelta
+
+import redis
+from django.conf import settings
+from django.db import transaction
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+
+from config import jobs
+from config.redis_pool import redis_client
+from stories import import_doc, limits, play
+from stories.errors import DomainError, RateLimited
+from stories.models import ImportJob
+
+log = logging.getLogger(__name__)
+
+IMPORT_INLINE_ROWS = 2_000
+IMPORTS_QUEUED_MAX = 3  # a player's imports waiting or running at once
+IMPORT_ATTEMPTS_MAX = 3
+JOBS_KEPT = timedelta(days=7)
+PROGRESS_TTL_S = 3600
+
+
+def _progress_key(job_id: int) -> str:
+    return f"everlore:import:{job_id}:progress"
+
+
+def _attempts_key(job_id: int) -> str:
+    return f"everlore:import:{job_id}:attempts"
+
+
+def import_start(*, owner_id: int, data) -> ImportJob:
+    """A job for the document: done already for a small one, queued for the workers otherwise.
+    Raises InvalidRequest (nothing stored) for a document that is not one, RateLimited past the
+    hourly limit or with IMPORTS_QUEUED_MAX imports of this player not finished."""
+    shape = import_doc.envelope(data)
+    limits.adventure_import(user_id=owner_id)
+    if shape["rows"] <= IMPORT_INLINE_ROWS:
+        adventure = play.adventure_import(owner_id=owner_id, data=data)
+        return ImportJob.objects.create(owner_id=owner_id, status=ImportJob.Status.DONE, title=adventure.title,
+                                        rows=shape["rows"], adventure=adventure, finished_at=timezone.now())
+    with transaction.atomic():
+        waiting = ImportJob.objects.select_for_update().filter(owner_id=owner_id, status=ImportJob.Status.QUEUED)
+        if len(waiting) >= IMPORTS_QUEUED_MAX:
+            raise RateLimited(f"you have {IMPORTS_QUEUED_MAX} imports waiting; try again once one has finished",
+                              retry_after=30)
+        job = ImportJob.objects.create(owner_id=owner_id, document=data, title=shape["title"], rows=shape["rows"],
+                                       sent_at=timezone.now())
+        jobs.import_after_commit(job_id=job.pk)
+    return job
+
+
+def access_job(*, user_id: int, job_id: int) -> ImportJob:
+    """The player's own job (404 for any other id)."""
+    return get_object_or_404(ImportJob.objects.defer("document"), pk=job_id, owner_id=user_id)
+
+
+def job_state(job: ImportJob) -> dict:
+    """What the player sees of a job: its status (``running`` while a worker holds it) and progress."""
+    status, progress = job.status, None
+    if status == ImportJob.Status.QUEUED:
+        progress = _progress_read(job.pk)
+        if progress is not None:
+            status = "running"
+    elif status == ImportJob.Status.DONE:
+        progress = {"stage": "done", "done": job.rows, "total": job.rows}
+    return {"id": job.pk, "status": status, "title": job.title, "rows": job.rows, "progress": progress,
+            "adventure_id": job.adventure_id, "error": job.error, "created_at": job.created_at,
+            "finished_at": job.finished_at}
+
+
+def _progress_read(job_id: int) -> dict | None:
+    try:
+        raw = redis_client().get(_progress_key(job_id))
+    except redis.RedisError:
+        return None
+    return json.loads(raw) if raw else None
+
+
+def _progress_write(job_id: int, stage: str, done: int, total: int) -> None:
+    try:
+        redis_client().set(_progress_key(job_id), json.dumps({"stage": stage, "done": done, "total": total}),
+                           ex=PROGRESS_TTL_S)
+    except redis.RedisError:
+        pass  # progress is a courtesy; the import goes on
+
+
+def _attempt(job_id: int) -> int:
+    try:
+        client = redis_client()
+        attempts = client.incr(_attempts_key(job_id))
+        client.expire(_attempts_key(job_id), int(JOBS_KEPT.total_seconds()))
+        return attempts
+    except redis.RedisError:
+        return 1
+
+
+def run(job_id: int) -> str:
+    """Import the job's document (the workers call this; a delivery that finds the job finished,
+    or held by a live worker, does nothing). The job's row stays locked for the whole import, so
+    two deliveries never import one document twice; a worker that dies lets go of it."""
+    with transaction.atomic():
+        job = (ImportJob.objects.select_for_update(skip_locked=True)
+               .filter(pk=job_id, status=ImportJob.Status.QUEUED).first())
+        if job is None:
+            return "not queued"
+        if _attempt(job_id) > IMPORT_ATTEMPTS_MAX:
+            _finish(job, error={"detail": f"import: it failed on each of {IMPORT_ATTEMPTS_MAX} attempts (a worker "
+                                          "stopped or the database was away); send the file again", "error": "failed"})
+            return "failed"
+        _progress_write(job_id, "checking", 0, job.rows)
+        try:
+            with transaction.atomic():
+                adventure = play.adventure_import(
+                    owner_id=job.owner_id, data=job.document,
+                    progress=lambda stage, done, total: _progress_write(job_id, stage, done, total))
+        except DomainError as refused:
+            _finish(job, error=refused.body())
+            return "refused"
+        job.adventure = adventure
+        _finish(job, title=adventure.title)
+    return "done"
+
+
+def _finish(job: ImportJob, *, error: dict | None = None, title: str | None = None) -> None:
+    job.status = ImportJob.Status.FAILED if error else ImportJob.Status.DONE
+    job.error, job.document, job.finished_at = error, None, timezone.now()
+    if title is not None:
+        job.title = title
+    job.save(update_fields=["status", "error", "document", "finished_at", "adventure", "title"])
+    transaction.on_commit(lambda: _progress_clear(job.pk))
+
+
+def _progress_clear(job_id: int) -> None:
+    try:
+        redis_client().delete(_progress_key(job_id))
+    except redis.RedisError:
+        pass
+
+
+def job_time_out(job_id: int) -> None:
+    """The job ran past IMPORT_TIME_LIMIT_S (its transaction has rolled back): failed, saying so."""
+    job = ImportJob.objects.filter(pk=job_id, status=ImportJob.Status.QUEUED).first()
+    if job is not None:
+        with transaction.atomic():
+            _finish(job, error={"detail": f"import: it took longer than {settings.IMPORT_TIME_LIMIT_S} seconds and "
+                                          "was stopped (nothing was stored); split the file or try again later",
+                                "error": "timeout"})
+
+
+def jobs_resend() -> list[int]:
+    """Queued jobs whose delivery was lost (sent longer ago than a job can run): sent again. Old
+    finished jobs are deleted. The sweeper calls this."""
+    now = timezone.now()
+    ImportJob.objects.filter(finished_at__lt=now - JOBS_KEPT).delete()
+    with transaction.atomic():  # a job a worker is importing is locked by it: skipped, never waited for
+        lost = list(ImportJob.objects.select_for_update(skip_locked=True).filter(
+            status=ImportJob.Status.QUEUED, sent_at__lt=now - timedelta(seconds=settings.IMPORT_TIME_LIMIT_S + 60))
+            .values_list("pk", flat=True)[:100])
+        if lost:
+            ImportJob.objects.filter(pk__in=lost).update(sent_at=now)
+            for job_id in lost:
+                jobs.import_after_commit(job_id=job_id)
+    return lost
+
