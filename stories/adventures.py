@@ -8,7 +8,7 @@ from django.db import IntegrityError, transaction
 from django.http import Http404
 
 from config import jobs
-from stories import import_doc, lineage, tree
+from stories import import_doc, tree
 from stories.cards import card_limit_check, clean_keys
 from stories.errors import InvalidRequest
 from stories.models import (
@@ -128,6 +128,26 @@ def _require(condition: bool, message: str) -> None:
         raise InvalidRequest(f"import: {message}")
 
 
+def _require_contiguous(branches: list[dict], actions: list[dict]) -> None:
+    """Every branch that is not internal reads as a story: the live takes on its path (its own, and
+    each ancestor's up to the depth it is read) are depths 1..tip, one each. Checked on the file,
+    before any row (hidden nodes keep their depth: the tree is whole even where the story skips them)."""
+    live: dict[int, list[int]] = {}
+    for a in actions:
+        if a["live"]:
+            live.setdefault(a["branch"], []).append(a["depth"])
+    for b in branches:
+        if b["internal"]:
+            continue
+        depths = list(live.get(b["id"], ()))
+        for ancestor, cap in b["lineage"]:
+            depths += [d for d in live.get(ancestor, ()) if d <= cap]
+        depths.sort()
+        _require(len(depths) == b["tip_depth"] and depths == list(range(1, len(depths) + 1)),
+                 f"branch {b['name'] or b['id']!r} does not read as a contiguous story "
+                 "(depths 1..tip, one live take each)")
+
+
 def adventure_import(*, owner_id: int, data) -> Adventure:
     """Create an adventure from ``adventure_export`` output. All or nothing;
     every reference and the tree's shape are checked."""
@@ -159,6 +179,7 @@ def adventure_import_mapped(*, owner_id: int, data, progress=lambda stage, done,
         _require(a["branch"] in ids, f"actions[{n}] names an unknown 'branch'")
         _require(a["depth"] > by_id[a["branch"]]["fork_depth"], f"an action of branch {a['branch']} has a depth outside it")
     cards = [{**c, "keys": clean_keys(c["keys"]), "notes": c["notes"] or ""} for c in cards]
+    _require_contiguous(branches, actions)
 
     with transaction.atomic():
         adventure = Adventure.objects.create(owner_id=owner_id, **fields)
@@ -189,12 +210,6 @@ def adventure_import_mapped(*, owner_id: int, data, progress=lambda stage, done,
             raise InvalidRequest("import: a node has more than one live take") from None
         adventure.head_branch_id = new_ids[doc["head"]]
         adventure.save(update_fields=["head_branch"])
-        for b in Branch.objects.filter(adventure=adventure, internal=False):
-            # hidden nodes keep their depth: the tree is whole even where the story skips them
-            depths = [x.depth for x in Action.objects.filter(lineage.path_q(b), adventure=adventure, live=True)
-                      .order_by("depth")]
-            _require(depths == list(range(1, len(depths) + 1)) and len(depths) == b.tip_depth,
-                     f"branch {b.name or b.pk!r} does not read as a contiguous story (depths 1..tip, one live take each)")
         made = StoryCard.objects.bulk_create([
             StoryCard(adventure=adventure, type=c["type"], name=c["name"], keys=c["keys"], entry=c["entry"],
                       notes=c["notes"], in_cast=c["in_cast"])

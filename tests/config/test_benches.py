@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-BENCHES = ["agent_recall.py", "cast.py", "concurrency.py", "evening.py", "locomo.py", "recall.py", "story_query.py",
-           "turn.py", "workers.py"]
+BENCHES = ["agent_recall.py", "cast.py", "concurrency.py", "evening.py", "imports.py", "locomo.py", "recall.py",
+           "story_query.py", "turn.py", "workers.py"]
 
 pytestmark = pytest.mark.slow
 
