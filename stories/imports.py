@@ -41,12 +41,13 @@ JOBS_KEPT = timedelta(days=7)
 PROGRESS_TTL_S = 3600
 
 
-def _progress_key(job_id: int) -> str:
-    return f"everlore:import:{job_id}:progress"
+def _progress_key(job: ImportJob) -> str:
+    return f"everlore:import:{job.pk}:{job.created_at.timestamp():.6f}:progress"
 
 
-def _attempts_key(job_id: int) -> str:
-    return f"everlore:import:{job_id}:attempts"
+def _attempts_key(job: ImportJob) -> str:
+    # the creation time too: ids start again in a new database (a test run), Redis keeps its keys
+    return f"everlore:import:{job.pk}:{job.created_at.timestamp():.6f}:attempts"
 
 
 def import_start(*, owner_id: int, data) -> ImportJob:
@@ -79,7 +80,7 @@ def job_state(job: ImportJob) -> dict:
     """What the player sees of a job: its status (``running`` while a worker holds it) and progress."""
     status, progress = job.status, None
     if status == ImportJob.Status.QUEUED:
-        progress = _progress_read(job.pk)
+        progress = _progress_read(job)
         if progress is not None:
             status = "running"
     elif status == ImportJob.Status.DONE:
@@ -89,27 +90,27 @@ def job_state(job: ImportJob) -> dict:
             "finished_at": job.finished_at}
 
 
-def _progress_read(job_id: int) -> dict | None:
+def _progress_read(job: ImportJob) -> dict | None:
     try:
-        raw = redis_client().get(_progress_key(job_id))
+        raw = redis_client().get(_progress_key(job))
     except redis.RedisError:
         return None
     return json.loads(raw) if raw else None
 
 
-def _progress_write(job_id: int, stage: str, done: int, total: int) -> None:
+def _progress_write(job: ImportJob, stage: str, done: int, total: int) -> None:
     try:
-        redis_client().set(_progress_key(job_id), json.dumps({"stage": stage, "done": done, "total": total}),
+        redis_client().set(_progress_key(job), json.dumps({"stage": stage, "done": done, "total": total}),
                            ex=PROGRESS_TTL_S)
     except redis.RedisError:
         pass  # progress is a courtesy; the import goes on
 
 
-def _attempt(job_id: int) -> int:
+def _attempt(job: ImportJob) -> int:
     try:
         client = redis_client()
-        attempts = client.incr(_attempts_key(job_id))
-        client.expire(_attempts_key(job_id), int(JOBS_KEPT.total_seconds()))
+        attempts = client.incr(_attempts_key(job))
+        client.expire(_attempts_key(job), int(JOBS_KEPT.total_seconds()))
         return attempts
     except redis.RedisError:
         return 1
@@ -124,16 +125,16 @@ def run(job_id: int) -> str:
                .filter(pk=job_id, status=ImportJob.Status.QUEUED).first())
         if job is None:
             return "not queued"
-        if _attempt(job_id) > IMPORT_ATTEMPTS_MAX:
+        if _attempt(job) > IMPORT_ATTEMPTS_MAX:
             _finish(job, error={"detail": f"import: it failed on each of {IMPORT_ATTEMPTS_MAX} attempts (a worker "
                                           "stopped or the database was away); send the file again", "error": "failed"})
             return "failed"
-        _progress_write(job_id, "checking", 0, job.rows)
+        _progress_write(job, "checking", 0, job.rows)
         try:
             with transaction.atomic():
                 adventure = play.adventure_import(
                     owner_id=job.owner_id, data=job.document,
-                    progress=lambda stage, done, total: _progress_write(job_id, stage, done, total))
+                    progress=lambda stage, done, total: _progress_write(job, stage, done, total))
         except DomainError as refused:
             _finish(job, error=refused.body())
             return "refused"
@@ -148,12 +149,12 @@ def _finish(job: ImportJob, *, error: dict | None = None, title: str | None = No
     if title is not None:
         job.title = title
     job.save(update_fields=["status", "error", "document", "finished_at", "adventure", "title"])
-    transaction.on_commit(lambda: _progress_clear(job.pk))
+    transaction.on_commit(lambda: _progress_clear(job))
 
 
-def _progress_clear(job_id: int) -> None:
+def _progress_clear(job: ImportJob) -> None:
     try:
-        redis_client().delete(_progress_key(job_id))
+        redis_client().delete(_progress_key(job))
     except redis.RedisError:
         pass
 

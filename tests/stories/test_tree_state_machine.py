@@ -162,7 +162,7 @@ class StoryTree(RuleBasedStateMachine):
 def test_every_branch_reads_exactly_the_story_the_player_expects():
     run_state_machine_as_test(
         StoryTree,
-        settings=settings(max_examples=40, stateful_step_count=25, deadline=None,
+        settings=settings(max_examples=30, stateful_step_count=25, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow]),
     )
 
