@@ -1,7 +1,7 @@
 """Large imports on a running site: how long each takes as a job, and what other players feel
 meanwhile. The real web server (uvicorn) and one real worker at nice 10 (as `make run` runs it);
 a player probes `GET /api/adventures/` every 100 ms before and during the imports; --imports
-documents are sent at once, alternating a long story (--actions actions and --memories memories on
+documents are sent at once by as many players, alternating a long story (--actions actions and --memories memories on
 one branch) and a chain of --branches branches (each a fork of the one before). Target: other
 players' p95 during the imports within 2x their p95 before (and no error), every import done.
 
@@ -83,11 +83,11 @@ def main() -> None:
     for proc in [psutil.Process(worker.proc.pid), *psutil.Process(worker.proc.pid).children(recursive=True)]:
         proc.nice(10)  # as runsite runs it: memory work and imports yield the cores to players
     users = get_user_model().objects
-    importer, _ = users.get_or_create(username="bench-importer")
+    importers = [users.get_or_create(username=f"bench-importer-{n}")[0] for n in range(args.imports)]
     player, _ = users.get_or_create(username="bench-player")
-    Adventure.objects.filter(owner__in=[importer, player]).delete()
-    ImportJob.objects.filter(owner=importer).delete()
-    importer_token, player_token = api_token_for(importer), api_token_for(player)
+    Adventure.objects.filter(owner__in=[*importers, player]).delete()
+    ImportJob.objects.filter(owner__in=importers).delete()
+    importer_tokens, player_token = [api_token_for(u) for u in importers], api_token_for(player)
 
     probes: list[tuple[float, float, int]] = []  # (when, seconds, status)
     probing = threading.Event()
@@ -105,37 +105,39 @@ def main() -> None:
 
     prober = threading.Thread(target=probe, daemon=True)
     prober.start()
-    time.sleep(args.baseline)  # the baseline is a span of probes, not a condition
-    began = time.monotonic()
-    documents = [long_story(args.actions, args.memories, f"story {n}") if n % 2 == 0
-                 else chain(args.branches, max(1, args.actions // (4 * args.branches)), f"chain {n}")
-                 for n in range(args.imports)]
-    bodies = [json.dumps(d).encode() for d in documents]
-    jobs = []
-    for n, body in enumerate(bodies):
-        sent = time.monotonic()
-        status, data = request(site.port, "POST", "/api/adventures/import/", importer_token, body)
-        assert status == 202, data[:500]
-        answered = round(time.monotonic() - sent, 3)
-        job = json.loads(data)
-        jobs.append({"document": documents[n]["adventure"]["title"], "bytes": len(body), "answered_s": answered,
-                     "sent": sent, **job, **({"seconds": answered} if job["status"] == "done" else {})})
-    with tqdm(total=len(jobs), desc="imports", unit="import") as bar:
-        pending = {j["id"]: j for j in jobs if j["status"] not in ("done", "failed")}
-        while pending:
-            for job_id, job in list(pending.items()):
-                status, data = request(site.port, "GET", f"/api/imports/{job_id}/", importer_token)
-                state = json.loads(data)
-                if state["status"] in ("done", "failed"):
-                    job.update(state, seconds=round(time.monotonic() - job["sent"], 1))
-                    del pending[job_id]
-                    bar.update(1)
-            time.sleep(0.5)
-    ended = time.monotonic()
-    probing.clear()
-    prober.join(5)
-    worker.stop()
-    site.stop()
+    try:
+        time.sleep(args.baseline)  # the baseline is a span of probes, not a condition
+        began = time.monotonic()
+        documents = [long_story(args.actions, args.memories, f"story {n}") if n % 2 == 0
+                     else chain(args.branches, max(1, args.actions // (4 * args.branches)), f"chain {n}")
+                     for n in range(args.imports)]
+        bodies = [json.dumps(d).encode() for d in documents]
+        jobs = []
+        for n, body in enumerate(bodies):
+            sent = time.monotonic()
+            status, data = request(site.port, "POST", "/api/adventures/import/", importer_tokens[n], body)
+            assert status == 202, data[:500]
+            answered = round(time.monotonic() - sent, 3)
+            job = json.loads(data)
+            jobs.append({"document": documents[n]["adventure"]["title"], "bytes": len(body), "answered_s": answered,
+                         "sent": sent, "token": importer_tokens[n], **job, **({"seconds": answered} if job["status"] == "done" else {})})
+        with tqdm(total=len(jobs), desc="imports", unit="import") as bar:
+            pending = {j["id"]: j for j in jobs if j["status"] not in ("done", "failed")}
+            while pending:
+                for job_id, job in list(pending.items()):
+                    status, data = request(site.port, "GET", f"/api/imports/{job_id}/", job["token"])
+                    state = json.loads(data)
+                    if state["status"] in ("done", "failed"):
+                        job.update(state, seconds=round(time.monotonic() - job["sent"], 1))
+                        del pending[job_id]
+                        bar.update(1)
+                time.sleep(0.5)
+        ended = time.monotonic()
+    finally:
+        probing.clear()
+        prober.join(5)
+        worker.stop()
+        site.stop()
 
     before = [s for t, s, _ in probes if t < began]
     during = [s for t, s, _ in probes if began <= t <= ended]

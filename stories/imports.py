@@ -22,7 +22,7 @@ from datetime import timedelta
 
 import redis
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
@@ -39,6 +39,7 @@ IMPORTS_QUEUED_MAX = 3  # a player's imports waiting or running at once
 IMPORT_ATTEMPTS_MAX = 3
 JOBS_KEPT = timedelta(days=7)
 PROGRESS_TTL_S = 3600
+SUBMIT_LOCK_SPACE = 29_001  # pg_advisory_xact_lock's first key for a player's import submissions
 
 
 def _progress_key(job: ImportJob) -> str:
@@ -61,8 +62,12 @@ def import_start(*, owner_id: int, data) -> ImportJob:
         return ImportJob.objects.create(owner_id=owner_id, status=ImportJob.Status.DONE, title=adventure.title,
                                         rows=shape["rows"], adventure=adventure, finished_at=timezone.now())
     with transaction.atomic():
-        waiting = ImportJob.objects.select_for_update().filter(owner_id=owner_id, status=ImportJob.Status.QUEUED)
-        if len(waiting) >= IMPORTS_QUEUED_MAX:
+        # One submission of this player at a time (an advisory lock: the job rows themselves stay
+        # free, a worker holds the row of the job it imports for as long as the import runs).
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [SUBMIT_LOCK_SPACE, owner_id])
+        waiting = ImportJob.objects.filter(owner_id=owner_id, status=ImportJob.Status.QUEUED).count()
+        if waiting >= IMPORTS_QUEUED_MAX:
             raise RateLimited(f"you have {IMPORTS_QUEUED_MAX} imports waiting; try again once one has finished",
                               retry_after=30)
         job = ImportJob.objects.create(owner_id=owner_id, document=data, title=shape["title"], rows=shape["rows"],

@@ -64,22 +64,29 @@ def test_a_small_import_is_done_in_the_request_and_its_job_says_so(alice_plays):
 
 def test_a_large_import_runs_in_a_worker_while_the_player_polls_its_progress(
         alice, alice_plays, worker, queued_imports):
-    response = alice_plays.post("/api/adventures/import/", document(6000, memories=300), format="json")
+    response = alice_plays.post("/api/adventures/import/", document(12000, memories=300), format="json")
     assert response.status_code == 202, response.content
     job = response.json()
-    assert job["status"] in ("queued", "running") and job["adventure_id"] is None and job["rows"] == 6301
+    assert job["status"] in ("queued", "running") and job["adventure_id"] is None and job["rows"] == 12301
     assert alice_plays.get("/api/adventures/").json() == [], "nothing is imported in the request"
+    wait_for(lambda: alice_plays.get(f"/api/imports/{job['id']}/").json()["status"] == "running", timeout=60,
+             interval=0.02, what="the import to start")
+    second = alice_plays.post("/api/adventures/import/", document(3000, title="Another road"), format="json")
+    assert second.status_code == 202 and second.json()["status"] == "queued"
+    assert alice_plays.get(f"/api/imports/{job['id']}/").json()["status"] == "running", \
+        "the second file was taken while the first was still being imported (its job row is the worker's)"
     seen = []
     done = poll(alice_plays, job["id"], seen)
     assert done["status"] == "done", done
     running = [s["progress"] for s in seen if s["status"] == "running"]
-    assert running, "the job was seen running"
+    assert running or seen[0]["status"] == "done", "the job was seen running"
     assert {p["stage"] for p in running} <= {"checking", "story", "memories", "summary"}
     story = [p["done"] for p in running if p["stage"] == "story"]
     assert story == sorted(story), "progress only goes forward"
     adventure = Adventure.objects.get(pk=done["adventure_id"])
     assert adventure.owner_id == alice.id and adventure.title == "A long road"
-    assert Action.objects.filter(adventure=adventure).count() == 6000
+    assert Action.objects.filter(adventure=adventure).count() == 12000
+    assert poll(alice_plays, second.json()["id"])["status"] == "done"
     assert adventure.memories.count() >= 300
     assert ImportJob.objects.get(pk=job["id"]).document is None, "the file is let go once imported"
 
