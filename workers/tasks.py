@@ -155,8 +155,9 @@ class _Queued:
 
 
 def _send(task, *, args: list, kwargs: dict | None = None) -> None:
+    # send_task by name writes the site-wide time limits into the message unless told the task's own
     current_app.send_task(task.name, args=args, kwargs=kwargs or {}, retry=False, ignore_result=True, add_to_parent=False,
-                          result_cls=_Queued)
+                          result_cls=_Queued, soft_time_limit=task.soft_time_limit, time_limit=task.time_limit)
 
 
 def send_agent_pass(agent_id: int) -> None:

@@ -25,7 +25,7 @@ def document(actions: int, *, title="A long road", memories: int = 0) -> dict:
                      "text": f"Step {d}: you walk on along the river and watch the water.",
                      "created_at": "2026-01-01T00:00:00+00:00", "edited_at": None} for d in range(1, actions + 1)],
         "cards": [],
-        "memories": [{"branch": 7, "depth": 6 * k + 6, "text": f"Memory {k} of the river."}
+        "memories": [{"branch": 7, "depth": min(actions, 6 * k + 6), "text": f"Memory {k} of the river."}
                      for k in range(memories)],
     }
 
@@ -159,3 +159,4 @@ def test_a_player_has_at_most_three_imports_waiting(alice_plays, bob_api, queued
         "another player's imports are theirs"
     other = ImportJob.objects.filter(owner__username="alice").first()
     assert bob_api.get(f"/api/imports/{other.pk}/").status_code == 404
+
