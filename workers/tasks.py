@@ -155,9 +155,10 @@ class _Queued:
 
 
 def _send(task, *, args: list, kwargs: dict | None = None) -> None:
-    # send_task by name writes the site-wide time limits into the message unless told the task's own
+    # No time limits in the message: a limit written there by the sender wins over the worker's own
+    # (its task's, from the worker's settings), and the sender's settings are not the worker's.
     current_app.send_task(task.name, args=args, kwargs=kwargs or {}, retry=False, ignore_result=True, add_to_parent=False,
-                          result_cls=_Queued, soft_time_limit=task.soft_time_limit, time_limit=task.time_limit)
+                          result_cls=_Queued, soft_time_limit=None, time_limit=None)
 
 
 def send_agent_pass(agent_id: int) -> None:

@@ -124,6 +124,18 @@ def test_a_worker_killed_mid_import_leaves_nothing_half_done_and_the_job_is_impo
     assert Action.objects.count() == 12000
 
 
+def test_an_import_past_its_time_limit_fails_saying_so_and_stores_nothing(alice_plays, queued_imports):
+    slow = Worker(extra_env={"IMPORT_TIME_LIMIT_S": "2"}).wait_ready()
+    try:
+        job = alice_plays.post("/api/adventures/import/", document(20000, memories=15000), format="json").json()
+        failed = poll(alice_plays, job["id"], timeout=90)
+    finally:
+        slow.stop()
+    assert failed["status"] == "failed" and failed["adventure_id"] is None, (failed, slow.log())
+    assert failed["error"]["error"] == "timeout" and "longer than 2 seconds" in failed["error"]["detail"]
+    assert not Adventure.objects.exists() and not Action.objects.exists()
+
+
 def test_a_lost_delivery_is_sent_again_by_the_sweeper(alice_plays, queued_imports, settings):
     from datetime import timedelta
 
