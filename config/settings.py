@@ -141,6 +141,7 @@ LOGIN_FAILURES_MAX = env_int("LOGIN_FAILURES_MAX", 10, minimum=1)  # per usernam
 LOGIN_FAILURE_WINDOW_S = env_int("LOGIN_FAILURE_WINDOW_S", 900, minimum=1)  # ...in this window
 SIGNUPS_PER_HOUR = env_int("SIGNUPS_PER_HOUR", 20, minimum=0)  # new accounts per client address; 0: no limit
 IMPORT_TIME_LIMIT_S = env_int("IMPORT_TIME_LIMIT_S", 300, minimum=1, maximum=600)  # one import job
+IMPORT_MEMORY_MB = env_int("IMPORT_MEMORY_MB", 1024, minimum=16)  # what one import job may add to its worker
 IMPORTS_PER_HOUR = env_int("IMPORTS_PER_HOUR", 30, minimum=0)  # adventure imports per user
 # Agent worlds: events (each event of a batch, and each remember) per minute per world token
 # (or per world for its owner's own credentials), and memories one world may hold.

@@ -10,7 +10,7 @@ import itself runs in a worker, bounded in time, and a large one never holds a w
   the new adventure, or the 400 answer the document earned (``error``), and lets go of the file.
 - A delivery lost (a broker outage, a worker killed mid-import: its transaction rolls back) is
   sent again by the sweeper; a job that fails IMPORT_ATTEMPTS_MAX times (or runs past
-  IMPORT_TIME_LIMIT_S) is failed with a sentence saying so. Progress is kept in Redis while the
+  IMPORT_TIME_LIMIT_S, or needs more than IMPORT_MEMORY_MB) is failed with a sentence saying so. Progress is kept in Redis while the
   job runs (``running``, a stage and counts); finished jobs are kept a week.
 """
 
@@ -164,14 +164,20 @@ def _progress_clear(job: ImportJob) -> None:
         pass
 
 
-def job_time_out(job_id: int) -> None:
-    """The job ran past IMPORT_TIME_LIMIT_S (its transaction has rolled back): failed, saying so."""
+def job_stopped(job_id: int, why: str) -> None:
+    """The worker stopped the job (its transaction has rolled back): failed, saying why.
+    ``why`` is ``timeout`` (it ran past IMPORT_TIME_LIMIT_S) or ``too_large`` (it needed more
+    memory than IMPORT_MEMORY_MB)."""
+    detail = {
+        "timeout": f"import: it took longer than {settings.IMPORT_TIME_LIMIT_S} seconds and was stopped (nothing "
+                   "was stored); split the file or try again later",
+        "too_large": f"import: it needed more than {settings.IMPORT_MEMORY_MB} MB of memory and was stopped "
+                     "(nothing was stored); split the file into smaller ones",
+    }[why]
     job = ImportJob.objects.filter(pk=job_id, status=ImportJob.Status.QUEUED).first()
     if job is not None:
         with transaction.atomic():
-            _finish(job, error={"detail": f"import: it took longer than {settings.IMPORT_TIME_LIMIT_S} seconds and "
-                                          "was stopped (nothing was stored); split the file or try again later",
-                                "error": "timeout"})
+            _finish(job, error={"detail": detail, "error": why})
 
 
 def jobs_resend() -> list[int]:

@@ -7,9 +7,12 @@ constraints) decides what is true. The per-adventure lock only saves work.
 
 from __future__ import annotations
 
+import gc
 import logging
+import resource
 import socket
 import time
+from contextlib import contextmanager
 
 import redis
 from celery import Task, current_app, shared_task
@@ -130,13 +133,37 @@ def agent_pass(self, agent_id: int) -> str:
 @shared_task(name="workers.import_adventure", bind=True, base=ParkingTask, ignore_result=True,
              soft_time_limit=settings.IMPORT_TIME_LIMIT_S, time_limit=settings.IMPORT_TIME_LIMIT_S + 30)
 def import_adventure(self, job_id: int) -> str:
-    """Import one adventure document (stories.imports.run), within IMPORT_TIME_LIMIT_S."""
+    """Import one adventure document (stories.imports.run), within IMPORT_TIME_LIMIT_S and
+    IMPORT_MEMORY_MB; past either, the import rolls back and its job fails saying so."""
     try:
-        return imports.run(job_id)
+        with _memory_bound(settings.IMPORT_MEMORY_MB):
+            return imports.run(job_id)
     except SoftTimeLimitExceeded:
         log.warning("import job %s stopped after %s s", job_id, settings.IMPORT_TIME_LIMIT_S)
-        imports.job_time_out(job_id)
+        imports.job_stopped(job_id, "timeout")
         return "timeout"
+    except MemoryError:
+        gc.collect()
+        log.warning("import job %s stopped: it needed more than %s MB", job_id, settings.IMPORT_MEMORY_MB)
+        imports.job_stopped(job_id, "too_large")
+        return "too_large"
+
+
+@contextmanager
+def _memory_bound(mb: int):
+    """While inside, the process's address space may grow by at most ``mb``: an allocation past
+    it raises MemoryError in the task instead of swapping or waking the kernel's OOM killer."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    with open("/proc/self/statm") as statm:
+        size = int(statm.read().split()[0]) * resource.getpagesize()
+    cap = size + mb * 2**20
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 def send_import(job_id: int) -> None:

@@ -136,6 +136,22 @@ def test_an_import_past_its_time_limit_fails_saying_so_and_stores_nothing(alice_
     assert not Adventure.objects.exists() and not Action.objects.exists()
 
 
+def test_an_import_needing_more_memory_than_its_bound_fails_saying_so_and_its_worker_goes_on(
+        alice_plays, queued_imports):
+    small = Worker(extra_env={"IMPORT_MEMORY_MB": "16"}).wait_ready()
+    try:
+        job = alice_plays.post("/api/adventures/import/", document(20000, memories=15000), format="json").json()
+        failed = poll(alice_plays, job["id"], timeout=90)
+        assert failed["status"] == "failed", (failed, small.log())
+        assert failed["error"]["error"] == "too_large" and "more than 16 MB" in failed["error"]["detail"]
+        assert not Adventure.objects.exists() and not Action.objects.exists()
+        fits = alice_plays.post("/api/adventures/import/", document(300, title="Fits"), format="json").json()
+        assert poll(alice_plays, fits["id"])["status"] == "done", "the same worker imports the next file"
+    finally:
+        small.stop()
+    assert Adventure.objects.get().title == "Fits"
+
+
 def test_a_lost_delivery_is_sent_again_by_the_sweeper(alice_plays, queued_imports, settings):
     from datetime import timedelta
 
