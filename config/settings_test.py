@@ -5,6 +5,7 @@ import os
 from pathlib import Path
 
 os.environ.setdefault("DATA_DIR", str(Path(__file__).resolve().parent.parent / ".data" / "test"))
+os.environ.setdefault("EMBEDDED_PG_DURABLE", "0")  # throwaway data: a flush between tests never waits on the disk
 
 from config.embedded import one_machine_environment  # noqa: E402
 
