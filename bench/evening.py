@@ -162,10 +162,9 @@ async def _evening(port: int, players, *, duration: float, think: float, seed: i
         while time.monotonic() < stop_at:
             result = await _turn(port, token, adventure_id, rng.choice(TEXTS))
             results.append(result)
-            if result["status"] == 503:  # refused: the page waits as told and tries again
-                await asyncio.sleep(result["retry_after"] or 1)
-                continue
-            await asyncio.sleep(rng.expovariate(1.0 / think))
+            wait = (result["retry_after"] or 1) if result["status"] == 503 else rng.expovariate(1.0 / think)
+            # refused: the page waits as told and tries again; a player thinking past the end leaves
+            await asyncio.sleep(max(0.0, min(wait, stop_at - time.monotonic())))
 
     await asyncio.gather(*(player(t, a) for t, a in players))
     return results

@@ -31,7 +31,7 @@ import numpy as np
 from _setup import django_setup, print_table, save
 from locomo import CATEGORIES, DEFAULT_DATA, normalise_evidence
 
-WINDOWS = [32, 64, 96, 128, 192, 256]
+WINDOWS = [16, 24, 32, 64, 96, 128, 192, 256]
 PASSAGE_LINES = 5  # LoCoMo lines joined into one narrator-length passage
 CONTEXT_PASSAGES = 3  # passages before the player's action (the query holds four actions)
 KS = (5, 10)
@@ -51,6 +51,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("data", nargs="?", default=str(DEFAULT_DATA))
     parser.add_argument("--smoke", action="store_true", help="one conversation's first sessions, 10 cases, two windows")
+    parser.add_argument("--windows", type=int, nargs="+", default=WINDOWS, help="end-N windows to score (word pieces)")
     args = parser.parse_args()
     django_setup()
     from tqdm import tqdm
@@ -66,7 +67,7 @@ def main() -> None:
             for key in [k for k in conv if k.startswith("session_") and k.split("_")[1].isdigit()
                         and int(k.split("_")[1]) > 2]:
                 del conv[key]
-    windows = ["first-256"] + [f"end-{n}" for n in (WINDOWS[:1] if args.smoke else WINDOWS)]
+    windows = ["first-256"] + [f"end-{n}" for n in (args.windows[:1] if args.smoke else args.windows)]
     local = embedder._local()
 
     def embed(texts: list[str], window: str) -> np.ndarray:

@@ -184,15 +184,16 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "config.api_errors.BodySizeLimitMiddleware",
     "config.input_guard.InputGuardMiddleware",
-    "django.middleware.security.SecurityMiddleware",
+    # Django's own middleware, run on the event loop under ASGI when they do no I/O (config.loop_middleware)
+    "config.loop_middleware.Security",
     "config.headers.SecurityHeadersMiddleware",
     "config.static_files.StaticFilesMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "config.loop_middleware.Session",
+    "config.loop_middleware.Common",
+    "config.loop_middleware.Csrf",
+    "config.loop_middleware.Authentication",
+    "config.loop_middleware.Messages",
+    "config.loop_middleware.XFrameOptions",
     "config.api_errors.DomainErrorMiddleware",
 ]
 

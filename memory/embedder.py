@@ -20,7 +20,7 @@ LOCAL_MAX_TOKENS = 256  # the model's trained sequence length
 BATCH_MAX = 32  # texts per embedding request
 # Word pieces of a turn's query the local model reads, the newest kept (chosen by cross-validation
 # over LoCoMo conversations read as stories, bench/story_query.py).
-LOCAL_QUERY_WORDPIECES = 32
+LOCAL_QUERY_WORDPIECES = 16
 
 
 class EmbeddingUnavailable(UpstreamFailed):

@@ -78,9 +78,15 @@ def admin_login(port, username, password) -> bool:
     return landed.geturl().rstrip("/").endswith("/admin") and "Log out" in landed.read().decode()
 
 
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    """One data directory for this module's sites: the first start makes it (initdb, migrations,
+    the admin); the healing test then starts on data a site has already stopped with."""
+    return tmp_path_factory.mktemp("site") / "data"
+
+
 @pytest.mark.slow
-def test_runsite_serves_stops_cleanly_on_ctrl_c_and_a_restart_finds_the_old_data(tmp_path):
-    data_dir = tmp_path / "data"
+def test_runsite_serves_stops_cleanly_on_ctrl_c_and_a_restart_finds_the_old_data(tmp_path, data_dir):
     port = free_port()
 
     first = Site(tmp_path, data_dir, port, "first").wait_healthy()
@@ -131,14 +137,13 @@ def _listening(port):
 
 
 @pytest.mark.slow
-def test_runsite_starts_again_whatever_dies_and_keeps_answering_meanwhile(tmp_path):
+def test_runsite_starts_again_whatever_dies_and_keeps_answering_meanwhile(tmp_path, data_dir):
     """kill -9 of the worker, the MCP server, the embedded Redis, the embedded PostgreSQL and the
     web server, one after another: each is started again by runsite (logged), Redis on its port
     with its data, and the site is healthy again after each; only Ctrl-C stops it."""
     import threading
     import time
 
-    data_dir = tmp_path / "data"
     port = free_port()
     site = Site(tmp_path, data_dir, port, "healing").wait_healthy()
     probes: list = []
@@ -180,14 +185,14 @@ def test_runsite_starts_again_whatever_dies_and_keeps_answering_meanwhile(tmp_pa
 
         state = json.loads((data_dir / "redis" / "state.json").read_text())
         kept = redis.Redis(port=state["port"], password=state["password"])
-        kept.set("probe", "kept")
+        kept.set("healing-probe", "kept-through-a-kill")
         redis_dir = data_dir / "redis"  # appendonly.aof (Redis 6) or appendonlydir/*.aof (7)
-        wait_for(lambda: any(b"kept" in f.read_bytes() for f in redis_dir.rglob("*.aof*") if f.is_file()), timeout=10,
-                 what="the key to reach the append-only file")
+        wait_for(lambda: any(b"kept-through-a-kill" in f.read_bytes() for f in redis_dir.rglob("*.aof*") if f.is_file()),
+                 timeout=10, what="the key to reach the append-only file")
         old, killed = redis_pid(data_dir), time.monotonic()
         os.kill(old, signal.SIGKILL)
         wait_for(lambda: (redis_pid(data_dir) or old) != old, timeout=30, what="Redis to be started again")
-        assert kept.get("probe") == b"kept", "the same port, the same password, the same data"
+        assert kept.get("healing-probe") == b"kept-through-a-kill", "the same port, the same password, the same data"
         assert "The embedded Redis died; starting it again" in site.output()
         healthy_again("Redis's death", since=killed)
 
