@@ -11,12 +11,15 @@ from django.utils.module_loading import import_string
 
 from config.admission import Admission
 from config.asgi_guard import BodyGuard
+from config.async_db import THREADS_STARTED, RequestThreads, request_threads
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 os.environ.setdefault("DB_POOL_SIZE", "10")
 
-# A turn that comes while this process is behind is refused before anything else (config.admission).
-application = Admission(BodyGuard(get_asgi_application()))
+# A turn that comes while this process is behind is refused before anything else (config.admission);
+# every request's synchronous parts run on a thread started ahead (config.async_db).
+application = Admission(BodyGuard(request_threads(get_asgi_application(),
+                                                  threads=RequestThreads().start(THREADS_STARTED))))
 
 # The local embedding model loads beside the first requests, not inside the first turn.
 threading.Thread(target=import_string("memory.embedder.warm_up"), name="embedder-warm-up", daemon=True).start()

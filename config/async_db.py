@@ -1,18 +1,31 @@
-"""Database steps for code that awaits: the turn path under the ASGI server.
+"""Database steps for code that awaits, and the threads requests run their synchronous parts on.
 
-A turn does its short database steps before and after the model call and
-holds nothing while it awaits the model: each step runs on the request's
-thread and gives its connection back (to the process's pool) when it ends,
-and ``release_request_thread`` lets that thread go before the long await, so
-a turn waiting on its model holds neither a thread nor a connection. Under
-Django's test client the steps run on the calling thread, inside the test's
-transaction; a connection inside a transaction is never closed.
+A turn does its short database steps before and after the model call and holds nothing while it
+awaits the model: each step runs on the request's thread and gives its connection back (to the
+process's pool) when it ends, and ``release_request_thread`` gives the thread itself back before
+the long await, so a turn waiting on its model holds neither a thread nor a connection.
+
+Under the ASGI server each request's synchronous parts (Django's signals and sync views, our
+database steps) run on one thread at a time, as Django requires. That thread is *borrowed* from
+threads this process started ahead (``request_threads``) and given back when the request ends:
+Django's default starts a new thread for every request and another one to join it at the end, and
+on a busy process each start holds the event loop until the new thread gets the interpreter lock
+(measured: 300-650 ms stalls, every turn's stream paused meanwhile; bench/evening.py). Under
+Django's test client the steps run on the calling thread, inside the test's transaction; a
+connection inside a transaction is never closed.
 """
 
 from __future__ import annotations
 
-from asgiref.sync import SyncToAsync, sync_to_async
+import threading
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from contextvars import ContextVar
+
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.db import connections
+
+THREADS_STARTED = 16  # threads a web process starts ahead for its requests' synchronous parts
+THREADS_KEPT = 64  # threads it keeps when requests give them back (more are let go)
 
 
 def release_connections() -> None:
@@ -39,17 +52,85 @@ async def db_side_step(fn, /, *args, **kwargs):
     return await sync_to_async(_step, thread_sensitive=False)(fn, args, kwargs)
 
 
-def release_request_thread() -> None:
-    """Let the request's thread go before a long await.
+class RequestThreads:
+    """Single-thread executors started ahead, lent to requests one at a time. Borrowing never
+    starts a thread while one is free; a request that finds none gets a new one (started at its
+    first call), and giving back keeps at most ``kept`` (the rest end without being waited for)."""
 
-    Django runs a request's synchronous parts (its middleware, our database
-    steps) on one thread per request, kept until the request ends. Dropping it
-    here ends the thread; a later synchronous step of the same request starts a
-    new one. Outside the ASGI server (no per-request thread) this does nothing.
-    """
-    context = SyncToAsync.thread_sensitive_context.get(None)
-    if context is None or getattr(context, "_executor", None) is not None:
-        return
-    executor = SyncToAsync.context_to_thread_executor.pop(context, None)
-    if executor is not None:
+    def __init__(self, *, kept: int = THREADS_KEPT):
+        self.kept = kept
+        self.free: list[ThreadPoolExecutor] = []
+        self.lock = threading.Lock()
+
+    def start(self, count: int) -> RequestThreads:
+        for _ in range(count):
+            executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="request")
+            executor.submit(int).result()  # its thread runs from now on
+            self.give_back(executor)
+        return self
+
+    def borrow(self) -> ThreadPoolExecutor:
+        with self.lock:
+            if self.free:
+                return self.free.pop()
+        return ThreadPoolExecutor(max_workers=1, thread_name_prefix="request")
+
+    def give_back(self, executor: ThreadPoolExecutor) -> None:
+        with self.lock:
+            if len(self.free) < self.kept:
+                self.free.append(executor)
+                return
         executor.shutdown(wait=False)
+
+
+class _Lease(Executor):
+    """One request's thread: borrowed at its first synchronous call, given back by ``release``
+    (the next call borrows again). Calls run one at a time, as asgiref's thread-sensitive mode needs."""
+
+    def __init__(self, threads: RequestThreads):
+        self.threads = threads
+        self.held: ThreadPoolExecutor | None = None
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        if self.held is None:
+            self.held = self.threads.borrow()
+        return self.held.submit(fn, *args, **kwargs)
+
+    def release(self) -> None:
+        if self.held is not None:
+            self.threads.give_back(self.held)
+            self.held = None
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self.release()
+
+
+_lease: ContextVar[_Lease | None] = ContextVar("everlore_request_lease", default=None)
+
+
+def request_threads(app, *, threads: RequestThreads):
+    """The ASGI ``app`` whose HTTP requests run their synchronous parts on a thread lent by
+    ``threads`` (asgiref's ThreadSensitiveContext with a caller-owned executor), given back when
+    the request ends."""
+
+    async def application(scope, receive, send):
+        if scope["type"] != "http":
+            return await app(scope, receive, send)
+        lease = _Lease(threads)
+        token = _lease.set(lease)
+        try:
+            async with ThreadSensitiveContext(executor=lease):
+                return await app(scope, receive, send)
+        finally:
+            _lease.reset(token)
+            lease.release()
+
+    return application
+
+
+def release_request_thread() -> None:
+    """Give the request's thread back before a long await; a later synchronous step of the same
+    request borrows one again. Outside the ASGI server (no lent thread) this does nothing."""
+    lease = _lease.get()
+    if lease is not None:
+        lease.release()

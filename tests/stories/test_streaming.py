@@ -248,3 +248,52 @@ def test_the_api_schema_documents_the_event_stream_of_turns_and_retries(client):
         assert "text/event-stream" in answers["200"]["content"], path
         assert "event: done" in answers["200"]["description"] or "`event: done`" in answers["200"]["description"]
         assert "application/json" in answers["201"]["content"], "without the header: the JSON answer as before"
+
+
+def test_turns_and_pages_start_no_thread_once_the_server_is_warm(site, alice, alice_plays, fake_llm):
+    """Every request's synchronous parts run on threads the server started ahead (config.async_db):
+    starting a thread on a busy process holds its event loop, and with it every reply's stream,
+    until the new thread gets the interpreter lock. Counted by the server's thread ids."""
+    adventures = [_adventure(alice_plays, f"Room {i}.") for i in range(4)]
+    token = _token(alice)
+    server = psutil.Process(site.proc.pid)
+
+    def thread_ids():
+        return {t.id for t in server.threads()}
+
+    def round_of_play(text):
+        results = [None] * len(adventures)
+
+        def play(i):
+            results[i] = _stream_turn(site, token, adventures[i], text)
+
+        clients = [threading.Thread(target=play, args=(i,)) for i in range(len(adventures))]
+        for client in clients:
+            client.start()
+        for client in clients:
+            client.join(60)
+        for path in ("/api/adventures/", "/healthz/live", "/accounts/login/"):
+            page = http.client.HTTPConnection("127.0.0.1", site.port, timeout=10)
+            page.request("GET", path, headers={"Authorization": f"Token {token}"})
+            assert page.getresponse().status == 200, path
+        assert all(r is not None and r[1][0] == "done" for r in results), results
+
+    fake_llm.stream_delay = 0.02  # each reply streams for a while: a thread a request started lives that long
+    round_of_play("warm up")  # lazily started pools (the model client's, the loop's) reach their size
+    warm = thread_ids()
+    seen, playing = set(), threading.Event()
+
+    def watch():  # thread ids as often as /proc gives them: a short-lived thread is seen too
+        while not playing.is_set():
+            seen.update(thread_ids())
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        for n in range(3):
+            round_of_play(f"look {n}")
+    finally:
+        playing.set()
+        watcher.join(10)
+    started = seen - warm
+    assert not started, f"{len(started)} threads were started for requests on a warm server"
