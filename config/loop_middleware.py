@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.conf import settings
+from django.core import checks
+from django.utils.module_loading import import_string
 from django.contrib.auth.middleware import AuthenticationMiddleware
 from django.contrib.messages.middleware import MessageMiddleware
 from django.contrib.sessions.middleware import SessionMiddleware
@@ -88,3 +90,23 @@ class Messages(OnTheLoop, MessageMiddleware):
         # update() reads the stored messages (the session: a database read) only when the request
         # added or read some
         return storage is not None and (storage.used or storage.added_new)
+
+
+# Django's deploy checks security.W001-W003 look for its own class paths in MIDDLEWARE; the site
+# runs subclasses of them (above), so those three are silenced in settings and checked here instead.
+_GUARDS = {"W001": SecurityMiddleware, "W002": XFrameOptionsMiddleware, "W003": CsrfViewMiddleware}
+
+
+@checks.register(checks.Tags.security, deploy=True)
+def guards_in_place(app_configs, **kwargs) -> list[checks.Warning]:
+    """Django's security, clickjacking and CSRF middleware (or a subclass of each) are in MIDDLEWARE."""
+    installed = []
+    for path in settings.MIDDLEWARE:
+        try:
+            installed.append(import_string(path))
+        except ImportError:
+            continue
+    return [checks.Warning(f"{guard.__module__}.{guard.__name__} (or a subclass, such as "
+                           f"config.loop_middleware's) is not in MIDDLEWARE", id=f"config.{code}")
+            for code, guard in _GUARDS.items()
+            if not any(isinstance(m, type) and issubclass(m, guard) for m in installed)]

@@ -125,3 +125,13 @@ def test_django_middleware_hop_to_a_thread_only_when_they_must_write(db):
     assert read_hops == [], f"no thread hop for checks and headers: {read_hops}"
     assert wrote.status_code == 200 and "sessionid" in wrote.cookies, "a changed session is saved"
     assert [h for h in hops if "process_response" in h] == ["SessionMiddleware.process_response"], hops
+
+
+def test_the_deploy_check_names_a_missing_guard_whatever_class_stands_for_it(settings):
+    """Django's own W001-W003 match only its class paths (silenced); ours accepts a subclass and
+    still warns when the security, clickjacking or CSRF middleware is missing."""
+    assert loop_middleware.guards_in_place(None) == []
+    settings.MIDDLEWARE = [m for m in settings.MIDDLEWARE if not m.endswith((".Csrf", ".XFrameOptions"))]
+    assert sorted(w.id for w in loop_middleware.guards_in_place(None)) == ["config.W002", "config.W003"]
+    settings.MIDDLEWARE = [*settings.MIDDLEWARE, "django.middleware.csrf.CsrfViewMiddleware"]
+    assert [w.id for w in loop_middleware.guards_in_place(None)] == ["config.W002"]
