@@ -17,6 +17,14 @@ def env_str(name: str, default: str | None = None) -> str | None:
     return default if value is None else value.strip()
 
 
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    raw = os.environ.get(name)
+    value = default if raw is None or raw.strip() == "" else raw.strip().lower()
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name}: expected one of {', '.join(choices)}; got {raw!r}")
+    return value
+
+
 def env_bool(name: str, default: bool) -> bool:
     raw = os.environ.get(name)
     if raw is None:

@@ -84,3 +84,21 @@ def test_an_operator_sizes_the_embedded_postgres_memory_and_a_new_server_starts_
     finally:
         embedded.release_postgres(tmp_path)
     assert embedded.postgres_pid(tmp_path) is None
+
+
+def test_the_web_servers_event_loop_is_asyncio_unless_set_and_a_bad_choice_names_the_variable(monkeypatch):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from config.web_server import web_server_argv
+
+    def loop():
+        argv = web_server_argv(host="127.0.0.1", port=8000, workers=1)
+        return argv[argv.index("--loop") + 1]
+
+    monkeypatch.delenv("WEB_EVENT_LOOP", raising=False)
+    assert loop() == "asyncio"
+    monkeypatch.setenv("WEB_EVENT_LOOP", "UVLOOP")
+    assert loop() == "uvloop"
+    monkeypatch.setenv("WEB_EVENT_LOOP", "tokio")
+    with pytest.raises(ImproperlyConfigured, match=r"^WEB_EVENT_LOOP: expected one of asyncio, uvloop"):
+        loop()
