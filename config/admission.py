@@ -26,7 +26,10 @@ from config.asgi_guard import SECURITY_HEADERS
 
 LAG_TICK_S = 0.02  # seconds between the loop watcher's timers
 LAG_DECAY = 0.8  # the lag figure keeps this share of its last value each tick (a ~0.1 s memory)
-RETRY_AFTER_S = (2, 5)  # seconds a refused client is told to wait, spread so retries do not come back together
+RETRY_AFTER_S = (2, 5)  # seconds a refused client is told to wait when few are refused, spread out
+RETRY_AFTER_MAX_S = 60  # the longest wait told, however many are refused
+PRESSURE_HALF_LIFE_S = 10.0  # refusals and admissions counted with this half-life
+PRESSURE_SLACK = 10  # turns: refusals past the admissions by fewer than this are a blip, not overload
 BUSY = ("the site is busy right now; your turn was not started (nothing was stored), "
         "try again in a few seconds")
 # Answers written here carry the headers the site's middleware gives every answer.
@@ -58,6 +61,39 @@ class LoopLag:
             self.ticks += 1
 
 
+class Pressure:
+    """Refused against admitted turns in this process lately (each count halves every
+    PRESSURE_HALF_LIFE_S). A refused client is told to wait longer the more refusals outnumber
+    admissions: told 2-5 s at twice the capacity, every player retries several times before a place
+    comes free, and the retries cost the CPU the admitted turns need (measured: 20,624 refusals
+    for 1,380 turns served at 1,000 players, bench/evening.py)."""
+
+    def __init__(self):
+        self.refused = self.admitted = 0.0
+        self.at = time.monotonic()
+
+    def _decay(self) -> None:
+        now = time.monotonic()
+        keep = 0.5 ** ((now - self.at) / PRESSURE_HALF_LIFE_S)
+        self.refused, self.admitted, self.at = self.refused * keep, self.admitted * keep, now
+
+    def admit(self) -> None:
+        self._decay()
+        self.admitted += 1
+
+    def retry_after(self) -> int:
+        """Count a refusal; seconds the refused client should wait (RETRY_AFTER_S, scaled by the
+        ratio of refusals to admissions, at most RETRY_AFTER_MAX_S), spread at random."""
+        self._decay()
+        self.refused += 1
+        low, high = RETRY_AFTER_S
+        scale = min(RETRY_AFTER_MAX_S / high, max(1.0, self.refused / (self.admitted + PRESSURE_SLACK)))
+        return random.randint(round(low * scale), round(high * scale))
+
+
+pressure = Pressure()  # one per process: both doors count into it
+
+
 class Admission:
     def __init__(self, app, *, paths: str | None = None, lag_ms: int | None = None, in_flight: int | None = None):
         self.app = app
@@ -87,7 +123,7 @@ class Admission:
         if (self.lag_ms > 0 and self.watcher.lag > self.lag_ms / 1000
                 or 0 < self.in_flight_max <= self.in_flight):
             self.watcher.refused += 1
-            return await refuse(send)
+            return await refuse(send, retry_after=pressure.retry_after())
         self.in_flight += 1
         try:
             return await self.app(scope, receive, send)
@@ -95,9 +131,9 @@ class Admission:
             self.in_flight -= 1
 
 
-async def refuse(send) -> None:
+async def refuse(send, *, retry_after: int) -> None:
     body = json.dumps({"detail": BUSY, "error": "busy"}).encode()
     await send({"type": "http.response.start", "status": 503, "headers": [
         *_HEADERS, (b"content-length", str(len(body)).encode()),
-        (b"retry-after", str(random.randint(*RETRY_AFTER_S)).encode()), (b"connection", b"close")]})
+        (b"retry-after", str(retry_after).encode()), (b"connection", b"close")]})
     await send({"type": "http.response.body", "body": body})

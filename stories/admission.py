@@ -12,13 +12,12 @@ first-token time and a refusal comes at once. The play page says so and tries ag
 from __future__ import annotations
 
 import asyncio
-import random
 from collections import deque
 from contextlib import asynccontextmanager
 
 from django.conf import settings
 
-from config.admission import BUSY, RETRY_AFTER_S  # one wording and one wait for both doors
+from config.admission import BUSY, pressure  # one wording and one wait for both doors
 from stories.errors import Unavailable
 
 
@@ -70,7 +69,7 @@ class _Gate:
 
 
 def _refusal() -> Overloaded:
-    return Overloaded(BUSY, retry_after=random.randint(*RETRY_AFTER_S))
+    return Overloaded(BUSY, retry_after=pressure.retry_after())
 
 
 _gates: dict[asyncio.AbstractEventLoop, _Gate] = {}
@@ -81,6 +80,7 @@ async def turn_start():
     """Hold one of this process's turn-start places for the block, or raise Overloaded (503) at
     once when the queue is full, or after TURN_START_WAIT_MS without a place. 0 places: no gate."""
     if settings.TURN_STARTS_MAX <= 0:
+        pressure.admit()
         yield
         return
     loop = asyncio.get_running_loop()
@@ -90,6 +90,7 @@ async def turn_start():
             del _gates[old]
         gate = _gates[loop] = _Gate(loop)
     await gate.enter()
+    pressure.admit()
     try:
         yield
     finally:

@@ -107,3 +107,25 @@ def test_past_its_turns_in_flight_a_process_refuses_the_next_until_one_ends():
     refused, admitted_after = asyncio.run(scenario())
     assert refused == ["admitted", "admitted", 503]
     assert admitted_after == 3, "once a turn ends, the next is admitted"
+
+
+def test_the_wait_told_grows_while_refusals_outnumber_admissions_and_shrinks_when_they_stop():
+    """At twice the capacity a 2-5 s wait brings every refused player back several times before a
+    place is free, and the retries take the CPU the admitted turns need: the wait told grows with
+    the refusals (at most a minute) and goes back to 2-5 s once turns are admitted again."""
+    from config.admission import PRESSURE_HALF_LIFE_S, RETRY_AFTER_MAX_S, Pressure
+
+    calm = Pressure()
+    for _ in range(20):
+        calm.admit()
+    assert all(2 <= calm.retry_after() <= 5 for _ in range(5)), "a few refusals among many turns: 2-5 s"
+    crowded = Pressure()
+    for _ in range(5):
+        crowded.admit()
+    waits = [crowded.retry_after() for _ in range(300)]
+    assert max(waits[:3]) <= 5 and min(waits[-20:]) >= 24, waits[-20:]
+    assert max(waits) <= RETRY_AFTER_MAX_S
+    crowded.at -= 8 * PRESSURE_HALF_LIFE_S  # a few minutes later, the crowd gone
+    for _ in range(20):
+        crowded.admit()
+    assert crowded.retry_after() <= 5
