@@ -126,7 +126,7 @@ REQUEST_BODY_TIMEOUT = env_int("REQUEST_BODY_TIMEOUT", 30, minimum=1, maximum=36
 # process's event loop runs more than ADMISSION_LAG_MS behind its timers answers 503 with
 # Retry-After before Django reads it (0: never).
 ADMISSION_PATHS = env_str("ADMISSION_PATHS") or r"^/api/adventures/\d+/(turns|retry)/$"
-ADMISSION_LAG_MS = env_int("ADMISSION_LAG_MS", 50, minimum=0, maximum=60_000)
+ADMISSION_LAG_MS = env_int("ADMISSION_LAG_MS", 25, minimum=0, maximum=60_000)
 # ...or while this many of them are being answered by the process (a turn until its stream ends; 0: no bound).
 ADMISSION_IN_FLIGHT_MAX = env_int("ADMISSION_IN_FLIGHT_MAX", 0, minimum=0, maximum=1_000_000)
 # Admission of first steps (stories.admission): each web process runs at most TURN_STARTS_MAX turns' first steps
