@@ -31,7 +31,7 @@ RETRY_AFTER_MAX_S = 60  # the longest wait told, however many are refused
 PRESSURE_HALF_LIFE_S = 10.0  # refusals and admissions counted with this half-life
 PRESSURE_SLACK = 10  # turns: refusals past the admissions by fewer than this are a blip, not overload
 BUSY = ("the site is busy right now; your turn was not started (nothing was stored), "
-        "try again in a few seconds")
+        "try again after the seconds in Retry-After")
 # Answers written here carry the headers the site's middleware gives every answer.
 _HEADERS = [(b"content-type", b"application/json"), (b"cache-control", b"no-store"), *SECURITY_HEADERS]
 
