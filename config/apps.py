@@ -14,3 +14,7 @@ class ConfigAppConfig(AppConfig):
     name = "config"
     label = "config"
     verbose_name = "Site operations"
+
+    def ready(self):
+        # registers guards_in_place with the system checks (`manage.py check --deploy` loads no middleware)
+        from config import loop_middleware  # noqa: F401

@@ -15,15 +15,15 @@ from __future__ import annotations
 
 from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.conf import settings
-from django.core import checks
-from django.utils.module_loading import import_string
 from django.contrib.auth.middleware import AuthenticationMiddleware
 from django.contrib.messages.middleware import MessageMiddleware
 from django.contrib.sessions.middleware import SessionMiddleware
+from django.core import checks
 from django.middleware.clickjacking import XFrameOptionsMiddleware
 from django.middleware.common import CommonMiddleware
 from django.middleware.csrf import CsrfViewMiddleware
 from django.middleware.security import SecurityMiddleware
+from django.utils.module_loading import import_string
 
 
 class OnTheLoop:

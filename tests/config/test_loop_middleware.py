@@ -130,6 +130,10 @@ def test_django_middleware_hop_to_a_thread_only_when_they_must_write(db):
 def test_the_deploy_check_names_a_missing_guard_whatever_class_stands_for_it(settings):
     """Django's own W001-W003 match only its class paths (silenced); ours accepts a subclass and
     still warns when the security, clickjacking or CSRF middleware is missing."""
+    from django.core.checks.registry import registry
+
+    assert loop_middleware.guards_in_place in registry.get_checks(include_deployment_checks=True), \
+        "`manage.py check --deploy` runs it (it loads no middleware, so the app registers it)"
     assert loop_middleware.guards_in_place(None) == []
     settings.MIDDLEWARE = [m for m in settings.MIDDLEWARE if not m.endswith((".Csrf", ".XFrameOptions"))]
     assert sorted(w.id for w in loop_middleware.guards_in_place(None)) == ["config.W002", "config.W003"]
