@@ -2,7 +2,7 @@
 
 Under the ASGI server every synchronous middleware method is called through
 ``sync_to_async``: a hop to the request's thread and back, twice per
-middleware, and the thread itself started for the request. Security, common,
+middleware, each a wait for the interpreter lock on a busy process. Security, common,
 CSRF, authentication (``request.user`` stays lazy), clickjacking and the
 request half of sessions and messages are checks on the request and headers on
 the answer, so here they run inline on the loop. What does touch the database
