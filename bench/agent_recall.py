@@ -102,10 +102,9 @@ def main() -> None:
     from rest_framework.test import APIClient
     from tqdm import tqdm
 
-    from memory import agent_indexes, agent_recall, worlds
-    from memory.models import Agent, AgentMemory, World
-
+    from memory.agents import agent_indexes, agent_recall, worlds
     from memory.embedder import embed_local
+    from memory.models import Agent, AgentMemory, World
 
     word_vectors = embed_local(list(WORDS))
     owner, _ = get_user_model().objects.get_or_create(username="bench-agent-recall")

@@ -4,7 +4,7 @@ Every story is played into the database, the post-turn pass writes its memories,
 fact and cast member the bench asks the turn's own recall "ask <member> about <fact>": does the
 member's "What <member> knows" part tell the fact? The answer is scored against whether the member
 witnessed it (precision and recall of witnessed facts, and the share answered right). Three rows:
-- presence: the sentences the scene reading gives each member (memory.cast.present), the ceiling
+- presence: the sentences the scene reading gives each member (memory.story.cast.present), the ceiling
   of what any writer can keep;
 - offline: the extractive writer (no model);
 - model: the model writer through the fake model, which answers with the sentences of each
@@ -53,7 +53,7 @@ def main() -> None:
     from django.contrib.auth import get_user_model
     from tqdm import tqdm
 
-    from memory import bank, cast, retrieval
+    from memory.story import bank, cast, retrieval
     from stories import accounts, lineage, tree
     from stories.adventures import adventure_create
     from stories.models import Action, Adventure, Branch, StoryCard

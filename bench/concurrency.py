@@ -164,7 +164,6 @@ async def _play_all(base: str, players, *, stream: bool) -> list[dict]:
 
 def _db_connections_watch(stop: threading.Event, seen: list[int]) -> None:
     import psycopg
-
     from django.conf import settings
 
     db = settings.DATABASES["default"]

@@ -142,8 +142,9 @@ async def _turn(port: int, token: str, adventure_id: int, text: str) -> dict:
                                                                  else "stream cut")
         else:
             out["status"] = code
-            if b"Retry-After:" in text_:
-                out["retry_after"] = int(text_.split(b"Retry-After:", 1)[1].split(b"\r\n", 1)[0].strip() or 1)
+            head_ = b"\r\n" + text_.split(b"\r\n\r\n", 1)[0].lower()  # names in any case (the door writes lower)
+            if b"\r\nretry-after:" in head_:
+                out["retry_after"] = int(head_.split(b"\r\nretry-after:", 1)[1].split(b"\r\n", 1)[0].strip() or 1)
     except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
         out["status"] = f"{exc.__class__.__name__}"
     finally:
@@ -186,7 +187,7 @@ def _sql_per_turn(fake_url: str) -> int:
 
 
 def _backlog() -> int:
-    from memory import bank
+    from memory.story import bank
 
     return len(bank.adventures_behind(limit=10**6))
 
@@ -308,7 +309,7 @@ def main() -> None:
         fig, axes = plt.subplots(len(timeline), 1, figsize=(9, 3.2 * len(timeline)), squeeze=False)
         for ax, run in zip(axes[:, 0], timeline):
             end = int(args.duration + args.model_seconds) + 2
-            offered, served, p95 = [0] * end, [0] * end, []
+            offered, served = [0] * end, [0] * end
             by_second: dict[int, list[float]] = {}
             for r in run["results"]:
                 s = int(r["t"])

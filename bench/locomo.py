@@ -19,7 +19,7 @@ settings, and the grid point that is best on all of them). A figure that only
 the all-data column shows was tuned on its own questions.
 
 ``--candidates`` asks every question again with recall's candidate path forced
-on (memory.agent_recall: the bank ranked over candidates read from indexes, as
+on (memory.agents.agent_recall: the bank ranked over candidates read from indexes, as
 banks past AGENT_RECALL["exact_up_to"] are) and prints it beside exact scoring.
 
 Ends with one line of JSON: {"n": ..., "R@5": ..., "R@10": ..., "R@25": ...}
@@ -63,7 +63,7 @@ ABLATIONS = [
 
 
 # --candidates: every bank takes the candidate path, and its nearest-by-meaning arm the HNSW index
-# (memory.agent_recall; these banks are small, and would otherwise be scored exactly).
+# (memory.agents.agent_recall; these banks are small, and would otherwise be scored exactly).
 FORCED_CANDIDATES = {"exact_up_to": 0, "hnsw_row_cost": 0}
 
 # The parameters --cv chooses among (each grid point overrides settings.AGENT_RECALL). named_actor
@@ -139,7 +139,8 @@ def main() -> None:
     from rest_framework.test import APIClient
     from tqdm import tqdm
 
-    from memory import agent_recall, agent_upkeep, embedder, worlds
+    from memory import embedder
+    from memory.agents import agent_recall, agent_upkeep, worlds
     from memory.models import Agent, AgentMemory, World
     from workers.locks import client as redis_client
 

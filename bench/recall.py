@@ -41,9 +41,9 @@ def populate(total_rows: int, owner) -> dict:
     """Benched banks plus filler adventures until the table holds ``total_rows``."""
     import numpy as np
     from django.db import connection
+    from django.utils import timezone
     from pgvector import HalfVector
     from pgvector.psycopg import register_vector
-    from django.utils import timezone
     from tqdm import tqdm
 
     from memory.models import Memory
@@ -124,8 +124,8 @@ def main() -> None:
     import numpy as np
     from django.contrib.auth import get_user_model
 
-    from memory import retrieval
     from memory.models import Memory
+    from memory.story import retrieval
     from stories.models import Branch
 
     owner, _ = get_user_model().objects.get_or_create(username="bench-recall")

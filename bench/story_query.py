@@ -1,7 +1,7 @@
 """How much of the recent story a turn's query embedding must read: recall quality
 against the CPU the local embedder spends, per query window.
 
-A turn's query is the newest four story actions (memory.retrieval.query_text). The
+A turn's query is the newest four story actions (memory.story.retrieval.query_text). The
 local MiniLM's cost grows with the text it reads; its tokenizer used to keep the
 *first* 256 word pieces, so with narrator-length passages the player's newest action
 fell off the end. Here each LoCoMo conversation stands for a story: its lines are the
@@ -27,7 +27,6 @@ import json
 import time
 
 import numpy as np
-
 from _setup import django_setup, print_table, save
 from locomo import CATEGORIES, DEFAULT_DATA, normalise_evidence
 
@@ -56,7 +55,8 @@ def main() -> None:
     django_setup()
     from tqdm import tqdm
 
-    from memory import embedder, retrieval
+    from memory import embedder
+    from memory.story import retrieval
     from stories.models import Action
 
     samples = json.load(open(args.data))

@@ -41,12 +41,13 @@ def main() -> None:
     from tqdm import tqdm
 
     from config import jobs
-    from memory import bank as memory_bank
     from memory import embeddings as memory_embeddings
     from memory.models import Memory
-    from stories import accounts, tree, turns as turns_module
+    from memory.story import bank as memory_bank
+    from stories import accounts, tree
     from stories.adventures import adventure_create
     from stories.models import Adventure, Branch, StoryCard
+    from stories.play import turns as turns_module
     from tests.support.fake_llm import FakeLLM
     from workers import tasks
     from workers.locks import client as redis_client

@@ -14,7 +14,7 @@ no one gets an add form that could not save: a model whose required field is
 read-only here (an adventure's owner, a branch's adventure, a world token's
 world) is made by the product (play, the API), never by a blank admin form.
 
-The login page shares the site's login throttle (stories.auth).
+The login page shares the site's login throttle (stories.auth provides it when ready).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.contrib.admin.forms import AdminAuthenticationForm
 
-from stories import auth
+from config.errors import DomainError
 
 
 def is_moderator_only(request) -> bool:
@@ -71,24 +71,40 @@ class ModeratedAdmin(admin.ModelAdmin):
 
 
 def each(modeladmin, request, queryset, change, message):
-    """Run ``change`` on every selected row, logging each in the admin log."""
+    """Run ``change`` on every selected row, logging each in the admin log. A row the domain
+    refuses (a reply is being written for its story, say) is left as it was and named in a
+    warning with the reason; the others are changed."""
+    done, refused = 0, []
     for obj in queryset:
-        change(obj)
+        try:
+            change(obj)
+        except DomainError as error:
+            refused.append(f"{obj} ({error.message})")
+            continue
         modeladmin.log_change(request, obj, message)
-    modeladmin.message_user(request, f"{message}: {queryset.count()}", messages.SUCCESS)
+        done += 1
+    if done:
+        modeladmin.message_user(request, f"{message}: {done}", messages.SUCCESS)
+    if refused:
+        modeladmin.message_user(request, "not changed: " + "; ".join(refused), messages.WARNING)
 
 
-class ThrottledAdminLoginForm(auth.ThrottledFormMixin, AdminAuthenticationForm):
-    pass
+def provide_login_throttle(*, form_mixin: type, throttled_response) -> None:
+    """The site's login throttle, provided by the app that keeps it (stories.auth, when ready):
+    ``form_mixin`` refuses a throttled login with the error code "throttled", and
+    ``throttled_response(response)`` makes that page a 429 with Retry-After."""
+    EverloreAdminSite.login_form = type("ThrottledAdminLoginForm", (form_mixin, AdminAuthenticationForm), {})
+    EverloreAdminSite.throttled_response = staticmethod(throttled_response)
 
 
 class EverloreAdminSite(admin.AdminSite):
     site_header = "Everlore moderation"
-    login_form = ThrottledAdminLoginForm
+    login_form = AdminAuthenticationForm
+    throttled_response = None  # provide_login_throttle sets it
 
     def login(self, request, extra_context=None):
         response = super().login(request, extra_context)
         form = (getattr(response, "context_data", None) or {}).get("form")
-        if form is not None and form.has_error("__all__", "throttled"):
-            return auth.throttled_response(response)
+        if self.throttled_response and form is not None and form.has_error("__all__", "throttled"):
+            return self.throttled_response(response)
         return response

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import re
 import time
@@ -25,6 +26,10 @@ import time
 from config.asgi_guard import SECURITY_HEADERS
 
 LAG_TICK_S = 0.02  # seconds between the loop watcher's timers
+CPU_EVERY_TICKS = 5  # the machine's CPU counters are read every this many ticks (0.1 s)
+CPU_KEEP = 0.8  # the busy figure keeps this share of its last value each reading (a ~0.5 s memory)
+PROC_STAT = "/proc/stat"
+CGROUP_DIR = "/sys/fs/cgroup"  # cgroup v2: cpu.max (a quota) and cpu.stat (time used)
 LAG_DECAY = 0.8  # the lag figure keeps this share of its last value each tick (a ~0.1 s memory)
 RETRY_AFTER_S = (2, 5)  # seconds a refused client is told to wait when few are refused, spread out
 RETRY_AFTER_MAX_S = 60  # the longest wait told, however many are refused
@@ -36,11 +41,62 @@ BUSY = ("the site is busy right now; your turn was not started (nothing was stor
 _HEADERS = [(b"content-type", b"application/json"), (b"cache-control", b"no-store"), *SECURITY_HEADERS]
 
 
+class CpuBusy:
+    """The share of the CPU this site may use that was busy lately (0-1); None where it cannot be
+    read. In a container given a CPU quota (cgroup v2 ``cpu.max``), the container's own CPU time
+    against its quota; otherwise every core of the machine, from Linux's /proc/stat."""
+
+    def __init__(self, path: str = PROC_STAT, cgroup: str = CGROUP_DIR):
+        self.path, self.cgroup = path, cgroup
+        self.busy: float | None = None
+        self.quota: float | None = None  # cores the cgroup may use; 0: no quota (the machine's cores)
+        self._last: tuple[float, float] | None = None
+
+    def _counters(self) -> tuple[float, float] | None:
+        """(busy, capacity) so far, in one unit."""
+        if self.quota is None:
+            self.quota = _cgroup_quota(self.cgroup)
+        try:
+            if self.quota:
+                with open(os.path.join(self.cgroup, "cpu.stat"), "rb") as stat:
+                    usage = next(int(line.split()[1]) for line in stat if line.startswith(b"usage_usec "))
+                return usage, time.monotonic() * 1e6 * self.quota
+            with open(self.path, "rb") as stat:
+                fields = [int(n) for n in stat.readline().split()[1:9]]
+        except (OSError, ValueError, StopIteration, IndexError):
+            return None
+        if len(fields) < 5:
+            return None
+        total = sum(fields)
+        return total - fields[3] - fields[4], total  # idle and iowait are not busy
+
+    def read(self) -> None:
+        counters = self._counters()
+        if counters is None:
+            return
+        if self._last is not None and counters[1] > self._last[1]:
+            now = min(1.0, max(0.0, (counters[0] - self._last[0]) / (counters[1] - self._last[1])))
+            self.busy = now if self.busy is None else self.busy * CPU_KEEP + now * (1 - CPU_KEEP)
+        self._last = counters
+
+
+def _cgroup_quota(cgroup: str) -> float:
+    """Cores a cgroup v2 quota allows (``cpu.max``: quota and period in µs); 0 without one."""
+    try:
+        with open(os.path.join(cgroup, "cpu.max")) as limit:
+            quota, period = limit.read().split()[:2]
+        return int(quota) / int(period) if quota != "max" else 0.0
+    except (OSError, ValueError, ZeroDivisionError):
+        return 0.0
+
+
 class LoopLag:
-    """How far behind its timers this event loop runs, in seconds (decaying peak)."""
+    """How far behind its timers this event loop runs, in seconds (decaying peak), and how busy
+    the machine's cores are (``cpu``)."""
 
     def __init__(self):
         self.lag = 0.0
+        self.cpu = CpuBusy()
         self.task: asyncio.Task | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.refused = 0
@@ -59,6 +115,8 @@ class LoopLag:
             late = max(0.0, time.monotonic() - due)
             self.lag = max(late, self.lag * LAG_DECAY)
             self.ticks += 1
+            if self.ticks % CPU_EVERY_TICKS == 0:
+                self.cpu.read()
 
 
 class Pressure:
@@ -95,9 +153,10 @@ pressure = Pressure()  # one per process: both doors count into it
 
 
 class Admission:
-    def __init__(self, app, *, paths: str | None = None, lag_ms: int | None = None, in_flight: int | None = None):
+    def __init__(self, app, *, paths: str | None = None, lag_ms: int | None = None, in_flight: int | None = None,
+                 cpu_busy_pct: int | None = None):
         self.app = app
-        self.paths, self.lag_ms, self.in_flight_max = paths, lag_ms, in_flight
+        self.paths, self.lag_ms, self.in_flight_max, self.cpu_busy_pct = paths, lag_ms, in_flight, cpu_busy_pct
         self.pattern: re.Pattern | None = None
         self.watcher = LoopLag()
         self.in_flight = 0  # guarded requests this process is answering now (a turn until its stream ends)
@@ -110,7 +169,16 @@ class Admission:
             self.lag_ms = self.lag_ms if self.lag_ms is not None else settings.ADMISSION_LAG_MS
             if self.in_flight_max is None:
                 self.in_flight_max = settings.ADMISSION_IN_FLIGHT_MAX
+            if self.cpu_busy_pct is None:
+                self.cpu_busy_pct = settings.ADMISSION_CPU_BUSY_PCT
         return self.pattern
+
+    def _behind(self) -> bool:
+        """The loop runs late, or the machine's cores are busier than the bound."""
+        if self.lag_ms > 0 and self.watcher.lag > self.lag_ms / 1000:
+            return True
+        busy = self.watcher.cpu.busy
+        return 0 < self.cpu_busy_pct and busy is not None and busy * 100 > self.cpu_busy_pct
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope.get("method") != "POST":
@@ -118,10 +186,9 @@ class Admission:
         pattern = self._settings()
         if not pattern.match(scope.get("path", "")):
             return await self.app(scope, receive, send)
-        if self.lag_ms > 0:
+        if self.lag_ms > 0 or self.cpu_busy_pct > 0:
             self.watcher.watch()
-        if (self.lag_ms > 0 and self.watcher.lag > self.lag_ms / 1000
-                or 0 < self.in_flight_max <= self.in_flight):
+        if self._behind() or 0 < self.in_flight_max <= self.in_flight:
             self.watcher.refused += 1
             return await refuse(send, retry_after=pressure.retry_after())
         self.in_flight += 1

@@ -14,8 +14,8 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from config import errors
 from config.both_modes import BothModes
-from stories import errors
 
 
 def too_large() -> JsonResponse:
@@ -70,15 +70,15 @@ def _read_at_most(stream, size: int) -> bytes:
 
 
 def exception_handler(exc, context):
-    """DRF's handler, after the one mapping of domain errors and outages (stories.errors.answer)."""
+    """DRF's handler, after the one mapping of domain errors and outages (config.errors.answer)."""
     if isinstance(exc, RequestDataTooBig):
         return too_large()
     answered = errors.answer(exc)
     if answered is not None:
         status_code, body, headers = answered
         return Response(body, status=status_code, headers=headers)
-    if isinstance(exc, Http404):
-        return Response({"detail": "Not found."}, status=404)
+    if isinstance(exc, Http404):  # Django's own (an unknown object in a generic view): the one NotFound
+        return Response(errors.NotFound().body(), status=404)
     response = drf_exception_handler(exc, context)
     if response is not None and isinstance(exc, ValidationError) and isinstance(response.data, list):
         response.data = {"detail": " ".join(str(x) for x in response.data)}
@@ -86,7 +86,7 @@ def exception_handler(exc, context):
 
 
 class DomainErrorMiddleware(BothModes):
-    """The one mapping (stories.errors.answer) for views outside DRF: a domain
+    """The one mapping (config.errors.answer) for views outside DRF: a domain
     error or an outage raised by a web page or a plain JSON view becomes its
     status with the message (JSON under /api/, a page elsewhere)."""
 
@@ -115,7 +115,7 @@ def error_answer(request, error: errors.DomainError):
 
 def api_not_found(request, exception=None):
     if request.path.startswith("/api/"):
-        return JsonResponse({"detail": "Not found."}, status=404)
+        return JsonResponse(errors.NotFound().body(), status=404)
     from django.views.defaults import page_not_found
 
     return page_not_found(request, exception)

@@ -6,6 +6,7 @@ from a bounded pool per process (DB_POOL_SIZE, 10 unless set)."""
 import os
 import threading
 
+from django.conf import settings
 from django.core.asgi import get_asgi_application
 from django.utils.module_loading import import_string
 
@@ -21,5 +22,6 @@ os.environ.setdefault("DB_POOL_SIZE", "10")
 application = Admission(BodyGuard(request_threads(get_asgi_application(),
                                                   threads=RequestThreads().start(THREADS_STARTED))))
 
-# The local embedding model loads beside the first requests, not inside the first turn.
-threading.Thread(target=import_string("memory.embedder.warm_up"), name="embedder-warm-up", daemon=True).start()
+# What a web process loads beside its first requests, not inside the first turn (settings.SERVE_WARM_UPS).
+for warm_up in settings.SERVE_WARM_UPS:
+    threading.Thread(target=import_string(warm_up), name=f"warm-up {warm_up}", daemon=True).start()

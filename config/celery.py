@@ -9,12 +9,4 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 app = Celery("everlore")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(["workers"])
-
-
-def _add_worker_steps(app: Celery) -> None:
-    from workers.heartbeat import Heartbeat
-
-    app.steps["worker"].add(Heartbeat)
-
-
-_add_worker_steps(app)
+# The workers app adds its heartbeat step when Django is ready (workers.apps).

@@ -13,7 +13,14 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from config.redis_pool import redis_client
-from workers.heartbeat import heartbeats_read
+
+_heartbeats_read = None  # hostname -> unix time of its last heartbeat; the workers app provides it
+
+
+def provide_heartbeats(reader) -> None:
+    """``reader(client=...)`` returns the live workers' last heartbeats (workers.apps, when ready)."""
+    global _heartbeats_read
+    _heartbeats_read = reader
 
 
 def database_status() -> dict:
@@ -58,8 +65,10 @@ def redis_status() -> tuple[dict, redis.Redis | None]:
 def worker_status(client: redis.Redis | None) -> dict:
     if client is None:
         return {"ok": False, "error": "unknown while Redis is down"}
+    if _heartbeats_read is None:
+        return {"ok": False, "workers": 0, "error": "no worker pool is installed in this site"}
     try:
-        beats = heartbeats_read(client=client)
+        beats = _heartbeats_read(client=client)
     except redis.RedisError as exc:
         return {"ok": False, "error": f"unreadable ({exc.__class__.__name__})"}
     if not beats:

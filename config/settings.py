@@ -122,11 +122,18 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_BODY_MAX_BYTES
 # it should not hold a connection forever either).
 REQUEST_BODY_TIMEOUT = env_int("REQUEST_BODY_TIMEOUT", 30, minimum=1, maximum=3600)
 
+# Loaded by each web process on a thread of its own as it starts, beside its first requests (dotted paths,
+# as in INSTALLED_APPS): the local embedding model (about a second of CPU), not inside the first turn.
+SERVE_WARM_UPS = ("memory.embedder.warm_up",)
+
 # Admission at the door (config.admission): a POST to these paths that arrives while this web
 # process's event loop runs more than ADMISSION_LAG_MS behind its timers answers 503 with
 # Retry-After before Django reads it (0: never).
 ADMISSION_PATHS = env_str("ADMISSION_PATHS") or r"^/api/adventures/\d+/(turns|retry)/$"
 ADMISSION_LAG_MS = env_int("ADMISSION_LAG_MS", 25, minimum=0, maximum=60_000)
+# ...or while the machine's cores have lately been busy more than ADMISSION_CPU_BUSY_PCT percent of the time
+# (Linux's /proc/stat; 0: never), so that the turns admitted find a core free for their first step...
+ADMISSION_CPU_BUSY_PCT = env_int("ADMISSION_CPU_BUSY_PCT", 80, minimum=0, maximum=100)
 # ...or while this many of them are being answered by the process (a turn until its stream ends; 0: no bound).
 ADMISSION_IN_FLIGHT_MAX = env_int("ADMISSION_IN_FLIGHT_MAX", 0, minimum=0, maximum=1_000_000)
 # Admission of first steps (stories.admission): each web process runs at most TURN_STARTS_MAX turns' first steps
@@ -335,16 +342,16 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # Agent memory recall: the operator's knobs. The scoring weights live with the
-# recall SQL (memory.agent_recall.WEIGHTS); a key set here overrides a weight.
+# recall SQL (memory.agents.agent_recall.WEIGHTS); a key set here overrides a weight.
 AGENT_RECALL = {
     "window_days": env_int("AGENT_RECALL_WINDOW_DAYS", 365, minimum=1),  # default window when since is absent
     "cooldown_seconds": env_int("AGENT_RECALL_COOLDOWN_S", 300, minimum=0),  # recently returned ones held back
     # tokens of memories one recall returns when the caller sets no token_budget (a bounded injection cost)
     "token_budget": env_int("AGENT_RECALL_TOKEN_BUDGET", 800, minimum=16),
     # a bank holding more memories than this is ranked over candidates read from indexes, not exactly
-    # (memory.agent_recall; README "Agent memory")
+    # (memory.agents.agent_recall; README "Agent memory")
     "exact_up_to": env_int("AGENT_RECALL_EXACT_UP_TO", 5000, minimum=0),
-    # an agent holding more than this gets an HNSW index of its own (memory.agent_indexes)
+    # an agent holding more than this gets an HNSW index of its own (memory.agents.agent_indexes)
     "own_index_from": env_int("AGENT_OWN_INDEX_FROM", 20000, minimum=1),
 }
 AGENT_CONSOLIDATION = {

@@ -3,7 +3,6 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from config.health import healthz, livez
-from workers.api import PoolStatusView
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
@@ -12,9 +11,9 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
     path("api/", include("stories.urls")),
-    path("api/", include("memory.urls")),
-    path("api/", include("memory.agent_urls")),
-    path("api/admin/workers/", PoolStatusView.as_view(), name="pool-status"),
+    path("api/", include("memory.story.urls")),
+    path("api/", include("memory.agents.agent_urls")),
+    path("api/admin/workers/", include("workers.urls")),
     path("", include("stories.web_urls")),
 ]
 

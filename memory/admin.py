@@ -1,8 +1,9 @@
 from django.contrib import admin
 
 from config.admin_site import ModeratedAdmin, each
-from memory import memories, worlds
+from memory.agents import worlds
 from memory.models import Agent, AgentMemory, Cursor, Memory, PassRun, World, WorldToken
+from memory.story import memories
 
 
 @admin.register(Memory)

@@ -6,4 +6,4 @@ class MemoryConfig(AppConfig):
     verbose_name = "Memory"
 
     def ready(self):
-        from memory import sync  # noqa: F401  (connects the tree signals)
+        from memory.story import sync  # noqa: F401  (connects the tree signals)

@@ -10,8 +10,8 @@ from importlib import resources
 
 import numpy as np
 
+from config.errors import UpstreamFailed
 from stories import accounts, providers
-from stories.errors import UpstreamFailed
 from stories.models import ProviderCall
 
 LOCAL_MODEL = "local:all-MiniLM-L6-v2"

@@ -41,10 +41,10 @@ class Memory(models.Model):
     edited = models.BooleanField(default=False)
     offline = models.BooleanField(default=False)  # written by the offline extractive summarizer
     # Whose memory: empty for the adventure's own bank (the story as the protagonist lives it), else a
-    # character card of the cast, remembering only the scenes it was in (memory.cast).
+    # character card of the cast, remembering only the scenes it was in (memory.story.cast).
     character = models.ForeignKey(StoryCard, on_delete=models.CASCADE, null=True, blank=True, related_name="memories")
     kind = models.CharField(max_length=12, blank=True, default="")  # a character's: say, heard, interaction, witnessed
-    importance = models.FloatField(default=0.5)  # 0..1; ranks a character's memories (memory.retrieval)
+    importance = models.FloatField(default=0.5)  # 0..1; ranks a character's memories (memory.story.retrieval)
     use_count = models.PositiveIntegerField(default=0)
     last_used_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -73,7 +73,7 @@ class Cursor(models.Model):
     """How far the post-turn pass got on an adventure: each mark is the node
     (branch, depth) of the last action that pass covered; depth 0 = nothing.
     A mark moves only in the transaction that stores what it covered
-    (memory.bank, compare-and-set on the old value)."""
+    (memory.story.bank, compare-and-set on the old value)."""
 
     adventure = models.OneToOneField(Adventure, on_delete=models.CASCADE, related_name="memory_cursor")
     memory_branch = models.ForeignKey(Branch, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
@@ -199,7 +199,7 @@ class AgentMemory(models.Model):
         indexes = [
             models.Index(fields=["agent", "occurred_at"]),
             GinIndex(fields=["search"], name="agentmemory_search_gin"),
-            # the candidate path's newest-first arms (memory.agent_recall); its HNSW indexes are
+            # the candidate path's newest-first arms (memory.agents.agent_recall); its HNSW indexes are
             # expression indexes made in migration 0008
             models.Index(fields=["agent", "partner", "occurred_at"], name="agentmemory_partner_newest"),
             models.Index(fields=["agent", "location", "occurred_at"], name="agentmemory_location_newest"),
@@ -215,7 +215,7 @@ class AgentMemory(models.Model):
 class SummarySnapshot(models.Model):
     """The story summary as it stood at one story node (branch, depth): the
     node it covers up to, as a memory hangs off the last node of its block. A
-    path's summary is its newest snapshot (memory.summaries); ``player`` marks
+    path's summary is its newest snapshot (memory.story.summaries); ``player`` marks
     the player's own text, which no pass or tree change loses."""
 
     adventure = models.ForeignKey(Adventure, on_delete=models.CASCADE, related_name="summary_snapshots")

@@ -12,15 +12,14 @@ from urllib.parse import urlsplit
 
 import redis
 from django.conf import settings
-
-from config.redis_pool import redis_client
 from django.db import transaction
 
+from config.errors import RateLimited
+from config.redis_pool import redis_client
 from stories import crypto
-from stories.errors import RateLimited
 from stories.models import AISettings
-from stories.netguard import check_endpoint
 from stories.providers import Connection, ProviderError
+from stories.providers.netguard import check_endpoint
 
 SETTINGS_FIELDS = (
     "endpoint_url", "model", "summary_model", "embedding_model", "context_tokens", "max_output_tokens",

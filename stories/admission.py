@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 from django.conf import settings
 
 from config.admission import BUSY, pressure  # one wording and one wait for both doors
-from stories.errors import Unavailable
+from config.errors import Unavailable
 
 
 class Overloaded(Unavailable):

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db import IntegrityError, transaction
-from django.http import Http404
+from django.db import transaction
 
 from config import jobs
+from config.errors import InvalidRequest, NotFound
 from stories import import_doc, tree
 from stories.cards import card_limit_check, clean_keys
-from stories.errors import InvalidRequest
 from stories.models import (
-    ACTION_TEXT_MAX,
     AUTHORS_NOTE_MAX,
-    CARD_ENTRY_MAX,
     LONG_TEXT_MAX,
     TITLE_MAX,
     Action,
@@ -34,14 +31,14 @@ ADVENTURE_BOOL_FIELDS = ("auto_summarize", "memory_bank_enabled")
 
 
 def access_adventure(*, user_id: int, adventure_id: int, for_play: bool = False) -> Adventure:
-    """The adventure if ``user_id`` owns it; Http404 otherwise (never 403).
+    """The adventure if ``user_id`` owns it; NotFound otherwise (never 403).
     ``for_play``: the owner's AI settings come in the same query (a turn reads them)."""
     found = Adventure.objects.filter(pk=adventure_id, owner_id=user_id, hidden=False)
     if for_play:
         found = found.select_related("owner__ai_settings")
     adventure = found.first()
     if adventure is None:
-        raise Http404
+        raise NotFound()
     return adventure
 
 
@@ -183,33 +180,8 @@ def adventure_import_mapped(*, owner_id: int, data, progress=lambda stage, done,
 
     with transaction.atomic():
         adventure = Adventure.objects.create(owner_id=owner_id, **fields)
-        new_ids: dict[int, int] = {}
-        pending = list(branches)
-        while pending:  # parents first
-            ready = [b for b in pending if b["parent"] is None or b["parent"] in new_ids]
-            _require(bool(ready), "the branches' parents form a cycle")
-            for b in ready:
-                new_ids[b["id"]] = Branch.objects.create(
-                    adventure=adventure, parent_id=new_ids.get(b["parent"]), fork_depth=b["fork_depth"],
-                    lineage=[], tip_depth=b["tip_depth"], name=b["name"], internal=b["internal"],
-                ).pk
-            pending = [b for b in pending if b["id"] not in new_ids]
-        for b in branches:
-            Branch.objects.filter(pk=new_ids[b["id"]]).update(lineage=[[new_ids[a], cap] for a, cap in b["lineage"]])
-        rows = []
-        for a in actions:
-            rows.append(Action(adventure=adventure, branch_id=new_ids[a["branch"]], depth=a["depth"], kind=a["kind"],
-                               text="" if a["hidden"] else a["text"], live=a["live"], hidden=a["hidden"],
-                               edited_at=a["edited_at"]))
-        try:
-            with transaction.atomic():
-                for start in range(0, len(rows), IMPORT_BATCH):
-                    Action.objects.bulk_create(rows[start:start + IMPORT_BATCH])
-                    progress("story", min(start + IMPORT_BATCH, len(rows)), len(rows))
-        except IntegrityError:  # the one-live-take constraint
-            raise InvalidRequest("import: a node has more than one live take") from None
-        adventure.head_branch_id = new_ids[doc["head"]]
-        adventure.save(update_fields=["head_branch"])
+        new_ids = tree.tree_import(adventure=adventure, branches=branches, actions=actions, head=doc["head"],
+                                   batch=IMPORT_BATCH, progress=lambda done, total: progress("story", done, total))
         made = StoryCard.objects.bulk_create([
             StoryCard(adventure=adventure, type=c["type"], name=c["name"], keys=c["keys"], entry=c["entry"],
                       notes=c["notes"], in_cast=c["in_cast"])

@@ -10,10 +10,11 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from stories import accounts, auth, limits, play, providers
+from stories import accounts, auth, limits, providers
 from stories import serializers as s
 from stories.api_support import valid as _valid
 from stories.models import ProviderCall
+from stories.play import changes
 
 DEBUG_LOG_SIZE = 30  # provider calls shown to a user
 
@@ -84,7 +85,7 @@ class SettingsView(APIView):
     @extend_schema(request=s.AISettingsSerializer, responses=s.AISettingsSerializer, tags=["settings"])
     def patch(self, request):
         data = _valid(s.AISettingsSerializer, request, partial=True)
-        obj = play.ai_settings_change(user_id=request.user.id, api_key=data.pop("api_key", None), **data)
+        obj = changes.ai_settings_change(user_id=request.user.id, api_key=data.pop("api_key", None), **data)
         return Response(s.AISettingsSerializer(obj).data)
 
     put = patch

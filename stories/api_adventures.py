@@ -6,17 +6,17 @@ from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
-
-from config import serializer_fields as strict
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config import paging
-from stories import adventures, cards, imports, play
+from config import serializer_fields as strict
+from stories import adventures, cards, imports
 from stories import serializers as s
 from stories.api_support import adventure_for as _adventure
 from stories.api_support import valid as _valid
 from stories.models import Adventure, ImportJob, StoryCard
+from stories.play import changes
 
 
 class AdventureListView(APIView):
@@ -28,7 +28,7 @@ class AdventureListView(APIView):
 
     @extend_schema(request=s.AdventureSerializer, responses={201: s.AdventureSerializer}, tags=["adventures"])
     def post(self, request):
-        adventure = play.adventure_create(owner_id=request.user.id, **_valid(s.AdventureSerializer, request))
+        adventure = changes.adventure_create(owner_id=request.user.id, **_valid(s.AdventureSerializer, request))
         return Response(s.AdventureSerializer(adventure).data, status=201)
 
 
@@ -40,7 +40,7 @@ class AdventureDetailView(APIView):
     @extend_schema(request=s.AdventureUpdateSerializer, responses=s.AdventureSerializer, tags=["adventures"])
     def patch(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
-        adventure = play.adventure_update(adventure=adventure,
+        adventure = changes.adventure_update(adventure=adventure,
                                           **_valid(s.AdventureUpdateSerializer, request, partial=True))
         return Response(s.AdventureSerializer(adventure).data)
 
@@ -54,7 +54,7 @@ class AdventureExportView(APIView):
     @extend_schema(responses={200: inline_serializer("AdventureExport", {"format": strict.TextField()})},
                    tags=["adventures"])
     def get(self, request, adventure_id):
-        return Response(play.adventure_export(adventure=_adventure(request, adventure_id)))
+        return Response(changes.adventure_export(adventure=_adventure(request, adventure_id)))
 
 
 class ImportJobSerializer(serializers.Serializer):

@@ -6,19 +6,19 @@ tree or of the turn use case, which ask for the memory pass themselves."""
 from __future__ import annotations
 
 from django.db.models import Count
-from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
-from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config import paging
-from stories import lineage, tree, turns
+from config.errors import NotFound
+from stories import lineage, tree
 from stories import serializers as s
 from stories.api_support import adventure_for as _adventure
 from stories.api_support import valid as _valid
 from stories.models import Action, Adventure, Branch
+from stories.play import turns
 
 STORY_PAGE_DEFAULT = 50  # actions per page
 STORY_PAGE_MAX = 200
@@ -48,7 +48,7 @@ class StoryView(APIView):
     def get(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
         params = _valid_query(request)
-        branch = Branch.objects.get(pk=adventure.head_branch_id)
+        branch = lineage.head(adventure)
         rows, next_before = lineage.story_page(branch, before_depth=params["before"], limit=params["limit"])
         return Response({
             "branch": branch.pk, "tip_depth": branch.tip_depth, "next_before": next_before,
@@ -74,7 +74,7 @@ def _action(adventure: Adventure, action_id: int) -> Action:
     """The action, unless a moderator hid it: hidden content reaches nobody but staff."""
     action = Action.objects.filter(pk=action_id, adventure=adventure, hidden=False).first()
     if action is None:
-        raise Http404
+        raise NotFound()
     return action
 
 
@@ -103,7 +103,7 @@ class ActionView(APIView):
 
 class TakesView(APIView):
     def _takes(self, adventure, action):
-        branch = Branch.objects.get(pk=adventure.head_branch_id)
+        branch = lineage.head(adventure)
         if not lineage.on_path(branch, action):
             branch = Branch.objects.get(pk=action.branch_id)
         takes = [t for t in lineage.takes_at(branch, action.depth) if not t.hidden]
@@ -121,7 +121,7 @@ class TakesView(APIView):
         adventure = _adventure(request, adventure_id)
         action = _action(adventure, action_id)
         take_id = _valid(s.TakeSelectSerializer, request)["take_id"]
-        branch = Branch.objects.get(pk=adventure.head_branch_id)
+        branch = lineage.head(adventure)
         if take_id not in {t.pk for t in lineage.takes_at(branch, action.depth) if not t.hidden} or not lineage.on_path(branch, action):
             raise NotFound("take_id is not a take of this action on the current branch")
         selected = tree.take_select(adventure_id=adventure.pk, action_id=take_id)
@@ -145,7 +145,7 @@ class ForkView(APIView):
 def _branch(adventure: Adventure, branch_id: int) -> Branch:
     branch = Branch.objects.filter(pk=branch_id, adventure=adventure, internal=False).first()
     if branch is None:
-        raise Http404
+        raise NotFound()
     return branch
 
 

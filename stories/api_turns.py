@@ -27,12 +27,14 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config import errors
 from config.async_db import db_step
-from stories import admission, errors, limits, turns
+from stories import admission, limits
 from stories import serializers as s
 from stories.api_story import _take_counts
 from stories.api_support import adventure_for as _adventure
 from stories.api_support import valid as _valid
+from stories.play import turns
 
 EVENTS = "text/event-stream"
 _STREAM_DOC = OpenApiResponse(

@@ -6,4 +6,7 @@ class StoriesConfig(AppConfig):
     verbose_name = "Stories"
 
     def ready(self):
-        from stories import auth  # noqa: F401  (connects the failed-login counter)
+        from config.admin_site import provide_login_throttle
+        from stories import auth  # connects the failed-login counter
+
+        provide_login_throttle(form_mixin=auth.ThrottledFormMixin, throttled_response=auth.throttled_response)

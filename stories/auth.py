@@ -23,8 +23,8 @@ from django.db import transaction
 from django.dispatch import receiver
 from rest_framework import authentication, exceptions
 
+from config.errors import InvalidRequest
 from stories import limits
-from stories.errors import InvalidRequest
 
 log = logging.getLogger(__name__)
 BACKEND = "stories.auth.ThrottledModelBackend"
@@ -194,7 +194,7 @@ def password_change(*, request, old_password: str, new_password: str) -> str:
     from django.contrib.auth import authenticate, update_session_auth_hash
     from rest_framework.authtoken.models import Token
 
-    from stories.errors import RateLimited
+    from config.errors import RateLimited
 
     user = request.user
     if authenticate(request, username=user.get_username(), password=old_password) is None:

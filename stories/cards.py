@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from stories.errors import InvalidRequest
+from config.errors import InvalidRequest, NotFound
 from stories.models import (
     CARD_ENTRY_MAX,
     CARD_KEY_MAX,
@@ -68,10 +68,11 @@ def card_limit_check(*, adventure: Adventure, adding: int) -> None:
 
 
 def access_card(*, adventure: Adventure, card_id: int) -> StoryCard:
-    """A card of ``adventure`` (itself owner-checked); Http404 otherwise."""
-    from django.shortcuts import get_object_or_404
-
-    return get_object_or_404(StoryCard, pk=card_id, adventure=adventure)
+    """A card of ``adventure`` (itself owner-checked); NotFound otherwise."""
+    card = StoryCard.objects.filter(pk=card_id, adventure=adventure).first()
+    if card is None:
+        raise NotFound()
+    return card
 
 
 def card_create(*, adventure: Adventure, **fields) -> StoryCard:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 
-from stories.errors import SecretUnreadable
+from config.errors import SecretUnreadable
 
 
 def _fernet() -> MultiFernet:

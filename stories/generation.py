@@ -22,7 +22,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from config.async_db import db_side_step
-from stories.errors import Conflict
+from config.errors import Conflict
 from stories.models import Adventure
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ Types are JSON's own (an id is an integer, not "12" nor true; a flag is true or 
 is ISO 8601 text naming a day that exists), and bounds fit the columns and the file's own size
 (a depth is at most the number of actions a file may hold). What the schema cannot say (ids
 that refer to each other, the tree's shape) the importer checks next, still before any row.
-The memories part is declared beside the memories (``memory.memories.MemoryDocSerializer``).
+The memories part is declared beside the memories (``memory.story.memories.MemoryDocSerializer``).
 """
 
 from __future__ import annotations
@@ -13,9 +13,18 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from config import serializer_fields as strict
-from stories.errors import InvalidRequest
-from stories.models import (ACTION_TEXT_MAX, AUTHORS_NOTE_MAX, CARD_ENTRY_MAX, CARD_KEY_MAX, CARD_KEYS_MAX, LONG_TEXT_MAX,
-                            TITLE_MAX, Action, StoryCard)
+from config.errors import InvalidRequest
+from stories.models import (
+    ACTION_TEXT_MAX,
+    AUTHORS_NOTE_MAX,
+    CARD_ENTRY_MAX,
+    CARD_KEY_MAX,
+    CARD_KEYS_MAX,
+    LONG_TEXT_MAX,
+    TITLE_MAX,
+    Action,
+    StoryCard,
+)
 
 EXPORT_FORMAT = "everlore.adventure"
 EXPORT_VERSION = 1

@@ -23,14 +23,14 @@ from datetime import timedelta
 import redis
 from django.conf import settings
 from django.db import connection, transaction
-from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from config import jobs
+from config.errors import DomainError, NotFound, RateLimited
 from config.redis_pool import redis_client
-from stories import import_doc, limits, play
-from stories.errors import DomainError, RateLimited
+from stories import import_doc, limits
 from stories.models import ImportJob
+from stories.play import changes
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ def import_start(*, owner_id: int, data) -> ImportJob:
     shape = import_doc.envelope(data)
     limits.adventure_import(user_id=owner_id)
     if shape["rows"] <= IMPORT_INLINE_ROWS:
-        adventure = play.adventure_import(owner_id=owner_id, data=data)
+        adventure = changes.adventure_import(owner_id=owner_id, data=data)
         return ImportJob.objects.create(owner_id=owner_id, status=ImportJob.Status.DONE, title=adventure.title,
                                         rows=shape["rows"], adventure=adventure, finished_at=timezone.now())
     with transaction.atomic():
@@ -78,7 +78,10 @@ def import_start(*, owner_id: int, data) -> ImportJob:
 
 def access_job(*, user_id: int, job_id: int) -> ImportJob:
     """The player's own job (404 for any other id)."""
-    return get_object_or_404(ImportJob.objects.defer("document"), pk=job_id, owner_id=user_id)
+    job = ImportJob.objects.defer("document").filter(pk=job_id, owner_id=user_id).first()
+    if job is None:
+        raise NotFound()
+    return job
 
 
 def job_state(job: ImportJob) -> dict:
@@ -137,7 +140,7 @@ def run(job_id: int) -> str:
         _progress_write(job, "checking", 0, job.rows)
         try:
             with transaction.atomic():
-                adventure = play.adventure_import(
+                adventure = changes.adventure_import(
                     owner_id=job.owner_id, data=job.document,
                     progress=lambda stage, done, total: _progress_write(job, stage, done, total))
         except DomainError as refused:

@@ -11,9 +11,8 @@ import time
 import redis
 from django.conf import settings
 
+from config.errors import RateLimited
 from config.redis_pool import redis_client
-
-from stories.errors import RateLimited
 
 log = logging.getLogger(__name__)
 PREFIX = "everlore:rate:"

@@ -13,6 +13,12 @@ from django.db.models import Q, QuerySet
 from stories.models import Action, Branch
 
 
+def head(adventure, *, for_update: bool = False) -> Branch:
+    """The branch being played (the adventure's head), read afresh; ``for_update`` locks its row."""
+    branches = Branch.objects.select_for_update() if for_update else Branch.objects
+    return branches.get(pk=adventure.head_branch_id, adventure_id=adventure.pk)
+
+
 def path_q(branch: Branch, *, prefix: str = "") -> Q:
     """The lineage clause: rows on ``branch``'s path (any take). ``prefix`` lets
     other tables join through a relation (e.g. ``"action__"``)."""

@@ -21,7 +21,7 @@ class AISettings(models.Model):
     (see stories.crypto) and is never returned by the API."""
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ai_settings")
-    # validated by stories.netguard (scheme, credentials, public address), not by URLField
+    # validated by stories.providers.netguard (scheme, credentials, public address), not by URLField
     endpoint_url = models.CharField(max_length=500, blank=True, default="")
     api_key_encrypted = models.TextField(blank=True, default="")
     api_key_last4 = models.CharField(max_length=4, blank=True, default="")
@@ -152,7 +152,7 @@ class StoryCard(models.Model):
     keys = models.JSONField(default=list, blank=True)  # trigger words, matched whole-word, case-insensitive
     entry = models.TextField(blank=True, default="")
     notes = models.TextField(blank=True, default="")
-    # A character card in the cast keeps its own memories of the scenes it is in (memory.cast);
+    # A character card in the cast keeps its own memories of the scenes it is in (memory.story.cast);
     # the flag means nothing on other card types.
     in_cast = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)

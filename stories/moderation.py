@@ -4,31 +4,19 @@ staff: it leaves the story (lineage.story), prompts and memories."""
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
-from django.db import transaction
 
 from config import jobs
-from stories import lineage, tree
-from stories.models import Action, Adventure, Branch
+from stories import tree
+from stories.models import Action, Adventure
 
 
 def action_set_hidden(*, action_id: int, hidden: bool) -> Action:
-    """Hide (or show again) one take. When it is the live take, the memory of
-    the block that holds it, on every branch that reads it, is written again by
-    the next pass (without it, or with it again); every other memory, and all
-    the player set by hand, stays. The pass is asked for (it rewrites the block at once)."""
-    with transaction.atomic():
-        action = Action.objects.select_for_update().get(pk=action_id)
-        if action.hidden == hidden:
-            return action
-        Action.objects.filter(pk=action.pk).update(hidden=hidden)
-        action.hidden = hidden
-        if action.live:
-            for branch in Branch.objects.filter(adventure_id=action.adventure_id):
-                if lineage.on_path(branch, action):
-                    tree.story_rewritten.send(sender=Branch, adventure_id=action.adventure_id, branch_id=branch.pk,
-                                              from_depth=action.depth, change="hidden")
-            jobs.memory_pass_after_commit(adventure_id=action.adventure_id)
-    return action
+    """Hide (or show again) one take, through the tree (the adventure locked first, like every tree
+    write; Conflict while a reply is written). When it is the live take, the memory of the block
+    that holds it, on every branch that reads it, is written again by the next pass (without it, or
+    with it again); every other memory, and all the player set by hand, stays."""
+    adventure_id = Action.objects.values_list("adventure_id", flat=True).get(pk=action_id)
+    return tree.hide(adventure_id=adventure_id, action_id=action_id, hidden=hidden)
 
 
 def memory_pass_rerun(*, adventure_id: int) -> None:

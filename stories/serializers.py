@@ -9,8 +9,8 @@ from drf_spectacular.utils import PolymorphicProxySerializer
 from rest_framework import serializers
 
 from config import serializer_fields as strict
+from config.errors import InvalidRequest
 from stories.cards import clean_keys
-from stories.errors import InvalidRequest
 from stories.models import (
     ACTION_TEXT_MAX,
     AUTHORS_NOTE_MAX,
@@ -27,7 +27,7 @@ from stories.models import (
     ProviderCall,
     StoryCard,
 )
-from stories.netguard import EndpointRefused, check_url_shape
+from stories.providers.netguard import EndpointRefused, check_url_shape
 
 User = get_user_model()
 

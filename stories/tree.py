@@ -1,12 +1,13 @@
-"""Every write to the story tree: place, take (retry), select take, undo, edit,
-delete, fork, checkout, rename and delete branches.
+"""Every write to the story tree, the one door to it: an imported tree, place, take (retry),
+select take, undo, edit, delete, a moderator's hide, fork, checkout (the head's one write path),
+rename and delete branches. How branches share rows is stories.tree_storage.
 
 Each branch is an independent story; sharing rows with ancestors is storage,
 never semantics. So before a node is rewritten on branch H:
   * if H borrows it from an ancestor, H first gets its own copy of the nodes
-    from there to its fork point (``_materialize``);
+    from there to its fork point (``materialize``);
   * if other branches borrow it from H, they first get a frozen copy of what
-    they read (``_detach_borrowers``, into an internal segment).
+    they read (``detach_borrowers``, into an internal segment).
 No operation on one branch ever changes the story another branch reads.
 
 Every function here runs in one transaction holding the adventure row lock,
@@ -17,41 +18,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F
-from django.dispatch import Signal
 from django.utils import timezone
 
 from config import jobs
+from config.errors import Conflict, InvalidRequest, NotFound
 from stories import lineage, tree_sql
-from stories.errors import Conflict
 from stories.generation import generation_check
 from stories.models import Action, Adventure, Branch
-
-# Sent inside the writing transaction, so listeners commit or roll back with it.
-# story_rewritten: nodes of branch_id changed from from_depth on; change is
-#   "removed" (undo/delete: later nodes moved up one depth), "replaced" (another
-#   take became live), "edited" (the live take's text changed) or "hidden" (a
-#   moderator hid, or showed again, the live take: the story skips or reads it).
-# nodes_copied: the nodes of from_branch_id at ``depths`` now also stand, as
-#   copies, on to_branch_id (copy-on-write); whatever hangs off them follows.
-story_rewritten = Signal()
-nodes_copied = Signal()
-# head_moved: the adventure's head is now branch_id (a checkout, or a fork played at once).
-head_moved = Signal()
+from stories.tree_signals import head_moved, nodes_copied, story_rewritten  # noqa: F401 (the tree's signals)
+from stories.tree_storage import copy_rows, detach_borrowers, materialize, own_for_rewrite
 
 DEPTH_SHIFT_OFFSET = 1_000_000  # parks rows out of the way while depths are renumbered
 
 
 class TreeError(Conflict):
     """A tree operation the story's current state does not allow (409); the message says why."""
-
-
-class TreeNotFound(TreeError):
-    """The action or branch named is not in this adventure (404)."""
-
-    status = 404
-    code = "not_found"
 
 
 @dataclass(frozen=True)
@@ -67,11 +50,17 @@ def lock(adventure_id: int, branch_id: int | None = None, *, tree_write: bool = 
     Raises Conflict while another request's reply is being written (stories.generation),
     unless ``tree_write`` is False: a writer that only needs the lock order (the memory
     pass's summary) and changes no node."""
+    adventure = _lock_adventure(adventure_id, tree_write=tree_write)
+    branch = Branch.objects.get(pk=branch_id or adventure.head_branch_id, adventure=adventure)
+    return Locked(adventure, branch)
+
+
+def _lock_adventure(adventure_id: int, *, tree_write: bool = True) -> Adventure:
+    """The adventure row, locked; Conflict while a reply is written unless ``tree_write`` is False."""
     adventure = Adventure.objects.select_for_update().get(pk=adventure_id)
     if tree_write:
         generation_check(adventure)
-    branch = Branch.objects.get(pk=branch_id or adventure.head_branch_id, adventure=adventure)
-    return Locked(adventure, branch)
+    return adventure
 
 
 def _notify(adventure_id: int, branch_id: int, from_depth: int, change: str) -> None:
@@ -95,88 +84,14 @@ def _set_tip(branch: Branch, depth: int) -> None:
     _save_branch(branch, "tip_depth")
 
 
-def _copy_rows(rows: list[Action], *, to_branch: Branch, carry: bool = True) -> dict[int, Action]:
-    """Copy action rows (keeping depth, kind, text, live, times) onto ``to_branch``;
-    returns old id -> copy. ``carry``: whole nodes are copied, so what hangs off
-    them (memories) follows."""
-    copies = {}
-    for row in rows:
-        copies[row.pk] = Action(
-            adventure_id=row.adventure_id, branch=to_branch, depth=row.depth, kind=row.kind, text=row.text,
-            live=row.live, edited_at=row.edited_at,
-        )
-    # Copies share one created_at; ascending ids keep the takes' order.
-    Action.objects.bulk_create(list(copies.values()))
-    by_source: dict[int, set[int]] = {}
-    for row in rows if carry else []:
-        by_source.setdefault(row.branch_id, set()).add(row.depth)
-    for source_id, depths in by_source.items():
-        nodes_copied.send(sender=Branch, adventure_id=to_branch.adventure_id, from_branch_id=source_id,
-                          to_branch_id=to_branch.pk, depths=sorted(depths))
-    return copies
-
-
-def _materialize(branch: Branch, depth: int) -> dict[int, Action]:
-    """Give ``branch`` its own copy of its path's nodes from ``depth`` to its fork
-    point (all takes), so they can be rewritten without touching an ancestor.
-    Returns old id -> copy. No-op when ``branch`` already owns ``depth``."""
-    if depth > branch.fork_depth:
-        return {}
-    rows = []
-    for d in range(depth, branch.fork_depth + 1):
-        rows.extend(lineage.takes_at(branch, d))
-    copies = _copy_rows(rows, to_branch=branch)
-    new_fork = depth - 1
-    old_lineage = branch.lineage
-    branch.lineage = [[a, min(cap, new_fork)] for a, cap in old_lineage]
-    branch.fork_depth = new_fork
-    _save_branch(branch, "lineage", "fork_depth")
-    # Descendants read those depths through ``branch`` now, not through its ancestors.
-    ancestor_ids = {a for a, _ in old_lineage}
-    for other in Branch.objects.filter(adventure_id=branch.adventure_id).exclude(pk=branch.pk):
-        ids = [a for a, _ in other.lineage]
-        if branch.pk not in ids:
-            continue
-        at = ids.index(branch.pk)
-        other.lineage = [
-            [a, min(cap, new_fork) if i > at and a in ancestor_ids else cap] for i, (a, cap) in enumerate(other.lineage)
-        ]
-        _save_branch(other, "lineage")
-    return copies
-
-
-def _detach_borrowers(branch: Branch, depth: int) -> None:
-    """Before ``branch``'s own nodes at >= ``depth`` change, move every other branch
-    that reads them onto an internal segment holding a frozen copy."""
-    readers = lineage.borrowers(branch, from_depth=depth)
-    if not readers:
-        return
-    top = max(cap for other in readers for a, cap in other.lineage if a == branch.pk)
-    segment = Branch.objects.create(
-        adventure_id=branch.adventure_id, parent=branch, fork_depth=depth - 1,
-        lineage=[[branch.pk, depth - 1]] + [[a, min(cap, depth - 1)] for a, cap in branch.lineage],
-        tip_depth=top, name=f"{branch.name or 'branch'} (kept for forks)", internal=True,
-    )
-    rows = list(Action.objects.filter(branch=branch, depth__gte=depth, depth__lte=top).order_by("depth", "created_at", "id"))
-    _copy_rows(rows, to_branch=segment)
-    for other in readers:
-        new = []
-        for a, cap in other.lineage:
-            if a == branch.pk and cap >= depth:
-                new += [[segment.pk, cap], [branch.pk, depth - 1]]
-            else:
-                new.append([a, cap])
-        other.lineage = new
-        fields = ["lineage"]
-        if other.parent_id == branch.pk and other.fork_depth >= depth:
-            other.parent = segment
-            fields.append("parent")
-        _save_branch(other, *fields)
-
-
-def _own_for_rewrite(branch: Branch, depth: int) -> None:
-    _materialize(branch, depth)
-    _detach_borrowers(branch, depth)
+def _set_head(adventure: Adventure, branch: Branch, *, moved: bool = True) -> None:
+    """The one write path of an adventure's head (the branch played). ``moved``: play switched
+    branches, so memory shows that path's summary and the pass is asked for."""
+    adventure.head_branch = branch
+    adventure.save(update_fields=["head_branch", "updated_at"])
+    if moved:
+        _story_changed(adventure.pk)
+        head_moved.send(sender=Branch, adventure_id=adventure.pk, branch_id=branch.pk)
 
 
 # ---------------------------------------------------------------------------- creation
@@ -186,12 +101,46 @@ def adventure_start(*, adventure: Adventure, opening: str) -> Branch:
     """Give a new adventure its root branch (the head) and, if any, its opening."""
     with transaction.atomic():
         root = Branch.objects.create(adventure=adventure, name="main")
-        adventure.head_branch = root
-        adventure.save(update_fields=["head_branch"])
+        _set_head(adventure, root, moved=False)
         if opening:
             Action.objects.create(adventure=adventure, branch=root, depth=1, kind=Action.Kind.START, text=opening)
             _set_tip(root, 1)
     return root
+
+
+def tree_import(*, adventure: Adventure, branches: list[dict], actions: list[dict], head: int,
+                batch: int, progress=lambda done, total: None) -> dict[int, int]:
+    """Write an imported tree into ``adventure`` (new, empty; inside the caller's transaction):
+    ``branches`` parents first or in any order (a cycle is InvalidRequest), ``actions`` in
+    batches of ``batch`` rows (a node with two live takes is InvalidRequest), then the head.
+    The document was checked whole before (stories.import_doc). Returns file id -> branch id."""
+    Adventure.objects.select_for_update().get(pk=adventure.pk)
+    new_ids: dict[int, int] = {}
+    pending = list(branches)
+    while pending:  # parents first
+        ready = [b for b in pending if b["parent"] is None or b["parent"] in new_ids]
+        if not ready:
+            raise InvalidRequest("import: the branches' parents form a cycle")
+        for b in ready:
+            new_ids[b["id"]] = Branch.objects.create(
+                adventure=adventure, parent_id=new_ids.get(b["parent"]), fork_depth=b["fork_depth"],
+                lineage=[], tip_depth=b["tip_depth"], name=b["name"], internal=b["internal"],
+            ).pk
+        pending = [b for b in pending if b["id"] not in new_ids]
+    for b in branches:
+        Branch.objects.filter(pk=new_ids[b["id"]]).update(lineage=[[new_ids[a], cap] for a, cap in b["lineage"]])
+    rows = [Action(adventure=adventure, branch_id=new_ids[a["branch"]], depth=a["depth"], kind=a["kind"],
+                   text="" if a["hidden"] else a["text"], live=a["live"], hidden=a["hidden"],
+                   edited_at=a["edited_at"]) for a in actions]
+    try:
+        with transaction.atomic():
+            for start in range(0, len(rows), batch):
+                Action.objects.bulk_create(rows[start:start + batch])
+                progress(min(start + batch, len(rows)), len(rows))
+    except IntegrityError:  # the one-live-take constraint
+        raise InvalidRequest("import: a node has more than one live take") from None
+    _set_head(adventure, Branch.objects.get(pk=new_ids[head]), moved=False)
+    return new_ids
 
 
 def place(*, adventure_id: int, branch_id: int | None, kind: str, text: str, ask_pass: bool = True,
@@ -204,14 +153,14 @@ def place(*, adventure_id: int, branch_id: int | None, kind: str, text: str, ask
     with transaction.atomic():
         locked = tree_sql.append_lock(adventure_id=adventure_id, release=release)
         if locked is None:
-            raise TreeNotFound("no such adventure")
+            raise NotFound("no such adventure")
         generation_check(locked)
         action = tree_sql.append_node(adventure_id=adventure_id, branch_id=branch_id or locked.head_branch_id,
                                       kind=kind, text=text, now=locked.updated_at)
         if action is None:
             if kind == Action.Kind.START and Branch.objects.filter(pk=branch_id or locked.head_branch_id).exists():
                 raise TreeError("the story already has an opening")
-            raise TreeNotFound("no such branch in this adventure")
+            raise NotFound("no such branch in this adventure")
         if ask_pass:
             _story_changed(adventure_id)
     return action
@@ -228,7 +177,7 @@ def take_add(*, adventure_id: int, branch_id: int, expected_tip_id: int, kind: s
         if tip is None or tip.pk != expected_tip_id:
             raise TreeError("the story changed while the model was writing; nothing was saved, try again")
         depth = tip.depth
-        _own_for_rewrite(branch, depth)
+        own_for_rewrite(branch, depth)
         Action.objects.filter(branch=branch, depth=depth, live=True).update(live=False)
         action = Action.objects.create(adventure_id=adventure_id, branch=branch, depth=depth, kind=kind, text=text)
         _notify(adventure_id, branch.pk, depth, "replaced")
@@ -242,10 +191,10 @@ def take_select(*, adventure_id: int, action_id: int) -> Action:
         action = _action_on_path(branch, action_id)
         if action.live and action.branch_id == branch.pk:
             return action
-        copies = _materialize(branch, action.depth)
+        copies = materialize(branch, action.depth)
         if copies:
             action = copies[action.pk]
-        _detach_borrowers(branch, action.depth)
+        detach_borrowers(branch, action.depth)
         Action.objects.filter(branch=branch, depth=action.depth, live=True).update(live=False)
         Action.objects.filter(pk=action.pk).update(live=True)
         action.live = True
@@ -265,7 +214,7 @@ def undo(*, adventure_id: int) -> int:
         if node.kind == Action.Kind.START:
             raise TreeError("the opening cannot be undone; edit it instead")
         if depth > branch.fork_depth:
-            _detach_borrowers(branch, depth)
+            detach_borrowers(branch, depth)
             Action.objects.filter(branch=branch, depth=depth).delete()
         else:
             # The node belongs to an ancestor: read one node less of it.
@@ -284,10 +233,10 @@ def edit(*, adventure_id: int, action_id: int, text: str) -> Action:
         action = _action_on_path(branch, action_id)
         if not action.live:
             raise TreeError("only the selected take can be edited; select this take first")
-        copies = _materialize(branch, action.depth)
+        copies = materialize(branch, action.depth)
         if copies:
             action = copies[action.pk]
-        _detach_borrowers(branch, action.depth)
+        detach_borrowers(branch, action.depth)
         now = timezone.now()
         Action.objects.filter(pk=action.pk).update(text=text, edited_at=now)
         action.refresh_from_db()
@@ -304,7 +253,7 @@ def delete(*, adventure_id: int, action_id: int) -> int:
         if action.kind == Action.Kind.START:
             raise TreeError("the opening cannot be deleted; edit it instead")
         depth = action.depth
-        _own_for_rewrite(branch, depth)
+        own_for_rewrite(branch, depth)
         Action.objects.filter(branch=branch, depth=depth).delete()
         # Two steps so the one-live-take-per-node index never sees a collision.
         later = Action.objects.filter(branch=branch, depth__gt=depth)
@@ -337,7 +286,7 @@ def fork(*, adventure_id: int, action_id: int, name: str = "", checkout: bool = 
         adventure, head = locked.adventure, locked.branch
         action = Action.objects.filter(pk=action_id, adventure_id=adventure_id).first()
         if action is None:
-            raise TreeNotFound("no such action in this adventure")
+            raise NotFound("no such action in this adventure")
         source = head if lineage.on_path(head, action) else Branch.objects.get(pk=action.branch_id)
         depth = action.depth if action.live else action.depth - 1
         new = Branch.objects.create(
@@ -346,36 +295,54 @@ def fork(*, adventure_id: int, action_id: int, name: str = "", checkout: bool = 
             tip_depth=depth, name=name or f"fork at {action.depth}",
         )
         if not action.live:
-            _copy_rows([action], to_branch=new, carry=False)
+            copy_rows([action], to_branch=new, carry=False)
             Action.objects.filter(branch=new, depth=action.depth).update(live=True)
             _set_tip(new, action.depth)
         if checkout:
-            adventure.head_branch = new
-            adventure.save(update_fields=["head_branch", "updated_at"])
-            _story_changed(adventure_id)
-            head_moved.send(sender=Branch, adventure_id=adventure_id, branch_id=new.pk)
+            _set_head(adventure, new)
     return new
 
 
 def checkout(*, adventure_id: int, branch_id: int) -> Branch:
-    """Make ``branch_id`` the head: play continues at its tip."""
+    """Make ``branch_id`` the head: play continues at its tip. Conflict while a reply is written
+    (the reply would land on the branch the player left)."""
     with transaction.atomic():
-        adventure = Adventure.objects.select_for_update().get(pk=adventure_id)
+        adventure = _lock_adventure(adventure_id)
         branch = Branch.objects.filter(pk=branch_id, adventure=adventure, internal=False).first()
         if branch is None:
-            raise TreeNotFound("no such branch in this adventure")
-        adventure.head_branch = branch
-        adventure.save(update_fields=["head_branch", "updated_at"])
-        _story_changed(adventure_id)
-        head_moved.send(sender=Branch, adventure_id=adventure_id, branch_id=branch.pk)
+            raise NotFound("no such branch in this adventure")
+        _set_head(adventure, branch)
     return branch
+
+
+def hide(*, adventure_id: int, action_id: int, hidden: bool) -> Action:
+    """A moderator hides (or shows again) one take. When it is the live take, every branch that
+    reads it is told (``story_rewritten``, "hidden"): the story, prompts and the memory of its block
+    leave it out (or read it again). Conflict while a reply is written; NotFound for an action
+    of another adventure."""
+    with transaction.atomic():
+        _lock_adventure(adventure_id)
+        action = Action.objects.filter(pk=action_id, adventure_id=adventure_id).first()
+        if action is None:
+            raise NotFound("no such action in this adventure")
+        if action.hidden == hidden:
+            return action
+        Action.objects.filter(pk=action.pk).update(hidden=hidden)
+        action.hidden = hidden
+        if action.live:
+            for branch in Branch.objects.filter(adventure_id=adventure_id):
+                if lineage.on_path(branch, action):
+                    story_rewritten.send(sender=Branch, adventure_id=adventure_id, branch_id=branch.pk,
+                                         from_depth=action.depth, change="hidden")
+            _story_changed(adventure_id)
+    return action
 
 
 def branch_rename(*, adventure_id: int, branch_id: int, name: str) -> Branch:
     with transaction.atomic():
         branch = lock(adventure_id, branch_id).branch
         if branch.internal:
-            raise TreeNotFound("no such branch in this adventure")
+            raise NotFound("no such branch in this adventure")
         branch.name = name
         _save_branch(branch, "name")
     return branch
@@ -388,10 +355,10 @@ def branch_delete(*, adventure_id: int, branch_id: int) -> None:
         locked = lock(adventure_id, branch_id)
         branch = locked.branch
         if branch.internal:
-            raise TreeNotFound("no such branch in this adventure")
+            raise NotFound("no such branch in this adventure")
         if locked.adventure.head_branch_id == branch.pk:
             raise TreeError("this is the branch being played; switch to another branch before deleting it")
-        _detach_borrowers(branch, branch.fork_depth + 1)
+        detach_borrowers(branch, branch.fork_depth + 1)
         for other in Branch.objects.filter(adventure_id=adventure_id).exclude(pk=branch.pk):
             if any(a == branch.pk for a, _ in other.lineage):
                 other.lineage = [[a, cap] for a, cap in other.lineage if a != branch.pk]

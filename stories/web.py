@@ -4,8 +4,8 @@ the JSON API with a little plain JavaScript (no build step)."""
 from __future__ import annotations
 
 from django import forms
-from django.contrib.auth import views as auth_views
 from django.contrib.auth import login
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import UserCreationForm
 from django.core.paginator import Paginator
@@ -13,12 +13,13 @@ from django.shortcuts import redirect, render
 from django.urls import reverse_lazy
 from django.views.decorators.http import require_POST
 
-from stories.adventures import access_adventure, adventure_create
-from stories.adventures import adventure_delete as adventure_delete_service
+from config.errors import InvalidRequest, RateLimited
 from stories import auth, limits
+from stories.adventures import access_adventure
+from stories.adventures import adventure_delete as adventure_delete_service
 from stories.cards import clean_keys
-from stories.errors import InvalidRequest, RateLimited
 from stories.models import ACTION_TEXT_MAX, AUTHORS_NOTE_MAX, LONG_TEXT_MAX, Adventure
+from stories.play import changes
 
 
 class LoginView(auth_views.LoginView):
@@ -131,7 +132,7 @@ def adventures(request):
             except InvalidRequest as exc:
                 form.add_error(None, str(exc))
         if not form.errors:
-            adventure = adventure_create(owner_id=request.user.id, cards=cards, **data)
+            adventure = changes.adventure_create(owner_id=request.user.id, cards=cards, **data)
             return redirect("web-play", adventure.pk)
     rows = Adventure.objects.filter(owner=request.user, hidden=False).order_by("-updated_at", "-id")
     page = Paginator(rows, ADVENTURES_PER_PAGE).get_page(request.GET.get("page"))

@@ -1,7 +1,6 @@
 from django.contrib import admin
 
 from config.admin_site import ModeratedAdmin
-
 from workers.models import ParkedJob
 
 

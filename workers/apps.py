@@ -6,10 +6,15 @@ class WorkersConfig(AppConfig):
     verbose_name = "Worker pool"
 
     def ready(self):
-        """Provide the senders behind config.jobs, the one door for memory work."""
-        from config import jobs
-        from workers import tasks
+        """Provide what config's wiring reaches the pool through: the senders behind config.jobs
+        (the one door for memory work), the heartbeats /healthz reads, and the heartbeat step of
+        every worker this process starts (ready runs before a worker builds its steps)."""
+        from config import health, jobs
+        from config.celery import app
+        from workers import heartbeat, tasks
 
         jobs.provide(jobs.STORY_PASS, tasks.send_post_turn)
         jobs.provide(jobs.AGENT_PASS, tasks.send_agent_pass)
         jobs.provide(jobs.IMPORT, tasks.send_import)
+        health.provide_heartbeats(heartbeat.heartbeats_read)
+        app.steps["worker"].add(heartbeat.Heartbeat)

@@ -11,8 +11,8 @@ import redis
 from django.conf import settings
 from django.utils import timezone
 
-from memory import bank
 from memory.models import PassRun
+from memory.story import bank
 from workers.heartbeat import heartbeats_read
 from workers.locks import client
 from workers.models import ParkedJob

@@ -21,7 +21,8 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from config.health import database_status
-from memory import agent_indexes, agent_upkeep, bank
+from memory.agents import agent_indexes, agent_upkeep
+from memory.story import bank
 from stories import imports
 from workers.locks import adventure_lock, agent_lock, client
 from workers.models import ParkedJob

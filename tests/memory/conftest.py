@@ -1,7 +1,7 @@
 import pytest
 from rest_framework.test import APIClient
 
-from memory import worlds
+from memory.agents import worlds
 from memory.models import World
 from tests.support.story import grow, memory_reply  # noqa: F401  (used by the memory tests)
 

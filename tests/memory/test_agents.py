@@ -1,12 +1,13 @@
 """Agent memory for multi-agent worlds over REST."""
 
 import json
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 
 import pytest
 from django.utils import timezone
 
-from memory import agent_events, agent_recall, agent_upkeep
+from memory.agents import agent_events, agent_recall, agent_upkeep
 from memory.models import Agent, AgentMemory, World
 from tests.conftest import api_client_for
 from tests.support.agents import SMALL_TALK, events_url, say

@@ -3,8 +3,8 @@ the prompt says who knows what, and those memories follow undo, forks, edits, ex
 
 import pytest
 
-from memory import bank
 from memory.models import Cursor, Memory
+from memory.story import bank
 from stories.models import Adventure, Branch
 from tests.support.story import memory_reply
 
@@ -253,8 +253,8 @@ def test_a_garbled_answer_is_written_offline_and_flagged(owner, narrator, alice_
                                       .startswith("You keep the memories of each character") else memory_reply(body, n))
     made = alice_api.post("/api/adventures/", {"title": "T", "opening": "Cora sweeps the hall."}, format="json").json()
     alice_api.post(f"/api/adventures/{made['id']}/cards/", {"type": "character", "name": "Cora"}, format="json")
-    from tests.support.story import grow
     from stories.models import Adventure
+    from tests.support.story import grow
 
     grow(Adventure.objects.get(pk=made["id"]), 12)
     bank.run(made["id"])
@@ -264,7 +264,7 @@ def test_a_garbled_answer_is_written_offline_and_flagged(owner, narrator, alice_
 
 def scene(text_by_kind, *names, keys=None):
     """Each named member's part of one block of story ``text_by_kind`` [(kind, text)...]."""
-    from memory import cast
+    from memory.story import cast
     from stories.models import Action, StoryCard
 
     cards = [StoryCard(pk=i + 1, type="character", name=n, keys=(keys or {}).get(n, [])) for i, n in enumerate(names)]

@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from memory import agent_events, worlds
+from memory.agents import agent_events, worlds
 from memory.models import AgentMemory, World
 from tests.support.mcp import session_calls
 
@@ -107,3 +107,27 @@ def test_mcp_cuts_off_headers_that_never_finish(mcp_server):
         sock.close()
         assert answer.startswith(b"HTTP/1.1 408") and b"nosniff" in answer, answer
     assert time.monotonic() - started < 8
+
+
+def test_mcp_and_rest_answer_a_recall_alike_and_name_an_unknown_agent_alike(mcp_server, alice, client):
+    from rest_framework.test import APIClient
+
+    world = World.objects.create(owner=alice, name="Town")
+    agent_events.events_record(world=world, events=[
+        agent_events.Event(type="say", actor="ann", target="bo", text="the well is dry", nearby=["bo"])])
+    _, raw = worlds.token_create(world=world)
+    asks = {"query": "the well", "limit": 3, "cooldown_seconds": 0}
+    _, over_mcp, unknown_mcp = asyncio.run(session_calls(mcp_server, raw, [
+        ("recall", {"agent": "bo", **asks}), ("recall", {"agent": "cy", **asks})]))
+    rest = APIClient()
+    rest.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    over_rest = rest.post(f"/api/worlds/{world.pk}/agents/bo/recall/", asks, format="json")
+    unknown_rest = rest.post(f"/api/worlds/{world.pk}/agents/cy/recall/", asks, format="json")
+    assert over_rest.status_code == 200, over_rest.content
+    mcp_answer, rest_answer = over_mcp.structured_content, over_rest.json()
+    assert mcp_answer["text"] == rest_answer["text"] and "the well is dry" in mcp_answer["text"]
+    strip = [{k: v for k, v in m.items() if k not in ("score", "parts")} for m in rest_answer["memories"]]
+    assert [{k: v for k, v in m.items() if k not in ("score", "parts")} for m in mcp_answer["memories"]] == strip
+    assert set(mcp_answer["memories"][0]) == set(rest_answer["memories"][0]) >= {"score", "parts", "occurred_at"}
+    assert unknown_rest.status_code == 404 and unknown_mcp.is_error
+    assert unknown_rest.json()["detail"] in unknown_mcp.content[0].text and "'cy'" in unknown_rest.json()["detail"]

@@ -3,8 +3,9 @@ import re
 import pytest
 from django.core.management import call_command
 
-from memory import bank, embedder, embeddings, retrieval, summarize
+from memory import embedder, embeddings
 from memory.models import Memory
+from memory.story import bank, retrieval, summarize
 from stories.adventures import adventure_create
 from stories.models import Branch
 

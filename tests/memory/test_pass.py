@@ -3,8 +3,9 @@
 import numpy as np
 import pytest
 
-from memory import bank, embedder, memories, retrieval
+from memory import embedder
 from memory.models import Cursor, Memory
+from memory.story import bank, memories, retrieval
 from stories.models import Branch
 from tests.memory.conftest import grow
 from tests.support.fake_llm import Reply
@@ -188,7 +189,7 @@ def test_a_block_a_moderator_hid_whole_is_skipped_and_the_pass_goes_on(adventure
 
 
 def test_the_cast_brief_follows_its_rules(adventure):
-    from memory import summarize
+    from memory.story import summarize
     from stories.models import StoryCard
 
     cards = [StoryCard(adventure=adventure, type="place", name="Old Mill", keys=["mill"], entry="A ruin.\n\nBy the river."),
@@ -281,7 +282,7 @@ def test_a_pass_that_meets_a_reply_being_written_still_writes_embeds_and_counts_
 def test_a_step_that_fails_keeps_what_the_pass_did_before_and_after_it(adventure, memory_llm, monkeypatch):
     """One step's domain error is that step's: the report keeps the memories written before it,
     and embedding and eviction still run after it."""
-    from stories.errors import Conflict
+    from config.errors import Conflict
 
     def refused(**kwargs):
         raise Conflict("the summary could not be written just now")

@@ -11,7 +11,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from memory import agent_recall
+from memory.agents import agent_recall
 from memory.embedder import LOCAL_MODEL
 from memory.models import Agent, AgentMemory
 from tests.support.agents import embed_all, events_url, recall
@@ -177,7 +177,7 @@ def test_a_recall_over_a_large_bank_reads_a_bounded_number_of_rows(world, settin
 
 @pytest.mark.django_db(transaction=True)
 def test_an_agent_with_a_large_bank_gets_an_index_of_its_own_and_loses_it_with_the_agent(world, settings):
-    from memory import agent_upkeep
+    from memory.agents import agent_upkeep
     from workers.tasks import sweep
 
     settings.AGENT_RECALL = {**settings.AGENT_RECALL, "exact_up_to": 100, "own_index_from": 1500}

@@ -3,12 +3,13 @@ and a query naming a period ("in June", "yesterday") finds what happened in
 it, by the memories' event times. Asked through the recall API, as agent
 frameworks ask."""
 
-from datetime import datetime, timedelta, timezone as tz
+from datetime import datetime, timedelta
+from datetime import timezone as tz
 
 import pytest
 from django.utils import timezone
 
-from memory import when
+from memory.agents import when
 from tests.support.agents import SMALL_TALK, embed_all, recall, say
 
 pytestmark = pytest.mark.django_db
@@ -120,7 +121,7 @@ def test_a_question_asking_for_many_things_gets_the_second_hop_and_one_asking_fo
     """With the list hop on (an operator's knob) the hop runs only for questions that ask for many
     things ("which cities...", "how many..."): it reaches the Colosseum's memory, which shares no word
     with the question; "where has Jon travelled?" asks for one place and ranks as before."""
-    from memory.agent_recall import asks_for_many
+    from memory.agents.agent_recall import asks_for_many
 
     assert asks_for_many("Which cities has Jon visited?") and asks_for_many("How many games has John won?")
     assert asks_for_many("What video games does Nate play?") and asks_for_many("What are the names of his kids?")

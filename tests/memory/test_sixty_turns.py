@@ -2,8 +2,8 @@
 
 import pytest
 
-from memory import bank
 from memory.models import Cursor, Memory
+from memory.story import bank
 from tests.conftest import api_client_for
 
 pytestmark = pytest.mark.django_db

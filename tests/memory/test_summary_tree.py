@@ -4,8 +4,8 @@ point of that path; the player's own summary is kept and is where rewrites start
 
 import pytest
 
-from memory import bank
 from memory.models import SummarySnapshot
+from memory.story import bank
 from stories import lineage, moderation, tree
 from stories.models import Branch
 from tests.support.story import grow

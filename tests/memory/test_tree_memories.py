@@ -2,8 +2,8 @@
 
 import pytest
 
-from memory import bank, memories, retrieval
 from memory.models import Cursor, Memory
+from memory.story import bank, memories, retrieval
 from stories import lineage, tree
 from stories.models import Branch
 from tests.memory.conftest import grow

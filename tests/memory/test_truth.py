@@ -120,7 +120,6 @@ def block_memory(api, story_id, branch):
 
 
 def test_memories_of_a_story_already_in_the_prompt_word_for_word_are_not_sent(alice_plays, story_id, fake_llm):
-    from stories import accounts
 
     branch = Action.objects.filter(adventure_id=story_id).first().branch
     block_memory(alice_plays, story_id, branch)

@@ -7,7 +7,7 @@ import json
 import pytest
 from rest_framework.test import APIClient
 
-from memory import agent_events, worlds
+from memory.agents import agent_events, worlds
 from memory.models import Agent, AgentMemory, World
 from tests.conftest import api_client_for
 

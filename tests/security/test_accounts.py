@@ -60,7 +60,7 @@ def test_a_suspended_owner_is_refused_on_every_route_with_every_credential(alice
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.slow
 def test_a_suspended_owners_world_token_is_refused_by_every_mcp_tool(mcp_server, alice):
-    from memory import agent_events, worlds
+    from memory.agents import agent_events, worlds
     from memory.models import World
 
     town = World.objects.create(owner=alice, name="Town")

@@ -6,9 +6,10 @@ Every API route is swept with every such body, by every method that takes one.""
 import asyncio
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from memory import agent_events, worlds
+from memory.agents import agent_events, worlds
 from memory.models import AgentMemory, World
 from stories.models import Action, StoryCard
 from tests.security.test_ownership import all_routes, fill, snapshot

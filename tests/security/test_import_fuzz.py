@@ -7,7 +7,8 @@ import copy
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from memory.models import Memory
 from stories.models import Action, Adventure, Branch, StoryCard

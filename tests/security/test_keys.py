@@ -8,12 +8,11 @@ import pytest
 import redis
 from django.db import connection
 
-from memory import agent_events, agent_upkeep, bank
+from memory.agents import agent_events, agent_upkeep
 from memory.models import Agent, World
+from memory.story import bank
 from tests.conftest import ALICE_KEY, BOB_KEY, api_client_for
 from tests.support.story import memory_reply
-
-
 
 MARK = {"alice": "ALICEWORLD", "bob": "BOBWORLD"}
 
@@ -192,9 +191,8 @@ def test_keys_go_only_to_their_owners_work_and_never_show(alice, bob, fake_llm, 
 @pytest.mark.django_db
 def test_a_key_goes_only_to_the_endpoint_it_was_entered_for(alice, fake_llm):
     """A session or token alone must not be able to send the saved key to a host of its choosing."""
-    from tests.support.fake_llm import FakeLLM
-
     from stories.models import AISettings
+    from tests.support.fake_llm import FakeLLM
 
     elsewhere = FakeLLM()
     try:

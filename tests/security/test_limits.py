@@ -171,7 +171,7 @@ def stored():
 
 @pytest.mark.django_db
 def test_every_size_limit_answers_400_naming_the_field_and_stores_nothing(alices_world, alice_plays):
-    from memory import agent_events, agent_recall
+    from memory.agents import agent_events, agent_recall
     from stories import models
 
     aid, wid = alices_world["adventure_id"], alices_world["world_id"]

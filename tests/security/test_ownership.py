@@ -12,7 +12,7 @@ from django.contrib.auth import get_user_model
 from django.urls import URLPattern, get_resolver
 from drf_spectacular.generators import SchemaGenerator
 
-from memory import agent_events, worlds
+from memory.agents import agent_events, worlds
 from memory.models import Agent, AgentMemory, Cursor, Memory, World, WorldToken
 from stories.models import Action, Adventure, AISettings, Branch, ImportJob, StoryCard
 from tests.support.mcp import session_calls
@@ -175,7 +175,7 @@ def test_every_route_refuses_bob_with_alices_ids_and_nothing_changes(alices_worl
                     else:
                         assert response.status_code == 404, f"{what} -> {response.status_code}"
                         if is_api and method != "head":
-                            assert response.json() == {"detail": "Not found."}, f"{what} hints the object exists"
+                            assert response.json() == {"detail": "Not found.", "error": "not_found"}, f"{what} hints the object exists"
                     assert_no_leak(response, what)
                     if method in ("post", "put", "patch"):
                         # A hostile body changes nothing of that: the object is still not bob's.

@@ -8,8 +8,8 @@ import socket
 
 import pytest
 
-from stories import netguard
 from stories.models import AISettings
+from stories.providers import netguard
 from tests.support.canary import Canary
 
 pytestmark = pytest.mark.django_db

@@ -93,7 +93,7 @@ def test_story_page_parameters_are_checked(alice_plays, adventure_id):
 
 def test_unknown_api_urls_are_json_404s(alice_api):
     response = alice_api.get("/api/nothing-here/")
-    assert response.status_code == 404 and response.json() == {"detail": "Not found."}
+    assert response.status_code == 404 and response.json() == {"detail": "Not found.", "error": "not_found"}
 
 
 @pytest.mark.parametrize("mutate, says", [

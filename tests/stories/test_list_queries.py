@@ -5,7 +5,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from memory import agent_events, worlds
+from memory.agents import agent_events, worlds
 from memory.models import Memory
 from stories import cards, tree
 from stories.adventures import adventure_create

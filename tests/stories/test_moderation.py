@@ -100,9 +100,8 @@ def test_memory_moderation_actions(moderator, alice):
 
 def test_hiding_an_action_rewrites_only_its_block_and_keeps_what_the_player_set(
         moderator, adventure, memory_llm, alice_api, django_capture_on_commit_callbacks):
-    from memory import bank
+    from memory.story import bank
     from stories import lineage
-    from stories.models import Branch
     from tests.memory.conftest import grow
 
     head = grow(adventure, 79)
@@ -144,3 +143,61 @@ def test_hiding_an_action_rewrites_only_its_block_and_keeps_what_the_player_set(
                             format="json").json()
     assert "ABUSIVE" not in str(memory_llm.chat_requests()[-1].body["messages"]), "the next prompt is clean"
     assert by_block[13].pk in {m["id"] for m in answer["memories"]}, "the pin is still sent"
+
+
+def test_hiding_a_take_while_its_reply_is_written_is_refused_with_a_message_and_works_after(moderator, story):
+    from django.contrib.messages import get_messages
+
+    from stories.generation import generation_claim, generation_release
+
+    offending = Action.objects.get(text="ABUSIVE-WORDS here")
+    token = generation_claim(adventure_id=story)
+    try:
+        response = moderator.post(reverse("admin:stories_action_changelist"),
+                                  {"action": "hide", "_selected_action": [offending.pk]}, follow=True)
+        assert response.status_code == 200
+        shown = [str(m) for m in get_messages(response.wsgi_request)] or [
+            str(m) for m in response.context["messages"]]
+        assert any("being written" in m and "not changed" in m for m in shown), shown
+        offending.refresh_from_db()
+        assert not offending.hidden, "nothing changed while the reply is written"
+    finally:
+        generation_release(adventure_id=story, token=token)
+    moderator.post(reverse("admin:stories_action_changelist"), {"action": "hide", "_selected_action": [offending.pk]})
+    offending.refresh_from_db()
+    assert offending.hidden
+
+
+@pytest.mark.django_db(transaction=True)
+def test_hiding_waits_for_the_adventure_lock_before_touching_the_take(story):
+    """Every tree write locks the adventure first; a hide that locked the take first could
+    deadlock against the player's edit of it (the edit holds the adventure, then needs the take)."""
+    import threading
+
+    from django.db import connection, transaction
+
+    from stories import moderation, tree
+    from tests.stories.test_delete_races import _someone_waits_on_a_lock
+    from tests.support.processes import wait_for
+
+    offending = Action.objects.get(text="ABUSIVE-WORDS here")
+    outcome = {}
+
+    def moderator_hides():
+        try:
+            moderation.action_set_hidden(action_id=offending.pk, hidden=True)
+            outcome["hidden"] = True
+        finally:
+            connection.close()
+
+    hider = threading.Thread(target=moderator_hides)
+    with transaction.atomic():
+        tree.lock(story)  # the player's edit holds the adventure...
+        hider.start()
+        wait_for(lambda: outcome or _someone_waits_on_a_lock(), timeout=20, what="the hide to finish or to wait")
+        assert not outcome, "the hide went ahead while the player's edit held the adventure"
+        # ...and now writes the take, which the hide must not hold
+        Action.objects.filter(pk=offending.pk).update(text="ABUSIVE-WORDS, edited")
+    hider.join(30)
+    offending.refresh_from_db()
+    assert outcome == {"hidden": True} and offending.hidden and offending.text == "ABUSIVE-WORDS, edited"

@@ -6,10 +6,12 @@ import pytest
 from cryptography.fernet import Fernet
 
 from config import jobs
-from memory import bank, summaries, worlds
+from memory.agents import worlds
 from memory.models import AgentMemory, Memory, PassRun
-from stories import accounts, cards, play, tree
+from memory.story import bank, summaries
+from stories import accounts, cards, tree
 from stories.models import Adventure, Branch, StoryCard
+from stories.play import changes as play
 from tests.conftest import ALICE_KEY
 from tests.support.fake_llm import Reply
 
@@ -217,7 +219,7 @@ def test_a_crashed_pass_is_recorded_as_crashed_and_counted(adventure, monkeypatc
 
 
 def test_an_agent_pass_with_an_unreadable_key_leaves_the_work_for_later(owner, settings):
-    from memory import agent_upkeep
+    from memory.agents import agent_upkeep
 
     world = worlds.world_create(owner_id=owner.pk, name="W")
     agent = worlds.agent_for_note(world=world, external_id="cy")

@@ -75,3 +75,54 @@ def test_a_failed_generation_frees_the_adventure_at_once(alice_plays, fake_llm):
     fake_llm.queue(Reply(status=401))
     assert _post(api, f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "wait"}).status_code == 424
     assert _post(api, f"/api/adventures/{aid}/retry/").status_code == 201
+
+
+def test_a_branch_switch_while_a_reply_is_written_answers_409_and_the_reply_lands_where_it_was_asked(
+        alice_plays, fake_llm):
+    from django.db import connection
+
+    from stories.models import Adventure, Branch
+
+    api = alice_plays
+    aid = _post(api, "/api/adventures/", {"title": "Forked", "opening": "A fork in the road."}).json()["id"]
+    main = Adventure.objects.get(pk=aid).head_branch_id
+    opening = Action.objects.get(adventure_id=aid, depth=1)
+    side = _post(api, f"/api/adventures/{aid}/actions/{opening.pk}/fork/", {"name": "left", "checkout": False})
+    assert side.status_code == 201, side.content
+    side_id = side.json()["id"]
+    writing, release = threading.Event(), threading.Event()
+
+    def slow_reply(body, n):
+        writing.set()
+        release.wait(30)
+        return "The right road climbs."
+
+    fake_llm.reply = slow_reply
+    first = {}
+
+    def play_first():
+        try:
+            first["response"] = _post(api, f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "go right"})
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=play_first)
+    thread.start()
+    try:
+        assert writing.wait(30), "the turn never reached the model"
+        refused = [
+            _post(api, f"/api/adventures/{aid}/branches/{side_id}/checkout/"),
+            _post(api, f"/api/adventures/{aid}/actions/{opening.pk}/fork/", {"name": "back", "checkout": True}),
+        ]
+        for response in refused:
+            assert response.status_code == 409, (response.status_code, response.content)
+            assert "being written" in response.json()["detail"]
+        assert Adventure.objects.get(pk=aid).head_branch_id == main, "the head did not move"
+    finally:
+        release.set()
+        thread.join(30)
+    assert first["response"].status_code == 201
+    story = [a["text"] for a in api.get(f"/api/adventures/{aid}/story/").json()["actions"]]
+    assert story == ["A fork in the road.", "go right", "The right road climbs."], "the reply is on the branch played"
+    assert Branch.objects.filter(adventure_id=aid, name="back").count() == 0, "the refused fork stored nothing"
+    assert _post(api, f"/api/adventures/{aid}/branches/{side_id}/checkout/").status_code == 200

@@ -2,8 +2,8 @@
 
 import pytest
 
-from stories import netguard
 from stories.models import Action, ProviderCall
+from stories.providers import netguard
 from tests.conftest import ALICE_KEY
 from tests.support.canary import Canary
 from tests.support.events import parse_events, streamed

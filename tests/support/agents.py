@@ -26,7 +26,7 @@ def recall(agent_api, world, agent, query, **extra):
 
 
 def embed_all(world):
-    from memory import agent_upkeep
+    from memory.agents import agent_upkeep
     from memory.models import Agent
 
     for agent in Agent.objects.filter(world=world):

@@ -175,7 +175,7 @@ def session_of(user) -> str:
 def long_road(alice):
     """An adventure with 105 memories and alice's session, made before Playwright starts (its
     greenlets would give the ORM a second database session that outlives the test)."""
-    from memory import memories
+    from memory.story import memories
     from stories.adventures import adventure_create
 
     adventure = adventure_create(owner_id=alice.pk, title="Long road", opening="Dawn.")
@@ -201,7 +201,7 @@ def test_the_memory_drawer_pages_through_a_large_bank(live_server, long_road, br
 @pytest.fixture
 def hall_of_tarn(alice):
     """An adventure whose cast holds Cora, with a memory of the story's own and two of Cora's."""
-    from memory import memories
+    from memory.story import memories
     from stories.adventures import adventure_create
     from stories.models import StoryCard
 

@@ -4,8 +4,8 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from memory import bank
 from memory.models import Cursor
+from memory.story import bank
 from tests.support.story import grow
 from workers.models import ParkedJob
 

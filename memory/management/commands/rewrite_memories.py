@@ -1,8 +1,9 @@
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from memory import embeddings, memories, summarize
+from memory import embeddings
 from memory.models import Memory
+from memory.story import memories, summarize
 from stories import accounts
 from stories.providers import ProviderError
 

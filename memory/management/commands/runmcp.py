@@ -14,7 +14,7 @@ class Command(BaseCommand):
     def handle(self, *args, host, port, **options):
         from config.web_protocol import HeaderDeadlineProtocol
         from config.web_server import HEADERS_MAX_BYTES
-        from memory.mcp_server import asgi_app
+        from memory.agents.mcp_server import asgi_app
 
         self.stdout.write(f"MCP server at http://{host}:{port}/mcp")
         # One process, whatever WEB_CONCURRENCY says (uvicorn reads it, and refuses workers for an app object).

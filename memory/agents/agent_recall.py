@@ -1,7 +1,7 @@
 """Agent recall: Postgres scores an agent's memories by partner, place,
 importance, recency, meaning (pgvector) and words (BM25), with the weights it is
 tuned with (exactly for a small bank, over candidates read from indexes for a
-large one: memory.agent_recall_sql); then dedupe, cooldown and a token budget."""
+large one: memory.agents.agent_recall_sql); then dedupe, cooldown and a token budget."""
 
 from __future__ import annotations
 
@@ -19,9 +19,10 @@ from django.db.models import F
 from django.utils import timezone
 from pgvector import HalfVector
 
-from memory import agent_indexes, embedder, when
-from memory.agent_indexes import INDEXED_DIMS
-from memory.agent_recall_sql import PREPARE_SQL, recall_sql, tsquery_literal
+from memory import embedder
+from memory.agents import agent_indexes, when
+from memory.agents.agent_indexes import INDEXED_DIMS
+from memory.agents.agent_recall_sql import PREPARE_SQL, recall_sql, tsquery_literal
 from memory.models import Agent, AgentMemory, World
 from memory.vectors import vector_cursor
 from stories import tokens as token_counter
@@ -60,7 +61,7 @@ WEIGHTS = {
     "kind_weights": {"say": 0.15, "interaction": 0.15, "note": 0.15, "summary": 0.12, "custom": 0.1,
                      "observation": 0.08, "heard": 0.05, "witnessed": 0.0},
     "dedupe_jaccard": 0.85,  # word overlap above which two memories count as the same
-    # time (memory.when): a question asking when ranks up memories that say when (a date, "yesterday",
+    # time (memory.agents.when): a question asking when ranks up memories that say when (a date, "yesterday",
     # "two years ago"); a query naming a period ("in June", "last week") ranks up memories that
     # happened in it (their event time)
     "time_words": 0.9,
@@ -81,7 +82,7 @@ WEIGHTS = {
     # context share: 0.25 x (1 + 1.0)); every fold chose asks 0.3, four of five answers 1.0 (README)
     "answers": 1.0,
     # The candidate path (a bank of more than settings.AGENT_RECALL["exact_up_to"] memories): how many
-    # rows each arm reads (memory.agent_recall_sql).
+    # rows each arm reads (memory.agents.agent_recall_sql).
     "vector_candidates": 40,  # nearest by meaning
     "text_scan": 400,  # rows the full-text index gives, of which BM25 keeps...
     "text_candidates": 100,
@@ -267,6 +268,25 @@ def _ranked_statement(cursor, params: dict, conf: dict) -> tuple[bool, str]:
                    "sample_dfs": [float(d) for d in dfs], "telling": tsquery_literal(telling) or None})
     return candidates, recall_sql(candidates=candidates, dims=dims or INDEXED_DIMS[0], through_index=held > through,
                                    own_index_of=params["agent"] if owned and dims else None)
+
+
+def recall_answer(found: list[Recalled], block: str) -> dict:
+    """The one answer to a recall, REST and MCP alike: the ready-to-use text block and each memory
+    with its score and the parts the score is made of."""
+    return {
+        "memories": [{"id": m.id, "content": m.content, "kind": m.kind, "partner": m.partner,
+                      "location": m.location, "occurred_at": _iso(m.occurred_at),
+                      "score": m.score, "parts": m.parts} for m in found],
+        "text": block,
+    }
+
+
+def _iso(moment: datetime | None) -> str | None:
+    """As the REST API writes times (DRF's encoder): ISO 8601, UTC as Z."""
+    if moment is None:
+        return None
+    text = moment.isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
 def agent_recall(*, world: World, agent: Agent, partner: str = "", location: str = "", query: str = "",

@@ -19,11 +19,11 @@ from django.db import DatabaseError
 
 from config import jobs
 from config.async_db import db_step, release_request_thread
-from memory import retrieval
-from stories import accounts, context, lineage, limits, tree
+from config.errors import Conflict, DomainError, InvalidRequest, as_domain_error
+from memory.story import retrieval
+from stories import accounts, context, limits, lineage, tree
 from stories.adventures import access_adventure
 from stories.context import Context, MemoryItem
-from stories.errors import Conflict, DomainError, InvalidRequest, as_domain_error
 from stories.generation import generation_claim, generation_release, held, keep_claimed
 from stories.models import ACTION_TEXT_MAX, Action, Adventure, AISettings, Branch, ProviderCall
 from stories.providers import Completion, Connection, ModelCall, ProviderError
@@ -115,7 +115,7 @@ def begin_play(*, user_id: int, adventure: Adventure, mode: str, text: str) -> P
             placed.append(tree.place(adventure_id=adventure.pk, branch_id=None, kind=mode, text=text,
                                      ask_pass=False))
         with _failing_as_turn(placed):
-            branch = placed[0].branch if placed else Branch.objects.get(pk=adventure.head_branch_id)
+            branch = placed[0].branch if placed else lineage.head(adventure)
             return _prepare(user_id=user_id, adventure=adventure, branch=branch, below_depth=None, token=token,
                             placed=placed, reply_kind=kind)
 
@@ -124,7 +124,7 @@ def begin_retry(*, user_id: int, adventure: Adventure) -> Prepared:
     """A new take of the last reply (earlier takes kept), or, when the last
     node is the player's (its reply failed), the missing reply."""
     with _claimed(adventure.pk) as token:
-        branch = Branch.objects.get(pk=adventure.head_branch_id)
+        branch = lineage.head(adventure)
         tip = lineage.node_at(branch, branch.tip_depth)
         if tip is None or tip.kind == Action.Kind.START:
             raise Conflict("there is no reply to retry yet; play a turn or continue")
@@ -222,7 +222,7 @@ def _finish(p: Prepared, call: ModelCall, stopped: bool) -> TurnResult | None:
 def insights(*, user_id: int, adventure_id: int) -> Context:
     """A dry run of the next turn's context. Changes nothing, spends nothing."""
     adventure = access_adventure(user_id=user_id, adventure_id=adventure_id)
-    branch = Branch.objects.get(pk=adventure.head_branch_id)
+    branch = lineage.head(adventure)
     ai = accounts.ai_settings_get(user_id=user_id)
     model = accounts.model_for_display(user_id=user_id)
     story = lineage.recent(branch, count=_story_window(ai.context_tokens))

@@ -23,8 +23,8 @@ from django.conf import settings
 from httpcore2._backends.base import AsyncNetworkBackend
 from httpcore2._backends.sync import SyncBackend
 
-from stories import netstream
-from stories.errors import InvalidRequest
+import stories.providers.netstream as netstream
+from config.errors import InvalidRequest
 
 
 class EndpointRefused(InvalidRequest):
@@ -135,7 +135,7 @@ class GuardedTransport(httpx2.HTTPTransport):
 
 
 class _GuardedAsyncBackend(AsyncNetworkBackend):
-    """Connections as plain asyncio transports (stories.netstream), to checked addresses only."""
+    """Connections as plain asyncio transports (stories.providers.netstream), to checked addresses only."""
 
     async def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
         infos = await resolve_checked_async(host, port)

@@ -5,7 +5,7 @@ one agent's nearest reads about table / bank rows for each one kept: for an
 agent holding a tenth of the table, ten. An agent past AGENT_OWN_INDEX_FROM
 memories gets a partial index over its own rows, built concurrently by its
 background pass (writes go on meanwhile); recall uses it once it is valid
-(memory.agent_recall). Indexes of agents that no longer exist are dropped by the
+(memory.agents.agent_recall). Indexes of agents that no longer exist are dropped by the
 sweep. Postgres plans every query on the table against each partial index, so
 the bound keeps them few: set it from the largest banks a site expects.
 """

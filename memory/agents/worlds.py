@@ -11,13 +11,11 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.http import Http404
-from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from config import jobs
+from config.errors import Conflict, DomainError, NotFound
 from memory.models import Agent, AgentMemory, World, WorldToken
-from stories.errors import Conflict, DomainError
 
 TOKEN_PREFIX = "wt_"
 
@@ -25,15 +23,15 @@ TOKEN_PREFIX = "wt_"
 
 
 def access_world(*, user_id: int | None, token: WorldToken | None, world_id: int) -> World:
-    """The world if the caller owns it or holds a live token of it; Http404 otherwise."""
+    """The world if the caller owns it or holds a live token of it; NotFound otherwise."""
     world = World.objects.filter(pk=world_id).first()
     if world is None:
-        raise Http404
+        raise NotFound()
     if token is not None:
         if token.world_id != world.pk:
-            raise Http404
+            raise NotFound()
     elif world.owner_id != user_id:
-        raise Http404
+        raise NotFound()
     return world
 
 
@@ -86,9 +84,11 @@ def _hash(raw: str) -> str:
 
 
 def access_agent(*, world: World, external_id: str) -> Agent:
+    """The agent of ``world`` (itself access-checked) by its id; NotFound, saying so, when the world
+    has none by that id yet (REST and MCP ask here)."""
     agent = Agent.objects.filter(world=world, external_id=external_id).first()
     if agent is None:
-        raise Http404
+        raise NotFound(f"no agent {external_id!r} in this world yet; record an event first")
     return agent
 
 
@@ -119,14 +119,10 @@ def world_delete(*, world: World) -> None:
 
 
 def token_revoke(*, world: World, token_id: int) -> None:
-    """Revoke a live token of ``world`` (it stops working at once); Http404 for any other id."""
+    """Revoke a live token of ``world`` (it stops working at once); NotFound for any other id."""
     if not WorldToken.objects.filter(pk=token_id, world=world, revoked_at__isnull=True).update(
             revoked_at=timezone.now()):
-        raise Http404
-
-
-def agent_find(*, world: World, external_id: str) -> Agent | None:
-    return Agent.objects.filter(world=world, external_id=external_id).first()
+        raise NotFound()
 
 
 def agent_for_note(*, world: World, external_id: str) -> Agent:
@@ -141,7 +137,10 @@ def agent_delete(*, agent: Agent) -> None:
 
 
 def access_agent_memory(*, agent: Agent, memory_id: int) -> AgentMemory:
-    return get_object_or_404(AgentMemory, pk=memory_id, agent=agent)
+    memory = AgentMemory.objects.filter(pk=memory_id, agent=agent).first()
+    if memory is None:
+        raise NotFound()
+    return memory
 
 
 def agent_memory_update(*, memory: AgentMemory, **fields) -> AgentMemory:

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from django.utils import timezone
 from pgvector import HalfVector
 
-from memory import cast, embedder
+from memory import embedder
+from memory.story import cast
 from memory.vectors import vector_cursor
 from stories import lineage, tokens
 from stories.context import Knowing, MemoryItem, render_action
@@ -102,7 +103,7 @@ KNOWS_TOP_K = 4  # memories per character named in the recent story
 KNOWS_CHARACTERS_MAX = 3  # characters with a part of their own in one prompt, the most recently named first
 # A character's memories rank by relevance to the recent story (cosine similarity), recency (e-folding
 # over KNOWS_RECENCY_ACTIONS story actions), importance and kind (what it said or did first). Chosen, not
-# tuned: who knows what is decided by presence when the memories are written (memory.cast), not here.
+# tuned: who knows what is decided by presence when the memories are written (memory.story.cast), not here.
 KNOWS_RECENCY_ACTIONS = 60.0
 KNOWS_RECENCY_WEIGHT = 0.3
 KNOWS_IMPORTANCE_WEIGHT = 0.3

@@ -1,9 +1,8 @@
-"""The statements of agent recall (memory.agent_recall): the first, which sizes
+"""The statements of agent recall (memory.agents.agent_recall): the first, which sizes
 the bank and samples its word statistics, and the ranked one, exact or over
 candidates read from indexes."""
 
 from __future__ import annotations
-
 
 # Hybrid search, in one query over the agent's candidates:
 # - the full-text side is BM25 computed in SQL (a word counts once per memory:
@@ -151,7 +150,7 @@ _EXACT = {
 
 # The candidate path, for large banks: the same scoring over the memories that could rank, fetched
 # from indexes; each arm reads a bounded number of rows, whatever the bank holds:
-# - the nearest by meaning: through the agent's own HNSW index when it has one (memory.agent_indexes),
+# - the nearest by meaning: through the agent's own HNSW index when it has one (memory.agents.agent_indexes),
 #   else the shared one of the vector's size (pgvector's iterative scan, filtered to the agent), or,
 #   for a bank too small a share of the table for that filter to be cheap, by distance over the bank
 #   itself ({vector_order});
@@ -215,7 +214,7 @@ _CANDIDATES = """, sample_stats AS (
 def recall_sql(*, candidates: bool, dims: int, through_index: bool, own_index_of: int | None = None) -> str:
     parts = dict(_EXACT)
     if candidates:
-        if own_index_of is not None:  # the agent's own index (memory.agent_indexes): its id, as its predicate says
+        if own_index_of is not None:  # the agent's own index (memory.agents.agent_indexes): its id, as its predicate says
             vector_order, considered_vec = (f"m.embedding::halfvec({dims}) <=> %(vector)s::halfvec({dims})",
                                             _CONSIDERED.replace("m.agent_id = %(agent)s",
                                                                 f"m.agent_id = {int(own_index_of)}", 1))
@@ -252,7 +251,7 @@ WITH t AS (
          coalesce(i.indisvalid, false) AS owned, c.reltuples AS own_rows
   FROM t LEFT JOIN pg_index i ON i.indexrelid = to_regclass(%(own_index)s) LEFT JOIN pg_class c ON c.oid = i.indexrelid
 ), h AS (
-  -- an agent with an index of its own is past every bound (memory.agent_indexes), and that index's row
+  -- an agent with an index of its own is past every bound (memory.agents.agent_indexes), and that index's row
   -- count is its bank's size: its bank is not counted
   SELECT CASE WHEN (SELECT owned FROM bound)
     THEN (SELECT greatest(own_rows::bigint, %(exact_up_to)s + 1) FROM bound)
@@ -261,7 +260,7 @@ WITH t AS (
       LIMIT (SELECT greatest(%(exact_up_to)s, through, %(count_at_least)s) + 1 FROM bound)) c) END AS held
 ), sample AS (
   -- the words of a uniform sample of the bank (its memories of the kinds asked), unless the caller
-  -- holds those of this bank at this size (memory.agent_recall keeps them a while)
+  -- holds those of this bank at this size (memory.agents.agent_recall keeps them a while)
   SELECT tsvector_to_array(m.search) AS words FROM memory_agentmemory m
   WHERE (SELECT held FROM h) > %(exact_up_to)s AND (SELECT held FROM h) <> %(sampled_at)s
     AND m.agent_id = %(agent)s AND m.consolidated_into_id IS NULL AND m.kind = ANY(%(kinds)s)

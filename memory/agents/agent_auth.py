@@ -3,8 +3,8 @@ world token can never reach its owner's stories or settings."""
 
 from rest_framework import authentication, exceptions
 
-from memory import worlds
-from memory.worlds import TOKEN_PREFIX
+from memory.agents import worlds
+from memory.agents.worlds import TOKEN_PREFIX
 
 
 class WorldTokenAuthentication(authentication.BaseAuthentication):
@@ -29,7 +29,7 @@ try:
     from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
     class WorldTokenScheme(OpenApiAuthenticationExtension):
-        target_class = "memory.agent_auth.WorldTokenAuthentication"
+        target_class = "memory.agents.agent_auth.WorldTokenAuthentication"
         name = "worldToken"
 
         def get_security_definition(self, auto_schema):

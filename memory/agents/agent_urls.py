@@ -1,6 +1,6 @@
 from django.urls import path
 
-from memory import agent_api as api
+from memory.agents import agent_api as api
 
 W = "worlds/<int:world_id>/"
 AG = W + "agents/<str:agent_id>/"

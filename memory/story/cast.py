@@ -29,7 +29,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from memory.summarize import (
+from memory.story.summarize import (
     MEMORY_WORDS_MAX,
     STOPWORDS,
     cast_brief,

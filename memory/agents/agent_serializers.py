@@ -1,8 +1,8 @@
 from rest_framework import serializers
 
 from config import serializer_fields as strict
-from memory import agent_events, agent_recall
-from stories.errors import InvalidRequest
+from config.errors import InvalidRequest
+from memory.agents import agent_events, agent_recall
 from memory.models import AGENT_MEMORY_TEXT_MAX, Agent, AgentMemory, World, WorldToken
 
 BUILTIN_TYPES = ("say", "interact", "observe")

@@ -34,8 +34,13 @@ class InvalidRequest(DomainError):
 
 
 class NotFound(DomainError):
+    """"Not yours" and "no such" alike (never a 403: another user's id reads as none); 404."""
+
     status = 404
     code = "not_found"
+
+    def __init__(self, message: str = "Not found.", **kwargs):
+        super().__init__(message, **kwargs)
 
 
 class Conflict(DomainError):

@@ -18,12 +18,13 @@ from django.db.models import Count, F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from memory import cast, embeddings, summaries, summarize
-from memory.blocks import block_changed, cast_replace, cast_store, own_memories, path_memories, write_cast
+from config.errors import DomainError
+from memory import embeddings
 from memory.models import Cursor, Memory, PassRun
+from memory.story import cast, summaries, summarize
+from memory.story.blocks import block_changed, cast_replace, cast_store, own_memories, path_memories, write_cast
 from stories import accounts, lineage, tree
 from stories.context import render_action
-from stories.errors import DomainError
 from stories.models import Adventure, Branch
 from stories.providers import ProviderError
 
@@ -118,7 +119,7 @@ def run(adventure_id: int, *, report: PassReport | None = None) -> PassReport:
     adventure = Adventure.objects.filter(pk=adventure_id).first()
     if adventure is None or adventure.head_branch_id is None or adventure.hidden:
         return report
-    head = Branch.objects.get(pk=adventure.head_branch_id)
+    head = lineage.head(adventure)
     steps = [create_due_memories, rewrite_stale] if adventure.memory_bank_enabled else []
     steps += [update_summary] if adventure.auto_summarize else []
     steps += [lambda adventure, head, report: embeddings.embed_pending(adventure=adventure, report=report), evict]
@@ -191,7 +192,7 @@ def create_due_memories(*, adventure: Adventure, head: Branch, report: PassRepor
     """Every full block of MEMORY_INTERVAL uncovered actions becomes one memory,
     once the path has MEMORY_THRESHOLD actions; at most MEMORIES_PER_RUN a run.
     The cast members present in the block get their own memory of it, written
-    in the same transaction (memory.cast)."""
+    in the same transaction (memory.story.cast)."""
     if head.tip_depth < MEMORY_THRESHOLD:
         return
     mark = memory_mark(adventure=adventure, head=head)
@@ -303,7 +304,7 @@ def update_summary(*, adventure: Adventure, head: Branch, report: PassReport, fo
     """Every SUMMARY_INTERVAL actions past the head path's newest summary
     snapshot, write the summary again from that snapshot, adding the memories
     written since (raw story where memories lag), and hang it off the tip node
-    (memory.summaries). ``force``: rewrite over the whole path from the player's
+    (memory.story.summaries). ``force``: rewrite over the whole path from the player's
     own text. If the path's summary changed during the model call (the player
     edited it, or the tree moved), the rewrite is dropped and a later run retries."""
     cursor = cursor_for(adventure.pk)

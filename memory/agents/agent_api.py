@@ -4,19 +4,19 @@ a world token (``Authorization: Bearer wt_...``), which reaches only its world."
 from __future__ import annotations
 
 from django.db.models import Count, Q
-from django.http import Http404, StreamingHttpResponse
+from django.http import StreamingHttpResponse
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
-
-from config import serializer_fields as strict
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config import paging
-from memory import agent_events, agent_recall, world_export, worlds
-from memory import agent_serializers as s
-from memory.agent_auth import WorldTokenAuthentication
+from config import serializer_fields as strict
+from config.errors import NotFound
+from memory.agents import agent_events, agent_recall, world_export, worlds
+from memory.agents import agent_serializers as s
+from memory.agents.agent_auth import WorldTokenAuthentication
 from memory.models import Agent, AgentMemory, World, WorldToken
 from stories.api_support import valid as _valid
 from stories.auth import TokenAuthentication
@@ -38,7 +38,7 @@ class WorldView(APIView):
 
     def owner_only(self, request):
         if isinstance(request.auth, WorldToken):
-            raise Http404  # tokens cannot manage worlds or tokens
+            raise NotFound()  # tokens cannot manage worlds or tokens
 
 
 class WorldListView(WorldView):
@@ -146,17 +146,11 @@ class RecallView(WorldView):
         world = self.world(request, world_id)
         agent = worlds.access_agent(world=world, external_id=agent_id)
         data = _valid(s.RecallInputSerializer, request)
-        found, block = agent_recall.agent_recall(
+        return Response(agent_recall.recall_answer(*agent_recall.agent_recall(
             world=world, agent=agent, partner=data["partner"], location=data["location"], query=data["query"],
             since=data["since"], kinds=data.get("kinds"), limit=data["limit"], token_budget=data["token_budget"],
             cooldown_s=data["cooldown_seconds"],
-        )
-        return Response({
-            "memories": [{"id": m.id, "content": m.content, "kind": m.kind, "partner": m.partner,
-                          "location": m.location, "occurred_at": m.occurred_at, "score": m.score, "parts": m.parts}
-                         for m in found],
-            "text": block,
-        })
+        )))
 
 
 class _MemoryQuery(paging.query_serializer(default=50, maximum=MEMORY_PAGE_MAX)):

@@ -22,10 +22,10 @@ import httpx2
 import openai
 from django.conf import settings
 
+from config.errors import UpstreamFailed
 from stories import limits
-from stories.errors import UpstreamFailed
 from stories.models import ProviderCall
-from stories.netguard import EndpointRefused, async_http_client, check_url_shape, http_client
+from stories.providers.netguard import EndpointRefused, async_http_client, check_url_shape, http_client
 
 log = logging.getLogger(__name__)
 

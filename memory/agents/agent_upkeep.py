@@ -11,10 +11,11 @@ from django.db import transaction
 from django.utils import timezone
 from pgvector import HalfVector
 
-from memory import agent_indexes, embedder
-from memory.agent_events import _clip, undated
+from config.errors import DomainError
+from memory import embedder
+from memory.agents import agent_indexes
+from memory.agents.agent_events import _clip, undated
 from memory.models import Agent, AgentMemory
-from stories.errors import DomainError
 
 FINE_KINDS = ("say", "heard", "interaction", "witnessed", "observation", "custom")
 
@@ -42,7 +43,7 @@ def consolidate(*, agent_id: int, now: datetime | None = None) -> int:
     """Fold runs of fine-grained memories (same partner, or same location when
     there is no partner, within the window) into one summary memory; the
     originals stay, linked, and leave recall. Returns summaries written."""
-    from memory import summarize
+    from memory.story import summarize
     from stories import accounts
     from stories.providers import ProviderError
 
@@ -93,7 +94,7 @@ def consolidate(*, agent_id: int, now: datetime | None = None) -> int:
 
 def agent_upkeep_run(*, agent_id: int) -> dict:
     """The per-agent background pass: embed new memories, consolidate, and build
-    the agent's own HNSW index once its bank is large (memory.agent_indexes). A
+    the agent's own HNSW index once its bank is large (memory.agents.agent_indexes). A
     failure of the owner's model, or a key that can no longer be read, leaves
     the work for the next pass."""
     if not Agent.objects.filter(pk=agent_id).exists():

@@ -6,15 +6,15 @@ from __future__ import annotations
 from django.db.models import F
 from django.dispatch import receiver
 
-from memory.bank import MEMORY_INTERVAL, mark_move
 from memory.models import Cursor, Memory
+from memory.story import summaries
+from memory.story.bank import MEMORY_INTERVAL, mark_move
 from stories import lineage
 from stories.models import Branch
-from memory import summaries
 from stories.tree import head_moved, nodes_copied, story_rewritten
 
 
-@receiver(story_rewritten, dispatch_uid="memory.sync.story_rewritten")
+@receiver(story_rewritten, dispatch_uid="memory.story.sync.story_rewritten")
 def on_story_rewritten(sender, *, adventure_id: int, branch_id: int, from_depth: int, change: str, **kwargs):
     branch = Branch.objects.get(pk=branch_id)
     summaries.on_rewritten(adventure_id=adventure_id, branch_id=branch_id, from_depth=from_depth, change=change)
@@ -58,7 +58,7 @@ def _rewind(adventure_id: int, branch: Branch, from_depth: int) -> None:
                   (lineage.owner_at(branch, depth) if depth else None, depth))
 
 
-@receiver(nodes_copied, dispatch_uid="memory.sync.nodes_copied")
+@receiver(nodes_copied, dispatch_uid="memory.story.sync.nodes_copied")
 def on_nodes_copied(sender, *, adventure_id: int, from_branch_id: int, to_branch_id: int, depths: list[int], **kwargs):
     """Memories hanging off copied nodes hang off the copies too (with their vectors)."""
     copies = [
@@ -74,7 +74,7 @@ def on_nodes_copied(sender, *, adventure_id: int, from_branch_id: int, to_branch
                         depths=depths)
 
 
-@receiver(head_moved, dispatch_uid="memory.sync.head_moved")
+@receiver(head_moved, dispatch_uid="memory.story.sync.head_moved")
 def on_head_moved(sender, *, adventure_id: int, branch_id: int, **kwargs):
     """A branch switch shows that path's summary at once, with no model call."""
     summaries.summary_refresh(adventure_id)

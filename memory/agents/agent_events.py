@@ -13,8 +13,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from config import jobs
+from config.errors import Conflict, InvalidRequest
 from memory.models import AGENT_MEMORY_TEXT_MAX, Agent, AgentMemory, World, WorldToken
-from stories.errors import Conflict, InvalidRequest
 
 EVENT_TEXT_MAX = 2000  # characters of an event's text
 NEARBY_MAX = 50  # listeners / witnesses per event

@@ -1,15 +1,16 @@
 """What a player does to an adventure or their settings that reaches into its
 memory as well: create or import with a summary, change fields and summary,
-switch the embedding model. (Turns are the other use case: stories.turns.)
+switch the embedding model. (Turns are the other use case: stories.play.turns.)
 Each function is the one service its view calls."""
 
 from __future__ import annotations
 
 from django.db import transaction
 
-from memory import embedder, embeddings, memories
+from memory import embedder, embeddings
+from memory.story import memories
 from stories import accounts, adventures
-from stories.models import AISettings, Adventure
+from stories.models import Adventure, AISettings
 
 
 def adventure_create(*, owner_id: int, story_summary: str = "", **fields) -> Adventure:

@@ -1,4 +1,4 @@
-"""The memory bank and story summary API: parse, call memory.memories, serialize."""
+"""The memory bank and story summary API: parse, call memory.story.memories, serialize."""
 
 from __future__ import annotations
 
@@ -7,14 +7,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config import paging
-from memory import bank, memories
-from memory import serializers as s
-from stories.errors import InvalidRequest
-from stories.models import Branch
+from config.errors import InvalidRequest
+from memory.story import bank, memories
+from memory.story import serializers as s
+from stories import lineage
 from stories.api_support import adventure_for as _adventure
 from stories.api_support import valid as _valid
 from stories.serializers import ActionSerializer
-
 
 CHARACTER_PARAMETER = OpenApiParameter(
     "character", int, description="a character card's id: that character's memories (default: the adventure's own)")
@@ -103,7 +102,7 @@ class MemoryRunView(APIView):
 
 def _summary(adventure) -> dict:
     cursor = bank.cursor_for(adventure.pk)
-    head = Branch.objects.get(pk=adventure.head_branch_id)
+    head = lineage.head(adventure)
     behind = adventure.memory_bank_enabled and head.tip_depth >= bank.MEMORY_THRESHOLD and (
         head.tip_depth - cursor.memory_depth >= bank.MEMORY_INTERVAL
     )

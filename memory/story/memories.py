@@ -6,13 +6,13 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count
 from rest_framework import serializers
 
-from config import serializer_fields as strict
-
 from config import jobs
-from memory import bank, blocks, cast, embeddings, summaries, summarize
+from config import serializer_fields as strict
+from config.errors import Conflict, InvalidRequest, NotFound
+from memory import embeddings
 from memory.models import MEMORY_TEXT_MAX, Memory
+from memory.story import bank, blocks, cast, summaries, summarize
 from stories import accounts, import_doc, lineage
-from stories.errors import Conflict, InvalidRequest, NotFound
 from stories.models import Action, Adventure, Branch, StoryCard
 from stories.providers import ProviderError
 
@@ -20,7 +20,7 @@ from stories.providers import ProviderError
 def bank_list(*, adventure: Adventure, character: StoryCard | None = None):
     """The current path's bank (forgotten and stale included, flagged), newest first: the
     adventure's own, or ``character``'s (a card of the cast, from ``access_character``)."""
-    head = Branch.objects.get(pk=adventure.head_branch_id)
+    head = lineage.head(adventure)
     memories = bank.path_memories(head)
     memories = memories.filter(character=character) if character else memories.filter(character__isnull=True)
     return memories.order_by("-depth", "-id")
@@ -38,7 +38,7 @@ def access_character(*, adventure: Adventure, card_id: int) -> StoryCard:
 def cast_list(*, adventure: Adventure) -> list[dict]:
     """The cast as players see it: the protagonist (whose memory is the adventure's own bank),
     then every character card, in the cast or not, with the memories each holds on the current path."""
-    head = Branch.objects.get(pk=adventure.head_branch_id)
+    head = lineage.head(adventure)
     counts = dict(bank.path_memories(head).filter(forgotten=False).values("character_id")
                   .annotate(n=Count("id")).values_list("character_id", "n"))
     out = [{"character": None, "name": summarize.protagonist(adventure), "protagonist": True, "in_cast": True,
@@ -50,13 +50,11 @@ def cast_list(*, adventure: Adventure) -> list[dict]:
 
 
 def access_memory(*, adventure: Adventure, memory_id: int) -> Memory:
-    """A memory of this adventure on the current path; Http404 otherwise."""
-    from django.http import Http404
-
-    head = Branch.objects.get(pk=adventure.head_branch_id)
+    """A memory of this adventure on the current path; NotFound otherwise."""
+    head = lineage.head(adventure)
     memory = bank.path_memories(head).filter(pk=memory_id).first()
     if memory is None:
-        raise Http404
+        raise NotFound()
     return memory
 
 
@@ -64,7 +62,7 @@ def memory_write(*, adventure: Adventure, text: str, character: StoryCard | None
     """A hand-written memory, hanging off the head branch at its tip: the adventure's own, or
     ``character``'s."""
     with transaction.atomic():
-        head = Branch.objects.select_for_update().get(pk=adventure.head_branch_id)
+        head = lineage.head(adventure, for_update=True)
         memory = Memory.objects.create(adventure=adventure, branch=head, depth=max(head.tip_depth, 1), text=text,
                                        character=character, kind="note" if character else "",
                                        importance=0.7 if character else 0.5)
@@ -150,7 +148,7 @@ def summary_set(*, adventure: Adventure, text: str) -> Adventure:
 
 def summary_regenerate(*, adventure: Adventure) -> Adventure:
     """Rewrite the summary now over the whole current path (raises ProviderError)."""
-    head = Branch.objects.get(pk=adventure.head_branch_id)
+    head = lineage.head(adventure)
     report = bank.PassReport()
     bank.update_summary(adventure=adventure, head=head, report=report, force=True)
     if report.errors:

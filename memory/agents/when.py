@@ -4,7 +4,7 @@ recall can use the memories' event times (README: "Agent memory").
 
 English only, like the full-text side of recall. Everything here is a rule
 about language, not a parameter fitted to a benchmark; how much each cue
-counts is a weight in memory.agent_recall, chosen by cross-validation.
+counts is a weight in memory.agents.agent_recall, chosen by cross-validation.
 """
 
 from __future__ import annotations

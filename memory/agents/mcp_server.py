@@ -15,13 +15,11 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 
 from config.asgi_guard import BodyGuard, SecurityHeaders
+from config.errors import as_domain_error
 from config.input_guard import check_value
-from memory import agent_events, agent_recall, worlds
-from memory import agent_serializers as s
+from memory.agents import agent_events, agent_recall, worlds
+from memory.agents import agent_serializers as s
 from memory.models import WorldToken
-from django.db import InterfaceError, OperationalError
-
-from stories.errors import DATABASE_DOWN, DomainError, Unavailable
 
 INSTRUCTIONS = (
     "Long-term memory for agents in a shared world. Call record_event for what agents say, do and observe; "
@@ -66,10 +64,11 @@ def _guarded(run, **arguments):
         raise ToolInputError(str(exc)) from None
     try:
         return run()
-    except DomainError as exc:
-        raise ToolInputError(exc.message) from None
-    except (OperationalError, InterfaceError):
-        raise ToolInputError(Unavailable(DATABASE_DOWN).message) from None
+    except Exception as exc:  # the one mapping (config.errors): domain errors and outages, as text
+        error = as_domain_error(exc)
+        if error is None:
+            raise
+        raise ToolInputError(error.message) from None
 
 
 def _agent_name(agent: str) -> str:
@@ -119,15 +118,11 @@ def build_server() -> MCPServer:
                 "query": query, "partner": partner, "location": location, "limit": limit,
                 "token_budget": token_budget, "since": since, "cooldown_seconds": cooldown_seconds,
                 **({"kinds": kinds} if kinds is not None else {})})
-            who = worlds.agent_find(world=token.world, external_id=_agent_name(agent))
-            if who is None:
-                raise ToolInputError(f"no agent {agent!r} in this world yet; record an event first")
-            found, block = agent_recall.agent_recall(world=token.world, agent=who, partner=data["partner"],
-                                         location=data["location"], query=data["query"], since=data["since"],
-                                         kinds=data.get("kinds"), limit=data["limit"],
-                                         token_budget=data["token_budget"], cooldown_s=data["cooldown_seconds"])
-            return {"text": block, "memories": [{"id": m.id, "content": m.content, "kind": m.kind,
-                                                 "score": m.score} for m in found]}
+            who = worlds.access_agent(world=token.world, external_id=_agent_name(agent))
+            return agent_recall.recall_answer(*agent_recall.agent_recall(
+                world=token.world, agent=who, partner=data["partner"], location=data["location"],
+                query=data["query"], since=data["since"], kinds=data.get("kinds"), limit=data["limit"],
+                token_budget=data["token_budget"], cooldown_s=data["cooldown_seconds"]))
 
         return await sync_to_async(_guarded, thread_sensitive=True)(
             run, agent=agent, query=query, partner=partner, location=location, since=since, kinds=kinds)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from memory import api
+from memory.story import api
 
 A = "adventures/<int:adventure_id>/"
 

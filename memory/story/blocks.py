@@ -1,11 +1,11 @@
 """A block's memories on a path: which memories a path holds, whether a block
 changed under a writer, and the cast's memories of a block (written, stored,
-replaced). The post-turn pass (memory.bank) calls these in its transactions."""
+replaced). The post-turn pass (memory.story.bank) calls these in its transactions."""
 
 from __future__ import annotations
 
-from memory import cast, summarize
 from memory.models import Memory
+from memory.story import cast, summarize
 from stories import lineage
 from stories.models import Adventure, Branch
 

@@ -1,0 +1,7 @@
+from django.urls import path
+
+from workers.api import PoolStatusView
+
+urlpatterns = [
+    path("", PoolStatusView.as_view(), name="pool-status"),
+]
