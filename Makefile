@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: install run test browser migrate shell bench clean-data
+.PHONY: install run test test-quick browser migrate shell bench clean-data
 
 install: $(STAMP)
 
@@ -23,6 +23,11 @@ run: install
 ## Run the test suite against real Postgres+pgvector and Redis (embedded unless URLs are set).
 test: install browser
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+## A developer's loop: the suite without the slow scenarios (extra servers, benches, explored trees).
+## CI runs `make test`, the whole suite.
+test-quick: install browser
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 ## Debian's chromium for the browser tests (Playwright drives it; it never downloads a browser).
 browser:

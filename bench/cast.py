@@ -53,7 +53,7 @@ def main() -> None:
     from django.contrib.auth import get_user_model
     from tqdm import tqdm
 
-    from memory.story import bank, cast, retrieval
+    from memory.story import cast, marks, memory_pass, retrieval
     from stories import accounts, lineage, tree
     from stories.adventures import adventure_create
     from stories.models import Action, Adventure, Branch, StoryCard
@@ -83,15 +83,15 @@ def main() -> None:
                 for kind, text in story["actions"][1:]:
                     tree.place(adventure_id=adventure.pk, branch_id=adventure.head_branch_id, kind=kind, text=text,
                                ask_pass=False)
-                while bank.run(adventure.pk).more_due:
+                while memory_pass.run(adventure.pk).more_due:
                     pass
                 head = Branch.objects.get(pk=adventure.head_branch_id)
                 members = {m.name: m for m in cast.members(cards)}
                 actions = list(lineage.story(head).order_by("depth"))
                 seen: dict[str, list[str]] = {name: [] for name in members}
-                for start in range(0, len(actions) - len(actions) % bank.MEMORY_INTERVAL, bank.MEMORY_INTERVAL):
-                    block = actions[start:start + bank.MEMORY_INTERVAL]
-                    before = actions[max(start - cast.LOOKBACK_BLOCKS * bank.MEMORY_INTERVAL, 0):start]
+                for start in range(0, len(actions) - len(actions) % marks.MEMORY_INTERVAL, marks.MEMORY_INTERVAL):
+                    block = actions[start:start + marks.MEMORY_INTERVAL]
+                    before = actions[max(start - cast.LOOKBACK_BLOCKS * marks.MEMORY_INTERVAL, 0):start]
                     for w in cast.present(cast=list(members.values()), actions=block, before=before,
                                           name=story["persona"]):
                         seen[w.member.name] += w.sentences

@@ -187,9 +187,9 @@ def _sql_per_turn(fake_url: str) -> int:
 
 
 def _backlog() -> int:
-    from memory.story import bank
+    from memory.story import memory_pass
 
-    return len(bank.adventures_behind(limit=10**6))
+    return len(memory_pass.adventures_behind(limit=10**6))
 
 
 def _drain(timeout: float) -> tuple[int, float | None]:

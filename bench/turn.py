@@ -43,7 +43,7 @@ def main() -> None:
     from config import jobs
     from memory import embeddings as memory_embeddings
     from memory.models import Memory
-    from memory.story import bank as memory_bank
+    from memory.story import memory_pass
     from stories import accounts, tree
     from stories.adventures import adventure_create
     from stories.models import Adventure, Branch, StoryCard
@@ -67,7 +67,7 @@ def main() -> None:
     for n in tqdm(range(args.bank), desc="bank", unit="memory"):
         Memory.objects.create(adventure=adventure, branch=head, depth=1 + n * 2,
                               text=f"Ada learned that island {n % 17} hides the wreck of ship {n}.")
-    memory_embeddings.embed_pending(adventure=adventure, report=memory_bank.PassReport())
+    memory_embeddings.embed_pending(adventure=adventure, report=memory_pass.PassReport())
 
     token, _ = Token.objects.get_or_create(user=user)
     api = Client(HTTP_AUTHORIZATION=f"Token {token.key}", HTTP_HOST="localhost")
@@ -122,7 +122,7 @@ def main() -> None:
                    character=card, kind="witnessed", importance=0.5,
                    text=f"{card.name} saw Ada sail past island {n % 17} in the storm of year {n}.")
             for n in range(args.bank)])
-    memory_embeddings.embed_pending(adventure=adventure, report=memory_bank.PassReport())
+    memory_embeddings.embed_pending(adventure=adventure, report=memory_pass.PassReport())
     with_cast = play("turns with a cast", lambda n: f"ask Cora and Bram about island {n % 17}")
     turns_module.retrieval.recall_for_turn = real_recall
     jobs.provide(jobs.STORY_PASS, real_send)

@@ -80,7 +80,7 @@ def main() -> None:
                         "model_latency_s": args.latency})
     backlog = []
     if args.backlog:
-        from memory.story.bank import MEMORY_INTERVAL
+        from memory.story.marks import MEMORY_INTERVAL
 
         blocks = args.backlog // MEMORY_INTERVAL
         for count in args.workers:

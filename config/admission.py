@@ -28,6 +28,7 @@ from config.asgi_guard import SECURITY_HEADERS
 LAG_TICK_S = 0.02  # seconds between the loop watcher's timers
 CPU_EVERY_TICKS = 5  # the machine's CPU counters are read every this many ticks (0.1 s)
 CPU_KEEP = 0.8  # the busy figure keeps this share of its last value each reading (a ~0.5 s memory)
+CPU_BAND_PCT = 10  # around ADMISSION_CPU_BUSY_PCT, the share of turns refused grows from none to all
 PROC_STAT = "/proc/stat"
 CGROUP_DIR = "/sys/fs/cgroup"  # cgroup v2: cpu.max (a quota) and cpu.stat (time used)
 LAG_DECAY = 0.8  # the lag figure keeps this share of its last value each tick (a ~0.1 s memory)
@@ -174,11 +175,17 @@ class Admission:
         return self.pattern
 
     def _behind(self) -> bool:
-        """The loop runs late, or the machine's cores are busier than the bound."""
+        """The loop runs late, or the cores are about as busy as the bound: within CPU_BAND_PCT of it
+        a turn is refused with a chance that grows from none to all. A turn admitted now costs CPU
+        for its whole stream (seconds), so refusing all at the bound and none below it made
+        admissions come in waves a stream long; a chance that grows with the load settles it."""
         if self.lag_ms > 0 and self.watcher.lag > self.lag_ms / 1000:
             return True
         busy = self.watcher.cpu.busy
-        return 0 < self.cpu_busy_pct and busy is not None and busy * 100 > self.cpu_busy_pct
+        if self.cpu_busy_pct <= 0 or busy is None:
+            return False
+        over = (busy * 100 - (self.cpu_busy_pct - CPU_BAND_PCT / 2)) / CPU_BAND_PCT
+        return over >= 1 or (over > 0 and random.random() < over)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope.get("method") != "POST":

@@ -1,7 +1,7 @@
 """The one door for background work. A service that changes a story or a memory bank
 asks here for the post-turn pass (``memory_pass_after_commit``) or an agent's
 pass (``agent_pass_after_commit``); the request is sent once the transaction
-commits (never for a rolled-back one), once per atomic block for the same id,
+commits (never for a rolled-back one), once per transaction for the same id,
 and never raises (a broker outage is logged; the sweeper catches the story up).
 A job sent twice is harmless: the workers coalesce passes of one adventure.
 
@@ -11,6 +11,7 @@ nothing outside ``workers/`` and ``config/`` imports ``workers``."""
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable
 
 from django.db import transaction
@@ -47,29 +48,45 @@ def import_after_commit(*, job_id: int) -> None:
 def _after_commit(kind: str, ident: int) -> None:
     job = (kind, int(ident))
     connection = transaction.get_connection()
-    if connection.in_atomic_block:
-        here = set(connection.savepoint_ids)
-        # Newest first, and only this block's (their savepoints include this block's): a long
-        # transaction with thousands of earlier callbacks is not scanned again on every change.
-        for sids, func, *_ in reversed(connection.run_on_commit):
-            if not here <= sids:
-                break
-            if sids == here and getattr(func, "job", None) == job:
-                return  # already asked for in this atomic block (a service that makes several changes)
-
-    def send() -> None:
-        sender = _senders.get(kind)
-        if sender is None:
-            log.warning("no sender for %s work (the workers app is not installed); %s %s not queued", kind, kind, ident)
-            return
-        try:
-            sender(int(ident))
-        except Exception as exc:  # kombu/redis raise many types when the broker is away
-            log.warning("%s pass for %s not queued (%s); the sweeper will catch up", kind, ident,
-                        exc.__class__.__name__)
-
-    send.job = job
     if not connection.in_atomic_block:
-        send()  # no transaction is open (nor, maybe, a connection: an outage), so nothing to wait for
+        _send(kind, ident)  # no transaction is open (nor, maybe, a connection: an outage), so nothing to wait for
         return
-    transaction.on_commit(send)
+    # Asked for once while it waits for this connection's commit. Django holds the callbacks it
+    # will run; a rolled-back block drops them, so a weak reference that died (or a callback that
+    # has run) means the job is no longer waiting and is asked for again.
+    waiting = _waiting.setdefault(connection, {})
+    queued = waiting.get(job)
+    queued = queued() if queued is not None else None
+    if queued is not None and not queued.ran:
+        return  # already asked for in this transaction (a service that makes several changes)
+
+    send = _Send(job)
+    waiting[job] = weakref.ref(send)
+    transaction.on_commit(send, robust=True)
+
+
+class _Send:
+    """A job waiting for its commit (a plain object: a closure that named itself would live on in
+    a reference cycle after Django dropped it, and a rolled-back job would look still waiting)."""
+
+    def __init__(self, job: tuple[str, int]):
+        self.job, self.ran = job, False
+
+    def __call__(self) -> None:
+        self.ran = True
+        _send(*self.job)
+
+
+# connection -> job -> the callback waiting for its commit (weakly: Django owns the callbacks)
+_waiting: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _send(kind: str, ident: int) -> None:
+    sender = _senders.get(kind)
+    if sender is None:
+        log.warning("no sender for %s work (the workers app is not installed); %s %s not queued", kind, kind, ident)
+        return
+    try:
+        sender(int(ident))
+    except Exception as exc:  # kombu/redis raise many types when the broker is away
+        log.warning("%s pass for %s not queued (%s); the sweeper will catch up", kind, ident, exc.__class__.__name__)

@@ -73,7 +73,7 @@ class Cursor(models.Model):
     """How far the post-turn pass got on an adventure: each mark is the node
     (branch, depth) of the last action that pass covered; depth 0 = nothing.
     A mark moves only in the transaction that stores what it covered
-    (memory.story.bank, compare-and-set on the old value)."""
+    (memory.story.marks.mark_move, compare-and-set on the old value)."""
 
     adventure = models.OneToOneField(Adventure, on_delete=models.CASCADE, related_name="memory_cursor")
     memory_branch = models.ForeignKey(Branch, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")

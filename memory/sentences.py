@@ -14,6 +14,12 @@ he she they them his her their we our i me my there here what which who whom whe
 just very can could would should will shall may might must one also than too""".split())
 _TOKEN = re.compile(r"[A-Za-z']+|\d+")
 _WORD = re.compile(r"[A-Za-z']+")
+_PREAMBLE = re.compile(r"^\s*(memory|summary|here is (the|a) (memory|summary))\s*[:\-]\s*", re.I)
+
+
+def strip_preamble(text: str) -> str:
+    """A model's answer without a "Memory:" or "Here is the summary:" before it."""
+    return _PREAMBLE.sub("", text)
 
 
 def split_sentences(text: str) -> list[str]:

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from memory.models import PassRun
-from memory.story import bank
+from memory.story import memory_pass
 from workers.heartbeat import heartbeats_read
 from workers.locks import client
 from workers.models import ParkedJob
@@ -50,7 +50,7 @@ def pool_status() -> dict:
                    oldest_waiting_s=None, workers=[])
     limit = timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT)
     out["running_passes"] = PassRun.objects.filter(finished_at__isnull=True, started_at__gte=now - limit).count()
-    out["adventures_behind"] = len(bank.adventures_behind(limit=100_000))
+    out["adventures_behind"] = len(memory_pass.adventures_behind(limit=100_000))
     out["parked_jobs"] = ParkedJob.objects.count()
     hour = now - timedelta(hours=1)
     out["failures_last_hour"] = (

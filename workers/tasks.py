@@ -22,7 +22,7 @@ from django.db import IntegrityError, transaction
 
 from config.health import database_status
 from memory.agents import agent_indexes, agent_upkeep
-from memory.story import bank
+from memory.story import memory_pass
 from stories import imports
 from workers.locks import adventure_lock, agent_lock, client
 from workers.models import ParkedJob
@@ -90,7 +90,7 @@ def post_turn(self, adventure_id: int, enqueued_at: float | None = None) -> str:
     try:
         while True:
             lock.take_rerun()
-            report = bank.run_recorded(adventure_id, worker=self.request.hostname or socket.gethostname())
+            report = memory_pass.run_recorded(adventure_id, worker=self.request.hostname or socket.gethostname())
             transient, more_due = report.transient, report.more_due and not report.errors
             if not lock.take_rerun():
                 break
@@ -199,11 +199,11 @@ def sweep() -> int:
     """Re-enqueue adventures whose cursors lag behind their story (a job lost
     with a Redis restart is picked up within a sweep interval), and drop agent
     indexes no agent needs."""
-    closed = bank.abandoned_runs_close()
+    closed = memory_pass.abandoned_runs_close()
     if closed:
         log.warning("sweeper marked %s memory passes crashed (running past %s: their worker died)", closed,
-                    bank.PASS_ABANDONED_AFTER)
-    behind = bank.adventures_behind()
+                    memory_pass.PASS_ABANDONED_AFTER)
+    behind = memory_pass.adventures_behind()
     for adventure_id in behind:
         try:
             send_post_turn(adventure_id)

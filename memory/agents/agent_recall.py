@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -22,7 +23,7 @@ from pgvector import HalfVector
 from memory import embedder
 from memory.agents import agent_indexes, when
 from memory.agents.agent_indexes import INDEXED_DIMS
-from memory.agents.agent_recall_sql import PREPARE_SQL, recall_sql, tsquery_literal
+from memory.agents.agent_recall_sql import PREPARE_SQL, SCORE_PARTS, recall_sql, tsquery_literal
 from memory.models import Agent, AgentMemory, World
 from memory.vectors import vector_cursor
 from stories import tokens as token_counter
@@ -100,8 +101,36 @@ WEIGHTS = {
 }
 
 
+KNOBS = {"window_days": int, "cooldown_seconds": int, "token_budget": int, "exact_up_to": int, "own_index_from": int}
+
+
+def recall_conf_problems(overrides: dict) -> list[str]:
+    """What is wrong with settings.AGENT_RECALL: a key that is neither a weight nor a knob (a
+    mistyped key would otherwise be ignored), or a value of another type than the weight it sets."""
+    problems = []
+    for key, value in overrides.items():
+        if key in KNOBS:
+            expected = KNOBS[key]
+        elif key in WEIGHTS:
+            expected = type(WEIGHTS[key])
+        else:
+            problems.append(f"AGENT_RECALL[{key!r}] is not a recall weight or knob (known: "
+                            f"{', '.join(sorted([*WEIGHTS, *KNOBS]))})")
+            continue
+        numeric = expected in (int, float) and isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not (numeric or isinstance(value, expected)):
+            problems.append(f"AGENT_RECALL[{key!r}] is a {type(value).__name__}; it takes a {expected.__name__}")
+        elif expected is dict and set(value) - set(WEIGHTS[key]):
+            problems.append(f"AGENT_RECALL[{key!r}] names unknown kinds: {', '.join(sorted(set(value) - set(WEIGHTS[key])))}")
+    return problems
+
+
 def recall_conf() -> dict:
-    """The weights and the operator's knobs (settings.AGENT_RECALL wins)."""
+    """The weights and the operator's knobs (settings.AGENT_RECALL wins). ImproperlyConfigured when
+    AGENT_RECALL holds an unknown key or a value of the wrong type (`manage.py check` says so too)."""
+    problems = recall_conf_problems(settings.AGENT_RECALL)
+    if problems:
+        raise ImproperlyConfigured("; ".join(problems))
     return {**WEIGHTS, **settings.AGENT_RECALL}
 
 
@@ -308,21 +337,22 @@ def agent_recall(*, world: World, agent: Agent, partner: str = "", location: str
     with transaction.atomic(savepoint=False), vector_cursor() as cursor:
         _, sql = _ranked_statement(cursor, params, conf)
         cursor.execute(sql, params)
-        rows = cursor.fetchall()
+        columns = [column.name for column in cursor.description]
+        rows = [dict(zip(columns, row)) for row in cursor.fetchall()]
     kept: list[Recalled] = []
     seen: list[set[str]] = []
     used = 0
-    for pk, content, kind, partner_, location_, occurred, *parts in rows:
+    for row in rows:
+        content = row["content"]
         words = _normal(content)
         if any(len(words & other) / max(len(words | other), 1) >= conf["dedupe_jaccard"] for other in seen):
             continue
         cost = token_counter.count(content) + 8
         if used + cost > token_budget:
             continue
-        names = ("partner", "location", "kind", "importance", "recency", "vector", "text", "named", "context", "time",
-                 "hop", "asks")
-        scored = {n: round(float(v), 4) for n, v in zip(names, parts)}
-        kept.append(Recalled(pk, content, kind, partner_, location_, occurred, round(sum(scored.values()), 4), scored))
+        scored = {part: round(float(row[f"s_{part}"]), 4) for part in SCORE_PARTS}
+        kept.append(Recalled(row["id"], content, row["kind"], row["partner"], row["location"], row["occurred_at"],
+                             round(sum(scored.values()), 4), scored))
         seen.append(words)
         used += cost
         if len(kept) == limit:

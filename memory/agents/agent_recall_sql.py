@@ -24,6 +24,11 @@ from __future__ import annotations
 _CONSIDERED = """m.agent_id = %(agent)s AND m.consolidated_into_id IS NULL AND m.occurred_at >= %(since)s
     AND m.kind = ANY(%(kinds)s) AND (m.pinned OR m.last_retrieved_at IS NULL OR m.last_retrieved_at < %(cooled)s)"""
 
+# The parts of a memory's score, each a column s_<part> of the "scored" step below: the total is
+# their sum and the answer names each (read by column name; a test ranks by each part alone).
+SCORE_PARTS = ("partner", "location", "kind", "importance", "recency", "vector", "text", "named", "context", "time",
+               "hop", "asks")
+
 _RECALL_SQL = """
 WITH q AS (
   SELECT replace(plainto_tsquery('english', %(query)s)::text, '&', '|')::tsquery AS ts,
@@ -129,13 +134,10 @@ WITH q AS (
     -%(w_asks)s * asks::int AS s_asks
   FROM neighbours n LEFT JOIN kw ON kw.kind = n.kind
 ), top AS (
-  SELECT *, s_partner + s_location + s_kind + s_importance + s_recency + s_vector + s_text + s_named + s_context
-            + s_time + s_hop + s_asks AS total
+  SELECT *, {total} AS total
   FROM scored ORDER BY total DESC, occurred_at DESC, id LIMIT %(candidates)s
 )
-SELECT top.id, m.content, top.kind, top.partner, top.location, top.occurred_at,
-       s_partner, s_location, s_kind, s_importance, s_recency, s_vector, s_text, s_named, s_context, s_time, s_hop,
-       s_asks
+SELECT top.id, m.content, top.kind, top.partner, top.location, top.occurred_at, {part_columns}
 FROM top JOIN memory_agentmemory m ON m.id = top.id
 ORDER BY total DESC, top.occurred_at DESC, top.id
 """
@@ -234,7 +236,8 @@ def recall_sql(*, candidates: bool, dims: int, through_index: bool, own_index_of
             "texted": "MATERIALIZED",
             "df": "df AS (SELECT t, df FROM sample_df)",
         }
-    return _RECALL_SQL.format(considered=_CONSIDERED, **parts)
+    return _RECALL_SQL.format(considered=_CONSIDERED, total=" + ".join(f"s_{p}" for p in SCORE_PARTS),
+                              part_columns=", ".join(f"s_{p}" for p in SCORE_PARTS), **parts)
 
 
 # The first statement of a recall, in its transaction: how many memories the agent holds (counted up

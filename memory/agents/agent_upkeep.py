@@ -16,8 +16,32 @@ from memory import embedder
 from memory.agents import agent_indexes
 from memory.agents.agent_events import _clip, undated
 from memory.models import Agent, AgentMemory
+from memory.sentences import limit_words, most_telling, ranked, strip_preamble
+from stories import accounts, providers
+from stories.models import ProviderCall
+from stories.providers import ProviderError
 
 FINE_KINDS = ("say", "heard", "interaction", "witnessed", "observation", "custom")
+
+RUN_WORDS_MAX = 80
+RUN_INSTRUCTIONS = (
+    "Fold these memories of {agent} into ONE memory: at most {words} words, past tense, third person, naming "
+    "everyone. Keep facts, promises, trades and decisions; drop small talk. Answer with the memory only."
+)
+
+
+def run_summary(*, conn: providers.Connection | None, owner_id: int, agent: str, text: str) -> str:
+    """One memory for a run of an agent's fine-grained memories (model, or offline:
+    the run's most informative lines)."""
+    if conn is None:
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        kept = most_telling(lines, ranked(lines, names=0.0), words_max=RUN_WORDS_MAX)
+        return limit_words(f"{len(lines)} moments: " + " ".join(kept), RUN_WORDS_MAX)
+    messages = [{"role": "system", "content": RUN_INSTRUCTIONS.format(agent=agent, words=RUN_WORDS_MAX)},
+                {"role": "user", "content": text}]
+    result = providers.complete(conn=conn, messages=messages, max_tokens=200, temperature=0.2, user_id=owner_id,
+                                purpose=ProviderCall.Purpose.AGENT)
+    return limit_words(strip_preamble(result.text.strip()), RUN_WORDS_MAX)
 
 # ---------------------------------------------------------------------------- background: embed, consolidate
 
@@ -43,10 +67,6 @@ def consolidate(*, agent_id: int, now: datetime | None = None) -> int:
     """Fold runs of fine-grained memories (same partner, or same location when
     there is no partner, within the window) into one summary memory; the
     originals stay, linked, and leave recall. Returns summaries written."""
-    from memory.story import summarize
-    from stories import accounts
-    from stories.providers import ProviderError
-
     conf = settings.AGENT_CONSOLIDATION
     now = now or timezone.now()
     agent = Agent.objects.select_related("world").get(pk=agent_id)
@@ -71,8 +91,7 @@ def consolidate(*, agent_id: int, now: datetime | None = None) -> int:
             continue
         text = "\n".join(m.content for m in group)
         try:
-            summary = summarize.summarize_run(conn=conn, owner_id=agent.world.owner_id, agent=agent.external_id,
-                                              text=text)
+            summary = run_summary(conn=conn, owner_id=agent.world.owner_id, agent=agent.external_id, text=text)
         except ProviderError:
             return written
         with transaction.atomic():

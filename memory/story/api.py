@@ -8,7 +8,7 @@ from rest_framework.views import APIView
 
 from config import paging
 from config.errors import InvalidRequest
-from memory.story import bank, memories
+from memory.story import marks, memories
 from memory.story import serializers as s
 from stories import lineage
 from stories.api_support import adventure_for as _adventure
@@ -101,10 +101,10 @@ class MemoryRunView(APIView):
 
 
 def _summary(adventure) -> dict:
-    cursor = bank.cursor_for(adventure.pk)
+    cursor = marks.cursor_for(adventure.pk)
     head = lineage.head(adventure)
-    behind = adventure.memory_bank_enabled and head.tip_depth >= bank.MEMORY_THRESHOLD and (
-        head.tip_depth - cursor.memory_depth >= bank.MEMORY_INTERVAL
+    behind = adventure.memory_bank_enabled and head.tip_depth >= marks.MEMORY_THRESHOLD and (
+        head.tip_depth - cursor.memory_depth >= marks.MEMORY_INTERVAL
     )
     return {"story_summary": adventure.story_summary, "auto_summarize": adventure.auto_summarize,
             "summary_depth": cursor.summary_depth, "memory_depth": cursor.memory_depth, "catching_up": behind}

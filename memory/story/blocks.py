@@ -1,6 +1,6 @@
 """A block's memories on a path: which memories a path holds, whether a block
 changed under a writer, and the cast's memories of a block (written, stored,
-replaced). The post-turn pass (memory.story.bank) calls these in its transactions."""
+replaced). The post-turn pass (memory.story.steps) calls these in its transactions."""
 
 from __future__ import annotations
 

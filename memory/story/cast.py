@@ -26,19 +26,16 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections import Counter
 from dataclasses import dataclass, field
 
+from memory.sentences import limit_words, most_telling, ranked, split_sentences
 from memory.story.summarize import (
     MEMORY_WORDS_MAX,
-    STOPWORDS,
     cast_brief,
     clean_memory,
-    limit_words,
     protagonist,
     second_to_third_person,
     sentence_case,
-    split_sentences,
 )
 from stories import providers, tokens
 from stories.models import Action, Adventure, ProviderCall, StoryCard
@@ -301,28 +298,8 @@ def offline_cast_memory(witness: Witness, *, name: str) -> CastMemory:
     """The member's most telling sentences of its part (names, numbers and rare words score high;
     sentences naming the member higher), as many as 50 words hold, in story order."""
     sentences = witness.sentences
-    freq = Counter(w.lower() for s in sentences for w in re.findall(r"[A-Za-z']+", s) if w.lower() not in STOPWORDS)
-
-    def score(sentence: str) -> float:
-        words = re.findall(r"[A-Za-z']+|\d+", sentence)
-        content = [w for w in words if w.lower() not in STOPWORDS]
-        if not content:
-            return 0.0
-        names = sum(1 for w in words[1:] if w[:1].isupper())
-        rarity = sum(1.0 / freq[w.lower()] for w in content if w.lower() in freq)
-        own = 3.0 if witness.member.spans(sentence) else 0.0
-        return (rarity + 1.5 * names + own) / (len(words) ** 0.5)
-
-    ranked = sorted(range(len(sentences)), key=lambda i: score(sentences[i]), reverse=True)
-    chosen: list[int] = []
-    count = 0
-    for i in ranked:  # as many telling sentences as the memory's words hold
-        n = len(sentences[i].split())
-        if count + n > MEMORY_WORDS_MAX and chosen:
-            continue
-        chosen.append(i)
-        count += n
-    kept = [sentences[i] for i in sorted(chosen)]
+    order = ranked(sentences, bonus=lambda s: 3.0 if witness.member.spans(s) else 0.0)
+    kept = most_telling(sentences, order, words_max=MEMORY_WORDS_MAX)
     kind = _kind(witness.member, kept)
     text = sentence_case(limit_words(" ".join(kept), MEMORY_WORDS_MAX), name=name)
     return CastMemory(witness.member.card_id, text, kind, KIND_IMPORTANCE[kind], offline=True)

@@ -11,7 +11,8 @@ from config import serializer_fields as strict
 from config.errors import Conflict, InvalidRequest, NotFound
 from memory import embeddings
 from memory.models import MEMORY_TEXT_MAX, Memory
-from memory.story import bank, blocks, cast, summaries, summarize
+from memory.story import blocks, cast, marks, memory_pass, summaries, summarize
+from memory.story.steps import summary as summary_step
 from stories import accounts, import_doc, lineage
 from stories.models import Action, Adventure, Branch, StoryCard
 from stories.providers import ProviderError
@@ -21,7 +22,7 @@ def bank_list(*, adventure: Adventure, character: StoryCard | None = None):
     """The current path's bank (forgotten and stale included, flagged), newest first: the
     adventure's own, or ``character``'s (a card of the cast, from ``access_character``)."""
     head = lineage.head(adventure)
-    memories = bank.path_memories(head)
+    memories = blocks.path_memories(head)
     memories = memories.filter(character=character) if character else memories.filter(character__isnull=True)
     return memories.order_by("-depth", "-id")
 
@@ -39,7 +40,7 @@ def cast_list(*, adventure: Adventure) -> list[dict]:
     """The cast as players see it: the protagonist (whose memory is the adventure's own bank),
     then every character card, in the cast or not, with the memories each holds on the current path."""
     head = lineage.head(adventure)
-    counts = dict(bank.path_memories(head).filter(forgotten=False).values("character_id")
+    counts = dict(blocks.path_memories(head).filter(forgotten=False).values("character_id")
                   .annotate(n=Count("id")).values_list("character_id", "n"))
     out = [{"character": None, "name": summarize.protagonist(adventure), "protagonist": True, "in_cast": True,
             "memories": counts.get(None, 0)}]
@@ -52,7 +53,7 @@ def cast_list(*, adventure: Adventure) -> list[dict]:
 def access_memory(*, adventure: Adventure, memory_id: int) -> Memory:
     """A memory of this adventure on the current path; NotFound otherwise."""
     head = lineage.head(adventure)
-    memory = bank.path_memories(head).filter(pk=memory_id).first()
+    memory = blocks.path_memories(head).filter(pk=memory_id).first()
     if memory is None:
         raise NotFound()
     return memory
@@ -111,7 +112,7 @@ def memory_regenerate(*, adventure: Adventure, memory: Memory) -> Memory:
         written = blocks.write_cast(conn=conn, adventure=adventure, head=memory.branch,
                                     members=cast.members([c for c in cards if c.pk == memory.character_id]),
                                     actions=actions, cards=cards, start=memory.source_start,
-                                    block=bank.MEMORY_INTERVAL)
+                                    block=marks.MEMORY_INTERVAL)
         if not written:
             raise Conflict(f"{memory.character.name} is no longer in the scenes of this block (or not in the cast); "
                            "forget or delete this memory instead")
@@ -149,8 +150,8 @@ def summary_set(*, adventure: Adventure, text: str) -> Adventure:
 def summary_regenerate(*, adventure: Adventure) -> Adventure:
     """Rewrite the summary now over the whole current path (raises ProviderError)."""
     head = lineage.head(adventure)
-    report = bank.PassReport()
-    bank.update_summary(adventure=adventure, head=head, report=report, force=True)
+    report = memory_pass.PassReport()
+    summary_step.update_summary(adventure=adventure, head=head, report=report, force=True)
     if report.errors:
         raise ProviderError("summary_failed", report.errors[0])
     adventure.refresh_from_db()

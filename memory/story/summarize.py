@@ -4,9 +4,9 @@ call, cleanup of what comes back, and the offline extractive fallback."""
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import dataclass
 
+from memory.sentences import limit_words, most_telling, ranked, split_sentences, strip_preamble
 from stories import providers, tokens
 from stories.cards import triggered
 from stories.context import render_action
@@ -109,28 +109,13 @@ def sentence_case(text: str, *, name: str) -> str:
     return re.sub(r"(^|[.!?]\s+)the player\b", lambda m: m.group(1) + "The player", text)
 
 
-_PREAMBLE = re.compile(r"^\s*(memory|summary|here is (the|a) (memory|summary))\s*[:\-]\s*", re.I)
-
-
 def clean_memory(text: str, *, name: str) -> str:
     """One or two sentences, no preamble, no second person, at most 50 words."""
-    text = _PREAMBLE.sub("", text.strip().strip('"').strip())
+    text = strip_preamble(text.strip().strip('"').strip())
     text = re.sub(r"\s+", " ", text)
     text = second_to_third_person(text, name=name)
     sentences = split_sentences(text)[:2]
     return sentence_case(limit_words(" ".join(sentences), MEMORY_WORDS_MAX), name=name)
-
-
-def split_sentences(text: str) -> list[str]:
-    return [s.strip() for s in re.split(r"(?<=[.!?])[\"'”)\]]?\s+", text) if s.strip()]
-
-
-def limit_words(text: str, limit: int) -> str:
-    words = text.split()
-    if len(words) <= limit:
-        return text
-    cut = " ".join(words[:limit]).rstrip(",;:")
-    return cut if cut.endswith((".", "!", "?")) else cut + "."
 
 
 _SECOND_PERSON = [
@@ -144,12 +129,6 @@ def second_to_third_person(text: str, *, name: str) -> str:
     for pattern, replacement in _SECOND_PERSON:
         text = re.sub(pattern, replacement.format(n=name), text, flags=re.I)
     return text
-
-
-STOPWORDS = set("""a an the and or but if then so of to in on at by for with from into over under up down out
-is are was were be been being am do does did have has had this that these those it its as not no yes you your
-he she they them his her their we our i me my there here what which who whom when where why how all any some
-just very can could would should will shall may might must one also than too""".split())
 
 
 def offline_memory(*, actions: list[Action], name: str) -> str:
@@ -168,35 +147,13 @@ def offline_memory(*, actions: list[Action], name: str) -> str:
             sentences.append(sentence)
     if not sentences:
         return ""
-    words = [w.lower() for s in sentences for w in re.findall(r"[A-Za-z']+", s)]
-    freq = Counter(w for w in words if w not in STOPWORDS)
-
-    def score(sentence: str) -> float:
-        tokens_ = re.findall(r"[A-Za-z']+|\d+", sentence)
-        content = [t for t in tokens_ if t.lower() not in STOPWORDS]
-        if not content:
-            return 0.0
-        names = sum(1 for t in tokens_[1:] if t[:1].isupper()) + (2 if name in sentence else 0)
-        numbers = sum(1 for t in tokens_ if t.isdigit())
-        rarity = sum(1.0 / freq[t.lower()] for t in content if t.lower() in freq)
-        return (rarity + 1.5 * names + numbers) / (len(tokens_) ** 0.5)
-
-    ranked = sorted(range(len(sentences)), key=lambda i: score(sentences[i]), reverse=True)
-    chosen: list[int] = []
-    count = 0
-    for i in ranked:
-        n = len(sentences[i].split())
-        if count + n > MEMORY_WORDS_MAX and chosen:
-            continue
-        chosen.append(i)
-        count += n
-        if len(chosen) == 2:
-            break
-    text = second_to_third_person(" ".join(sentences[i] for i in sorted(chosen)), name=name)
+    order = ranked(sentences, numbers=1.0, bonus=lambda s: 3.0 if name in s else 0.0)
+    chosen = most_telling(sentences, order, words_max=MEMORY_WORDS_MAX, at_most=2)
+    text = second_to_third_person(" ".join(chosen), name=name)
     text = sentence_case(text, name=name)
     if name not in text:
         # a memory is read alone, much later: it must say whose story it is
-        best_own = next((sentences[i] for i in ranked if name in second_to_third_person(sentences[i], name=name)), None)
+        best_own = next((sentences[i] for i in order if name in second_to_third_person(sentences[i], name=name)), None)
         if best_own:
             text = sentence_case(second_to_third_person(best_own, name=name), name=name) + " " + text
     return limit_words(text, MEMORY_WORDS_MAX)
@@ -252,44 +209,9 @@ def write_summary(*, conn: providers.Connection | None, adventure: Adventure, cu
     ]
     result = providers.complete(conn=conn, messages=messages, max_tokens=SUMMARY_MAX_OUTPUT, temperature=0.3,
                                 user_id=user_id, purpose=ProviderCall.Purpose.SUMMARY, adventure_id=adventure.pk)
-    text = _PREAMBLE.sub("", result.text.strip())
+    text = strip_preamble(result.text.strip())
     text = limit_words(second_to_third_person(re.sub(r"\s+", " ", text), name=name), SUMMARY_WORDS_MAX)
     text = sentence_case(text, name=name)
     if not text:
         raise providers.ProviderError("empty", "the model returned an empty summary")
     return Written(text, offline=False)
-
-
-RUN_WORDS_MAX = 80
-RUN_INSTRUCTIONS = (
-    "Fold these memories of {agent} into ONE memory: at most {words} words, past tense, third person, naming "
-    "everyone. Keep facts, promises, trades and decisions; drop small talk. Answer with the memory only."
-)
-
-
-def summarize_run(*, conn: providers.Connection | None, owner_id: int, agent: str, text: str) -> str:
-    """One memory for a run of an agent's fine-grained memories (model, or offline:
-    the run's most informative lines)."""
-    if conn is None:
-        lines = [line.strip() for line in text.splitlines() if line.strip()]
-        words = Counter(w.lower() for line in lines for w in re.findall(r"[A-Za-z']+", line)
-                        if w.lower() not in STOPWORDS)
-
-        def score(line: str) -> float:
-            content = [w.lower() for w in re.findall(r"[A-Za-z']+", line) if w.lower() not in STOPWORDS]
-            return sum(1.0 / words[w] for w in content) / (len(line.split()) ** 0.5 or 1)
-
-        ranked = sorted(range(len(lines)), key=lambda i: score(lines[i]), reverse=True)
-        chosen, count = [], 0
-        for i in ranked:
-            n = len(lines[i].split())
-            if count + n > RUN_WORDS_MAX and chosen:
-                continue
-            chosen.append(i)
-            count += n
-        return limit_words(f"{len(lines)} moments: " + " ".join(lines[i] for i in sorted(chosen)), RUN_WORDS_MAX)
-    messages = [{"role": "system", "content": RUN_INSTRUCTIONS.format(agent=agent, words=RUN_WORDS_MAX)},
-                {"role": "user", "content": text}]
-    result = providers.complete(conn=conn, messages=messages, max_tokens=200, temperature=0.2, user_id=owner_id,
-                                purpose=ProviderCall.Purpose.AGENT)
-    return limit_words(_PREAMBLE.sub("", result.text.strip()), RUN_WORDS_MAX)

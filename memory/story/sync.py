@@ -8,7 +8,7 @@ from django.dispatch import receiver
 
 from memory.models import Cursor, Memory
 from memory.story import summaries
-from memory.story.bank import MEMORY_INTERVAL, mark_move
+from memory.story.marks import MEMORY_INTERVAL, mark_move
 from stories import lineage
 from stories.models import Branch
 from stories.tree import head_moved, nodes_copied, story_rewritten

@@ -240,3 +240,36 @@ def test_in_a_container_with_a_cpu_quota_busy_is_the_containers_time_against_its
     assert cpu.busy < 0.2, "idle again"
     assert CpuBusy(str(machine), cgroup=str(tmp_path / "none"))._counters() == (0, 1000), \
         "without a quota: the machine's cores"
+
+
+def test_about_the_bound_a_share_of_turns_is_refused_that_grows_with_the_load(tmp_path):
+    """All or none at one line made admissions come in waves as long as a stream (every stream
+    admitted in a lull ends together); within CPU_BAND_PCT of the bound the chance grows instead."""
+    from config.admission import CPU_BAND_PCT, CpuBusy
+
+    stat = tmp_path / "stat"
+    door = Admission(None, paths=r"^/api/adventures/\d+/(turns|retry)/$", lag_ms=0, in_flight=0, cpu_busy_pct=80)
+    door.watcher.cpu = CpuBusy(str(stat))
+    ticks = {"busy": 0, "idle": 0}
+
+    async def refused_share(busy_pct):
+        for _ in range(40):  # the cores held at busy_pct for a while
+            ticks["busy"] += busy_pct
+            ticks["idle"] += 100 - busy_pct
+            _stat(stat, **ticks)
+            door.watcher.cpu.read()
+        statuses = []
+        for _ in range(400):
+            receive, send, sent = _call(door, TURN)
+            await door(TURN, receive, send)
+            statuses.append(sent[-1][0])
+        return statuses.count(503) / len(statuses)
+
+    async def scenario():
+        shares = [await refused_share(pct) for pct in (80 - CPU_BAND_PCT, 78, 82, 80 + CPU_BAND_PCT)]
+        door.watcher.task.cancel()
+        return shares
+
+    low, below, above, high = asyncio.run(scenario())
+    assert low == 0 and high == 1
+    assert 0.1 < below < above < 0.9, (below, above)

@@ -104,6 +104,20 @@ def test_config_is_the_ground_and_imports_no_app():
     assert offenders == [], "config imports no app module:\n" + "\n".join(offenders)
 
 
+def test_story_memory_and_agent_memory_share_the_ground_and_not_each_other():
+    """memory.story and memory.agents stand on memory's shared modules (models, embedder,
+    embeddings, vectors, sentences), never on each other."""
+    modules = _modules()
+    offenders = sorted(
+        f"{name} imports {imported}"
+        for name, path in modules.items()
+        for own, other in (("memory.story", "memory.agents"), ("memory.agents", "memory.story"))
+        if name.startswith(own)
+        for imported in _imports(path, module_level_only=False) if imported.startswith(other)
+    )
+    assert offenders == [], "\n".join(offenders)
+
+
 def test_no_module_holds_five_rooms():
     long = sorted(f"{name}: {len(path.read_text().splitlines())} lines" for name, path in _modules().items()
                   if len(path.read_text().splitlines()) > MODULE_LINES_MAX)

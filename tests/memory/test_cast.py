@@ -4,7 +4,8 @@ the prompt says who knows what, and those memories follow undo, forks, edits, ex
 import pytest
 
 from memory.models import Cursor, Memory
-from memory.story import bank
+from memory.story import memory_pass
+from memory.story.steps import eviction
 from stories.models import Adventure, Branch
 from tests.support.story import memory_reply
 
@@ -66,7 +67,7 @@ def hall(owner, narrator, alice_api):
     for mode, text in PLAYER[:6]:
         turn = alice_api.post(f"/api/adventures/{aid}/turns/", {"mode": mode, "text": text}, format="json")
         assert turn.status_code == 201, turn.json()
-    bank.run(aid)
+    memory_pass.run(aid)
     return aid, cards
 
 
@@ -122,7 +123,7 @@ def test_undo_withdraws_the_hiding_from_every_memory_and_a_fork_before_it_never_
     at_8 = next(a for a in story["actions"] if a["depth"] == 8)
     fork = alice_api.post(f"/api/adventures/{aid}/actions/{at_8['id']}/fork/", {"name": "before"}, format="json")
     assert fork.status_code == 201, fork.json()
-    bank.run(aid)
+    memory_pass.run(aid)
     assert not any(HIDING in t for t in knows(alice_api, aid, cards["Cora"])), "the fork never saw the hiding"
     assert not any(HIDING in t for t in knows(alice_api, aid, cards["Aria"]))
 
@@ -145,7 +146,7 @@ def test_a_block_written_again_writes_no_character_memory_twice_and_keeps_the_pl
     own = Memory.objects.get(adventure_id=aid, character__isnull=True, source_start=7)
     assert alice_api.delete(f"/api/adventures/{aid}/memories/{own.pk}/").status_code == 204
     Cursor.objects.filter(adventure_id=aid).update(memory_depth=0, memory_branch=None)
-    bank.run(aid)
+    memory_pass.run(aid)
     rows = list(Memory.objects.filter(adventure_id=aid, source_start=7).values_list("character_id", "text"))
     holders = [holder for holder, _ in rows]
     assert sorted(holders, key=lambda h: h or 0) == [None, cards["Aria"], cards["Cora"]], rows
@@ -167,7 +168,7 @@ def test_editing_an_action_rewrites_who_was_there(hall, alice_api):
     assert edited.status_code == 200, edited.json()
     before = {m["id"]: m for m in alice_api.get(f"/api/adventures/{aid}/memories/?character={cards['Cora']}").json()}
     assert [m["stale"] for m in before.values() if m["source_start"] == 7] == [True]
-    bank.run(aid)
+    memory_pass.run(aid)
     assert any(HIDING in t for t in knows(alice_api, aid, cards["Bram"])), "Bram saw it in the edited story"
     cora = Memory.objects.get(adventure_id=aid, character_id=cards["Cora"], source_start=7)
     assert not cora.stale and "while Cora watches" not in cora.text
@@ -195,7 +196,7 @@ def test_export_and_import_carry_every_characters_memories_with_the_players_pins
     new_bram = alice_api.get(f"/api/adventures/{new}/memories/?character={cast['Bram']['character']}").json()
     assert [(m["text"], m["edited"]) for m in new_bram] == [("Bram rode for the harbor at dusk.", True)]
     calls = len(narrator.chat_requests())
-    bank.run(new)
+    memory_pass.run(new)
     assert not [r for r in narrator.chat_requests()[calls:] if r.path.endswith("/chat/completions")], \
         "the carried blocks are not written again"
     assert Memory.objects.filter(adventure_id=new, embedding__isnull=True).count() == 0, "the pass embeds them"
@@ -257,7 +258,7 @@ def test_a_garbled_answer_is_written_offline_and_flagged(owner, narrator, alice_
     from tests.support.story import grow
 
     grow(Adventure.objects.get(pk=made["id"]), 12)
-    bank.run(made["id"])
+    memory_pass.run(made["id"])
     cora = Memory.objects.get(adventure_id=made["id"], character__isnull=False, source_start=1)
     assert cora.offline and "Cora sweeps the hall." in cora.text
 
@@ -307,7 +308,7 @@ def test_a_moderators_hide_takes_the_hidden_text_out_of_every_characters_part(ha
     hiding = Action.objects.get(adventure_id=aid, depth=9, live=True)
     moderation.action_set_hidden(action_id=hiding.pk, hidden=True)
     assert HIDING not in cora_part(), "the stale memory leaves the prompt at once"
-    bank.run(aid)
+    memory_pass.run(aid)
     assert not Memory.objects.filter(adventure_id=aid, text__contains=HIDING).exists(), "written again without it"
     assert HIDING not in cora_part()
 
@@ -335,7 +336,7 @@ def test_what_a_character_knows_is_ranked_for_the_moment_with_pins_first(hall, a
     pinned = alice_api.post(f"/api/adventures/{aid}/memories/", {"text": "Cora is afraid of the dark crypt.",
                                                                   "character": cards["Cora"]}, format="json").json()
     alice_api.patch(f"/api/adventures/{aid}/memories/{pinned['id']}/", {"pinned": True}, format="json")
-    bank.run(aid)  # embeds them
+    memory_pass.run(aid)  # embeds them
     turn = alice_api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "ask Cora where the crown is hidden"},
                           format="json")
     assert turn.status_code == 201, turn.json()
@@ -360,8 +361,8 @@ def test_each_characters_bank_is_evicted_on_its_own_past_the_capacity(hall, alic
     for n in range(3):
         alice_api.post(f"/api/adventures/{aid}/memories/", {"text": f"Cora note {n}.", "character": cards["Cora"]},
                        format="json")
-    report = bank.PassReport()
-    bank.evict(adventure=Adventure.objects.get(pk=aid), head=Branch.objects.get(
+    report = memory_pass.PassReport()
+    eviction.evict(adventure=Adventure.objects.get(pk=aid), head=Branch.objects.get(
         pk=Adventure.objects.get(pk=aid).head_branch_id), report=report)
     kept = {name: Memory.objects.filter(adventure_id=aid, character_id=cards[name], forgotten=False).count()
             for name in cards}

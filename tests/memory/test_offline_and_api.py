@@ -5,7 +5,7 @@ from django.core.management import call_command
 
 from memory import embedder, embeddings
 from memory.models import Memory
-from memory.story import bank, retrieval, summarize
+from memory.story import memory_pass, retrieval, summarize
 from stories.adventures import adventure_create
 from stories.models import Branch
 
@@ -32,7 +32,7 @@ def test_with_no_key_the_offline_default_forms_and_recalls_memories(bob_api, dem
         turn = bob_api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": f"pay Tobias {n} coins"},
                             format="json")
         assert turn.status_code == 201
-        bank.run(aid)
+        memory_pass.run(aid)
     bank_rows = list(Memory.objects.filter(adventure_id=aid).order_by("source_start"))
     assert [(m.source_start, m.source_end) for m in bank_rows] == [(1, 6), (7, 12)]
     for memory in bank_rows:
@@ -67,7 +67,7 @@ def test_recall_is_one_ranked_query_and_counts_use_only_on_real_turns(alice, dja
     texts = ["Ada sold her boat to the harbor master.", "A storm sank three ships.", "Ada hid a key in the lighthouse."]
     for text in texts:
         Memory.objects.create(adventure=adventure, branch=head, depth=1, text=text)
-    embeddings.embed_pending(adventure=adventure, report=bank.PassReport())
+    embeddings.embed_pending(adventure=adventure, report=memory_pass.PassReport())
     embedder.embed_local(["warm-up"])
     from stories import lineage
 
@@ -91,7 +91,7 @@ def test_pinned_memories_always_come_back_and_count_toward_top_k(alice):
                                    pinned=True)
     for n in range(5):
         Memory.objects.create(adventure=adventure, branch=head, depth=1, text=f"Sailing fact {n} about the sea.")
-    embeddings.embed_pending(adventure=adventure, report=bank.PassReport())
+    embeddings.embed_pending(adventure=adventure, report=memory_pass.PassReport())
     items = retrieval.recall_for_turn(adventure=adventure, branch=head, user_id=alice.pk, top_k=3, record_use=False).items
     assert items[0].id == pinned.pk and items[0].pinned and len(items) == 3
 
@@ -102,12 +102,12 @@ def test_the_memory_api_lists_writes_edits_pins_forgets_and_deletes(alice_api, a
                           format="json")
     assert made.status_code == 201 and made.json()["hand_written"] is True
     mid = made.json()["id"]
-    bank.run(aid)
+    memory_pass.run(aid)
     assert alice_api.get(f"/api/adventures/{aid}/memories/{mid}/").json()["embedded"] is True
     edited = alice_api.patch(f"/api/adventures/{aid}/memories/{mid}/", {"text": "Ada owes the ferryman two favors."},
                              format="json").json()
     assert edited["embedded"] is False, "a new text clears the vector until it is embedded again"
-    bank.run(aid)
+    memory_pass.run(aid)
     assert Memory.objects.get(pk=mid).embedding is not None
     assert alice_api.patch(f"/api/adventures/{aid}/memories/{mid}/", {"pinned": True}, format="json").json()["pinned"]
     unchanged = alice_api.patch(f"/api/adventures/{aid}/memories/{mid}/", {}, format="json")
@@ -133,7 +133,7 @@ def test_rewrite_memories_is_a_dry_run_unless_told_to_write(adventure, memory_ll
     from tests.memory.conftest import grow
 
     grow(adventure, 12)
-    bank.run(adventure.pk)
+    memory_pass.run(adventure.pk)
     Memory.objects.filter(adventure=adventure).update(text="old wording")
     call_command("rewrite_memories")
     assert set(Memory.objects.values_list("text", flat=True)) == {"old wording"}
@@ -163,7 +163,7 @@ def test_a_turn_with_a_full_bank_runs_a_pinned_number_of_queries(owner, memory_l
         tree.place(adventure_id=aid, branch_id=adventure.head_branch_id, kind="story", text=f"Event {n} happens.")
         Memory.objects.create(adventure=adventure, branch_id=adventure.head_branch_id, depth=n + 1,
                               text=f"Memory {n} about the harbor.")
-    embeddings.embed_pending(adventure=adventure, report=bank.PassReport())
+    embeddings.embed_pending(adventure=adventure, report=memory_pass.PassReport())
     api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "warm up"}, format="json")
     from django.db.models import Sum
 

@@ -5,7 +5,8 @@ import pytest
 
 from memory import embedder
 from memory.models import Cursor, Memory
-from memory.story import bank, memories, retrieval
+from memory.story import memories, memory_pass, retrieval
+from memory.story.steps import eviction
 from stories.models import Branch
 from tests.memory.conftest import grow
 from tests.support.fake_llm import Reply
@@ -28,7 +29,7 @@ def test_forty_actions_give_exactly_the_blocks_the_rules_say(adventure, memory_l
 
     def run(depth):
         before = len(summary_requests(memory_llm))
-        bank.run(adventure.pk)
+        memory_pass.run(adventure.pk)
         history[depth] = blocks(adventure)
         if len(summary_requests(memory_llm)) > before:
             summary_at.append(depth)
@@ -57,7 +58,7 @@ def test_forty_actions_give_exactly_the_blocks_the_rules_say(adventure, memory_l
 
 
 def test_recall_returns_the_same_top_k_as_brute_force_numpy(adventure, memory_llm):
-    grow(adventure, 60, run=lambda d: bank.run(adventure.pk) if d % 6 == 0 else None)
+    grow(adventure, 60, run=lambda d: memory_pass.run(adventure.pk) if d % 6 == 0 else None)
     head = Branch.objects.get(pk=adventure.head_branch_id)
     model, (query,) = embedder.embed(user_id=adventure.owner_id, texts=[retrieval.query_text(head)])
     # in id order: recall breaks ties of distance by id, and the stable sort below keeps this order
@@ -75,18 +76,18 @@ def test_recall_returns_the_same_top_k_as_brute_force_numpy(adventure, memory_ll
 def test_a_failed_summary_call_leaves_the_cursor_and_the_next_run_writes_it_once(adventure, memory_llm, settings):
     grow(adventure, 12)
     memory_llm.queue(*[Reply(status=500)] * 3)  # the SDK tries three times
-    report = bank.run(adventure.pk)
+    report = memory_pass.run(adventure.pk)
     assert report.memories_created == 0 and "memory of actions 1-6" in report.errors[0]
     assert Cursor.objects.get(adventure=adventure).memory_depth == 0
-    assert bank.run(adventure.pk).memories_created == 2
-    assert bank.run(adventure.pk).memories_created == 0, "running again changes nothing"
+    assert memory_pass.run(adventure.pk).memories_created == 2
+    assert memory_pass.run(adventure.pk).memories_created == 0, "running again changes nothing"
     assert blocks(adventure) == [(1, 6), (7, 12)]
 
 
 def test_at_most_five_memories_a_run_so_imports_catch_up_over_runs(adventure, memory_llm):
     grow(adventure, 48)
-    assert bank.run(adventure.pk).memories_created == 5
-    assert bank.run(adventure.pk).memories_created == 3
+    assert memory_pass.run(adventure.pk).memories_created == 5
+    assert memory_pass.run(adventure.pk).memories_created == 3
     assert len(blocks(adventure)) == 8
 
 
@@ -111,8 +112,8 @@ def test_eviction_forgets_least_recently_used_keeps_pins_and_can_be_restored(adv
         made[name] = m
     Memory.objects.filter(pk=made["old-unused"].pk).update(created_at=now - timedelta(days=9))
     Memory.objects.filter(pk=made["old-pinned"].pk).update(created_at=now - timedelta(days=9))
-    report = bank.PassReport()
-    bank.evict(adventure=adventure, head=head, report=report)
+    report = memory_pass.PassReport()
+    eviction.evict(adventure=adventure, head=head, report=report)
     forgotten = set(Memory.objects.filter(forgotten=True).values_list("text", flat=True))
     assert forgotten == {"old-unused", "used-long-ago", "used-today-once"}
     assert Memory.objects.filter(adventure=adventure, forgotten=False).count() == 3
@@ -132,7 +133,7 @@ def test_pins_may_exceed_capacity_but_nothing_else_does(adventure, owner):
     for n in range(4):
         Memory.objects.create(adventure=adventure, branch=head, depth=1, text=f"pin {n}", pinned=True)
     Memory.objects.create(adventure=adventure, branch=head, depth=1, text="plain")
-    bank.evict(adventure=adventure, head=head, report=bank.PassReport())
+    eviction.evict(adventure=adventure, head=head, report=memory_pass.PassReport())
     assert list(Memory.objects.filter(forgotten=True).values_list("text", flat=True)) == ["plain"]
     assert Memory.objects.filter(forgotten=False).count() == 4
 
@@ -147,7 +148,7 @@ def test_the_summarizer_gets_the_block_and_a_cast_brief(adventure, memory_llm):
                              entry="Oren is the one-eyed innkeeper.")
     StoryCard.objects.create(adventure=adventure, type="place", name="Well", keys=["well"], entry="A dry well.")
     grow(adventure, 12)
-    bank.run(adventure.pk)
+    memory_pass.run(adventure.pk)
     request = [r for r in memory_llm.chat_requests() if "write memories" in r.body["messages"][0]["content"]][0]
     system, user = request.body["messages"][0]["content"], request.body["messages"][1]["content"]
     assert "past tense, third person" in system and "never \"you\"" in system
@@ -160,12 +161,12 @@ def test_the_summarizer_gets_the_block_and_a_cast_brief(adventure, memory_llm):
 
 def test_changing_the_embedding_model_clears_old_vectors_and_reembeds(adventure, memory_llm, alice_api):
     grow(adventure, 12)
-    bank.run(adventure.pk)
+    memory_pass.run(adventure.pk)
     assert set(Memory.objects.values_list("embedding_model", flat=True)) == {"fake-embed"}
     response = alice_api.patch("/api/settings/", {"embedding_model": ""}, format="json")
     assert response.status_code == 200
     assert all(m.embedding is None for m in Memory.objects.all())
-    bank.run(adventure.pk)
+    memory_pass.run(adventure.pk)
     assert set(Memory.objects.values_list("embedding_model", flat=True)) == {embedder.LOCAL_MODEL}
 
 
@@ -177,14 +178,14 @@ def test_a_block_a_moderator_hid_whole_is_skipped_and_the_pass_goes_on(adventure
     for action in Action.objects.filter(branch=head, depth__gte=7, depth__lte=12):
         moderation.action_set_hidden(action_id=action.pk, hidden=True)
     grow(adventure, 24)
-    bank.run(adventure.pk)
+    memory_pass.run(adventure.pk)
     assert blocks(adventure) == [(1, 6), (13, 18), (19, 24)], "no memory of hidden actions, none missing after"
     passages = [r.body["messages"][-1]["content"] for r in memory_llm.chat_requests()
                 if r.body["messages"][0]["content"].startswith("You write memories")]
     assert len(passages) == 3 and not any("stone 8 " in p for p in passages)
     assert Cursor.objects.get(adventure=adventure).memory_depth == 24
     grow(adventure, 30)
-    bank.run(adventure.pk)
+    memory_pass.run(adventure.pk)
     assert blocks(adventure)[-1] == (25, 30)
 
 
@@ -224,7 +225,7 @@ def test_the_summary_prompt_is_bounded_and_carries_the_cast(adventure, memory_ll
     adventure.memory_bank_enabled = False  # the summary reads the raw story
     adventure.save(update_fields=["memory_bank_enabled"])
     grow(adventure, 200)
-    bank.run(adventure.pk)
+    memory_pass.run(adventure.pk)
     request = [r for r in memory_llm.chat_requests() if "running summary" in r.body["messages"][0]["content"]][-1]
     system, user = request.body["messages"][0]["content"], request.body["messages"][1]["content"]
     assert "Compress older events harder" in system
@@ -242,17 +243,17 @@ def test_a_block_hidden_whole_after_its_memory_was_written_is_forgotten_and_come
     from stories.models import Action
 
     head = grow(adventure, 24)
-    bank.run(adventure.pk)
+    memory_pass.run(adventure.pk)
     assert blocks(adventure) == [(1, 6), (7, 12), (13, 18), (19, 24)]
     block = list(Action.objects.filter(branch=head, depth__gte=7, depth__lte=12))
     for action in block:
         moderation.action_set_hidden(action_id=action.pk, hidden=True)
-    bank.run(adventure.pk)
+    memory_pass.run(adventure.pk)
     assert blocks(adventure) == [(1, 6), (13, 18), (19, 24)], "nothing of a hidden block is remembered"
-    assert adventure.pk not in bank.adventures_behind(), "and the sweeper has nothing left to do"
+    assert adventure.pk not in memory_pass.adventures_behind(), "and the sweeper has nothing left to do"
     for action in block:
         moderation.action_set_hidden(action_id=action.pk, hidden=False)
-    bank.run(adventure.pk)
+    memory_pass.run(adventure.pk)
     assert blocks(adventure) == [(1, 6), (7, 12), (13, 18), (19, 24)], "shown again, it is remembered again"
     assert Cursor.objects.get(adventure=adventure).memory_depth == 24
 
@@ -266,7 +267,7 @@ def test_a_pass_that_meets_a_reply_being_written_still_writes_embeds_and_counts_
     grow(adventure, 20)
     token = generation_claim(adventure_id=adventure.pk)  # a player's reply is streaming meanwhile
     try:
-        report = bank.run_recorded(adventure.pk, worker="w1")
+        report = memory_pass.run_recorded(adventure.pk, worker="w1")
     finally:
         generation_release(adventure_id=adventure.pk, token=token)
     assert report.errors == [], report.errors
@@ -287,9 +288,9 @@ def test_a_step_that_fails_keeps_what_the_pass_did_before_and_after_it(adventure
     def refused(**kwargs):
         raise Conflict("the summary could not be written just now")
 
-    monkeypatch.setattr(bank, "update_summary", refused)
+    monkeypatch.setattr(memory_pass, "update_summary", refused)
     grow(adventure, 20)
-    report = bank.run_recorded(adventure.pk, worker="w1")
+    report = memory_pass.run_recorded(adventure.pk, worker="w1")
     assert report.errors == ["the summary could not be written just now"]
     assert report.memories_created == 3 and report.embedded >= 3
     assert Memory.objects.filter(adventure=adventure, embedding__isnull=True).count() == 0

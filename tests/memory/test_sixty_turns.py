@@ -3,7 +3,7 @@
 import pytest
 
 from memory.models import Cursor, Memory
-from memory.story import bank
+from memory.story import marks, memory_pass
 from tests.conftest import api_client_for
 
 pytestmark = pytest.mark.django_db
@@ -26,7 +26,7 @@ def test_sixty_turns_build_the_bank_the_rules_say_with_recall_on_every_turn(owne
             assert [i["id"] for i in part["items"]] == [m["id"] for m in turn.json()["memories"]]
         if "word for word" in story_part["reason"]:
             verbatim_on.append(n)
-        bank.run(aid)  # what the worker does after each turn
+        memory_pass.run(aid)  # what the worker does after each turn
 
     actions = 1 + 2 * 60
     blocks = list(Memory.objects.filter(adventure_id=aid).order_by("source_start")
@@ -37,7 +37,7 @@ def test_sixty_turns_build_the_bank_the_rules_say_with_recall_on_every_turn(owne
     assert sorted(set(recalled_on) | set(verbatim_on)) == list(range(6, 60))
     assert verbatim_on and recalled_on and recalled_on[-1] == 59, "once the story outgrows the prompt, memories"
     cursor = Cursor.objects.get(adventure_id=aid)
-    assert cursor.memory_depth == 120 and actions - cursor.summary_depth < bank.SUMMARY_INTERVAL
+    assert cursor.memory_depth == 120 and actions - cursor.summary_depth < marks.SUMMARY_INTERVAL
     summary = api.get(f"/api/adventures/{aid}/summary/").json()
     assert summary["story_summary"].startswith("Mira carries her mother's ring.")
     assert summary["catching_up"] is False

@@ -5,7 +5,7 @@ point of that path; the player's own summary is kept and is where rewrites start
 import pytest
 
 from memory.models import SummarySnapshot
-from memory.story import bank
+from memory.story import memory_pass
 from stories import lineage, moderation, tree
 from stories.models import Branch
 from tests.support.story import grow
@@ -33,7 +33,7 @@ def story(adventure, memory_llm, alice_api):
     head = grow(adventure, 13)
     tree.place(adventure_id=adventure.pk, branch_id=head.pk, kind="story", text="Cora steals the XYZZY cursed crown.")
     grow(adventure, 16)
-    bank.run(adventure.pk)
+    memory_pass.run(adventure.pk)
     adventure.refresh_from_db()
     assert "XYZZY" in adventure.story_summary
     return adventure
@@ -65,7 +65,7 @@ def test_an_edit_or_a_hide_below_the_summary_shows_the_summary_from_before_it(st
     alice_api.patch(f"/api/adventures/{story.pk}/actions/{crown.pk}/", {"text": "Cora admires a crown."},
                     format="json")
     assert "XYZZY" not in summary_of(alice_api, story) and calls(memory_llm) == before
-    bank.run(story.pk)  # the pass writes it again over the edited story
+    memory_pass.run(story.pk)  # the pass writes it again over the edited story
     story.refresh_from_db()
     assert "admires a crown" in story.story_summary
 
@@ -95,7 +95,7 @@ def test_the_players_summary_is_kept_and_is_where_rewrites_start(story, memory_l
                   format="json")
     assert summary_of(alice_api, story) == "MY-OWN summary of the road."
     grow(story, 40)
-    bank.run(story.pk)
+    memory_pass.run(story.pk)
     request = [r for r in memory_llm.chat_requests() if "running summary" in r.body["messages"][0]["content"]][-1]
     assert "Current summary:\nMY-OWN summary of the road." in request.body["messages"][-1]["content"]
     for _ in range(30):  # undo far below where the player wrote it

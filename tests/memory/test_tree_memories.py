@@ -3,7 +3,7 @@
 import pytest
 
 from memory.models import Cursor, Memory
-from memory.story import bank, memories, retrieval
+from memory.story import blocks, memories, memory_pass, retrieval
 from stories import lineage, tree
 from stories.models import Branch
 from tests.memory.conftest import grow
@@ -18,7 +18,7 @@ def last_passage(fake):
 
 
 def visible(branch_id):
-    return sorted(bank.path_memories(Branch.objects.get(pk=branch_id)).filter(source_start__isnull=False)
+    return sorted(blocks.path_memories(Branch.objects.get(pk=branch_id)).filter(source_start__isnull=False)
                   .values_list("source_start", "source_end"))
 
 
@@ -29,7 +29,7 @@ def head_of(adventure):
 
 def test_undo_withdraws_the_memory_of_the_removed_node_and_rewinds_the_cursor(adventure, memory_llm):
     grow(adventure, 12)
-    bank.run(adventure.pk)
+    memory_pass.run(adventure.pk)
     head = head_of(adventure)
     opening_note = memories.memory_write(adventure=adventure, text="Mira fears deep water.")
     Memory.objects.filter(pk=opening_note.pk).update(depth=1)
@@ -38,20 +38,20 @@ def test_undo_withdraws_the_memory_of_the_removed_node_and_rewinds_the_cursor(ad
     assert Cursor.objects.get(adventure=adventure).memory_depth == 6
     assert Memory.objects.filter(pk=opening_note.pk).exists(), "hand-written memories at the opening survive"
     tree.place(adventure_id=adventure.pk, branch_id=head.pk, kind="story", text="Mira meets Oren at the gate.")
-    bank.run(adventure.pk)
+    memory_pass.run(adventure.pk)
     assert visible(head.pk) == [(1, 6), (7, 12)]
     assert last_passage(memory_llm).endswith("Mira meets Oren at the gate."), "the block is summarized again"
 
 
 def test_deleting_an_early_action_withdraws_every_later_block(adventure, memory_llm):
     grow(adventure, 13)
-    bank.run(adventure.pk)
+    memory_pass.run(adventure.pk)
     head = head_of(adventure)
     third = lineage.node_at(head, 3)
     tree.delete(adventure_id=adventure.pk, action_id=third.pk)
     assert visible(head.pk) == []
     assert Cursor.objects.get(adventure=adventure).memory_depth == 0
-    bank.run(adventure.pk)
+    memory_pass.run(adventure.pk)
     assert visible(head.pk) == [(1, 6), (7, 12)]
     requests = [r for r in memory_llm.chat_requests() if r.body["messages"][0]["content"].startswith("You write")]
     first_block = requests[-2].body["messages"][-1]["content"]
@@ -60,7 +60,7 @@ def test_deleting_an_early_action_withdraws_every_later_block(adventure, memory_
 
 def test_editing_an_action_marks_its_memory_stale_until_regenerated(adventure, memory_llm, alice_api):
     grow(adventure, 12)
-    bank.run(adventure.pk)
+    memory_pass.run(adventure.pk)
     head = head_of(adventure)
     tree.edit(adventure_id=adventure.pk, action_id=lineage.node_at(head, 8).pk, text="Mira finds a map.")
     stale = Memory.objects.get(adventure=adventure, source_start=7)
@@ -73,7 +73,7 @@ def test_editing_an_action_marks_its_memory_stale_until_regenerated(adventure, m
 
 def test_a_fork_inherits_the_memories_of_its_path_and_no_others_with_nothing_copied(adventure, memory_llm):
     grow(adventure, 18)
-    bank.run(adventure.pk)
+    memory_pass.run(adventure.pk)
     main = head_of(adventure)
     count = Memory.objects.count()
     at_12 = tree.fork(adventure_id=adventure.pk, action_id=lineage.node_at(main, 12).pk)
@@ -81,7 +81,7 @@ def test_a_fork_inherits_the_memories_of_its_path_and_no_others_with_nothing_cop
     at_8 = tree.fork(adventure_id=adventure.pk, action_id=lineage.node_at(main, 8).pk)
     assert visible(at_8.pk) == [(1, 6)]
     grow(adventure, 12)  # on the fork at 8
-    bank.run(adventure.pk)
+    memory_pass.run(adventure.pk)
     assert visible(at_8.pk) == [(1, 6), (7, 12)]
     assert visible(main.pk) == [(1, 6), (7, 12), (13, 18)], "the original branch keeps its own memories"
     own = Memory.objects.get(branch_id=at_8.pk, source_start=7)
@@ -97,7 +97,7 @@ def test_retrying_a_reply_withdraws_its_block_and_leaves_the_take_out_of_the_que
     grow(adventure, 11)
     head = head_of(adventure)
     reply = tree.place(adventure_id=adventure.pk, branch_id=head.pk, kind="ai", text="A kraken rises from the well.")
-    bank.run(adventure.pk)
+    memory_pass.run(adventure.pk)
     assert visible(head.pk) == [(1, 6), (7, 12)]
     head.refresh_from_db()
     assert "kraken" not in retrieval.query_text(head, below_depth=reply.depth)
@@ -105,21 +105,21 @@ def test_retrying_a_reply_withdraws_its_block_and_leaves_the_take_out_of_the_que
     tree.take_add(adventure_id=adventure.pk, branch_id=head.pk, expected_tip_id=reply.pk, kind="ai",
                   text="A heron lands on the well.")
     assert visible(head.pk) == [(1, 6)]
-    bank.run(adventure.pk)
+    memory_pass.run(adventure.pk)
     assert visible(head.pk) == [(1, 6), (7, 12)]
     assert last_passage(memory_llm).endswith("A heron lands on the well.")
 
 
 def test_switching_branches_reconciles_the_cursor_to_the_new_path(adventure, memory_llm):
     grow(adventure, 24)
-    bank.run(adventure.pk)
+    memory_pass.run(adventure.pk)
     main = head_of(adventure)
     fork = tree.fork(adventure_id=adventure.pk, action_id=lineage.node_at(main, 9).pk)
     grow(adventure, 20)
-    bank.run(adventure.pk)
+    memory_pass.run(adventure.pk)
     assert visible(fork.pk) == [(1, 6), (7, 12), (13, 18)]
     tree.checkout(adventure_id=adventure.pk, branch_id=main.pk)
-    assert bank.run(adventure.pk).memories_created == 0
+    assert memory_pass.run(adventure.pk).memories_created == 0
     cursor = Cursor.objects.get(adventure=adventure)
     assert (cursor.memory_branch_id, cursor.memory_depth) == (main.pk, 24)
 
@@ -130,7 +130,7 @@ def summary_requests(fake):
 
 def test_switching_branches_rebuilds_a_summary_that_tells_of_the_other_branch(adventure, memory_llm):
     grow(adventure, 30)
-    bank.run(adventure.pk)
+    memory_pass.run(adventure.pk)
     main = head_of(adventure)
     adventure.refresh_from_db()
     assert adventure.story_summary, "main's story has a summary"
@@ -139,7 +139,7 @@ def test_switching_branches_rebuilds_a_summary_that_tells_of_the_other_branch(ad
         tree.place(adventure_id=adventure.pk, branch_id=fork.pk, kind="story",
                    text=f"Action {depth}: Mira rows a boat across lake {depth}.")
     before = len(summary_requests(memory_llm))
-    bank.run(adventure.pk)
+    memory_pass.run(adventure.pk)
     rebuilt = summary_requests(memory_llm)[before:]
     assert len(rebuilt) == 1, "one rewrite over the path now played"
     prompt = rebuilt[0].body["messages"][-1]["content"]
@@ -152,7 +152,7 @@ def test_switching_branches_rebuilds_a_summary_that_tells_of_the_other_branch(ad
         "- Action 20: Mira rows a boat across lake 20."]
     cursor = Cursor.objects.get(adventure=adventure)
     assert (cursor.summary_branch_id, cursor.summary_depth) == (fork.pk, 20)
-    bank.run(adventure.pk)
+    memory_pass.run(adventure.pk)
     assert len(summary_requests(memory_llm)) == before + 1, "on the path again: the usual every-15 rule"
 
 
@@ -161,13 +161,13 @@ def test_an_edit_takes_the_old_memory_out_of_prompts_and_the_pass_writes_it_agai
 
     accounts.ai_settings_update(user_id=adventure.owner_id, context_tokens=256, memory_top_k=10)
     grow(adventure, 24)
-    bank.run(adventure.pk)
+    memory_pass.run(adventure.pk)
     head = head_of(adventure)
     old = Memory.objects.get(adventure=adventure, source_start=7)
     mine = Memory.objects.get(adventure=adventure, source_start=13)
     alice_api.patch(f"/api/adventures/{adventure.pk}/memories/{mine.pk}/", {"text": "MY-OWN words about 13-18"},
                     format="json")
-    bank.run(adventure.pk)  # embeds the edited text
+    memory_pass.run(adventure.pk)  # embeds the edited text
 
     def sent():
         """The ids of the memories the next turn's prompt holds (its answer lists exactly those)."""
@@ -185,10 +185,10 @@ def test_an_edit_takes_the_old_memory_out_of_prompts_and_the_pass_writes_it_agai
     now = sent()
     assert old.pk not in now, "a stale memory is not recalled"
     assert mine.pk in now, "the player's own words stay"
-    bank.run(adventure.pk)
+    memory_pass.run(adventure.pk)
     old.refresh_from_db()
     assert not old.stale and "MAP-OF-ASH" in last_passage(memory_llm), "written again from the edited block"
     mine.refresh_from_db()
     assert mine.text == "MY-OWN words about 13-18" and mine.stale, "never rewritten"
-    bank.run(adventure.pk)  # embeds the rewritten memory
+    memory_pass.run(adventure.pk)  # embeds the rewritten memory
     assert old.pk in sent()

@@ -10,7 +10,7 @@ from django.db import connection
 
 from memory.agents import agent_events, agent_upkeep
 from memory.models import Agent, World
-from memory.story import bank
+from memory.story import memory_pass
 from tests.conftest import ALICE_KEY, BOB_KEY, api_client_for
 from tests.support.story import memory_reply
 
@@ -144,7 +144,7 @@ def test_keys_go_only_to_their_owners_work_and_never_show(alice, bob, fake_llm, 
         for n in range(7):
             responses.append(api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": f"{MARK[name]} step {n}"},
                                       format="json"))
-            bank.run(aid)  # memory passes: summaries and embeddings with the owner's key
+            memory_pass.run(aid)  # memory passes: summaries and embeddings with the owner's key
         responses.append(api.post("/api/settings/test/"))
         responses.append(api.get(f"/api/adventures/{aid}/export/"))
         responses.append(api.get("/api/debug/requests/"))

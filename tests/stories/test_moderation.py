@@ -100,13 +100,14 @@ def test_memory_moderation_actions(moderator, alice):
 
 def test_hiding_an_action_rewrites_only_its_block_and_keeps_what_the_player_set(
         moderator, adventure, memory_llm, alice_api, django_capture_on_commit_callbacks):
-    from memory.story import bank
+    from memory.story import memory_pass
     from stories import lineage
     from tests.memory.conftest import grow
+    from tests.support.commits import as_if_committed
 
     head = grow(adventure, 79)
     for _ in range(4):
-        bank.run(adventure.pk)
+        memory_pass.run(adventure.pk)
     before = {m.pk: m for m in Memory.objects.filter(adventure=adventure)}
     assert len(before) == 13
     by_block = {m.source_start: m for m in before.values()}
@@ -120,6 +121,7 @@ def test_hiding_an_action_rewrites_only_its_block_and_keeps_what_the_player_set(
     snapshot = {m.pk: (m.text, m.pinned, m.forgotten, m.use_count, m.edited)
                 for m in Memory.objects.filter(adventure=adventure) if m.source_start != 1}
 
+    as_if_committed()  # the setup's requests committed: the passes they asked for are no longer waiting
     with django_capture_on_commit_callbacks() as queued:
         moderator.post(reverse("admin:stories_action_changelist"),
                        {"action": "hide", "_selected_action": [lineage.node_at(head, 4).pk]})
@@ -128,14 +130,14 @@ def test_hiding_an_action_rewrites_only_its_block_and_keeps_what_the_player_set(
              for m in Memory.objects.filter(adventure=adventure) if m.source_start != 1}
     assert after == snapshot, "every other memory, and all the player set, stays"
     assert Memory.objects.get(pk=by_block[1].pk).stale
-    bank.run(adventure.pk)
+    memory_pass.run(adventure.pk)
     rewritten = Memory.objects.get(pk=by_block[1].pk)
     assert not rewritten.stale and "ABUSIVE" not in rewritten.text
     passages = [r.body["messages"][-1]["content"] for r in memory_llm.chat_requests()
                 if r.body["messages"][0]["content"].startswith("You write memories")]
     assert "ABUSIVE" not in passages[-1] and "Action 3:" in passages[-1] and "Action 5:" in passages[-1]
     assert Memory.objects.filter(adventure=adventure).count() == 13
-    bank.run(adventure.pk)  # embeds the rewritten memory
+    memory_pass.run(adventure.pk)  # embeds the rewritten memory
     from stories import accounts
 
     accounts.ai_settings_update(user_id=adventure.owner_id, memory_top_k=20)

@@ -2,13 +2,15 @@
 updates), every change of a story or bank asks for its memory pass once after
 commit, and an unreadable key is a clear 424 and a failed run that backs off."""
 
+from types import SimpleNamespace
+
 import pytest
 from cryptography.fernet import Fernet
 
 from config import jobs
 from memory.agents import worlds
 from memory.models import AgentMemory, Memory, PassRun
-from memory.story import bank, summaries
+from memory.story import marks, memory_pass, summaries
 from stories import accounts, cards, tree
 from stories.models import Adventure, Branch, StoryCard
 from stories.play import changes as play
@@ -36,7 +38,9 @@ class _committed:
     def __exit__(self, *exc):
         from django.db import connection
 
-        self.callbacks.extend(func for _, func, _ in connection.run_on_commit[self.start:])
+        # Kept as the jobs they asked for; the callbacks themselves go, as after a commit.
+        self.callbacks.extend(SimpleNamespace(job=func.job) for _, func, _ in connection.run_on_commit[self.start:]
+                              if hasattr(func, "job"))
         del connection.run_on_commit[self.start:]
 
 
@@ -168,6 +172,22 @@ def test_one_block_asks_once_and_a_rolled_back_one_not_at_all(adventure):
     assert _jobs(callbacks) == [(jobs.STORY_PASS, adventure.pk)]
 
 
+def test_a_job_asked_in_a_block_that_rolled_back_is_asked_again_by_the_next(adventure):
+    from django.db import transaction
+
+    with _committed() as callbacks:
+        try:
+            with transaction.atomic():
+                jobs.memory_pass_after_commit(adventure_id=adventure.pk)
+                raise RuntimeError("roll back")
+        except RuntimeError:
+            pass
+        with transaction.atomic():
+            jobs.memory_pass_after_commit(adventure_id=adventure.pk)
+            jobs.memory_pass_after_commit(adventure_id=adventure.pk)
+    assert _jobs(callbacks) == [(jobs.STORY_PASS, adventure.pk)], "the rolled-back ask is gone, the next one stands"
+
+
 # ---------------------------------------------------------------------------- unreadable keys, crashed passes
 
 
@@ -195,27 +215,27 @@ def test_after_the_keys_rotate_without_the_old_one_a_turn_answers_424_and_keeps_
 def test_a_pass_that_meets_an_unreadable_key_is_a_failed_run_that_backs_off(adventure, settings):
     from tests.support.story import grow
 
-    grow(adventure, bank.MEMORY_THRESHOLD + 1)
+    grow(adventure, marks.MEMORY_THRESHOLD + 1)
     settings.FIELD_ENCRYPTION_KEYS = [Fernet.generate_key().decode()]
-    report = bank.run_recorded(adventure.pk, worker="w1")
+    report = memory_pass.run_recorded(adventure.pk, worker="w1")
     assert report.errors and "enter the key again" in report.errors[0] and not report.transient
     run = PassRun.objects.get(adventure=adventure)
     assert run.outcome == "errors" and run.finished_at is not None and "enter the key again" in run.errors
-    cursor = bank.cursor_for(adventure.pk)
+    cursor = marks.cursor_for(adventure.pk)
     assert cursor.failures == 1 and "enter the key again" in cursor.last_error
-    assert adventure.pk not in bank.adventures_behind(), "the sweeper must back off a failing adventure"
+    assert adventure.pk not in memory_pass.adventures_behind(), "the sweeper must back off a failing adventure"
 
 
 def test_a_crashed_pass_is_recorded_as_crashed_and_counted(adventure, monkeypatch):
     def broken(**kwargs):
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr(bank, "evict", broken)
+    monkeypatch.setattr(memory_pass, "evict", broken)
     with pytest.raises(ZeroDivisionError):
-        bank.run_recorded(adventure.pk, worker="w1")
+        memory_pass.run_recorded(adventure.pk, worker="w1")
     run = PassRun.objects.get(adventure=adventure)
     assert run.outcome == "crashed" and run.finished_at is not None and "ZeroDivisionError" in run.errors
-    assert bank.cursor_for(adventure.pk).failures == 1
+    assert marks.cursor_for(adventure.pk).failures == 1
 
 
 def test_an_agent_pass_with_an_unreadable_key_leaves_the_work_for_later(owner, settings):
@@ -288,9 +308,9 @@ def test_a_run_left_running_by_a_dead_worker_is_marked_crashed_by_the_next_pass(
     from django.utils import timezone
 
     dead = PassRun.objects.create(adventure=adventure, worker="gone")
-    PassRun.objects.filter(pk=dead.pk).update(started_at=timezone.now() - bank.PASS_ABANDONED_AFTER * 2)
+    PassRun.objects.filter(pk=dead.pk).update(started_at=timezone.now() - memory_pass.PASS_ABANDONED_AFTER * 2)
     fresh = PassRun.objects.create(adventure=adventure, worker="busy")  # another pass, still going
-    bank.run_recorded(adventure.pk, worker="w1")
+    memory_pass.run_recorded(adventure.pk, worker="w1")
     assert PassRun.objects.get(pk=dead.pk).outcome == "crashed"
     assert PassRun.objects.get(pk=fresh.pk).outcome == "running"
     assert not PassRun.objects.filter(adventure=adventure, worker="w1", finished_at__isnull=True).exists()

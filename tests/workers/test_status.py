@@ -5,7 +5,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from memory.models import Cursor
-from memory.story import bank
+from memory.story import marks, memory_pass
 from tests.support.story import grow
 from workers.models import ParkedJob
 
@@ -13,17 +13,17 @@ pytestmark = pytest.mark.django_db
 
 
 def test_the_sweeper_finds_lagging_adventures_and_backs_off_on_failing_ones(adventure, memory_llm):
-    assert bank.adventures_behind() == []
+    assert memory_pass.adventures_behind() == []
     grow(adventure, 12)
-    assert bank.adventures_behind() == [adventure.pk]
-    bank.run(adventure.pk)
-    assert bank.adventures_behind() == [], "caught up: nothing to do"
+    assert memory_pass.adventures_behind() == [adventure.pk]
+    memory_pass.run(adventure.pk)
+    assert memory_pass.adventures_behind() == [], "caught up: nothing to do"
     grow(adventure, 18)
     Cursor.objects.filter(adventure=adventure).update(failures=3, last_error="bad key",
                                                       last_error_at=timezone.now() - timedelta(minutes=2))
-    assert bank.adventures_behind() == [], "failed 3 times: waits 8 minutes before the next try"
+    assert memory_pass.adventures_behind() == [], "failed 3 times: waits 8 minutes before the next try"
     Cursor.objects.filter(adventure=adventure).update(last_error_at=timezone.now() - timedelta(minutes=9))
-    assert bank.adventures_behind() == [adventure.pk]
+    assert memory_pass.adventures_behind() == [adventure.pk]
 
 
 def test_a_recorded_pass_counts_failures_and_clears_them_on_success(adventure, memory_llm):
@@ -31,10 +31,10 @@ def test_a_recorded_pass_counts_failures_and_clears_them_on_success(adventure, m
 
     grow(adventure, 12)
     memory_llm.queue(Reply(status=401))
-    report = bank.run_recorded(adventure.pk, worker="w1")
+    report = memory_pass.run_recorded(adventure.pk, worker="w1")
     assert report.errors and not report.transient, "a bad key is not worth a quick retry"
     assert Cursor.objects.get(adventure=adventure).failures == 1
-    bank.run_recorded(adventure.pk, worker="w1")
+    memory_pass.run_recorded(adventure.pk, worker="w1")
     cursor = Cursor.objects.get(adventure=adventure)
     assert cursor.failures == 0 and cursor.memory_depth == 12
 
@@ -75,15 +75,15 @@ def test_adventures_that_keep_failing_never_starve_the_others_out_of_the_sweep(o
         made.append(a)
     failing, healthy = made[:5], made[5]
     for a in failing:
-        bank.cursor_for(a.pk)
+        marks.cursor_for(a.pk)
         Cursor.objects.filter(adventure=a).update(failures=4, last_error="bad key", last_error_at=timezone.now())
-    assert bank.adventures_behind(limit=2) == [healthy.pk]
+    assert memory_pass.adventures_behind(limit=2) == [healthy.pk]
     # and a failing one comes back once its backoff (16 minutes at 4 failures) has passed
     Cursor.objects.filter(adventure=failing[0]).update(last_error_at=timezone.now() - timedelta(minutes=17))
-    assert bank.adventures_behind(limit=2) == [failing[0].pk, healthy.pk]
+    assert memory_pass.adventures_behind(limit=2) == [failing[0].pk, healthy.pk]
     # ten failures wait the hour cap, not 2^10 minutes
     Cursor.objects.filter(adventure=failing[1]).update(failures=10, last_error_at=timezone.now() - timedelta(minutes=61))
-    assert failing[1].pk in bank.adventures_behind()
+    assert failing[1].pk in memory_pass.adventures_behind()
 
 
 def test_the_sweep_marks_every_run_a_dead_worker_left_running_as_crashed(adventure):
@@ -93,7 +93,7 @@ def test_the_sweep_marks_every_run_a_dead_worker_left_running_as_crashed(adventu
     from workers.tasks import sweep
 
     dead = PassRun.objects.create(adventure=adventure, worker="killed")
-    PassRun.objects.filter(pk=dead.pk).update(started_at=timezone.now() - bank.PASS_ABANDONED_AFTER - timedelta(minutes=1))
+    PassRun.objects.filter(pk=dead.pk).update(started_at=timezone.now() - memory_pass.PASS_ABANDONED_AFTER - timedelta(minutes=1))
     busy = PassRun.objects.create(adventure=adventure, worker="busy")
     sweep()
     assert PassRun.objects.get(pk=dead.pk).outcome == "crashed"

@@ -1,0 +1,149 @@
+"""The post-turn pass over one adventure: create due memories, rewrite stale ones, update the
+story summary, embed pending memories, evict past capacity (memory.story.steps); its PassRun
+bookkeeping, and the sweeper's selector of adventures whose passes lag behind.
+
+Every step commits its result and advances its mark by compare-and-set in one transaction. A
+failed model call leaves the mark where it was, so a later run retries the same block; a run
+that lost a race writes nothing. Running the pass twice changes nothing the second time.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django.db import DatabaseError
+from django.db.models import Exists, F, OuterRef, Q, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from config.errors import DomainError
+from memory import embeddings
+from memory.models import Cursor, Memory, PassRun
+from memory.story.marks import MEMORY_INTERVAL, MEMORY_THRESHOLD, SUMMARY_INTERVAL, cursor_for
+from memory.story.report import PassReport
+from memory.story.steps.blocks import create_due_memories
+from memory.story.steps.eviction import evict
+from memory.story.steps.stale import rewrite_stale
+from memory.story.steps.summary import update_summary
+from stories import lineage
+from stories.models import Adventure
+
+log = logging.getLogger(__name__)
+
+PASS_ABANDONED_AFTER = timedelta(minutes=30)  # longer than any pass (5 memories + a summary at 120 s a call)
+
+
+def run_recorded(adventure_id: int, *, worker: str = "") -> PassReport:
+    """``run`` with a PassRun row around it, and the cursor's failure count kept
+    (the sweeper backs off on adventures whose passes keep failing). A domain
+    error (the owner's key can no longer be read) is a failed run; anything
+    else is recorded as a crash and raised. A run is never left "running"."""
+    if not Adventure.objects.filter(pk=adventure_id).exists():
+        return PassReport()
+    abandoned_runs_close(adventure_id=adventure_id)
+    record = PassRun.objects.create(adventure_id=adventure_id, worker=worker[:200])
+    report = PassReport()
+    try:
+        run(adventure_id, report=report)
+    except DomainError as exc:  # what the steps did before it stays in the record
+        report.failed(exc.message, exc.code)
+    except Exception as exc:
+        _crash_record(adventure_id=adventure_id, run_id=record.pk, exc=exc)
+        raise
+    PassRun.objects.filter(pk=record.pk).update(
+        finished_at=timezone.now(), outcome="errors" if report.errors else "ok",
+        memories_created=report.memories_created, summary_written=report.summary_written,
+        embedded=report.embedded, evicted=report.evicted, errors="\n".join(report.errors)[:5000],
+    )
+    cursor_for(adventure_id)
+    if report.errors:
+        _failure_count(adventure_id, report.errors[0])
+    else:
+        Cursor.objects.filter(adventure_id=adventure_id).exclude(failures=0).update(failures=0, last_error="")
+    return report
+
+
+def abandoned_runs_close(*, adventure_id: int | None = None) -> int:
+    """Runs "running" past any pass's length died with their worker: marked crashed."""
+    rows = PassRun.objects.filter(finished_at__isnull=True, started_at__lt=timezone.now() - PASS_ABANDONED_AFTER)
+    if adventure_id is not None:
+        rows = rows.filter(adventure_id=adventure_id)
+    return rows.update(outcome="crashed", finished_at=timezone.now(), errors="crashed: the worker stopped mid-pass")
+
+
+def _failure_count(adventure_id: int, error: str) -> None:
+    Cursor.objects.filter(adventure_id=adventure_id).update(
+        failures=F("failures") + 1, last_error=error[:500], last_error_at=timezone.now()
+    )
+
+
+def _crash_record(*, adventure_id: int, run_id: int, exc: Exception) -> None:
+    """Mark the run crashed and count the failure, when the database still answers
+    (a crash caused by a database outage cannot be recorded; the sweeper retries)."""
+    error = f"crashed: {exc.__class__.__name__}"
+    try:
+        PassRun.objects.filter(pk=run_id).update(finished_at=timezone.now(), outcome="crashed", errors=error)
+        cursor_for(adventure_id)
+        _failure_count(adventure_id, error)
+    except DatabaseError:
+        log.warning("pass of adventure %s crashed and could not be recorded", adventure_id)
+
+
+def run(adventure_id: int, *, report: PassReport | None = None) -> PassReport:
+    """The whole pass (the owner's own settings only, never the demo model). A step's domain
+    error is recorded in ``report`` and the later steps still run (embedding, eviction)."""
+    report = report if report is not None else PassReport()
+    adventure = Adventure.objects.filter(pk=adventure_id).first()
+    if adventure is None or adventure.head_branch_id is None or adventure.hidden:
+        return report
+    head = lineage.head(adventure)
+    steps = [create_due_memories, rewrite_stale] if adventure.memory_bank_enabled else []
+    steps += [update_summary] if adventure.auto_summarize else []
+    steps += [lambda adventure, head, report: embeddings.embed_pending(adventure=adventure, report=report), evict]
+    for step in steps:
+        try:
+            step(adventure=adventure, head=head, report=report)
+        except DomainError as exc:
+            report.failed(exc.message, exc.code)
+    return report
+
+
+# ---------------------------------------------------------------------------- lagging adventures
+
+SWEEP_BATCH = 500  # adventures re-enqueued per sweep at most
+BACKOFF_MAX_MINUTES = 60
+
+
+def adventures_behind(*, limit: int = SWEEP_BATCH) -> list[int]:
+    """Adventures whose cursors lag behind their story (or with unembedded
+    memories), skipping those whose passes keep failing until their backoff
+    (2^failures minutes, at most an hour) has passed."""
+    now = timezone.now()
+    unembedded = Memory.objects.filter(adventure_id=OuterRef("pk"), embedding__isnull=True)
+    to_rewrite = Memory.objects.filter(adventure_id=OuterRef("pk"), stale=True, edited=False,
+                                       source_start__isnull=False)
+    qs = (
+        Adventure.objects.filter(head_branch__isnull=False)
+        .annotate(
+            tip=F("head_branch__tip_depth"),
+            mem=Coalesce(F("memory_cursor__memory_depth"), Value(0)),
+            summ=Coalesce(F("memory_cursor__summary_depth"), Value(0)),
+            fails=Coalesce(F("memory_cursor__failures"), Value(0)),
+            pending=Exists(unembedded),
+            rewrite=Exists(to_rewrite),
+        )
+        .filter(
+            Q(memory_bank_enabled=True, tip__gte=MEMORY_THRESHOLD) & Q(tip__gte=F("mem") + MEMORY_INTERVAL)
+            | Q(auto_summarize=True, tip__gte=F("summ") + SUMMARY_INTERVAL)
+            | Q(pending=True)
+            | Q(memory_bank_enabled=True, rewrite=True)
+        )
+    )
+    # The backoff is in the query: failing adventures never fill the batch the others wait behind.
+    due = Q(fails=0) | Q(memory_cursor__last_error_at__isnull=True)
+    for fails in range(1, BACKOFF_MAX_MINUTES.bit_length()):  # 2^fails minutes while under the cap
+        due |= Q(fails=fails, memory_cursor__last_error_at__lt=now - timedelta(minutes=2 ** fails))
+    due |= Q(fails__gte=BACKOFF_MAX_MINUTES.bit_length(),
+             memory_cursor__last_error_at__lt=now - timedelta(minutes=BACKOFF_MAX_MINUTES))
+    return list(qs.filter(due).order_by("pk").values_list("pk", flat=True)[:limit])

@@ -1,0 +1,87 @@
+"""Step 1: every full block of uncovered actions on the head's path becomes a memory, with its
+cast's memories of it, written outside any transaction and stored in one with the mark's move."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import IntegrityError, transaction
+
+from memory.models import Memory
+from memory.story import cast, summarize
+from memory.story.blocks import block_changed, cast_store, own_memories, write_cast
+from memory.story.marks import (
+    MEMORIES_PER_RUN,
+    MEMORY_INTERVAL,
+    MEMORY_THRESHOLD,
+    mark_move,
+    memory_mark,
+    node_of,
+    on_path,
+)
+from memory.story.report import PassReport
+from stories import accounts, lineage
+from stories.models import Adventure, Branch
+from stories.providers import ProviderError
+
+log = logging.getLogger(__name__)
+
+
+def create_due_memories(*, adventure: Adventure, head: Branch, report: PassReport) -> None:
+    """Every full block of MEMORY_INTERVAL uncovered actions becomes one memory,
+    once the path has MEMORY_THRESHOLD actions; at most MEMORIES_PER_RUN a run.
+    The cast members present in the block get their own memory of it, written
+    in the same transaction (memory.story.cast)."""
+    if head.tip_depth < MEMORY_THRESHOLD:
+        return
+    mark = memory_mark(adventure=adventure, head=head)
+    if not on_path(head, *mark):
+        return  # another run moved it meanwhile; it will do the work
+    conn = accounts.connection_for_background(user_id=adventure.owner_id, purpose="summary")
+    cards = list(adventure.cards.all())
+    members = cast.members(cards)
+    while report.memories_created < MEMORIES_PER_RUN and mark[1] + MEMORY_INTERVAL <= head.tip_depth:
+        start, end = mark[1] + 1, mark[1] + MEMORY_INTERVAL
+        new = (node_of(head, end), end)
+        existing = own_memories(head).filter(source_start=start, source_end=end).exists()
+        actions = list(lineage.story(head).filter(depth__gte=start, depth__lte=end))
+        if not actions:
+            # A moderator hid every action of the block: there is nothing to remember, and the
+            # mark moves past it (a later reconciliation finds it hidden again and skips it again).
+            if not mark_move(adventure.pk, "memory", mark, new):
+                return
+            log.info("memory pass of adventure %s skipped actions %s-%s: all hidden", adventure.pk, start, end)
+            mark = new
+            continue
+        cast_written: list[cast.CastMemory] = []
+        if not existing:
+            try:
+                written = summarize.write_memory(conn=conn, adventure=adventure, actions=actions, cards=cards,
+                                                 user_id=adventure.owner_id)
+                cast_written = write_cast(conn=conn, adventure=adventure, head=head, members=members,
+                                          actions=actions, cards=cards, start=start, block=MEMORY_INTERVAL)
+            except ProviderError as exc:
+                report.failed(f"memory of actions {start}-{end}: {exc.message}", exc.code)
+                return
+        try:
+            with transaction.atomic():
+                if block_changed(head, actions, start=start, end=end):
+                    raise _Abort("the block changed while it was summarized")
+                if not mark_move(adventure.pk, "memory", mark, new):
+                    raise _Abort("another run moved the memory mark")
+                if not existing:
+                    Memory.objects.create(adventure=adventure, branch_id=new[0], depth=end, source_start=start,
+                                          source_end=end, text=written.text, offline=written.offline)
+                    cast_store(adventure_id=adventure.pk, branch_id=new[0], depth=end, start=start, end=end,
+                               written=cast_written)
+                    report.memories_created += 1
+        except (_Abort, IntegrityError) as exc:
+            log.info("memory pass of adventure %s stopped: %s", adventure.pk, exc)
+            return
+        mark = new
+    if mark[1] + MEMORY_INTERVAL <= head.tip_depth:
+        report.more_due = True
+
+
+class _Abort(Exception):
+    pass

@@ -1,0 +1,33 @@
+"""Step 5: past the owner's capacity, the least recently used memories of the path are forgotten,
+per holder (the adventure's own bank, each character's); pins stay."""
+
+from __future__ import annotations
+
+from django.db.models import Count
+from django.db.models.functions import Coalesce
+
+from memory.models import Memory
+from memory.story.blocks import path_memories
+from memory.story.report import PassReport
+from stories import accounts
+from stories.models import Adventure, Branch
+
+
+def evict(*, adventure: Adventure, head: Branch, report: PassReport) -> None:
+    """Forget the least recently used memories of the current path past the
+    owner's capacity (last used, else created; ties: lower use count first),
+    for the adventure's own bank and for each character's, each on its own.
+    Pinned memories are never evicted, so pins alone may exceed capacity."""
+    capacity = accounts.ai_settings_get(user_id=adventure.owner_id).memory_bank_capacity
+    active = path_memories(head).filter(forgotten=False)
+    sizes = active.values_list("character_id").annotate(n=Count("id")).order_by()  # one query for every bank
+    for holder, excess in ((h, n - capacity) for h, n in sizes):
+        if excess <= 0:
+            continue
+        held = active.filter(character_id=holder) if holder is not None else active.filter(character__isnull=True)
+        victims = list(
+            held.filter(pinned=False)
+            .order_by(Coalesce("last_used_at", "created_at").asc(), "use_count", "id")
+            .values_list("pk", flat=True)[:excess]
+        )
+        report.evicted += Memory.objects.filter(pk__in=victims, pinned=False).update(forgotten=True)
