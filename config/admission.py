@@ -47,8 +47,8 @@ class CpuBusy:
     read. In a container given a CPU quota (cgroup v2 ``cpu.max``), the container's own CPU time
     against its quota; otherwise every core of the machine, from Linux's /proc/stat."""
 
-    def __init__(self, path: str = PROC_STAT, cgroup: str = CGROUP_DIR):
-        self.path, self.cgroup = path, cgroup
+    def __init__(self, path: str = PROC_STAT, cgroup: str = CGROUP_DIR, clock=time.monotonic):
+        self.path, self.cgroup, self.clock = path, cgroup, clock  # clock: seconds, for a quota's capacity
         self.busy: float | None = None
         self.quota: float | None = None  # cores the cgroup may use; 0: no quota (the machine's cores)
         self._last: tuple[float, float] | None = None
@@ -61,7 +61,7 @@ class CpuBusy:
             if self.quota:
                 with open(os.path.join(self.cgroup, "cpu.stat"), "rb") as stat:
                     usage = next(int(line.split()[1]) for line in stat if line.startswith(b"usage_usec "))
-                return usage, time.monotonic() * 1e6 * self.quota
+                return usage, self.clock() * 1e6 * self.quota
             with open(self.path, "rb") as stat:
                 fields = [int(n) for n in stat.readline().split()[1:9]]
         except (OSError, ValueError, StopIteration, IndexError):

@@ -224,20 +224,20 @@ def test_in_a_container_with_a_cpu_quota_busy_is_the_containers_time_against_its
 
     machine = tmp_path / "stat"
     _stat(machine, busy=0, idle=1000)
-    cpu = CpuBusy(str(machine), cgroup=str(tmp_path))
+    now = {"s": 1000.0}
+    cpu = CpuBusy(str(machine), cgroup=str(tmp_path), clock=lambda: now["s"])
     use(0)
     cpu.read()
     for _ in range(12):
-        began = time.monotonic()
-        time.sleep(0.02)  # wall time passes (the quantity measured)
-        use((time.monotonic() - began) * 1.5)  # the container used all 1.5 of its cores meanwhile
+        now["s"] += 0.1  # a tenth of a second passes...
+        use(0.1 * 1.5)  # ...in which the container used all 1.5 of its cores
         cpu.read()
-    assert cpu.quota == 1.5 and cpu.busy > 0.85, cpu.busy
+    assert cpu.quota == 1.5 and cpu.busy > 0.9, cpu.busy
     for _ in range(12):
-        time.sleep(0.02)
+        now["s"] += 0.1
         use(0)
         cpu.read()
-    assert cpu.busy < 0.2, "idle again"
+    assert cpu.busy < 0.1, "idle again"
     assert CpuBusy(str(machine), cgroup=str(tmp_path / "none"))._counters() == (0, 1000), \
         "without a quota: the machine's cores"
 
