@@ -3,6 +3,7 @@ continue is generating, another one (and every edit, undo or branch switch of
 that story) answers 409 and stores nothing; other adventures play on."""
 
 import threading
+from contextlib import contextmanager
 
 import pytest
 
@@ -15,25 +16,25 @@ def _post(api, url, body=None):
     return api.post(url, body or {}, format="json")
 
 
-def test_a_second_turn_while_a_reply_is_written_answers_409_and_stores_nothing(alice_plays, fake_llm):
+@contextmanager
+def _reply_held_at_the_model(api, fake_llm, url, body, *, reply):
+    """POST ``url`` on a thread and hold its reply at the model until the block ends; yields the
+    dict that receives the response once the reply is written."""
     from django.db import connection
 
-    api = alice_plays
-    aid = _post(api, "/api/adventures/", {"title": "One", "opening": "A bell rings."}).json()["id"]
-    other = _post(api, "/api/adventures/", {"title": "Two", "opening": "A door."}).json()["id"]
     writing, release = threading.Event(), threading.Event()
 
-    def slow_reply(body, n):
+    def slow_reply(request_body, n):
         writing.set()
         release.wait(30)
-        return "The bell falls silent."
+        return reply
 
     fake_llm.reply = slow_reply
     first = {}
 
     def play_first():
         try:
-            first["response"] = _post(api, f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "ring it"})
+            first["response"] = _post(api, url, body)
         finally:
             connection.close()
 
@@ -41,6 +42,18 @@ def test_a_second_turn_while_a_reply_is_written_answers_409_and_stores_nothing(a
     thread.start()
     try:
         assert writing.wait(30), "the first turn never reached the model"
+        yield first
+    finally:
+        release.set()
+        thread.join(30)
+
+
+def test_a_second_turn_while_a_reply_is_written_answers_409_and_stores_nothing(alice_plays, fake_llm):
+    api = alice_plays
+    aid = _post(api, "/api/adventures/", {"title": "One", "opening": "A bell rings."}).json()["id"]
+    other = _post(api, "/api/adventures/", {"title": "Two", "opening": "A door."}).json()["id"]
+    with _reply_held_at_the_model(api, fake_llm, f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "ring it"},
+                                  reply="The bell falls silent.") as first:
         refused = [
             _post(api, f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "ring it again"}),
             _post(api, f"/api/adventures/{aid}/turns/", {"mode": "continue", "text": ""}),
@@ -56,9 +69,6 @@ def test_a_second_turn_while_a_reply_is_written_answers_409_and_stores_nothing(a
         fake_llm.reply = lambda body, n: "The door opens."
         assert _post(api, f"/api/adventures/{other}/turns/", {"mode": "do", "text": "knock"}).status_code == 201, \
             "another adventure plays on"
-    finally:
-        release.set()
-        thread.join(30)
     assert first["response"].status_code == 201
     texts = list(Action.objects.filter(adventure_id=aid).order_by("depth").values_list("text", flat=True))
     assert texts == ["A bell rings.", "ring it", "The bell falls silent."], "nothing of the refused requests was stored"
@@ -79,8 +89,6 @@ def test_a_failed_generation_frees_the_adventure_at_once(alice_plays, fake_llm):
 
 def test_a_branch_switch_while_a_reply_is_written_answers_409_and_the_reply_lands_where_it_was_asked(
         alice_plays, fake_llm):
-    from django.db import connection
-
     from stories.models import Adventure, Branch
 
     api = alice_plays
@@ -90,26 +98,8 @@ def test_a_branch_switch_while_a_reply_is_written_answers_409_and_the_reply_land
     side = _post(api, f"/api/adventures/{aid}/actions/{opening.pk}/fork/", {"name": "left", "checkout": False})
     assert side.status_code == 201, side.content
     side_id = side.json()["id"]
-    writing, release = threading.Event(), threading.Event()
-
-    def slow_reply(body, n):
-        writing.set()
-        release.wait(30)
-        return "The right road climbs."
-
-    fake_llm.reply = slow_reply
-    first = {}
-
-    def play_first():
-        try:
-            first["response"] = _post(api, f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "go right"})
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=play_first)
-    thread.start()
-    try:
-        assert writing.wait(30), "the turn never reached the model"
+    with _reply_held_at_the_model(api, fake_llm, f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "go right"},
+                                  reply="The right road climbs.") as first:
         refused = [
             _post(api, f"/api/adventures/{aid}/branches/{side_id}/checkout/"),
             _post(api, f"/api/adventures/{aid}/actions/{opening.pk}/fork/", {"name": "back", "checkout": True}),
@@ -118,9 +108,6 @@ def test_a_branch_switch_while_a_reply_is_written_answers_409_and_the_reply_land
             assert response.status_code == 409, (response.status_code, response.content)
             assert "being written" in response.json()["detail"]
         assert Adventure.objects.get(pk=aid).head_branch_id == main, "the head did not move"
-    finally:
-        release.set()
-        thread.join(30)
     assert first["response"].status_code == 201
     story = [a["text"] for a in api.get(f"/api/adventures/{aid}/story/").json()["actions"]]
     assert story == ["A fork in the road.", "go right", "The right road climbs."], "the reply is on the branch played"
