@@ -212,6 +212,33 @@ class AgentMemory(models.Model):
         return f"{self.kind}: {self.content[:50]}"
 
 
+class AgentWordSample(models.Model):
+    """BM25's word statistics of a uniform sample of one agent's memories of some kinds (the candidate
+    path of a large bank's recall), shared by every process: memory.agents.agent_words."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
+    kinds = models.CharField(max_length=200)  # the kinds sampled, sorted, comma-separated
+    sample_size = models.PositiveIntegerField()  # the sample asked for (AGENT_RECALL["stats_sample"])
+    held = models.BigIntegerField()  # the bank's size (as recall counts it) when the sample was taken
+    n = models.PositiveIntegerField()  # memories in the sample
+    avgdl = models.FloatField()  # their mean length in distinct words
+    taken_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["agent", "kinds", "sample_size"], name="one_word_sample")]
+
+
+class AgentWordCount(models.Model):
+    """In how many of a sample's memories one word is."""
+
+    sample = models.ForeignKey(AgentWordSample, on_delete=models.CASCADE, related_name="+")
+    term = models.TextField()
+    df = models.PositiveIntegerField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["sample", "term"], name="one_count_per_word")]
+
+
 class SummarySnapshot(models.Model):
     """The story summary as it stood at one story node (branch, depth): the
     node it covers up to, as a memory hangs off the last node of its block. A

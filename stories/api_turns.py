@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import dataclass
 
 from django.http import HttpResponse, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -51,69 +52,40 @@ _STREAM_DOC = OpenApiResponse(
 )
 
 
-class _Begun(HttpResponse):
-    """What a turn view's synchronous part answers when the turn may go on to its model call."""
+@dataclass(frozen=True)
+class Begun:
+    """A turn that may go on to its model call: what the synchronous part hands the awaited part."""
 
-    def __init__(self, prepared: turns.Prepared, *, retried: bool):
-        super().__init__(status=202)
-        self.prepared = prepared
-        self.retried = retried
+    prepared: turns.Prepared
+    retried: bool
 
 
-class _TurnStart(APIView):
-    """DRF's part of a turn (authentication, CSRF, parsing, throttles, the
-    adventure's owner, limits), run as one database step. Answers before the
-    model call are JSON whatever the client accepts."""
+class _TurnView(APIView):
+    """An async DRF view. DRF's part (authentication, CSRF, parsing, throttles,
+    the adventure's owner, limits; its exception handling) is DRF's own
+    ``dispatch``, run as one database step; its handler answers either a
+    Response (the turn ends there, JSON whatever the client accepts) or a
+    ``Begun`` turn, whose model is then awaited with no thread held."""
+
+    view_is_async = True  # Django awaits ``dispatch``; the handlers below are DRF's synchronous part
 
     def perform_content_negotiation(self, request, force=False):
         return JSONRenderer(), JSONRenderer.media_type
 
+    def finalize_response(self, request, response, *args, **kwargs):
+        if isinstance(response, Begun):
+            return response
+        response = super().finalize_response(request, response, *args, **kwargs)
+        response.render()  # inside the database step: a serializer may read rows
+        return response
 
-class TurnView(_TurnStart):
-    @extend_schema(request=s.TURN_INPUT_SCHEMA, responses={201: s.TurnResultSerializer, (200, EVENTS): _STREAM_DOC},
-                   tags=["story"])
-    def post(self, request, adventure_id):
-        adventure = _adventure(request, adventure_id, for_play=True)
-        data = _valid(s.TurnInputSerializer, request)
-        limits.turn(user_id=request.user.id)
-        try:
-            prepared = turns.begin_play(user_id=request.user.id, adventure=adventure, mode=data["mode"],
-                                        text=data["text"].strip())
-        except turns.TurnFailed as exc:
-            return _failed_response(exc)
-        return _Begun(prepared, retried=False)
-
-
-class RetryView(_TurnStart):
-    @extend_schema(request=None, responses={201: s.TurnResultSerializer, (200, EVENTS): _STREAM_DOC}, tags=["story"])
-    def post(self, request, adventure_id):
-        adventure = _adventure(request, adventure_id, for_play=True)
-        limits.turn(user_id=request.user.id)
-        try:
-            prepared = turns.begin_retry(user_id=request.user.id, adventure=adventure)
-        except turns.TurnFailed as exc:
-            return _failed_response(exc)
-        return _Begun(prepared, retried=True)
-
-
-def _started(view, request, *args, **kwargs):
-    response = view(request, *args, **kwargs)
-    if not isinstance(response, _Begun) and hasattr(response, "render"):
-        response.render()
-    return response
-
-
-def as_turn_view(view_class: type[_TurnStart]):
-    """The URL's view: DRF's part in a database step, then the model awaited."""
-    start = view_class.as_view()
-
-    async def view(request, *args, **kwargs):
+    async def dispatch(self, request, *args, **kwargs):
         try:
             async with admission.turn_start():  # past what this process starts promptly: 503 at once
-                begun = await db_step(_started, start, request, *args, **kwargs)
+                begun = await db_step(super().dispatch, request, *args, **kwargs)
         except admission.Overloaded as exc:
             return _json(*errors.answer(exc))
-        if not isinstance(begun, _Begun):
+        if not isinstance(begun, Begun):
             return begun
         reply = turns.Reply(begun.prepared, stream=EVENTS in request.headers.get("Accept", ""))
         if reply.call.stream:
@@ -132,10 +104,38 @@ def as_turn_view(view_class: type[_TurnStart]):
             return _json(*await db_step(_failed, exc))
         return _json(201, await db_step(_answer, result, begun.retried))
 
-    view.cls = view_class
-    view.initkwargs = {}
-    view.csrf_exempt = True  # DRF's part enforces CSRF for session logins, as in every API view
-    return view
+
+class TurnView(_TurnView):
+    @extend_schema(request=s.TURN_INPUT_SCHEMA, responses={201: s.TurnResultSerializer, (200, EVENTS): _STREAM_DOC},
+                   tags=["story"], summary="Play a turn",
+                   description="Stores the player's action (`do`, `say`, `story`; `continue` with no text) and the "
+                               "model's reply on the current branch. 409 while another reply is being written; "
+                               "when the model fails, the action is kept (`stored_actions`) and retry gets the reply.")
+    def post(self, request, adventure_id):
+        adventure = _adventure(request, adventure_id, for_play=True)
+        data = _valid(s.TurnInputSerializer, request)
+        limits.turn(user_id=request.user.id)
+        try:
+            prepared = turns.begin_play(user_id=request.user.id, adventure=adventure, mode=data["mode"],
+                                        text=data["text"].strip())
+        except turns.TurnFailed as exc:
+            return _failed_response(exc)
+        return Begun(prepared, retried=False)
+
+
+class RetryView(_TurnView):
+    @extend_schema(request=None, responses={201: s.TurnResultSerializer, (200, EVENTS): _STREAM_DOC}, tags=["story"],
+                   summary="Retry the last reply",
+                   description="Writes another take of the newest reply (or the missing reply after a failed turn); "
+                               "the earlier takes stay and can be chosen again.")
+    def post(self, request, adventure_id):
+        adventure = _adventure(request, adventure_id, for_play=True)
+        limits.turn(user_id=request.user.id)
+        try:
+            prepared = turns.begin_retry(user_id=request.user.id, adventure=adventure)
+        except turns.TurnFailed as exc:
+            return _failed_response(exc)
+        return Begun(prepared, retried=True)
 
 
 async def _events(reply: turns.Reply, *, retried: bool):
@@ -196,5 +196,5 @@ def _failed_response(exc: turns.TurnFailed) -> Response:
     return Response(body, status=status, headers=headers)
 
 
-turn = as_turn_view(TurnView)
-retry = as_turn_view(RetryView)
+turn = TurnView.as_view()
+retry = RetryView.as_view()

@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-import time
-from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -21,7 +18,7 @@ from django.utils import timezone
 from pgvector import HalfVector
 
 from memory import embedder
-from memory.agents import agent_indexes, when
+from memory.agents import agent_indexes, agent_words, when
 from memory.agents.agent_indexes import INDEXED_DIMS
 from memory.agents.agent_recall_sql import PREPARE_SQL, SCORE_PARTS, recall_sql, tsquery_literal
 from memory.models import Agent, AgentMemory, World
@@ -100,6 +97,13 @@ WEIGHTS = {
     "hnsw_row_cost": 60,
 }
 
+
+# The weights that make each score part (memory.agents.agent_recall_sql.SCORE_PARTS); a part with all its
+# weights at 0 adds nothing (tests/memory/test_recall_parts.py takes each part alone).
+PART_WEIGHTS = {"partner": ("partner",), "location": ("location",), "kind": ("kind_weights",),
+                "importance": ("importance",), "recency": ("recency",), "vector": ("vector",), "text": ("text",),
+                "named": ("named_actor",), "context": ("context",), "time": ("time_words", "period"),
+                "hop": ("hop", "list_hop"), "asks": ("asks",)}
 
 KNOBS = {"window_days": int, "cooldown_seconds": int, "token_budget": int, "exact_up_to": int, "own_index_from": int}
 
@@ -204,6 +208,7 @@ def _ranking(*, world: World, agent: Agent, partner: str, location: str, query: 
         "w_context": conf["context"], "context_window": timedelta(minutes=conf["context_window_minutes"]),
         "since": since or now - timedelta(days=conf["window_days"]),
         "kinds": kinds or [k for k in AgentMemory.Kind.values],
+        "kinds_key": agent_words.kinds_key(kinds or AgentMemory.Kind.values),
         "cooled": now - timedelta(seconds=cooldown), "candidates": limit * CANDIDATES_PER_RESULT,
         "asks_when": time.asks_when, "time_re": when.TIME_EXPRESSION_SQL, "w_time_words": conf["time_words"],
         "has_period": time.names_a_period, "months": time.months, "years": time.years,
@@ -221,74 +226,23 @@ def _hop(conf: dict, query: str) -> dict:
     return {"hop": weight > 0, "w_hop": weight, "hop_seeds": conf["hop_seeds"]}
 
 
-@dataclass
-class _Sample:
-    """The word statistics of a sample of a large bank (the candidate path's BM25): how many memories,
-    their mean length in words and in how many of them each word is, taken when the bank held ``held``."""
-
-    held: int
-    n: int
-    avgdl: float
-    df: Counter
-    taken: float
-
-    @classmethod
-    def of(cls, held: int, words: list[list[str]]) -> _Sample:
-        lengths = [max(len(w), 1) for w in words]
-        return cls(held, len(words), max(sum(lengths) / max(len(lengths), 1), 1.0),
-                   Counter(t for w in words for t in set(w)), time.monotonic())
-
-
-# Samples kept per process: a bank's word statistics hardly move between recalls, and reading a sample
-# costs a large bank's recall about a fifth of its time. One is taken anew when the bank's size changes
-# (every memory added or removed, below an own index's size; README "Agent memory") or after a while.
-SAMPLE_KEPT_SECONDS = 300
-SAMPLES_KEPT = 256
-_samples: OrderedDict[tuple, _Sample] = OrderedDict()
-_samples_lock = threading.Lock()
-
-
-def _kept_sample(key: tuple) -> _Sample | None:
-    with _samples_lock:
-        sample = _samples.get(key)
-        if sample is None or time.monotonic() - sample.taken > SAMPLE_KEPT_SECONDS:
-            _samples.pop(key, None)
-            return None
-        _samples.move_to_end(key)
-        return sample
-
-
-def _keep_sample(key: tuple, sample: _Sample) -> None:
-    with _samples_lock:
-        _samples[key] = sample
-        _samples.move_to_end(key)
-        while len(_samples) > SAMPLES_KEPT:
-            _samples.popitem(last=False)
-
-
-def _ranked_statement(cursor, params: dict, conf: dict) -> tuple[bool, str]:
+def _ranked_statement(cursor, params: dict, conf: dict, *, store: bool = True) -> tuple[bool, str]:
     """Runs the first statement (the bank's size, BM25's sampled statistics,
     this transaction's settings), adds what it learnt to ``params`` and returns
     whether the candidate path ranks this bank, and the ranked statement. Call
     inside a transaction: the settings last until it ends."""
     dims = params["dims"]
     own_index = agent_indexes.own_index_name(agent_id=params["agent"], dims=dims or INDEXED_DIMS[0])
-    key = (params["agent"], tuple(sorted(params["kinds"])), conf["stats_sample"])
-    kept = _kept_sample(key)
     cursor.execute(PREPARE_SQL, {**params, "exact_up_to": conf["exact_up_to"], "ef_search": str(conf["ef_search"]),
                                   "count_at_least": conf["count_at_least"], "hnsw_row_cost": conf["hnsw_row_cost"],
-                                  "own_index": own_index, "sampled_at": kept.held if kept else -1})
-    held, through, owned, terms, words, *_ = cursor.fetchone()
+                                  "own_index": own_index})
+    held, through, owned, terms, stored, stored_dfs, *_ = cursor.fetchone()
     candidates = held > conf["exact_up_to"] and (dims is None or dims in INDEXED_DIMS)
-    if held <= conf["exact_up_to"]:
-        sample = None  # exact scoring: the statistics are the bank's own, counted in the ranked statement
-    elif kept is not None and kept.held == held:
-        sample = kept  # (the statement took no sample)
-    else:
-        sample = _Sample.of(held, words or [])  # (psycopg reads the JSON into lists)
-        _keep_sample(key, sample)
+    # exact scoring: the statistics are the bank's own, counted in the ranked statement
+    sample = None if held <= conf["exact_up_to"] else agent_words.word_stats(
+        cursor, params, held=held, terms=terms, stored=stored, stored_dfs=stored_dfs, store=store)
     sample_n, sample_avgdl = (sample.n, sample.avgdl) if sample else (0, 1.0)
-    dfs = [sample.df.get(t, 0) if sample else 0 for t in terms]
+    dfs = sample.dfs if sample else [0] * len(terms)
     telling = [t for t, df in zip(terms, dfs) if df <= max(conf["bm25_common_share"] * sample_n, 1)]
     # about how many of the bank's memories hold a telling word (ranks of the text matches outside its arm)
     matched = held * min(1.0, sum(df for t, df in zip(terms, dfs) if t in telling) / max(sample_n, 1))
@@ -382,7 +336,7 @@ def recall_explain(*, world: World, agent: Agent, partner: str = "", location: s
                       kinds=kinds, limit=max(1, min(limit, RECALL_LIMIT_MAX)), cooldown_s=cooldown_s,
                       now=now or timezone.now(), conf=conf)
     with transaction.atomic(savepoint=False), vector_cursor() as cursor:
-        candidates, sql = _ranked_statement(cursor, params, conf)
+        candidates, sql = _ranked_statement(cursor, params, conf, store=False)
         cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)
         (plan,), = cursor.fetchall()
     if isinstance(plan, str):

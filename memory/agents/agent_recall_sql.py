@@ -4,6 +4,8 @@ candidates read from indexes."""
 
 from __future__ import annotations
 
+from memory.agents import agent_words
+
 # Hybrid search, in one query over the agent's candidates:
 # - the full-text side is BM25 computed in SQL (a word counts once per memory:
 #   memories are short), with document frequencies over this agent's
@@ -241,8 +243,8 @@ def recall_sql(*, candidates: bool, dims: int, through_index: bool, own_index_of
 
 
 # The first statement of a recall, in its transaction: how many memories the agent holds (counted up
-# to the larger of the bounds below), the query's words, the words of a sample of its memories when the
-# bank takes the candidate path (BM25's statistics), and this transaction's planner and pgvector
+# to the larger of the bounds below), the query's words, the stored word statistics of a sample of its
+# memories for the candidate path's BM25 (memory.agents.agent_words), and this transaction's planner and pgvector
 # settings. Through the HNSW index, finding the agent's k nearest reads about k x table / bank rows;
 # over the bank, the bank: the index is the cheaper way past sqrt(hnsw_row_cost x k x table) memories
 # (the "through" bound).
@@ -261,24 +263,18 @@ WITH t AS (
     ELSE (SELECT count(*) FROM (
       SELECT 1 FROM memory_agentmemory WHERE agent_id = %(agent)s
       LIMIT (SELECT greatest(%(exact_up_to)s, through, %(count_at_least)s) + 1 FROM bound)) c) END AS held
-), sample AS (
-  -- the words of a uniform sample of the bank (its memories of the kinds asked), unless the caller
-  -- holds those of this bank at this size (memory.agents.agent_recall keeps them a while)
-  SELECT tsvector_to_array(m.search) AS words FROM memory_agentmemory m
-  WHERE (SELECT held FROM h) > %(exact_up_to)s AND (SELECT held FROM h) <> %(sampled_at)s
-    AND m.agent_id = %(agent)s AND m.consolidated_into_id IS NULL AND m.kind = ANY(%(kinds)s)
-  ORDER BY hashint8(m.id) LIMIT %(stats_sample)s
-)
+), qt AS (
+  SELECT DISTINCT t FROM unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS t
+), {stored}
 SELECT h.held, bound.through, bound.owned,
-       (SELECT coalesce(array_agg(DISTINCT t ORDER BY t), '{}')
-        FROM unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS t),
-       (SELECT json_agg(words) FROM sample),
+       (SELECT coalesce(array_agg(t ORDER BY t), '{{}}') FROM qt),
+       (SELECT row_to_json(stored) FROM stored), (SELECT dfs FROM stored_dfs),
        set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', %(ef_search)s, true),
        set_config('hnsw.max_scan_tuples', greatest(20000, 4 * bound.through / greatest(%(hnsw_row_cost)s, 1))::text, true),
        -- the arms' plans depend on the words and the vector (a cached generic plan would not know them)
        set_config('plan_cache_mode', 'force_custom_plan', true)
 FROM h, bound
-"""
+""".format(stored=agent_words.STORED_CTE)
 
 
 def tsquery_literal(words: list[str]) -> str:

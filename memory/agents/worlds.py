@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from config import jobs
 from config.errors import Conflict, DomainError, NotFound
+from memory.agents import agent_words
 from memory.models import Agent, AgentMemory, World, WorldToken
 
 TOKEN_PREFIX = "wt_"
@@ -154,14 +155,17 @@ def agent_memory_update(*, memory: AgentMemory, **fields) -> AgentMemory:
     if fields:
         memory.save(update_fields=[*fields, "updated_at"])
     if "content" in fields:
+        agent_words.forget(agent_id=memory.agent_id)
         jobs.agent_pass_after_commit(agent_id=memory.agent_id)
     return memory
 
 
 def agent_memory_delete(*, memory: AgentMemory) -> None:
     memory.delete()
+    agent_words.forget(agent_id=memory.agent_id)
 
 
 def world_memories_delete(*, world: World) -> None:
     """Every agent memory of the world goes (moderation); agents and tokens stay."""
     AgentMemory.objects.filter(world=world).delete()
+    agent_words.forget(agent__world=world)

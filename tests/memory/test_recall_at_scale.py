@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from memory.agents import agent_recall
 from memory.embedder import LOCAL_MODEL
-from memory.models import Agent, AgentMemory
+from memory.models import Agent, AgentMemory, AgentWordCount, AgentWordSample
 from tests.support.agents import embed_all, events_url, recall
 
 pytestmark = pytest.mark.django_db
@@ -118,26 +118,52 @@ def test_the_words_of_older_days_weigh_over_candidates_what_they_weigh_in_the_wh
     assert "compass" in exact[0]["content"], "the rare word tells: scoring the whole bank finds it first"
     assert fast[0]["id"] == exact[0]["id"], [m["content"] for m in fast]
 
-def test_a_bank_that_changes_is_sampled_anew(agent_api, world, settings):
-    """Over candidates, BM25's word statistics come from a sample that a process keeps while the bank
-    holds as many memories: once many memories mention the zeppelin, the word is common and tells
-    nothing, though the last recall found it rare."""
+def _tell(agent_api, world, lines, day):
     start = timezone.now() - timedelta(days=100)
+    events = [{"type": "say", "actor": "ann", "target": "bo", "nearby": ["bo"], "text": text,
+               "time": (start + timedelta(days=day, minutes=n)).isoformat()} for n, text in enumerate(lines)]
+    assert agent_api.post(events_url(world), {"events": events}, format="json").status_code == 201
+    embed_all(world)
 
-    def tell(lines, day):
-        events = [{"type": "say", "actor": "ann", "target": "bo", "nearby": ["bo"], "text": text,
-                   "time": (start + timedelta(days=day, minutes=n)).isoformat()} for n, text in enumerate(lines)]
-        assert agent_api.post(events_url(world), {"events": events}, format="json").status_code == 201
-        embed_all(world)
 
-    tell([f"{p.capitalize()} {d} {t}." for p, d, t in zip(PEOPLE * 5, DEEDS * 5, THINGS * 4)]
-         + ["A zeppelin drifted over the harbour at dawn."], 0)
+ORDINARY = [f"{p.capitalize()} {d} {t}." for p, d, t in zip(PEOPLE * 5, DEEDS * 5, THINGS * 4)]
+
+
+def test_a_bank_that_changes_is_sampled_anew(agent_api, world, settings):
+    """Over candidates, BM25's word statistics come from a sample that is kept while the bank holds
+    about as many memories: once many memories mention the zeppelin, the word is common and tells
+    nothing, though the last recall found it rare."""
+    _tell(agent_api, world, ORDINARY + ["A zeppelin drifted over the harbour at dawn."], 0)
     rare = ranked(agent_api, world, settings, 10, query="the zeppelin")
     assert "zeppelin" in rare[0]["content"] and rare[0]["parts"]["text"] > 0
     assert ranked(agent_api, world, settings, 10, query="the zeppelin")[0]["parts"]["text"] > 0, "kept, the same"
-    tell([f"The zeppelin came back, {t} hanging below it." for t in THINGS * 6], 10)
+    _tell(agent_api, world, [f"The zeppelin came back, {t} hanging below it." for t in THINGS * 6], 10)
     common = ranked(agent_api, world, settings, 10, query="the zeppelin")
     assert all(m["parts"]["text"] == 0 for m in common), "most memories hold the word now"
+
+
+def test_every_process_ranks_with_the_word_statistics_stored_for_the_agent(agent_api, world, settings):
+    """The sample's statistics live in the database, not in the process that took them: a recall
+    ranks with what is stored (here, as if another process had found the word common since), and a
+    memory removed or rewritten takes its words out of the counts."""
+    _tell(agent_api, world, ORDINARY * 2 + ["A zeppelin drifted over the harbour at dawn."], 0)
+    assert ranked(agent_api, world, settings, 10, query="the zeppelin")[0]["parts"]["text"] > 0
+    sample = AgentWordSample.objects.get(agent__external_id="bo")
+    counted = AgentWordCount.objects.filter(sample=sample)
+    assert sample.n == AgentMemory.objects.filter(agent__external_id="bo").count()
+    assert counted.get(term="zeppelin").df == 1 and counted.get(term="harbour").df >= 1
+    counted.filter(term="zeppelin").update(df=sample.n)
+    assert all(m["parts"]["text"] == 0 for m in ranked(agent_api, world, settings, 10, query="the zeppelin"))
+    assert AgentWordSample.objects.get(pk=sample.pk).taken_at == sample.taken_at, "fresh: not taken again"
+
+    _tell(agent_api, world, ["One more ordinary day at the market."], 20)  # 1 of 82: within the stale share
+    assert all(m["parts"]["text"] == 0 for m in ranked(agent_api, world, settings, 10, query="the zeppelin"))
+    zeppelin = AgentMemory.objects.get(agent__external_id="bo", content__contains="zeppelin")
+    url = f"/api/worlds/{world.pk}/agents/bo/memories/{zeppelin.pk}/"
+    assert agent_api.delete(url).status_code == 204
+    assert not AgentWordSample.objects.filter(agent__external_id="bo").exists()
+    ranked(agent_api, world, settings, 10, query="the zeppelin")
+    assert not AgentWordCount.objects.filter(term="zeppelin").exists(), "the removed memory's words are gone"
 
 
 def _fill(agent, count):

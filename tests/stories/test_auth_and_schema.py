@@ -48,6 +48,20 @@ def test_the_openapi_schema_lists_every_story_route(client):
         schema["components"]["schemas"]["AISettings"]["properties"]["api_key"].get("writeOnly") is True
 
 
+def test_the_async_turn_routes_are_documented_for_players_with_both_answers(client):
+    """The turn and retry views are async DRF views; the schema shows what a client gets (the 201 JSON or
+    the event stream) and a player-facing summary, not the view's implementation notes."""
+    schema = client.get("/api/schema/?format=json").json()
+    for path, summary in [("/api/adventures/{adventure_id}/turns/", "Play a turn"),
+                          ("/api/adventures/{adventure_id}/retry/", "Retry the last reply")]:
+        operation = schema["paths"][path]["post"]
+        assert operation["summary"] == summary
+        assert "DRF" not in operation["description"] and "database step" not in operation["description"]
+        assert set(operation["responses"]) >= {"201", "200"}
+        assert "text/event-stream" in operation["responses"]["200"]["content"]
+    assert "get" not in schema["paths"]["/api/adventures/{adventure_id}/turns/"]
+
+
 def test_rotate_keys_re_encrypts_so_old_keys_can_be_dropped(alice_plays, settings):
     from cryptography.fernet import Fernet
 
