@@ -342,7 +342,7 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # Agent memory recall: the operator's knobs. The scoring weights live with the
-# recall SQL (memory.agents.agent_recall.WEIGHTS); a key set here overrides a weight.
+# recall SQL (memory.agents.agent_recall_conf.WEIGHTS); a key set here overrides a weight.
 AGENT_RECALL = {
     "window_days": env_int("AGENT_RECALL_WINDOW_DAYS", 365, minimum=1),  # default window when since is absent
     "cooldown_seconds": env_int("AGENT_RECALL_COOLDOWN_S", 300, minimum=0),  # recently returned ones held back

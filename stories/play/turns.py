@@ -26,7 +26,8 @@ from stories.adventures import access_adventure
 from stories.context import Context, MemoryItem
 from stories.generation import generation_claim, generation_release, held, keep_claimed
 from stories.models import ACTION_TEXT_MAX, Action, Adventure, AISettings, Branch, ProviderCall
-from stories.providers import Completion, Connection, ModelCall, ProviderError
+from stories.providers import Completion, Connection, ProviderError
+from stories.providers.awaited import ModelCall
 
 PLAYER_MODES = ("do", "say", "story")
 

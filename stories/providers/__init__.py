@@ -9,12 +9,11 @@ an error message or a response.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import ssl
 import time
-from collections.abc import AsyncIterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -147,6 +146,34 @@ def record_call(*, user_id, adventure_id, purpose, conn, outcome, started, error
     )
 
 
+# What a call may raise that is the endpoint's fault (a refused address, an SDK error, an answer
+# of another shape than OpenAI's), translated into a ProviderError for the player.
+FAILURES = (openai.OpenAIError, EndpointRefused, IndexError, AttributeError, TypeError, ValueError)
+
+
+def failed(exc: Exception, conn: Connection) -> ProviderError:
+    """The endpoint's failure as the player reads it, logged without the key or the prompt."""
+    error = _translate(exc, conn)
+    log.info("model call failed: %s (%s, model %s)", error.code, urlsplit(conn.endpoint_url).hostname, conn.model)
+    return error
+
+
+@contextmanager
+def _recorded_failure(*, user_id, adventure_id, purpose, conn: Connection, started: float):
+    """A call that fails inside is recorded for the user's debug log and raised as a ProviderError."""
+    try:
+        yield
+    except ProviderError as exc:
+        record_call(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome=exc.code,
+                    started=started, error=exc.message)
+        raise
+    except FAILURES as exc:
+        error = failed(exc, conn)
+        record_call(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome=error.code,
+                    started=started, error=error.message)
+        raise error from None
+
+
 def complete(
     *, conn: Connection, messages: list[dict], max_tokens: int, temperature: float, user_id: int,
     purpose: str, adventure_id: int | None = None, reasoning_max_tokens: int = 0,
@@ -158,23 +185,13 @@ def complete(
         limits.model_call(user_id=user_id)  # calls a player triggers; background work is bounded per pass
     started = time.monotonic()
     extra = {"reasoning": {"max_tokens": reasoning_max_tokens}} if reasoning_max_tokens else None
-    try:
+    with _recorded_failure(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, started=started):
         response = _client(conn).chat.completions.create(
             model=conn.model, messages=messages, max_tokens=max_tokens, temperature=temperature,
             extra_body=extra,
         )
         choice = response.choices[0]
         text = (choice.message.content or "").strip()
-    except ProviderError as exc:
-        record_call(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome=exc.code,
-                started=started, error=exc.message)
-        raise
-    except (openai.OpenAIError, EndpointRefused, IndexError, AttributeError, TypeError, ValueError) as exc:
-        error = _translate(exc, conn)
-        log.info("model call failed: %s (%s, model %s)", error.code, urlsplit(conn.endpoint_url).hostname, conn.model)
-        record_call(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome=error.code,
-                started=started, error=error.message)
-        raise error from None
     usage = response.usage
     result = Completion(
         text=text, model=response.model or conn.model,
@@ -195,177 +212,12 @@ def embed(*, conn: Connection, texts: list[str], user_id: int, purpose: str = Pr
           adventure_id: int | None = None) -> list[list[float]]:
     """Embeddings for ``texts`` (one request). Raises ProviderError; records the call."""
     started = time.monotonic()
-    try:
+    with _recorded_failure(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, started=started):
         response = _client(conn).embeddings.create(model=conn.model, input=texts)
         vectors = [item.embedding for item in sorted(response.data, key=lambda d: d.index)]
         if len(vectors) != len(texts):
             raise ValueError("wrong number of embeddings")
-    except ProviderError as exc:
-        record_call(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome=exc.code,
-                started=started, error=exc.message)
-        raise
-    except (openai.OpenAIError, EndpointRefused, IndexError, AttributeError, TypeError, ValueError) as exc:
-        error = _translate(exc, conn)
-        record_call(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome=error.code,
-                started=started, error=error.message)
-        raise error from None
     usage = getattr(response, "usage", None)
     record_call(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome="ok", started=started,
             prompt=getattr(usage, "prompt_tokens", 0) or 0)
     return vectors
-
-
-def _stream_error(error, conn: Connection) -> ProviderError:
-    """An error event in the middle of a stream."""
-    message = error.get("message") if isinstance(error, dict) else str(error)
-    detail = _scrub(str(message or ""), conn)
-    return ProviderError("endpoint_error", f"the model endpoint failed while writing: {detail}".rstrip(": "))
-
-
-class _EventStream:
-    """Server-sent events from raw bytes: ``feed`` returns the data of every
-    event completed so far (an event's data lines joined by newlines)."""
-
-    def __init__(self):
-        self.pending = b""
-        self.data: list[bytes] = []
-
-    def feed(self, raw: bytes) -> list[bytes]:
-        buffer = self.pending + raw
-        if b"\r" in buffer:
-            tail = buffer.endswith(b"\r")  # its \n may come in the next read
-            buffer = buffer.replace(b"\r\n", b"\n")
-            buffer = buffer[:-1].replace(b"\r", b"\n") + b"\r" if tail else buffer.replace(b"\r", b"\n")
-        *lines, self.pending = buffer.split(b"\n")
-        out = []
-        for line in lines:
-            if not line:
-                if self.data:
-                    out.append(b"\n".join(self.data))
-                    self.data = []
-            elif line.startswith(b"data:"):
-                value = line[5:]
-                self.data.append(value[1:] if value.startswith(b" ") else value)
-        return out
-
-
-async def _event_data(http_response) -> AsyncIterator[list[bytes]]:
-    """The data of the events each network read completed; at the end, an event the server left unterminated."""
-    events = _EventStream()
-    async for raw in http_response.aiter_bytes():
-        yield events.feed(raw)
-    yield events.feed(b"\n\n")
-
-
-_FAILURES = (openai.OpenAIError, EndpointRefused, IndexError, AttributeError, TypeError, ValueError)
-
-
-class ModelCall:
-    """One chat completion awaited on the event loop: a turn's model call. It
-    holds no thread and touches no database; the caller records it
-    (``record``) in its next database step. ``deltas()`` yields the text as the
-    model writes it (all at once unless ``stream``); afterwards ``completion``
-    is set, or ProviderError was raised and ``error`` is set. ``text`` is what
-    arrived so far, which is what a stopped reply keeps."""
-
-    def __init__(self, *, conn: Connection, messages: list[dict], max_tokens: int, temperature: float,
-                 reasoning_max_tokens: int = 0, stream: bool = False):
-        self.conn = conn
-        # The messages go in as extra_body, which the SDK sends as they are: passed as ``messages``
-        # the SDK walks every part of the prompt to transform it, ~10 ms of CPU for a full context.
-        body = {"messages": messages}
-        if reasoning_max_tokens:
-            body["reasoning"] = {"max_tokens": reasoning_max_tokens}
-        self.request = {"model": conn.model, "messages": [], "max_tokens": max_tokens, "temperature": temperature,
-                        "extra_body": body}
-        self.stream = stream
-        self.text = ""
-        self.completion: Completion | None = None
-        self.error: ProviderError | None = None
-        self.started = time.monotonic()
-
-    async def deltas(self) -> AsyncIterator[str]:
-        conn = self.conn
-        self.started = time.monotonic()
-        if not conn.endpoint_url or not conn.model:
-            self.error = ProviderError("not_configured",
-                                       "no model is set up: add an endpoint URL and model in your settings")
-            raise self.error
-        model, usage, finish = conn.model, None, None
-        try:
-            client = _client(conn, awaited=True)
-            if self.stream:
-                # The raw event stream, parsed here a network read at a time: the SDK's typed chunks
-                # and line iterators cost ~0.5 ms of CPU a piece, and everything that arrived in one
-                # read goes on as one piece (a fast model sends several per read).
-                async with client.chat.completions.with_streaming_response.create(
-                        **self.request, stream=True, stream_options={"include_usage": True}) as response:
-                    done = False
-                    async for datas in _event_data(response.http_response):
-                        pieces = []
-                        for data in datas:
-                            if data == b"[DONE]":
-                                done = True
-                                break
-                            chunk = json.loads(data)
-                            if chunk.get("error"):
-                                if pieces:  # text that came in the same network read as the error is kept
-                                    self.text += "".join(pieces)
-                                    yield "".join(pieces)
-                                raise _stream_error(chunk["error"], conn)
-                            model = chunk.get("model") or model
-                            usage = chunk.get("usage") or usage
-                            choices = chunk.get("choices") or []
-                            if not choices:
-                                continue
-                            finish = choices[0].get("finish_reason") or finish
-                            piece = (choices[0].get("delta") or {}).get("content") or ""
-                            if piece:
-                                pieces.append(piece)
-                        if pieces:
-                            piece = "".join(pieces)
-                            self.text += piece
-                            yield piece
-                        if done:
-                            break
-            else:
-                response = await client.chat.completions.create(**self.request)
-                choice = response.choices[0]
-                model, usage, finish = response.model or model, response.usage, choice.finish_reason
-                self.text = choice.message.content or ""
-                if self.text:
-                    yield self.text
-        except ProviderError as exc:
-            self.error = exc
-            raise
-        except _FAILURES as exc:
-            self.error = _translate(exc, conn)
-            log.info("model call failed: %s (%s, model %s)", self.error.code, urlsplit(conn.endpoint_url).hostname,
-                     conn.model)
-            raise self.error from None
-        if isinstance(usage, dict):
-            usage = openai.types.CompletionUsage.model_construct(**usage)
-        self.completion = Completion(
-            text=self.text.strip(), model=model,
-            prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-            completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
-            latency_ms=int((time.monotonic() - self.started) * 1000), finish_reason=finish,
-        )
-        if not self.completion.text:
-            self.error = ProviderError("empty", "the model returned no text; try again")
-            raise self.error
-
-    def record(self, *, user_id: int, purpose: str, adventure_id: int | None, stopped: bool = False) -> None:
-        """Write the call to the user's debug log (a database step)."""
-        c = self.completion
-        if self.error is not None:
-            record_call(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=self.conn,
-                        outcome=self.error.code, started=self.started, error=self.error.message,
-                        prompt=c.prompt_tokens if c else 0)
-        elif stopped or c is None:
-            record_call(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=self.conn,
-                        outcome="stopped", started=self.started,
-                        error=f"stopped by the player after {len(self.text)} characters")
-        else:
-            record_call(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=self.conn, outcome="ok",
-                        started=self.started, prompt=c.prompt_tokens, completion=c.completion_tokens)

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from memory.agents.agent_recall import PART_WEIGHTS, WEIGHTS
+from memory.agents.agent_recall_conf import PART_WEIGHTS, WEIGHTS
 from memory.agents.agent_recall_sql import SCORE_PARTS
 from memory.models import Agent, AgentMemory
 from tests.support.agents import embed_all

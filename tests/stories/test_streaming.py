@@ -79,7 +79,7 @@ def test_however_the_model_cuts_its_stream_the_player_gets_every_word_once(alice
 
 def test_the_event_parser_gives_every_event_once_wherever_the_bytes_are_cut():
     """The same parser as above, fed every cut of one stream: the network decides where reads end."""
-    from stories.providers import _EventStream
+    from stories.providers.awaited import _EventStream
 
     wire = (b": keep-alive\r\n\r\ndata: {\"a\": 1}\r\n\r\nevent: message\ndata: line one\ndata: line two\n\n"
             b"data:no-space\n\ndata: [DONE]")  # the last event is left unterminated

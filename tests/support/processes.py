@@ -208,3 +208,16 @@ class Site:
     def stop(self) -> None:
         stop_process(self.proc, timeout=20)
         self._log.close()
+
+    def wait_disconnected(self, timeout: float = 20.0) -> None:
+        """Until Postgres has closed this server's sessions (a test database cannot be dropped while
+        they linger). Call where the database may be used."""
+        from django.db import connection
+
+        def gone():
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+                               [self.application_name])
+                return cursor.fetchone()[0] == 0
+
+        wait_for(gone, timeout=timeout, what="the web server's database sessions to close")

@@ -1,5 +1,6 @@
 """A person plays in the browser: headless Debian chromium driven by Playwright,
-against the live server, a real worker and the local fake model server."""
+against the real server (uvicorn, as `make run` serves the site, one per module), a
+real worker and the local fake model server."""
 
 import shutil
 from pathlib import Path
@@ -30,6 +31,17 @@ def browser(monkeypatch):
         instance.close()
 
 
+@pytest.fixture(scope="module")
+def site(django_db_setup, django_db_blocker, tmp_path_factory):
+    """The site as players get it: config.web_server's uvicorn on the test database (what a test
+    writes is committed: these tests run in transactions of their own)."""
+    server = Site(tmp_path_factory.mktemp("site"))
+    yield server
+    server.stop()
+    with django_db_blocker.unblock():
+        server.wait_disconnected()
+
+
 @pytest.fixture
 def worker():
     w = Worker(extra_env={"JOB_RETRY_BACKOFF_S": "1"}).wait_ready()
@@ -46,11 +58,11 @@ def watch_csp(page) -> list[str]:
     return seen
 
 
-def test_a_player_plays_and_manages_memories_in_the_browser(live_server, browser, memory_llm, worker):
+def test_a_player_plays_and_manages_memories_in_the_browser(site, browser, memory_llm, worker):
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     violations = watch_csp(page)
     page.set_default_timeout(20_000)
-    url = live_server.url
+    url = site.url
 
     page.goto(f"{url}/accounts/signup/")
     page.fill("input[name=username]", "mira")
@@ -184,9 +196,9 @@ def long_road(alice):
     return adventure.pk, session_of(alice)
 
 
-def test_the_memory_drawer_pages_through_a_large_bank(live_server, long_road, browser):
+def test_the_memory_drawer_pages_through_a_large_bank(site, long_road, browser):
     adventure_id, session = long_road
-    context, page = open_play_page(browser, live_server.url, session, adventure_id)
+    context, page = open_play_page(browser, site.url, session, adventure_id)
     page.click("#toggle-drawer")
     page.wait_for_selector("#bank li.memory")
     assert page.locator("#bank li.memory").count() == 100
@@ -213,9 +225,9 @@ def hall_of_tarn(alice):
     return adventure.pk, session_of(alice)
 
 
-def test_the_memory_drawer_shows_and_steers_each_characters_memories(live_server, hall_of_tarn, browser):
+def test_the_memory_drawer_shows_and_steers_each_characters_memories(site, hall_of_tarn, browser):
     adventure_id, session = hall_of_tarn
-    context, page = open_play_page(browser, live_server.url, session, adventure_id)
+    context, page = open_play_page(browser, site.url, session, adventure_id)
     page.click("#toggle-drawer")
     expect(page.locator("#bank li.memory")).to_have_count(1)
     assert "Mira reached the hall" in page.locator("#bank").inner_text()
@@ -242,13 +254,13 @@ def staff_session(alice, django_user_model):
     return adventure.pk, session_of(root)
 
 
-def test_the_admin_the_api_docs_and_the_login_pages_work_under_the_csp(live_server, staff_session, browser):
+def test_the_admin_the_api_docs_and_the_login_pages_work_under_the_csp(site, staff_session, browser):
     adventure_id, session = staff_session
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     page.set_default_timeout(20_000)
     violations = watch_csp(page)
-    url = live_server.url
+    url = site.url
     for path in ("/accounts/login/", "/accounts/signup/", "/accounts/password/reset/"):
         response = page.goto(url + path)
         assert "script-src 'self'" in response.headers["content-security-policy"]
@@ -281,11 +293,9 @@ def failing_embeddings(alice, fake_llm):
     return adventure.pk, session_of(alice)
 
 
-def test_the_play_page_says_when_recall_fell_back_to_pinned_memories(live_server, failing_embeddings, browser,
-                                                                      settings):
-    settings.ALLOW_PRIVATE_ENDPOINTS = True
+def test_the_play_page_says_when_recall_fell_back_to_pinned_memories(site, failing_embeddings, browser):
     adventure_id, session = failing_embeddings
-    context, page = open_play_page(browser, live_server.url, session, adventure_id)
+    context, page = open_play_page(browser, site.url, session, adventure_id)
     page.fill("#text", "listen")
     page.press("#text", "Enter")
     page.wait_for_selector("#status:has-text('only pinned memories were used')")
@@ -296,7 +306,7 @@ def test_the_play_page_says_when_recall_fell_back_to_pinned_memories(live_server
 
 
 @pytest.fixture
-def streaming_site(tmp_path, alice, fake_llm):
+def streaming_site(site, alice, fake_llm):
     """The real server (uvicorn, as `make run` serves the site), alice's adventure with her
     endpoint on a fake model that writes slowly, and her session; made before Playwright starts."""
 
@@ -306,10 +316,7 @@ def streaming_site(tmp_path, alice, fake_llm):
     accounts.ai_settings_update(user_id=alice.pk, api_key="sk-alice-stream-0001", endpoint_url=fake_llm.url,
                                 model="fake-model")
     adventure = adventure_create(owner_id=alice.pk, title="Lighthouse", opening="The lamp is dark.")
-    session = session_of(alice)
-    site = Site(tmp_path / "site")
-    yield site, adventure.pk, session
-    site.stop()
+    return site, adventure.pk, session_of(alice)
 
 
 def test_the_play_page_shows_the_reply_as_it_is_written_and_stop_keeps_what_was_written(streaming_site, browser,
@@ -350,7 +357,7 @@ def test_the_play_page_shows_the_reply_as_it_is_written_and_stop_keeps_what_was_
     context.close()
 
 
-def test_a_large_import_shows_its_progress_and_opens_the_adventure_when_done(live_server, alice, browser, worker,
+def test_a_large_import_shows_its_progress_and_opens_the_adventure_when_done(site, alice, browser, worker,
                                                                            tmp_path):
     """The file is too large to import while the request waits: the page follows the job (what it
     is doing, with counts) and opens the new adventure when the worker is done."""
@@ -362,14 +369,14 @@ def test_a_large_import_shows_its_progress_and_opens_the_adventure_when_done(liv
     path = tmp_path / "long-road.json"
     path.write_text(json.dumps(document(6000, title="Six thousand steps")))
     context = browser.new_context(viewport={"width": 1280, "height": 900})
-    context.add_cookies([{"name": "sessionid", "value": session, "url": live_server.url}])
+    context.add_cookies([{"name": "sessionid", "value": session, "url": site.url}])
     page = context.new_page()
     violations = watch_csp(page)
     page.set_default_timeout(60_000)
-    page.goto(f"{live_server.url}/play/")
+    page.goto(f"{site.url}/play/")
     page.set_input_files("#import-file", str(path))
     expect(page.locator("#import-result")).to_contain_text('"Six thousand steps": ')
-    page.wait_for_url(f"{live_server.url}/play/*/")
+    page.wait_for_url(f"{site.url}/play/*/")
     expect(page.locator("body")).to_contain_text("Step 6000: you walk on along the river")
     assert violations == []
     context.close()
