@@ -24,8 +24,13 @@ def django_setup() -> None:
     if not sys.stderr.isatty():  # progress bars only on a terminal (tqdm reads TQDM_* overrides)
         os.environ.setdefault("TQDM_DISABLE", "1")
     # Benches measure the engine, not the abuse limits: a bench may ingest or play far past them.
-    for name in ("TURNS_PER_MINUTE", "MODEL_CALLS_PER_MINUTE", "WORLD_EVENTS_PER_MINUTE", "IMPORTS_PER_HOUR",
-                 "SIGNUPS_PER_HOUR"):
+    for name in (
+        "TURNS_PER_MINUTE",
+        "MODEL_CALLS_PER_MINUTE",
+        "WORLD_EVENTS_PER_MINUTE",
+        "IMPORTS_PER_HOUR",
+        "SIGNUPS_PER_HOUR",
+    ):
         os.environ.setdefault(name, "0")
     from config.embedded import one_machine_environment
 

@@ -52,8 +52,10 @@ async def _read_request(reader: asyncio.StreamReader) -> tuple[str, dict]:
 
 def _whole(status: int, payload: dict) -> bytes:
     data = json.dumps(payload).encode()
-    return (f"HTTP/1.1 {status} OK\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n"
-            "Connection: close\r\n\r\n").encode() + data
+    return (
+        f"HTTP/1.1 {status} OK\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+        "Connection: close\r\n\r\n"
+    ).encode() + data
 
 
 async def _serve(reader, writer, args) -> None:
@@ -63,43 +65,89 @@ async def _serve(reader, writer, args) -> None:
             STATS["embeddings"] += 1
             inputs = body.get("input", [])
             inputs = [inputs] if isinstance(inputs, str) else inputs
-            writer.write(_whole(200, {"object": "list", "model": body.get("model", "fake-embed"),
-                                      "data": [{"object": "embedding", "index": i, "embedding": _vector(t)}
-                                               for i, t in enumerate(inputs)],
-                                      "usage": {"prompt_tokens": 1, "total_tokens": 1}}))
+            writer.write(
+                _whole(
+                    200,
+                    {
+                        "object": "list",
+                        "model": body.get("model", "fake-embed"),
+                        "data": [
+                            {"object": "embedding", "index": i, "embedding": _vector(t)} for i, t in enumerate(inputs)
+                        ],
+                        "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                    },
+                )
+            )
             await writer.drain()
             return
         STATS["chat"] += 1
         prompt = sum(len((m.get("content") or "").split()) for m in body.get("messages", []))
-        base = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": int(time.time()),
-                "model": body.get("model", "fake")}
+        base = {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": body.get("model", "fake"),
+        }
         if not body.get("stream"):
             await asyncio.sleep(args.whole_seconds)
-            writer.write(_whole(200, {**base, "object": "chat.completion", "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": "The crowd murmurs, then moves on."},
-                 "finish_reason": "stop"}], "usage": {"prompt_tokens": prompt, "completion_tokens": 6,
-                                                       "total_tokens": prompt + 6}}))
+            writer.write(
+                _whole(
+                    200,
+                    {
+                        **base,
+                        "object": "chat.completion",
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": "The crowd murmurs, then moves on."},
+                                "finish_reason": "stop",
+                            }
+                        ],
+                        "usage": {"prompt_tokens": prompt, "completion_tokens": 6, "total_tokens": prompt + 6},
+                    },
+                )
+            )
             await writer.drain()
             return
         STATS["streams"] += 1
         STATS["streams_max"] = max(STATS["streams_max"], STATS["streams"])
         try:
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-                         b"Connection: close\r\n\r\n")
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+                b"Connection: close\r\n\r\n"
+            )
             gap = max(0.0, (args.model_seconds - args.first_token) / (WORDS - 1))
             pieces = REPLY.split(" ")
             for i, word in enumerate(pieces):
                 await asyncio.sleep(args.first_token if i == 0 else gap)
                 delta = {"role": "assistant", "content": word} if i == 0 else {"content": " " + word}
-                writer.write(b"data: " + json.dumps({**base, "choices": [
-                    {"index": 0, "delta": delta, "finish_reason": None}]}).encode() + b"\n\n")
+                writer.write(
+                    b"data: "
+                    + json.dumps({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}).encode()
+                    + b"\n\n"
+                )
                 await writer.drain()
-            writer.write(b"data: " + json.dumps({**base, "choices": [
-                {"index": 0, "delta": {}, "finish_reason": "stop"}]}).encode() + b"\n\n")
+            writer.write(
+                b"data: "
+                + json.dumps({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}).encode()
+                + b"\n\n"
+            )
             if (body.get("stream_options") or {}).get("include_usage"):
-                writer.write(b"data: " + json.dumps({**base, "choices": [], "usage": {
-                    "prompt_tokens": prompt, "completion_tokens": WORDS, "total_tokens": prompt + WORDS}}).encode()
-                    + b"\n\n")
+                writer.write(
+                    b"data: "
+                    + json.dumps(
+                        {
+                            **base,
+                            "choices": [],
+                            "usage": {
+                                "prompt_tokens": prompt,
+                                "completion_tokens": WORDS,
+                                "total_tokens": prompt + WORDS,
+                            },
+                        }
+                    ).encode()
+                    + b"\n\n"
+                )
             writer.write(b"data: [DONE]\n\n")
             await writer.drain()
         finally:

@@ -35,11 +35,13 @@ from pathlib import Path
 
 from _setup import django_setup, percentile, print_table, save
 
-WORDS = ("river bridge market lantern festival harbor garden tower forest castle village storm winter summer "
-         "bread apple sword shield letter map coin horse boat song dance painting pottery camping hiking "
-         "studio business loan rent friend sister brother mother father teacher doctor guard merchant "
-         "travel trip city rome paris london school class exam job interview tattoo puppy cat dog gift "
-         "birthday wedding party dinner lunch breakfast coffee tea book movie game music concert").split()
+WORDS = (
+    "river bridge market lantern festival harbor garden tower forest castle village storm winter summer "
+    "bread apple sword shield letter map coin horse boat song dance painting pottery camping hiking "
+    "studio business loan rent friend sister brother mother father teacher doctor guard merchant "
+    "travel trip city rome paris london school class exam job interview tattoo puppy cat dog gift "
+    "birthday wedding party dinner lunch breakfast coffee tea book movie game music concert"
+).split()
 
 
 def _fill(world_id: int, agent_id: int, count: int, seed: int, word_vectors: list[list[float]]) -> None:
@@ -51,7 +53,8 @@ def _fill(world_id: int, agent_id: int, count: int, seed: int, word_vectors: lis
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT setseed(%s)", [(seed % 1_999) / 2_000])
-        cursor.execute("""
+        cursor.execute(
+            """
             INSERT INTO memory_agentmemory (agent_id, world_id, partner, actor, location, kind, content, metadata,
                 embedding, embedding_model, importance, pinned, occurred_at, created_at, updated_at,
                 retrieval_count)
@@ -64,8 +67,17 @@ def _fill(world_id: int, agent_id: int, count: int, seed: int, word_vectors: lis
             LATERAL (SELECT string_agg((%(words)s::text[])[i], ' ') AS content,
                             sum((%(vectors)s::vector[])[i]) AS meaning
                      FROM unnest(p.picks) AS i) AS said
-        """, {"agent": agent_id, "world": world_id, "words": list(WORDS), "n": len(WORDS), "count": count,
-              "model": LOCAL_MODEL, "vectors": ["[" + ",".join(f"{x:.5f}" for x in v) + "]" for v in word_vectors]})
+        """,
+            {
+                "agent": agent_id,
+                "world": world_id,
+                "words": list(WORDS),
+                "n": len(WORDS),
+                "count": count,
+                "model": LOCAL_MODEL,
+                "vectors": ["[" + ",".join(f"{x:.5f}" for x in v) + "]" for v in word_vectors],
+            },
+        )
 
 
 def _locomo() -> dict:
@@ -75,8 +87,13 @@ def _locomo() -> dict:
     # LoCoMo's banks in a table of their own: in the million-row table a bank of a few hundred is too
     # small a share for the HNSW scan the forced path asks for (recall would read it in order instead)
     env = {**os.environ, "DATA_DIR": str(Path(__file__).resolve().parent.parent / ".data" / "bench-locomo")}
-    done = subprocess.run([sys.executable, str(Path(__file__).with_name("locomo.py")), "--candidates"],
-                          stdout=subprocess.PIPE, text=True, check=True, env=env)
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("locomo.py")), "--candidates"],
+        stdout=subprocess.PIPE,
+        text=True,
+        check=True,
+        env=env,
+    )
     print(done.stdout.rstrip().rsplit("\n", 1)[0])
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -88,8 +105,11 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=40)
     parser.add_argument("--warm-up", type=int, default=300, help="other questions asked first, per bank size")
     parser.add_argument("--skip-exact", action="store_true", help="do not measure exact scoring beside")
-    parser.add_argument("--skip-locomo", action="store_true",
-                        help="do not run bench/locomo.py --candidates (a few minutes: it ingests five conversations)")
+    parser.add_argument(
+        "--skip-locomo",
+        action="store_true",
+        help="do not run bench/locomo.py --candidates (a few minutes: it ingests five conversations)",
+    )
     parser.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: the test suite runs this")
     args = parser.parse_args()
     if args.smoke:  # a bank small enough for exact scoring and one past it, over candidates
@@ -108,8 +128,9 @@ def main() -> None:
 
     word_vectors = embed_local(list(WORDS))
     owner, _ = get_user_model().objects.get_or_create(username="bench-agent-recall")
-    world, _ = World.objects.get_or_create(owner=owner, name="recall at scale (word vectors)",
-                                           defaults={"agent_capacity": max(args.sizes) * 2})
+    world, _ = World.objects.get_or_create(
+        owner=owner, name="recall at scale (word vectors)", defaults={"agent_capacity": max(args.sizes) * 2}
+    )
     measured = []
     for size in args.sizes:
         agent, _ = Agent.objects.get_or_create(world=world, external_id=f"holds-{size}")
@@ -126,8 +147,13 @@ def main() -> None:
         agent, _ = Agent.objects.get_or_create(world=world, external_id=f"filler-{filler}")
         batch = min(100_000, args.rows - total)
         for start in tqdm(range(0, batch, 20_000), desc=f"filler {filler}", unit="batch"):
-            _fill(world.pk, agent.pk, min(20_000, batch - start), seed=7_000_000 + filler * 100_000 + start,
-                  word_vectors=word_vectors)
+            _fill(
+                world.pk,
+                agent.pk,
+                min(20_000, batch - start),
+                seed=7_000_000 + filler * 100_000 + start,
+                word_vectors=word_vectors,
+            )
         total += batch
         filler += 1
     with connection.cursor() as cursor:
@@ -164,46 +190,85 @@ def main() -> None:
             for question in tqdm(questions, desc=f"{'exact' if exact else 'recall'}, {agent.external_id}", unit="q"):
                 sql_ms.append(0.0)
                 with connection.execute_wrapper(timed):
-                    agent_recall.agent_recall(world=world, agent=agent, query=question, limit=10, cooldown_s=0,
-                                              record=False)
+                    agent_recall.agent_recall(
+                        world=world, agent=agent, query=question, limit=10, cooldown_s=0, record=False
+                    )
             for question in api_questions:
                 started = time.perf_counter()
-                response = api.post(f"/api/worlds/{world.pk}/agents/{agent.external_id}/recall/",
-                                    {"query": question, "limit": 10, "cooldown_seconds": 0}, format="json")
+                response = api.post(
+                    f"/api/worlds/{world.pk}/agents/{agent.external_id}/recall/",
+                    {"query": question, "limit": 10, "cooldown_seconds": 0},
+                    format="json",
+                )
                 api_ms.append((time.perf_counter() - started) * 1000)
                 assert response.status_code == 200, response.content
             plan = agent_recall.recall_explain(world=world, agent=agent, query=questions[0], limit=10, cooldown_s=0)
         finally:
             settings.AGENT_RECALL = base_conf
-        return {"sql_p50_ms": round(percentile(sql_ms, 50), 1), "sql_p95_ms": round(percentile(sql_ms, 95), 1),
-                "api_p50_ms": round(percentile(api_ms, 50), 1), "api_p95_ms": round(percentile(api_ms, 95), 1),
-                "path": plan["path"], "rows_read": round(plan["rows_read"])}
+        return {
+            "sql_p50_ms": round(percentile(sql_ms, 50), 1),
+            "sql_p95_ms": round(percentile(sql_ms, 95), 1),
+            "api_p50_ms": round(percentile(api_ms, 50), 1),
+            "api_p95_ms": round(percentile(api_ms, 95), 1),
+            "path": plan["path"],
+            "rows_read": round(plan["rows_read"]),
+        }
 
     base_conf = dict(settings.AGENT_RECALL)
     rows = []
     for size, agent in measured:
         for question in tqdm(warm_up, desc=f"warm-up, {agent.external_id}", unit="q"):
             agent_recall.agent_recall(world=world, agent=agent, query=question, limit=10, cooldown_s=0, record=False)
-            api.post(f"/api/worlds/{world.pk}/agents/{agent.external_id}/recall/",
-                     {"query": question, "limit": 10, "cooldown_seconds": 0}, format="json")
+            api.post(
+                f"/api/worlds/{world.pk}/agents/{agent.external_id}/recall/",
+                {"query": question, "limit": 10, "cooldown_seconds": 0},
+                format="json",
+            )
         now_ = measure(agent, exact=False)
         exact = measure(agent, exact=True) if not args.skip_exact else None
         rows.append({"memories": size, **now_, "exact": exact})
-    print_table(f"Agent recall against bank size, one table of {total:,} memories ({args.queries} questions each; "
-                f"exact scoring up to {base_conf['exact_up_to']:,} memories, index candidates above)",
-                ["memories of the agent", "path", "rows read", "SQL p50 ms", "SQL p95 ms", "API p50 ms",
-                 "API p95 ms", "exact: rows read", "exact: SQL p95 ms", "exact: API p95 ms"],
-                [[f'{r["memories"]:,}', r["path"], f'{r["rows_read"]:,}', r["sql_p50_ms"], r["sql_p95_ms"],
-                  r["api_p50_ms"], r["api_p95_ms"],
-                  *([f'{r["exact"]["rows_read"]:,}', r["exact"]["sql_p95_ms"], r["exact"]["api_p95_ms"]]
-                    if r["exact"] else ["-", "-", "-"])] for r in rows])
+    print_table(
+        f"Agent recall against bank size, one table of {total:,} memories ({args.queries} questions each; "
+        f"exact scoring up to {base_conf['exact_up_to']:,} memories, index candidates above)",
+        [
+            "memories of the agent",
+            "path",
+            "rows read",
+            "SQL p50 ms",
+            "SQL p95 ms",
+            "API p50 ms",
+            "API p95 ms",
+            "exact: rows read",
+            "exact: SQL p95 ms",
+            "exact: API p95 ms",
+        ],
+        [
+            [
+                f"{r['memories']:,}",
+                r["path"],
+                f"{r['rows_read']:,}",
+                r["sql_p50_ms"],
+                r["sql_p95_ms"],
+                r["api_p50_ms"],
+                r["api_p95_ms"],
+                *(
+                    [f"{r['exact']['rows_read']:,}", r["exact"]["sql_p95_ms"], r["exact"]["api_p95_ms"]]
+                    if r["exact"]
+                    else ["-", "-", "-"]
+                ),
+            ]
+            for r in rows
+        ],
+    )
     print("Target (issue 17): SQL p95 <= 25 ms at 100,000 memories.")
     locomo = None
     if not args.skip_locomo:
         locomo = _locomo()
-        print(f"LoCoMo R@5 / R@10 (bench/locomo.py --candidates): exact {locomo['R@5']} / {locomo['R@10']}, "
-              f"candidate path forced on {locomo['candidate_path']['R@5']} / {locomo['candidate_path']['R@10']} "
-              "(target: within 0.5 points)")
+        print(
+            f"LoCoMo R@5 / R@10 (bench/locomo.py --candidates): exact {locomo['R@5']} / {locomo['R@10']}, "
+            f"candidate path forced on {locomo['candidate_path']['R@5']} / {locomo['candidate_path']['R@10']} "
+            "(target: within 0.5 points)"
+        )
 
     def plot(path):
         import matplotlib.pyplot as plt
@@ -225,8 +290,11 @@ def main() -> None:
         fig.savefig(path, dpi=120)
 
     save("agent_recall", rows + ([{"locomo": locomo}] if locomo else []), plot)
-    print(json.dumps([{"memories": r["memories"], "sql_p95_ms": r["sql_p95_ms"], "api_p95_ms": r["api_p95_ms"]}
-                      for r in rows]))
+    print(
+        json.dumps(
+            [{"memories": r["memories"], "sql_p95_ms": r["sql_p95_ms"], "api_p95_ms": r["api_p95_ms"]} for r in rows]
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -39,9 +39,14 @@ def score(rows: list[tuple[bool, bool]]) -> dict:
     fp = sum(1 for said, truth in rows if said and not truth)
     fn = sum(1 for said, truth in rows if not said and truth)
     right = sum(1 for said, truth in rows if said == truth)
-    return {"questions": len(rows), "precision": round(tp / (tp + fp), 3) if tp + fp else 1.0,
-            "recall": round(tp / (tp + fn), 3) if tp + fn else 1.0, "accuracy": round(right / len(rows), 3),
-            "told_while_absent": fp, "not_told_though_there": fn}
+    return {
+        "questions": len(rows),
+        "precision": round(tp / (tp + fp), 3) if tp + fp else 1.0,
+        "recall": round(tp / (tp + fn), 3) if tp + fn else 1.0,
+        "accuracy": round(right / len(rows), 3),
+        "told_while_absent": fp,
+        "not_told_though_there": fn,
+    }
 
 
 def main() -> None:
@@ -62,8 +67,10 @@ def main() -> None:
 
     data = json.loads(STORIES.read_text())["stories"]
     if args.smoke:  # one story of each set
-        data = [next(story for story in data if story.get("set", "dev") == part)
-                for part in dict.fromkeys(story.get("set", "dev") for story in data)]
+        data = [
+            next(story for story in data if story.get("set", "dev") == part)
+            for part in dict.fromkeys(story.get("set", "dev") for story in data)
+        ]
     fake = FakeLLM(reply=memory_reply)
     user, _ = get_user_model().objects.get_or_create(username="bench-cast")
     answers: dict[tuple[str, str], list[tuple[bool, bool]]] = {}
@@ -71,18 +78,35 @@ def main() -> None:
     misses: list[str] = []
     try:
         for writer in ("offline", "model"):
-            accounts.ai_settings_update(user_id=user.pk, endpoint_url=fake.url if writer == "model" else "",
-                                        api_key="sk-bench" if writer == "model" else "", model="fake-model",
-                                        embedding_model="")
+            accounts.ai_settings_update(
+                user_id=user.pk,
+                endpoint_url=fake.url if writer == "model" else "",
+                api_key="sk-bench" if writer == "model" else "",
+                model="fake-model",
+                embedding_model="",
+            )
             Adventure.objects.filter(owner=user).delete()
             for story in tqdm(data, desc=f"{writer} writer", unit="story"):
-                adventure = adventure_create(owner_id=user.pk, title=story["title"], persona_name=story["persona"],
-                                             opening=story["actions"][0][1])
-                cards = [StoryCard.objects.create(adventure=adventure, type="character", name=c["name"],
-                                                  keys=c.get("keys", [])) for c in story["cast"]]
+                adventure = adventure_create(
+                    owner_id=user.pk,
+                    title=story["title"],
+                    persona_name=story["persona"],
+                    opening=story["actions"][0][1],
+                )
+                cards = [
+                    StoryCard.objects.create(
+                        adventure=adventure, type="character", name=c["name"], keys=c.get("keys", [])
+                    )
+                    for c in story["cast"]
+                ]
                 for kind, text in story["actions"][1:]:
-                    tree.place(adventure_id=adventure.pk, branch_id=adventure.head_branch_id, kind=kind, text=text,
-                               ask_pass=False)
+                    tree.place(
+                        adventure_id=adventure.pk,
+                        branch_id=adventure.head_branch_id,
+                        kind=kind,
+                        text=text,
+                        ask_pass=False,
+                    )
                 while memory_pass.run(adventure.pk).more_due:
                     pass
                 head = Branch.objects.get(pk=adventure.head_branch_id)
@@ -90,18 +114,24 @@ def main() -> None:
                 actions = list(lineage.story(head).order_by("depth"))
                 seen: dict[str, list[str]] = {name: [] for name in members}
                 for start in range(0, len(actions) - len(actions) % marks.MEMORY_INTERVAL, marks.MEMORY_INTERVAL):
-                    block = actions[start:start + marks.MEMORY_INTERVAL]
-                    before = actions[max(start - cast.LOOKBACK_BLOCKS * marks.MEMORY_INTERVAL, 0):start]
-                    for w in cast.present(cast=list(members.values()), actions=block, before=before,
-                                          name=story["persona"]):
+                    block = actions[start : start + marks.MEMORY_INTERVAL]
+                    before = actions[max(start - cast.LOOKBACK_BLOCKS * marks.MEMORY_INTERVAL, 0) : start]
+                    for w in cast.present(
+                        cast=list(members.values()), actions=block, before=before, name=story["persona"]
+                    ):
                         seen[w.member.name] += w.sentences
                 for fact in story["facts"]:
                     for name, truth in fact["knows"].items():
                         ask = Action(kind="do", text=f"ask {name} about {fact['about']}", depth=head.tip_depth + 1)
                         recalled = retrieval.recall_for_turn(
-                            adventure=adventure, branch=head, user_id=user.pk, top_k=5,
-                            story=lineage.recent(head, count=retrieval.QUERY_ACTIONS) + [ask], record_use=False,
-                            cards=cards)
+                            adventure=adventure,
+                            branch=head,
+                            user_id=user.pk,
+                            top_k=5,
+                            story=lineage.recent(head, count=retrieval.QUERY_ACTIONS) + [ask],
+                            record_use=False,
+                            cards=cards,
+                        )
                         part = " ".join(m.text for k in recalled.knowledge if k.name == name for m in k.items).lower()
                         said = any(told(word, part) for word in fact["words"])
                         answers.setdefault((writer, story["set"]), []).append((said, truth))
@@ -110,29 +140,65 @@ def main() -> None:
                             there = any(told(word, " ".join(seen[name])) for word in fact["words"])
                             answers.setdefault(("presence", story["set"]), []).append((there, truth))
                             if there != truth:
-                                misses.append(f"presence: {story['title']}: {name} {'saw' if there else 'did not see'}"
-                                              f" {fact['about']} ({'witnessed' if truth else 'absent'})")
+                                misses.append(
+                                    f"presence: {story['title']}: {name} {'saw' if there else 'did not see'}"
+                                    f" {fact['about']} ({'witnessed' if truth else 'absent'})"
+                                )
                             per_story.setdefault((story["title"], "presence"), []).append((there, truth))
                         if said != truth:
-                            misses.append(f"{writer}: {story['title']}: {name} {'was told' if said else 'was not told'}"
-                                          f" {fact['about']} ({'witnessed' if truth else 'absent'})")
+                            misses.append(
+                                f"{writer}: {story['title']}: {name} {'was told' if said else 'was not told'}"
+                                f" {fact['about']} ({'witnessed' if truth else 'absent'})"
+                            )
     finally:
         fake.stop()
         Adventure.objects.filter(owner=user).delete()
 
     readings, sets = ("presence", "offline", "model"), ("held-out", "dev")
-    results = {part: {reading: score(answers.get((reading, part), []) if part != "all" else
-                                     answers.get((reading, "held-out"), []) + answers.get((reading, "dev"), []))
-                      for reading in readings} for part in (*sets, "all")}
-    print_table("Who knows what (bench/cast_stories.json)",
-                ["stories", "reading", "questions", "precision", "recall", "right", "told while absent",
-                 "not told though there"],
-                [[part, reading, r["questions"], r["precision"], r["recall"], r["accuracy"], r["told_while_absent"],
-                  r["not_told_though_there"]] for part, rows in results.items() for reading, r in rows.items()])
+    results = {
+        part: {
+            reading: score(
+                answers.get((reading, part), [])
+                if part != "all"
+                else answers.get((reading, "held-out"), []) + answers.get((reading, "dev"), [])
+            )
+            for reading in readings
+        }
+        for part in (*sets, "all")
+    }
+    print_table(
+        "Who knows what (bench/cast_stories.json)",
+        [
+            "stories",
+            "reading",
+            "questions",
+            "precision",
+            "recall",
+            "right",
+            "told while absent",
+            "not told though there",
+        ],
+        [
+            [
+                part,
+                reading,
+                r["questions"],
+                r["precision"],
+                r["recall"],
+                r["accuracy"],
+                r["told_while_absent"],
+                r["not_told_though_there"],
+            ]
+            for part, rows in results.items()
+            for reading, r in rows.items()
+        ],
+    )
     titles = list(dict.fromkeys(title for title, _ in per_story))
-    print_table("Share answered right, per story", ["story", "presence", "offline", "model"],
-                [[t, *(score(per_story[(t, row)])["accuracy"] for row in ("presence", "offline", "model"))]
-                 for t in titles])
+    print_table(
+        "Share answered right, per story",
+        ["story", "presence", "offline", "model"],
+        [[t, *(score(per_story[(t, row)])["accuracy"] for row in ("presence", "offline", "model"))] for t in titles],
+    )
     for miss in misses:
         print("  miss:", miss)
 
@@ -143,8 +209,12 @@ def main() -> None:
         metrics = ["precision", "recall", "accuracy"]
         for ax, part in zip(axes, sets):
             for i, reading in enumerate(readings):
-                ax.bar([x + i * 0.27 for x in range(len(metrics))], [results[part][reading][m] for m in metrics],
-                       width=0.27, label=reading)
+                ax.bar(
+                    [x + i * 0.27 for x in range(len(metrics))],
+                    [results[part][reading][m] for m in metrics],
+                    width=0.27,
+                    label=reading,
+                )
             ax.set_xticks([x + 0.27 for x in range(len(metrics))], ["precision", "recall", "answered right"])
             ax.set_ylim(0, 1.05)
             ax.set_title(f"{part} stories: {results[part]['offline']['questions']} questions")
@@ -153,8 +223,11 @@ def main() -> None:
         fig.tight_layout()
         fig.savefig(path, dpi=120)
 
-    save("cast", [{"stories": part, "reading": reading, **r} for part, rows in results.items()
-                  for reading, r in rows.items()], plot)
+    save(
+        "cast",
+        [{"stories": part, "reading": reading, **r} for part, rows in results.items() for reading, r in rows.items()],
+        plot,
+    )
     print(f"plot: {(ROOT / 'bench' / 'results' / 'cast.png').relative_to(ROOT)}")
     print(json.dumps({"bench": "cast", **{part.replace("-", "_"): rows for part, rows in results.items()}}))
 

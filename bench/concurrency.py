@@ -40,8 +40,14 @@ WORDS = 60  # words in each fake reply
 
 def _site(port: int) -> subprocess.Popen:
     env = {**os.environ, "LOG_LEVEL": "WARNING", "ALLOW_PRIVATE_ENDPOINTS": "1", "MCP_PORT": str(_free_port())}
-    return subprocess.Popen([sys.executable, "manage.py", "runsite", "--port", str(port)], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "runsite", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
 
 
 def _free_port() -> int:
@@ -68,8 +74,11 @@ def _web_processes(site: subprocess.Popen):
     """The web server and its worker processes (uvicorn spawns them; their command line is Python's own)."""
     import psutil
 
-    servers = [p for p in psutil.Process(site.pid).children(recursive=True)
-               if any("gunicorn" in part or "uvicorn" in part for part in p.cmdline())]
+    servers = [
+        p
+        for p in psutil.Process(site.pid).children(recursive=True)
+        if any("gunicorn" in part or "uvicorn" in part for part in p.cmdline())
+    ]
     return [*servers, *(child for server in servers for child in server.children(recursive=True))]
 
 
@@ -115,8 +124,7 @@ def _players(count: int, fake_url: str, prefix: str = "bench-crowd-") -> list[tu
 
     User = get_user_model()
     batch = next(_BATCHES)
-    users = User.objects.bulk_create([User(username=f"{prefix}{RUN}-{batch}-{n}", password="!")
-                                      for n in range(count)])
+    users = User.objects.bulk_create([User(username=f"{prefix}{RUN}-{batch}-{n}", password="!") for n in range(count)])
     tokens = Token.objects.bulk_create([Token(user=u, key=Token.generate_key()) for u in users])
     out = []
     for user, token in tqdm(list(zip(users, tokens)), desc="players", unit="player"):
@@ -141,8 +149,12 @@ async def _play_all(base: str, players, *, stream: bool) -> list[dict]:
             began = time.monotonic()
             first = None
             try:
-                async with client.stream("POST", f"/api/adventures/{adventure_id}/turns/", headers=headers,
-                                         json={"mode": "do", "text": "look around the square"}) as response:
+                async with client.stream(
+                    "POST",
+                    f"/api/adventures/{adventure_id}/turns/",
+                    headers=headers,
+                    json={"mode": "do", "text": "look around the square"},
+                ) as response:
                     events = response.headers.get("content-type", "").startswith("text/event-stream")
                     body = []
                     async for chunk in response.aiter_bytes():
@@ -167,12 +179,20 @@ def _db_connections_watch(stop: threading.Event, seen: list[int]) -> None:
     from django.conf import settings
 
     db = settings.DATABASES["default"]
-    with psycopg.connect(host=db["HOST"], port=db.get("PORT") or None, dbname=db["NAME"], user=db["USER"],
-                         password=db.get("PASSWORD") or None, autocommit=True) as conn:
+    with psycopg.connect(
+        host=db["HOST"],
+        port=db.get("PORT") or None,
+        dbname=db["NAME"],
+        user=db["USER"],
+        password=db.get("PASSWORD") or None,
+        autocommit=True,
+    ) as conn:
         while not stop.is_set():
-            row = conn.execute("SELECT count(*), count(*) FILTER (WHERE application_name = 'everlore-web') "
-                               "FROM pg_stat_activity WHERE datname = current_database() "
-                               "AND backend_type = 'client backend'").fetchone()
+            row = conn.execute(
+                "SELECT count(*), count(*) FILTER (WHERE application_name = 'everlore-web') "
+                "FROM pg_stat_activity WHERE datname = current_database() "
+                "AND backend_type = 'client backend'"
+            ).fetchone()
             seen.append((int(row[0]) - 1, int(row[1])))  # not this watcher
             stop.wait(0.2)
 
@@ -202,8 +222,10 @@ def _slow_clients(base: str, count: int, seconds: float) -> dict:
     def trickle():
         for s in sockets:
             try:
-                s.sendall(b"POST /api/auth/login/ HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-                          b"Content-Length: 100000\r\n\r\n{")
+                s.sendall(
+                    b"POST /api/auth/login/ HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: 100000\r\n\r\n{"
+                )
             except OSError:
                 pass
         while not stop.wait(1.0):
@@ -234,8 +256,12 @@ def _slow_clients(base: str, count: int, seconds: float) -> dict:
     stop.set()
     for s in sockets:
         s.close()
-    return {"slow_clients": len(sockets), "live_p50_ms": round(percentile(latencies, 50), 1),
-            "live_p95_ms": round(percentile(latencies, 95), 1), "live_failures": failures}
+    return {
+        "slow_clients": len(sockets),
+        "live_p50_ms": round(percentile(latencies, 50), 1),
+        "live_p95_ms": round(percentile(latencies, 95), 1),
+        "live_failures": failures,
+    }
 
 
 def main() -> None:
@@ -246,8 +272,12 @@ def main() -> None:
     parser.add_argument("--slow-clients", type=int, default=200)
     parser.add_argument("--slow-seconds", type=float, default=20.0, help="how long /healthz/live is timed")
     parser.add_argument("--stream", action="store_true", help="ask for text/event-stream (the streaming site)")
-    parser.add_argument("--warmup", type=int, default=8,
-                        help="turns played (and not measured) first, so every web process has loaded its embedder")
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=8,
+        help="turns played (and not measured) first, so every web process has loaded its embedder",
+    )
     parser.add_argument("--label", default="site", help="names the results file: concurrency-<label>.json")
     parser.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: the test suite runs this")
     args = parser.parse_args()
@@ -272,8 +302,9 @@ def main() -> None:
     try:
         _wait_live(base)
         if args.warmup:
-            warm = asyncio.run(_play_all(base, _players(args.warmup, fake.url, prefix="bench-warm-"),
-                                         stream=args.stream))
+            warm = asyncio.run(
+                _play_all(base, _players(args.warmup, fake.url, prefix="bench-warm-"), stream=args.stream)
+            )
             print(f"warm-up: {args.warmup} turns, {sum(r['status'] == 201 for r in warm)} answered")
         for count in args.players:
             players = _players(count, fake.url)
@@ -282,8 +313,10 @@ def main() -> None:
             fake.in_flight_max = 0
             stop, seen = threading.Event(), []
             health: list[float] = []
-            watchers = [threading.Thread(target=_db_connections_watch, args=(stop, seen), daemon=True),
-                        threading.Thread(target=_health_watch, args=(base, stop, health), daemon=True)]
+            watchers = [
+                threading.Thread(target=_db_connections_watch, args=(stop, seen), daemon=True),
+                threading.Thread(target=_health_watch, args=(base, stop, health), daemon=True),
+            ]
             for watcher in watchers:
                 watcher.start()
             results = asyncio.run(_play_all(base, players, stream=args.stream))
@@ -296,23 +329,27 @@ def main() -> None:
             ok = [r for r in results if r["status"] == 201]
             seconds = [r["seconds"] for r in ok]
             firsts = [(r["first"] - args.first_token) * 1000 for r in ok if r["first"] is not None]
-            rows.append({
-                "players": count, "errors": len(results) - len(ok),
-                "turn_p50_s": round(percentile(seconds, 50), 2), "turn_p95_s": round(percentile(seconds, 95), 2),
-                "turn_max_s": round(max(seconds), 2) if seconds else None,
-                "model_calls_in_flight_max": fake.in_flight_max,
-                "first_token_overhead_p50_ms": round(percentile(firsts, 50), 1) if firsts else None,
-                "first_token_overhead_p95_ms": round(percentile(firsts, 95), 1) if firsts else None,
-                "db_connections_max": max(total for total, _ in seen) if seen else None,
-                "web_db_connections_max": max(web for _, web in seen) if seen else None,
-                "healthz_p95_ms": round(percentile(health, 95), 1) if health else None,
-                "healthz_max_ms": round(max(health), 1) if health else None,
-                "cpu_ms_per_turn": round(cpu_spent * 1000 / max(1, count), 1),
-                "web_cpu_ms_per_turn": round(web_spent * 1000 / max(1, count), 1),
-                "postgres_cpu_ms_per_turn": round(pg_spent * 1000 / max(1, count), 1),
-                "web_rss_mb": round(sum(p.memory_info().rss for p in web) / 2**20, 1),
-                "statuses": sorted({str(r["status"]) for r in results}),
-            })
+            rows.append(
+                {
+                    "players": count,
+                    "errors": len(results) - len(ok),
+                    "turn_p50_s": round(percentile(seconds, 50), 2),
+                    "turn_p95_s": round(percentile(seconds, 95), 2),
+                    "turn_max_s": round(max(seconds), 2) if seconds else None,
+                    "model_calls_in_flight_max": fake.in_flight_max,
+                    "first_token_overhead_p50_ms": round(percentile(firsts, 50), 1) if firsts else None,
+                    "first_token_overhead_p95_ms": round(percentile(firsts, 95), 1) if firsts else None,
+                    "db_connections_max": max(total for total, _ in seen) if seen else None,
+                    "web_db_connections_max": max(web for _, web in seen) if seen else None,
+                    "healthz_p95_ms": round(percentile(health, 95), 1) if health else None,
+                    "healthz_max_ms": round(max(health), 1) if health else None,
+                    "cpu_ms_per_turn": round(cpu_spent * 1000 / max(1, count), 1),
+                    "web_cpu_ms_per_turn": round(web_spent * 1000 / max(1, count), 1),
+                    "postgres_cpu_ms_per_turn": round(pg_spent * 1000 / max(1, count), 1),
+                    "web_rss_mb": round(sum(p.memory_info().rss for p in web) / 2**20, 1),
+                    "statuses": sorted({str(r["status"]) for r in results}),
+                }
+            )
         slow = _slow_clients(base, args.slow_clients, args.slow_seconds) if args.slow_clients else {}
     finally:
         import signal
@@ -324,17 +361,46 @@ def main() -> None:
             os.killpg(site.pid, signal.SIGKILL)
         fake.stop()
 
-    print_table(f"{len(rows)} crowds, model {args.model_seconds:g} s per reply (first token {args.first_token:g} s)",
-                ["players", "errors", "turn p50 s", "p95 s", "max s", "calls in flight", "first token +p50 ms",
-                 "+p95 ms", "DB conns max (web)", "CPU ms/turn (web+PG)", "web RSS MB", "/healthz p95 ms"],
-                [[r["players"], r["errors"], r["turn_p50_s"], r["turn_p95_s"], r["turn_max_s"],
-                  r["model_calls_in_flight_max"], r["first_token_overhead_p50_ms"] or "-",
-                  r["first_token_overhead_p95_ms"] or "-", f'{r["db_connections_max"]} ({r["web_db_connections_max"]})',
-                  f'{r["cpu_ms_per_turn"]} ({r["web_cpu_ms_per_turn"]}+{r["postgres_cpu_ms_per_turn"]})',
-                  r["web_rss_mb"], r["healthz_p95_ms"]] for r in rows])
+    print_table(
+        f"{len(rows)} crowds, model {args.model_seconds:g} s per reply (first token {args.first_token:g} s)",
+        [
+            "players",
+            "errors",
+            "turn p50 s",
+            "p95 s",
+            "max s",
+            "calls in flight",
+            "first token +p50 ms",
+            "+p95 ms",
+            "DB conns max (web)",
+            "CPU ms/turn (web+PG)",
+            "web RSS MB",
+            "/healthz p95 ms",
+        ],
+        [
+            [
+                r["players"],
+                r["errors"],
+                r["turn_p50_s"],
+                r["turn_p95_s"],
+                r["turn_max_s"],
+                r["model_calls_in_flight_max"],
+                r["first_token_overhead_p50_ms"] or "-",
+                r["first_token_overhead_p95_ms"] or "-",
+                f"{r['db_connections_max']} ({r['web_db_connections_max']})",
+                f"{r['cpu_ms_per_turn']} ({r['web_cpu_ms_per_turn']}+{r['postgres_cpu_ms_per_turn']})",
+                r["web_rss_mb"],
+                r["healthz_p95_ms"],
+            ]
+            for r in rows
+        ],
+    )
     if slow:
-        print_table("/healthz/live with slow clients", ["slow clients", "p50 ms", "p95 ms", "failures"],
-                    [[slow["slow_clients"], slow["live_p50_ms"], slow["live_p95_ms"], slow["live_failures"]]])
+        print_table(
+            "/healthz/live with slow clients",
+            ["slow clients", "p50 ms", "p95 ms", "failures"],
+            [[slow["slow_clients"], slow["live_p50_ms"], slow["live_p95_ms"], slow["live_failures"]]],
+        )
 
     def plot(path):
         import matplotlib.pyplot as plt

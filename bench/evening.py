@@ -42,8 +42,15 @@ from pathlib import Path
 from _setup import ROOT, django_setup, percentile, print_table, save
 from concurrency import _cpu, _free_port, _players, _postgres_processes, _wait_live
 
-TEXTS = ["look around the square", "ask the baker about the fire", "follow the stranger north",
-         "open the letter", "say \"Who sent you?\"", "climb the bell tower", "wait for nightfall"]
+TEXTS = [
+    "look around the square",
+    "ask the baker about the fire",
+    "follow the stranger north",
+    "open the letter",
+    'say "Who sent you?"',
+    "climb the bell tower",
+    "wait for nightfall",
+]
 
 
 def _site(port: int, extra_env: dict) -> subprocess.Popen:
@@ -51,8 +58,14 @@ def _site(port: int, extra_env: dict) -> subprocess.Popen:
     log = Path(os.environ["DATA_DIR"]) / "evening-site.log"  # the site's own log, beside its data
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as stderr:
-        return subprocess.Popen([sys.executable, "manage.py", "runsite", "--port", str(port)], cwd=ROOT, env=env,
-                                stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)
+        return subprocess.Popen(
+            [sys.executable, "manage.py", "runsite", "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            start_new_session=True,
+        )
 
 
 def _ahead() -> None:
@@ -65,9 +78,20 @@ def _ahead() -> None:
 
 
 def _model(args) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "_stream_model.py"),
-                             "--model-seconds", str(args.model_seconds), "--first-token", str(args.first_token)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, preexec_fn=_ahead)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "_stream_model.py"),
+            "--model-seconds",
+            str(args.model_seconds),
+            "--first-token",
+            str(args.first_token),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=_ahead,
+    )
     port = int(proc.stdout.readline())
     return proc, f"http://127.0.0.1:{port}/v1"
 
@@ -112,9 +136,11 @@ class Sampler(threading.Thread):
 async def _turn(port: int, token: str, adventure_id: int, text: str) -> dict:
     """One streamed turn on a raw connection: status, seconds to the answer's head, to the first token, to the end."""
     body = json.dumps({"mode": "do", "text": text}).encode()
-    head = (f"POST /api/adventures/{adventure_id}/turns/ HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-            f"Authorization: Token {token}\r\nAccept: text/event-stream\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
+    head = (
+        f"POST /api/adventures/{adventure_id}/turns/ HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Authorization: Token {token}\r\nAccept: text/event-stream\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode()
     began = time.monotonic()
     out = {"began": began, "status": None, "head": None, "first": None, "end": None, "retry_after": None}
     try:
@@ -138,8 +164,9 @@ async def _turn(port: int, token: str, adventure_id: int, text: str) -> dict:
             received += chunk
         text_ = bytes(received)
         if code == 200:
-            out["status"] = 201 if b"event: done" in text_ else ("stream error" if b"event: error" in text_
-                                                                 else "stream cut")
+            out["status"] = (
+                201 if b"event: done" in text_ else ("stream error" if b"event: error" in text_ else "stream cut")
+            )
         else:
             out["status"] = code
             head_ = b"\r\n" + text_.split(b"\r\n\r\n", 1)[0].lower()  # names in any case (the door writes lower)
@@ -214,16 +241,25 @@ def _summary(count: int, results: list[dict], cpu: dict[str, float], args, drain
     beyond = [(r["end"] - args.model_seconds) * 1000 for r in served]
     n = max(1, len(served))
     return {
-        "players": count, "turns": len(results), "served": len(served), "refused": len(refused),
-        "errors": sum(errors.values()), "errors_by_kind": errors,
-        "offered_per_s": round(len(results) / args.duration, 2), "served_per_s": round(len(served) / args.duration, 2),
+        "players": count,
+        "turns": len(results),
+        "served": len(served),
+        "refused": len(refused),
+        "errors": sum(errors.values()),
+        "errors_by_kind": errors,
+        "offered_per_s": round(len(results) / args.duration, 2),
+        "served_per_s": round(len(served) / args.duration, 2),
         "first_token_overhead_ms": {p: round(percentile(overhead, p), 1) for p in (50, 95, 99)} if overhead else {},
         "turn_beyond_model_ms": {p: round(percentile(beyond, p), 1) for p in (50, 95)} if beyond else {},
-        "refusal_s": {p: round(percentile([r["end"] for r in refused], p), 3) for p in (50, 95, 100)} if refused else {},
+        "refusal_s": {p: round(percentile([r["end"] for r in refused], p), 3) for p in (50, 95, 100)}
+        if refused
+        else {},
         "cpu_ms_per_turn": {k: round(v * 1000 / n, 1) for k, v in cpu.items()},
-        "site_cpu_ms_per_turn": round(sum(v for k, v in cpu.items() if k in ("web", "postgres", "worker", "mcp"))
-                                      * 1000 / n, 1),
-        "backlog_at_end": drained[0], "backlog_drained_s": drained[1],
+        "site_cpu_ms_per_turn": round(
+            sum(v for k, v in cpu.items() if k in ("web", "postgres", "worker", "mcp")) * 1000 / n, 1
+        ),
+        "backlog_at_end": drained[0],
+        "backlog_drained_s": drained[1],
     }
 
 
@@ -269,8 +305,9 @@ def main() -> None:
             before = sampler.totals()
             sampler.start()
             began = time.monotonic()
-            results = asyncio.run(_evening(port, players, duration=args.duration, think=args.think,
-                                           seed=args.seed + count))
+            results = asyncio.run(
+                _evening(port, players, duration=args.duration, think=args.think, seed=args.seed + count)
+            )
             sampler.stop_event.set()
             sampler.join(5)
             after = sampler.totals()
@@ -279,9 +316,16 @@ def main() -> None:
             row = _summary(count, results, cpu, args, drained)
             row["sql_per_turn"] = sql
             rows.append(row)
-            timeline.append({"players": count, "began": began, "samples": sampler.samples,
-                             "results": [{"t": r["began"] - began, "status": str(r["status"]),
-                                          "first": r["first"]} for r in results]})
+            timeline.append(
+                {
+                    "players": count,
+                    "began": began,
+                    "samples": sampler.samples,
+                    "results": [
+                        {"t": r["began"] - began, "status": str(r["status"]), "first": r["first"]} for r in results
+                    ],
+                }
+            )
     finally:
         os.killpg(site.pid, signal.SIGTERM)
         try:
@@ -291,17 +335,38 @@ def main() -> None:
         model.stdin.close()
         model.wait(10)
 
-    print_table(f"An evening: think {args.think:g} s, model {args.model_seconds:g} s (first token "
-                f"{args.first_token:g} s), {args.duration:g} s",
-                ["players", "turns/s offered", "served/s", "errors", "refused (p95 s)", "first token + p50/p95/p99 ms",
-                 "beyond model p50/p95 ms", "CPU ms/turn web+PG+worker", "SQL/turn", "backlog (drained s)"],
-                [[r["players"], r["offered_per_s"], r["served_per_s"], f'{r["errors"]} {r["errors_by_kind"] or ""}',
-                  f'{r["refused"]} ({r["refusal_s"].get(95, "-")})',
-                  "/".join(str(r["first_token_overhead_ms"].get(p, "-")) for p in (50, 95, 99)),
-                  "/".join(str(r["turn_beyond_model_ms"].get(p, "-")) for p in (50, 95)),
-                  f'{r["site_cpu_ms_per_turn"]} = {r["cpu_ms_per_turn"].get("web")}+'
-                  f'{r["cpu_ms_per_turn"].get("postgres")}+{r["cpu_ms_per_turn"].get("worker")}',
-                  r["sql_per_turn"], f'{r["backlog_at_end"]} ({r["backlog_drained_s"]})'] for r in rows])
+    print_table(
+        f"An evening: think {args.think:g} s, model {args.model_seconds:g} s (first token "
+        f"{args.first_token:g} s), {args.duration:g} s",
+        [
+            "players",
+            "turns/s offered",
+            "served/s",
+            "errors",
+            "refused (p95 s)",
+            "first token + p50/p95/p99 ms",
+            "beyond model p50/p95 ms",
+            "CPU ms/turn web+PG+worker",
+            "SQL/turn",
+            "backlog (drained s)",
+        ],
+        [
+            [
+                r["players"],
+                r["offered_per_s"],
+                r["served_per_s"],
+                f"{r['errors']} {r['errors_by_kind'] or ''}",
+                f"{r['refused']} ({r['refusal_s'].get(95, '-')})",
+                "/".join(str(r["first_token_overhead_ms"].get(p, "-")) for p in (50, 95, 99)),
+                "/".join(str(r["turn_beyond_model_ms"].get(p, "-")) for p in (50, 95)),
+                f"{r['site_cpu_ms_per_turn']} = {r['cpu_ms_per_turn'].get('web')}+"
+                f"{r['cpu_ms_per_turn'].get('postgres')}+{r['cpu_ms_per_turn'].get('worker')}",
+                r["sql_per_turn"],
+                f"{r['backlog_at_end']} ({r['backlog_drained_s']})",
+            ]
+            for r in rows
+        ],
+    )
 
     def plot(path):
         import matplotlib.pyplot as plt
@@ -324,13 +389,20 @@ def main() -> None:
             ax.set_xlabel("seconds")
             ax2 = ax.twinx()
             xs = sorted(by_second)
-            ax2.plot([x * 10 + 5 for x in xs], [percentile(by_second[x], 95) for x in xs], "r.-",
-                     label="first token + p95 ms (10 s)")
+            ax2.plot(
+                [x * 10 + 5 for x in xs],
+                [percentile(by_second[x], 95) for x in xs],
+                "r.-",
+                label="first token + p95 ms (10 s)",
+            )
             samples = run["samples"]
             cpu = [(t - run["began"], sum(v for k, v in c.items() if not k.startswith("bench"))) for t, c in samples]
-            ax2.plot([t for (t, _), _ in zip(cpu[1:], cpu)],
-                     [max(0.0, (b - a) / max(1e-6, tb - ta)) * 500 for (tb, b), (ta, a) in zip(cpu[1:], cpu)],
-                     "k:", label="site CPU (x500 = cores)")
+            ax2.plot(
+                [t for (t, _), _ in zip(cpu[1:], cpu)],
+                [max(0.0, (b - a) / max(1e-6, tb - ta)) * 500 for (tb, b), (ta, a) in zip(cpu[1:], cpu)],
+                "k:",
+                label="site CPU (x500 = cores)",
+            )
             ax2.set_ylabel("ms")
             ax.set_title(f"{run['players']} players")
             ax.legend(loc="upper left", fontsize=7)
@@ -338,8 +410,13 @@ def main() -> None:
         fig.tight_layout()
         fig.savefig(path)
 
-    result = {"label": args.label, "think_s": args.think, "model_seconds": args.model_seconds,
-              "duration_s": args.duration, "runs": rows}
+    result = {
+        "label": args.label,
+        "think_s": args.think,
+        "model_seconds": args.model_seconds,
+        "duration_s": args.duration,
+        "runs": rows,
+    }
     save(f"evening-{args.label}" + ("-smoke" if args.smoke else ""), [result], plot)
     print(json.dumps(result))
 

@@ -24,10 +24,15 @@ from _setup import django_setup, percentile, print_table, save
 
 def long_story(actions: int, memories: int, title: str) -> dict:
     return {
-        "format": "everlore.adventure", "version": 1, "adventure": {"title": title, "opening": "The road."},
-        "head": 1, "branches": [{"id": 1, "tip_depth": actions}],
-        "actions": [{"branch": 1, "depth": d, "kind": "do" if d % 2 else "story", "text": f"Step {d} by the river."}
-                    for d in range(1, actions + 1)],
+        "format": "everlore.adventure",
+        "version": 1,
+        "adventure": {"title": title, "opening": "The road."},
+        "head": 1,
+        "branches": [{"id": 1, "tip_depth": actions}],
+        "actions": [
+            {"branch": 1, "depth": d, "kind": "do" if d % 2 else "story", "text": f"Step {d} by the river."}
+            for d in range(1, actions + 1)
+        ],
         "memories": [{"branch": 1, "depth": min(actions, 6 * k + 6), "text": f"Memory {k}."} for k in range(memories)],
     }
 
@@ -38,18 +43,34 @@ def chain(branches: int, per_branch: int, title: str) -> dict:
     for k in range(branches):
         fork = per_branch * k
         lineage = [[j, per_branch * (j + 1)] for j in range(k - 1, -1, -1)]
-        docs.append({"id": k, "parent": k - 1 if k else None, "fork_depth": fork, "lineage": lineage,
-                     "tip_depth": fork + per_branch})
-        actions += [{"branch": k, "depth": d, "kind": "do" if d % 2 else "story", "text": f"Road {k}, step {d}."}
-                    for d in range(fork + 1, fork + per_branch + 1)]
-    return {"format": "everlore.adventure", "version": 1, "adventure": {"title": title, "opening": "Forks."},
-            "head": branches - 1, "branches": docs, "actions": actions}
+        docs.append(
+            {
+                "id": k,
+                "parent": k - 1 if k else None,
+                "fork_depth": fork,
+                "lineage": lineage,
+                "tip_depth": fork + per_branch,
+            }
+        )
+        actions += [
+            {"branch": k, "depth": d, "kind": "do" if d % 2 else "story", "text": f"Road {k}, step {d}."}
+            for d in range(fork + 1, fork + per_branch + 1)
+        ]
+    return {
+        "format": "everlore.adventure",
+        "version": 1,
+        "adventure": {"title": title, "opening": "Forks."},
+        "head": branches - 1,
+        "branches": docs,
+        "actions": actions,
+    }
 
 
 def request(port: int, method: str, path: str, token: str, body: bytes | None = None):
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    conn.request(method, path, body=body, headers={"Authorization": f"Token {token}",
-                                                   "Content-Type": "application/json"})
+    conn.request(
+        method, path, body=body, headers={"Authorization": f"Token {token}", "Content-Type": "application/json"}
+    )
     response = conn.getresponse()
     data = response.read()
     conn.close()
@@ -108,9 +129,12 @@ def main() -> None:
     try:
         time.sleep(args.baseline)  # the baseline is a span of probes, not a condition
         began = time.monotonic()
-        documents = [long_story(args.actions, args.memories, f"story {n}") if n % 2 == 0
-                     else chain(args.branches, max(1, args.actions // (4 * args.branches)), f"chain {n}")
-                     for n in range(args.imports)]
+        documents = [
+            long_story(args.actions, args.memories, f"story {n}")
+            if n % 2 == 0
+            else chain(args.branches, max(1, args.actions // (4 * args.branches)), f"chain {n}")
+            for n in range(args.imports)
+        ]
         bodies = [json.dumps(d).encode() for d in documents]
         jobs = []
         for n, body in enumerate(bodies):
@@ -119,8 +143,17 @@ def main() -> None:
             assert status == 202, data[:500]
             answered = round(time.monotonic() - sent, 3)
             job = json.loads(data)
-            jobs.append({"document": documents[n]["adventure"]["title"], "bytes": len(body), "answered_s": answered,
-                         "sent": sent, "token": importer_tokens[n], **job, **({"seconds": answered} if job["status"] == "done" else {})})
+            jobs.append(
+                {
+                    "document": documents[n]["adventure"]["title"],
+                    "bytes": len(body),
+                    "answered_s": answered,
+                    "sent": sent,
+                    "token": importer_tokens[n],
+                    **job,
+                    **({"seconds": answered} if job["status"] == "done" else {}),
+                }
+            )
         with tqdm(total=len(jobs), desc="imports", unit="import") as bar:
             pending = {j["id"]: j for j in jobs if j["status"] not in ("done", "failed")}
             while pending:
@@ -142,19 +175,38 @@ def main() -> None:
     before = [s for t, s, _ in probes if t < began]
     during = [s for t, s, _ in probes if began <= t <= ended]
     errors = sum(1 for _, _, status in probes if status != 200)
-    probe_row = {"before_p50_ms": round(percentile(before, 50) * 1000, 1),
-                 "before_p95_ms": round(percentile(before, 95) * 1000, 1),
-                 "during_p50_ms": round(percentile(during, 50) * 1000, 1),
-                 "during_p95_ms": round(percentile(during, 95) * 1000, 1), "probes": len(probes), "errors": errors}
+    probe_row = {
+        "before_p50_ms": round(percentile(before, 50) * 1000, 1),
+        "before_p95_ms": round(percentile(before, 95) * 1000, 1),
+        "during_p50_ms": round(percentile(during, 50) * 1000, 1),
+        "during_p95_ms": round(percentile(during, 95) * 1000, 1),
+        "probes": len(probes),
+        "errors": errors,
+    }
     probe_row["p95_ratio"] = round(probe_row["during_p95_ms"] / max(probe_row["before_p95_ms"], 0.1), 2)
     rows = [{k: j.get(k) for k in ("document", "bytes", "rows", "status", "answered_s", "seconds")} for j in jobs]
-    print_table("Imports as jobs (worker at nice 10)", ["document", "MB", "rows", "status", "202 in s", "done in s"],
-                [[r["document"], round(r["bytes"] / 1e6, 2), r["rows"], r["status"], r["answered_s"], r["seconds"]]
-                 for r in rows])
-    print_table("Another player's GET /api/adventures/ (target: p95 during <= 2x before, no error)",
-                ["before p50", "before p95", "during p50", "during p95", "ratio", "errors"],
-                [[probe_row["before_p50_ms"], probe_row["before_p95_ms"], probe_row["during_p50_ms"],
-                  probe_row["during_p95_ms"], probe_row["p95_ratio"], errors]])
+    print_table(
+        "Imports as jobs (worker at nice 10)",
+        ["document", "MB", "rows", "status", "202 in s", "done in s"],
+        [
+            [r["document"], round(r["bytes"] / 1e6, 2), r["rows"], r["status"], r["answered_s"], r["seconds"]]
+            for r in rows
+        ],
+    )
+    print_table(
+        "Another player's GET /api/adventures/ (target: p95 during <= 2x before, no error)",
+        ["before p50", "before p95", "during p50", "during p95", "ratio", "errors"],
+        [
+            [
+                probe_row["before_p50_ms"],
+                probe_row["before_p95_ms"],
+                probe_row["during_p50_ms"],
+                probe_row["during_p95_ms"],
+                probe_row["p95_ratio"],
+                errors,
+            ]
+        ],
+    )
 
     def plot(path):
         import matplotlib.pyplot as plt

@@ -53,8 +53,18 @@ ABLATIONS = [
     ("the second hop (0.3) for questions asking for many", {"list_hop": 0.3}),
     ("the second hop (0.3) for every question", {"hop": 0.3}),
     ("BM25 counting words most memories hold", {"bm25_common_share": 1.0}),
-    ("the ranking before issue 17", {"time_words": 0.0, "period": 0.0, "hop": 0.0, "list_hop": 0.0,
-                                     "bm25_common_share": 1.0, "asks": 0.0, "answers": 0.0}),
+    (
+        "the ranking before issue 17",
+        {
+            "time_words": 0.0,
+            "period": 0.0,
+            "hop": 0.0,
+            "list_hop": 0.0,
+            "bm25_common_share": 1.0,
+            "asks": 0.0,
+            "answers": 0.0,
+        },
+    ),
     ("neither", {"context": 0.0, "named_actor": 0.0}),
     ("neither, rrf_k 20", {"context": 0.0, "named_actor": 0.0, "rrf_k": 20}),
     ("vector only", {"context": 0.0, "named_actor": 0.0, "text": 0.0}),
@@ -89,7 +99,7 @@ def grid_points() -> list[dict]:
 
 
 def normalise_evidence(raw) -> set[str]:
-    """"D8:6; D9:17", "D:11:26", "D30:05" and space-joined lists -> {"D8:6", "D9:17", "D11:26", "D30:5"}."""
+    """ "D8:6; D9:17", "D:11:26", "D30:05" and space-joined lists -> {"D8:6", "D9:17", "D11:26", "D30:5"}."""
     items = raw if isinstance(raw, list) else [raw]
     out = set()
     for item in items:
@@ -113,15 +123,29 @@ def main() -> None:
     parser.add_argument("data", nargs="?", default=str(DEFAULT_DATA), help="a LoCoMo-format JSON file")
     parser.add_argument("--limit-conversations", type=int, default=0)
     parser.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: the test suite runs this")
-    parser.add_argument("--ablation", action="store_true",
-                        help="also ask every question with each part of the ranking turned off or changed")
-    parser.add_argument("--cv", action="store_true",
-                        help="choose the parameters by leave-one-conversation-out cross-validation over GRID")
-    parser.add_argument("--candidates", action="store_true",
-                        help="also ask every question with recall's candidate path forced on (every bank ranked "
-                             "over candidates from indexes, not exactly) and print both")
-    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                        help="a ranking setting for every pass (settings.AGENT_RECALL), e.g. --set list_hop=0.3")
+    parser.add_argument(
+        "--ablation",
+        action="store_true",
+        help="also ask every question with each part of the ranking turned off or changed",
+    )
+    parser.add_argument(
+        "--cv",
+        action="store_true",
+        help="choose the parameters by leave-one-conversation-out cross-validation over GRID",
+    )
+    parser.add_argument(
+        "--candidates",
+        action="store_true",
+        help="also ask every question with recall's candidate path forced on (every bank ranked "
+        "over candidates from indexes, not exactly) and print both",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a ranking setting for every pass (settings.AGENT_RECALL), e.g. --set list_hop=0.3",
+    )
     args = parser.parse_args()
     samples = json.loads(Path(args.data).read_text())
     if args.limit_conversations:
@@ -157,8 +181,7 @@ def main() -> None:
         api = APIClient(SERVER_NAME="localhost")
         api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
         events, known = [], set()
-        sessions = sorted((int(m.group(1)), key) for key in conv
-                          if (m := re.fullmatch(r"session_(\d+)", key)))
+        sessions = sorted((int(m.group(1)), key) for key in conv if (m := re.fullmatch(r"session_(\d+)", key)))
         for number, key in sessions:
             when = session_time(conv[f"session_{number}_date_time"])
             for turn in conv[key]:
@@ -168,10 +191,21 @@ def main() -> None:
                 if turn.get("blip_caption"):
                     text += f" [shares a photo: {turn['blip_caption']}]"
                 known.add(turn["dia_id"])
-                events.append({"type": "say", "actor": speaker, "target": other, "nearby": [other], "text": text[:2000],
-                               "time": when.isoformat(), "metadata": {"dia_id": turn["dia_id"]}})
+                events.append(
+                    {
+                        "type": "say",
+                        "actor": speaker,
+                        "target": other,
+                        "nearby": [other],
+                        "text": text[:2000],
+                        "time": when.isoformat(),
+                        "metadata": {"dia_id": turn["dia_id"]},
+                    }
+                )
         for start in tqdm(range(0, len(events), 500), desc=f"ingest {sample.get('sample_id', '')}", unit="batch"):
-            response = api.post(f"/api/worlds/{world.pk}/events/", {"events": events[start:start + 500]}, format="json")
+            response = api.post(
+                f"/api/worlds/{world.pk}/events/", {"events": events[start : start + 500]}, format="json"
+            )
             assert response.status_code == 201, response.content
         redis_client().delete("celery")  # this bench embeds in-process below
         for agent in Agent.objects.filter(world=world):
@@ -186,8 +220,7 @@ def main() -> None:
 
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE memory_agentmemory")
-    dia_of = dict(AgentMemory.objects.filter(world__in=[w for w, *_ in ingested])
-                  .values_list("pk", "metadata__dia_id"))
+    dia_of = dict(AgentMemory.objects.filter(world__in=[w for w, *_ in ingested]).values_list("pk", "metadata__dia_id"))
 
     def ask(label, overrides=None, *, through_api=True):
         """Every question, with ``overrides`` of the ranking's settings, through the
@@ -202,21 +235,40 @@ def main() -> None:
                 for qa, evidence in tqdm(questions, desc=f"{label}: {world.name}", unit="q"):
                     started = time.perf_counter()
                     if through_api:
-                        response = api.post(f"/api/worlds/{world.pk}/agents/{asker}/recall/",
-                                            {"query": qa["question"], "limit": max(KS), "cooldown_seconds": 0,
-                                             "since": "1900-01-01T00:00:00Z", "token_budget": 100_000},
-                                            format="json")
+                        response = api.post(
+                            f"/api/worlds/{world.pk}/agents/{asker}/recall/",
+                            {
+                                "query": qa["question"],
+                                "limit": max(KS),
+                                "cooldown_seconds": 0,
+                                "since": "1900-01-01T00:00:00Z",
+                                "token_budget": 100_000,
+                            },
+                            format="json",
+                        )
                         assert response.status_code == 200, response.content
                         ids = [m["id"] for m in response.json()["memories"]]
                     else:
                         found, _ = agent_recall.agent_recall(
-                            world=world, agent=agent, query=qa["question"], limit=max(KS), cooldown_s=0,
-                            since=datetime(1900, 1, 1, tzinfo=timezone.utc), token_budget=100_000, record=False)
+                            world=world,
+                            agent=agent,
+                            query=qa["question"],
+                            limit=max(KS),
+                            cooldown_s=0,
+                            since=datetime(1900, 1, 1, tzinfo=timezone.utc),
+                            token_budget=100_000,
+                            record=False,
+                        )
                         ids = [m.id for m in found]
                     latencies.append((time.perf_counter() - started) * 1000)
                     ranked = [dia_of.get(i) for i in ids]
-                    records.append({"conv": conv, "category": qa["category"],
-                                    "found": {k: len(evidence & set(ranked[:k])) / len(evidence) for k in KS}})
+                    records.append(
+                        {
+                            "conv": conv,
+                            "category": qa["category"],
+                            "found": {k: len(evidence & set(ranked[:k])) / len(evidence) for k in KS},
+                        }
+                    )
         finally:
             settings.AGENT_RECALL = base_conf
         return records, latencies
@@ -227,12 +279,15 @@ def main() -> None:
     def score(records) -> dict:
         """R@k over all questions and per category, in percent."""
         out = {"n": len(records), **{f"R@{k}": pct([r["found"][k] for r in records]) for k in KS}}
-        out["by_category"] = {c: {f"R@{k}": pct([r["found"][k] for r in records if r["category"] == c]) for k in KS}
-                              for c in CATEGORIES}
+        out["by_category"] = {
+            c: {f"R@{k}": pct([r["found"][k] for r in records if r["category"] == c]) for k in KS} for c in CATEGORIES
+        }
         return out
 
-    base_conf = {**settings.AGENT_RECALL,
-                 **{name: json.loads(value) for name, value in (item.split("=", 1) for item in args.set)}}
+    base_conf = {
+        **settings.AGENT_RECALL,
+        **{name: json.loads(value) for name, value in (item.split("=", 1) for item in args.set)},
+    }
     records, latencies = ask("recall")
     result_full = score(records)
     result = {k: v for k, v in result_full.items() if k != "by_category"}
@@ -255,8 +310,10 @@ def main() -> None:
                 ablations.append((label, score(ask(label, overrides, through_api=False)[0])))
         if args.cv:
             points = grid_points()
-            per_point = [ask(f"grid {n + 1}/{len(points)}", point, through_api=False)[0]
-                         for n, point in enumerate(tqdm(points, desc="grid", unit="point"))]
+            per_point = [
+                ask(f"grid {n + 1}/{len(points)}", point, through_api=False)[0]
+                for n, point in enumerate(tqdm(points, desc="grid", unit="point"))
+            ]
     finally:
         embedder.embed = real_embed
 
@@ -266,56 +323,98 @@ def main() -> None:
             return sum(r["found"][k] for r in records) / max(len(records), 1)
 
         def best_point(keep) -> int:
-            return max(range(len(points)), key=lambda j: (r_at([r for r in per_point[j] if keep(r)], 10),
-                                                          r_at([r for r in per_point[j] if keep(r)], 5)))
+            return max(
+                range(len(points)),
+                key=lambda j: (
+                    r_at([r for r in per_point[j] if keep(r)], 10),
+                    r_at([r for r in per_point[j] if keep(r)], 5),
+                ),
+            )
 
         held, folds = [], []
         for conv, (world, *_rest) in enumerate(ingested):
             chosen = best_point(lambda r: r["conv"] != conv)
             mine = [r for r in per_point[chosen] if r["conv"] == conv]
             held += mine
-            folds.append([world.name, ", ".join(f"{k} {v}" for k, v in points[chosen].items()),
-                          score(mine)["R@10"], score([r for r in records if r["conv"] == conv])["R@10"]])
+            folds.append(
+                [
+                    world.name,
+                    ", ".join(f"{k} {v}" for k, v in points[chosen].items()),
+                    score(mine)["R@10"],
+                    score([r for r in records if r["conv"] == conv])["R@10"],
+                ]
+            )
         best_all = best_point(lambda r: True)
-        cv = {"held_out": score(held), "best_on_all_data": score(per_point[best_all]),
-              "best_on_all_data_point": points[best_all], "folds": folds}
+        cv = {
+            "held_out": score(held),
+            "best_on_all_data": score(per_point[best_all]),
+            "best_on_all_data_point": points[best_all],
+            "folds": folds,
+        }
 
     latencies.sort()
     p50, p95 = latencies[len(latencies) // 2], latencies[int(len(latencies) * 0.95)]
-    rows = [[f"{c} {name}", len([r for r in records if r["category"] == c]),
-             *[result_full["by_category"][c][f"R@{k}"] for k in KS]] for c, name in CATEGORIES.items()]
+    rows = [
+        [
+            f"{c} {name}",
+            len([r for r in records if r["category"] == c]),
+            *[result_full["by_category"][c][f"R@{k}"] for k in KS],
+        ]
+        for c, name in CATEGORIES.items()
+    ]
     rows.append(["all (1-4)", result["n"], *[result[f"R@{k}"] for k in KS]])
-    print_table(f"LoCoMo evidence recall through the recall API ({len(samples)} conversations, local embedder)",
-                ["category", "questions", "R@5", "R@10", "R@25"], rows)
+    print_table(
+        f"LoCoMo evidence recall through the recall API ({len(samples)} conversations, local embedder)",
+        ["category", "questions", "R@5", "R@10", "R@25"],
+        rows,
+    )
     print(f"Recall API latency (in-process, query embedding included): p50 {p50:.1f} ms, p95 {p95:.1f} ms")
     if forced:
-        print_table("Exact scoring against the candidate path forced on (every bank ranked over index candidates)",
-                    ["category", "exact R@5 / R@10", "candidate path R@5 / R@10"],
-                    [[f"{c} {name}", f'{result_full["by_category"][c]["R@5"]} / {result_full["by_category"][c]["R@10"]}',
-                      f'{forced["by_category"][c]["R@5"]} / {forced["by_category"][c]["R@10"]}']
-                     for c, name in CATEGORIES.items()]
-                    + [["all (1-4)", f'{result["R@5"]} / {result["R@10"]}', f'{forced["R@5"]} / {forced["R@10"]}']])
+        print_table(
+            "Exact scoring against the candidate path forced on (every bank ranked over index candidates)",
+            ["category", "exact R@5 / R@10", "candidate path R@5 / R@10"],
+            [
+                [
+                    f"{c} {name}",
+                    f"{result_full['by_category'][c]['R@5']} / {result_full['by_category'][c]['R@10']}",
+                    f"{forced['by_category'][c]['R@5']} / {forced['by_category'][c]['R@10']}",
+                ]
+                for c, name in CATEGORIES.items()
+            ]
+            + [["all (1-4)", f"{result['R@5']} / {result['R@10']}", f"{forced['R@5']} / {forced['R@10']}"]],
+        )
     if ablations:
-        print_table("What each part of the ranking adds (the same questions, one part changed)",
-                    ["ranking", "R@5", "R@10", "R@25"],
-                    [["as configured", *[result[f"R@{k}"] for k in KS]]]
-                    + [[label, *[h[f"R@{k}"] for k in KS]] for label, h in ablations])
+        print_table(
+            "What each part of the ranking adds (the same questions, one part changed)",
+            ["ranking", "R@5", "R@10", "R@25"],
+            [["as configured", *[result[f"R@{k}"] for k in KS]]]
+            + [[label, *[h[f"R@{k}"] for k in KS]] for label, h in ablations],
+        )
     if cv:
+
         def cells(scored, c=None):
             source = scored if c is None else scored["by_category"][c]
-            return [f'{source["R@5"]} / {source["R@10"]}']
+            return [f"{source['R@5']} / {source['R@10']}"]
 
-        print_table(f"Cross-validated (leave one conversation out, {len(grid_points())} grid points): R@5 / R@10",
-                    ["category", "settings as shipped (all data)", "best grid point on all data",
-                     "cross-validated (held out)"],
-                    [[f"{c} {name}", *cells(result_full, c), *cells(cv["best_on_all_data"], c),
-                      *cells(cv["held_out"], c)] for c, name in CATEGORIES.items()]
-                    + [["all (1-4)", *cells(result_full), *cells(cv["best_on_all_data"]), *cells(cv["held_out"])]])
-        print_table("Each fold: the grid point chosen on the other conversations, and the held-out R@10",
-                    ["held out", "chosen", "R@10 held out", "R@10 as shipped"], cv["folds"])
-    print("Reference points (same local model over raw turns): cosine 41.4/50.6/63.7, BM25 43.6/50.9/60.0, "
-          "RRF 49.0/58.4/70.5; DRAGON (LoCoMo paper) R@10 66.2; target (issue 17, cross-validated) "
-          "R@5 >= 65, R@10 >= 75.")
+        print_table(
+            f"Cross-validated (leave one conversation out, {len(grid_points())} grid points): R@5 / R@10",
+            ["category", "settings as shipped (all data)", "best grid point on all data", "cross-validated (held out)"],
+            [
+                [f"{c} {name}", *cells(result_full, c), *cells(cv["best_on_all_data"], c), *cells(cv["held_out"], c)]
+                for c, name in CATEGORIES.items()
+            ]
+            + [["all (1-4)", *cells(result_full), *cells(cv["best_on_all_data"]), *cells(cv["held_out"])]],
+        )
+        print_table(
+            "Each fold: the grid point chosen on the other conversations, and the held-out R@10",
+            ["held out", "chosen", "R@10 held out", "R@10 as shipped"],
+            cv["folds"],
+        )
+    print(
+        "Reference points (same local model over raw turns): cosine 41.4/50.6/63.7, BM25 43.6/50.9/60.0, "
+        "RRF 49.0/58.4/70.5; DRAGON (LoCoMo paper) R@10 66.2; target (issue 17, cross-validated) "
+        "R@5 >= 65, R@10 >= 75."
+    )
     by_category = {c: {k: [r["found"][k] for r in records if r["category"] == c] for k in KS} for c in CATEGORIES}
 
     def plot(path):
@@ -335,11 +434,20 @@ def main() -> None:
         fig.tight_layout()
         fig.savefig(path, dpi=120)
 
-    save("locomo", [result, {"by_category": {CATEGORIES[c]: result_full["by_category"][c] for c in CATEGORIES},
-                             "latency_ms": {"p50": round(p50, 2), "p95": round(p95, 2)},
-                             "ablations": {label: {f"R@{k}": h[f"R@{k}"] for k in KS} for label, h in ablations},
-                             "cv": cv, "candidate_path": forced}],
-         plot)
+    save(
+        "locomo",
+        [
+            result,
+            {
+                "by_category": {CATEGORIES[c]: result_full["by_category"][c] for c in CATEGORIES},
+                "latency_ms": {"p50": round(p50, 2), "p95": round(p95, 2)},
+                "ablations": {label: {f"R@{k}": h[f"R@{k}"] for k in KS} for label, h in ablations},
+                "cv": cv,
+                "candidate_path": forced,
+            },
+        ],
+        plot,
+    )
     if cv:
         result["cv"] = {k: cv["held_out"][k] for k in ("n", *[f"R@{k}" for k in KS])}
     if forced:

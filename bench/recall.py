@@ -67,9 +67,24 @@ def populate(total_rows: int, owner) -> dict:
     connection.ensure_connection()
     register_vector(connection.connection)  # binary COPY of halfvec (bench connection only)
     # every NOT NULL column without a database default (Django's defaults are applied in Python)
-    columns = ("adventure_id", "branch_id", "depth", "text", "embedding", "embedding_model", "pinned",
-               "forgotten", "stale", "edited", "offline", "kind", "importance", "use_count", "created_at",
-               "updated_at")
+    columns = (
+        "adventure_id",
+        "branch_id",
+        "depth",
+        "text",
+        "embedding",
+        "embedding_model",
+        "pinned",
+        "forgotten",
+        "stale",
+        "edited",
+        "offline",
+        "kind",
+        "importance",
+        "use_count",
+        "created_at",
+        "updated_at",
+    )
     out = {}
     with tqdm(total=sum(b for _, _, b in plan), desc="filling the memory table", unit="row", unit_scale=True) as bar:
         for title, dims, bank in plan:
@@ -81,11 +96,47 @@ def populate(total_rows: int, owner) -> dict:
             with connection.cursor() as cursor:
                 sql = f"COPY memory_memory ({', '.join(columns)}) FROM STDIN WITH (FORMAT BINARY)"
                 with cursor.cursor.copy(sql) as copy:
-                    copy.set_types(["int8", "int8", "int4", "text", "halfvec", "varchar", "bool", "bool", "bool",
-                                    "bool", "bool", "varchar", "float8", "int4", "timestamptz", "timestamptz"])
+                    copy.set_types(
+                        [
+                            "int8",
+                            "int8",
+                            "int4",
+                            "text",
+                            "halfvec",
+                            "varchar",
+                            "bool",
+                            "bool",
+                            "bool",
+                            "bool",
+                            "bool",
+                            "varchar",
+                            "float8",
+                            "int4",
+                            "timestamptz",
+                            "timestamptz",
+                        ]
+                    )
                     for i in range(bank):
-                        copy.write_row((adventure.pk, branch.pk, 1, f"memory {i} of {title}", HalfVector(vectors[i]),
-                                        model_name(dims), False, False, False, False, False, "", 0.5, 0, now, now))
+                        copy.write_row(
+                            (
+                                adventure.pk,
+                                branch.pk,
+                                1,
+                                f"memory {i} of {title}",
+                                HalfVector(vectors[i]),
+                                model_name(dims),
+                                False,
+                                False,
+                                False,
+                                False,
+                                False,
+                                "",
+                                0.5,
+                                0,
+                                now,
+                                now,
+                            )
+                        )
             bar.update(bank)
             if title in wanted.values():
                 out[next(k for k, t in wanted.items() if t == title)] = adventure
@@ -150,8 +201,12 @@ def main() -> None:
                 return retrieval.rank(branch=branch, vector=next_query(), model=model, top_k=k)
 
             def fetch():
-                return [(pk, list(v)) for pk, v in Memory.objects.filter(
-                    adventure_id=adventure.pk, embedding_model=model, forgotten=False).values_list("pk", "embedding")]
+                return [
+                    (pk, list(v))
+                    for pk, v in Memory.objects.filter(
+                        adventure_id=adventure.pk, embedding_model=model, forgotten=False
+                    ).values_list("pk", "embedding")
+                ]
 
             def python_rank(cache, q):
                 qn = math.sqrt(sum(x * x for x in q))
@@ -194,8 +249,14 @@ def main() -> None:
                 "python_warm": time_it(python_warm, slow_repeats),
                 "python_cold": time_it(python_cold, slow_repeats),
             }
-            row = {"bank": bank, "dims": dims, "table_rows": total, "queries": queries, "top_k": k,
-                   "same_top_k_as_numpy": f"{agree}/{k}"}
+            row = {
+                "bank": bank,
+                "dims": dims,
+                "table_rows": total,
+                "queries": queries,
+                "top_k": k,
+                "same_top_k_as_numpy": f"{agree}/{k}",
+            }
             for name, values in timings.items():
                 row[f"{name}_p50_ms"] = round(percentile(values, 50), 3)
                 row[f"{name}_p95_ms"] = round(percentile(values, 95), 3)
@@ -205,11 +266,33 @@ def main() -> None:
 
     print_table(
         f"Recall of one adventure's bank (top-{args.top_k}) in a {total:,}-row memory table, ms",
-        ["dims", "bank", "ours p50", "ours p95", "numpy warm p50", "python warm p50", "python cold p50",
-         "cold/ours", "numpy/ours", "same top-k"],
-        [[r["dims"], f"{r['bank']:,}", r["ours_p50_ms"], r["ours_p95_ms"], r["numpy_warm_p50_ms"],
-          r["python_warm_p50_ms"], r["python_cold_p50_ms"], f"{r['python_cold_over_ours']}x",
-          f"{r['numpy_warm_over_ours']}x", r["same_top_k_as_numpy"]] for r in results],
+        [
+            "dims",
+            "bank",
+            "ours p50",
+            "ours p95",
+            "numpy warm p50",
+            "python warm p50",
+            "python cold p50",
+            "cold/ours",
+            "numpy/ours",
+            "same top-k",
+        ],
+        [
+            [
+                r["dims"],
+                f"{r['bank']:,}",
+                r["ours_p50_ms"],
+                r["ours_p95_ms"],
+                r["numpy_warm_p50_ms"],
+                r["python_warm_p50_ms"],
+                r["python_cold_p50_ms"],
+                f"{r['python_cold_over_ours']}x",
+                f"{r['numpy_warm_over_ours']}x",
+                r["same_top_k_as_numpy"],
+            ]
+            for r in results
+        ],
     )
 
     def plot(path):
@@ -218,8 +301,14 @@ def main() -> None:
         fig, ax = plt.subplots(figsize=(9, 4.5))
         labels = [f"{r['dims']}d\n{r['bank']:,}" for r in results]
         x = np.arange(len(results))
-        for i, (name, colour) in enumerate([("ours", "tab:green"), ("numpy_warm", "tab:blue"),
-                                            ("python_warm", "tab:orange"), ("python_cold", "tab:red")]):
+        for i, (name, colour) in enumerate(
+            [
+                ("ours", "tab:green"),
+                ("numpy_warm", "tab:blue"),
+                ("python_warm", "tab:orange"),
+                ("python_cold", "tab:red"),
+            ]
+        ):
             ax.bar(x + (i - 1.5) * 0.2, [r[f"{name}_p50_ms"] for r in results], 0.2, label=name, color=colour)
         ax.set_yscale("log")
         ax.set_xticks(x, labels)

@@ -41,7 +41,7 @@ def _lines(sample: dict) -> list[tuple[str, str]]:
     conv, out, n = sample["conversation"], [], 1
     while f"session_{n}" in conv:
         for turn in conv[f"session_{n}"]:
-            out.append((turn["dia_id"], f'{turn["speaker"]}: {turn["text"]}'))
+            out.append((turn["dia_id"], f"{turn['speaker']}: {turn['text']}"))
         n += 1
     return out
 
@@ -64,8 +64,9 @@ def main() -> None:
         samples = samples[:1]
         for sample in samples:
             conv = sample["conversation"]
-            for key in [k for k in conv if k.startswith("session_") and k.split("_")[1].isdigit()
-                        and int(k.split("_")[1]) > 2]:
+            for key in [
+                k for k in conv if k.startswith("session_") and k.split("_")[1].isdigit() and int(k.split("_")[1]) > 2
+            ]:
                 del conv[key]
     windows = ["first-256"] + [f"end-{n}" for n in (args.windows[:1] if args.smoke else args.windows)]
     local = embedder._local()
@@ -74,12 +75,14 @@ def main() -> None:
         tokenizer = None if window == "first-256" else local.query_tokenizer(int(window.split("-")[1]))
         out = []
         for start in range(0, len(texts), embedder.BATCH_MAX):
-            out.extend(local.embed(texts[start:start + embedder.BATCH_MAX], tokenizer=tokenizer))
+            out.extend(local.embed(texts[start : start + embedder.BATCH_MAX], tokenizer=tokenizer))
         return np.array(out, dtype=np.float32)
 
     def passages(lines):
-        return [Action(kind=Action.Kind.STORY, text="\n".join(t for _, t in lines[k:k + PASSAGE_LINES]))
-                for k in range(0, len(lines), PASSAGE_LINES)]
+        return [
+            Action(kind=Action.Kind.STORY, text="\n".join(t for _, t in lines[k : k + PASSAGE_LINES]))
+            for k in range(0, len(lines), PASSAGE_LINES)
+        ]
 
     span = PASSAGE_LINES * CONTEXT_PASSAGES
     per_conv: dict[str, dict[tuple[str, str], list[dict]]] = {}
@@ -102,7 +105,7 @@ def main() -> None:
             # goes on: the story goes on right after the evidence; the player does something plain
             bank = max(where[e] for e in evidence) + 1
             if bank + span <= len(lines):
-                story = passages(lines[bank:bank + span]) + [Action(kind=Action.Kind.DO, text="look around")]
+                story = passages(lines[bank : bank + span]) + [Action(kind=Action.Kind.DO, text="look around")]
                 cases.append(("goes on", retrieval.query_text(None, story=story), bank, evidence))
         if args.smoke:
             cases = cases[:10]
@@ -113,7 +116,8 @@ def main() -> None:
                 order = np.argsort(-(vectors[:bank] @ query), kind="stable")
                 ranked = [ids[i] for i in order[: max(KS)]]
                 found.setdefault((scenario, window), []).append(
-                    {k: len(evidence & set(ranked[:k])) / len(evidence) for k in KS})
+                    {k: len(evidence & set(ranked[:k])) / len(evidence) for k in KS}
+                )
             for _, text, _, _ in cases[:10]:  # one query at a time, as a turn embeds it
                 began = time.perf_counter()
                 embed([text], window)
@@ -122,34 +126,65 @@ def main() -> None:
     def score(convs, window, k, scenario=None):
         """Evidence recall in %, the mean of the two scenarios' (each its own mean over questions)."""
         parts = []
-        for name in ([scenario] if scenario else SCENARIOS):
+        for name in [scenario] if scenario else SCENARIOS:
             rows = [r[k] for c in convs for r in per_conv[c].get((name, window), [])]
             parts.append(100 * sum(rows) / max(1, len(rows)))
         return sum(parts) / len(parts)
 
     convs = list(per_conv)
-    rows = [{"window": w, "r5": round(score(convs, w, 5), 1), "r10": round(score(convs, w, 10), 1),
-             **{f"{name} r5": round(score(convs, w, 5, name), 1) for name in SCENARIOS},
-             "ms_p50": round(float(np.percentile(cost[w], 50)), 2)} for w in windows]
+    rows = [
+        {
+            "window": w,
+            "r5": round(score(convs, w, 5), 1),
+            "r10": round(score(convs, w, 10), 1),
+            **{f"{name} r5": round(score(convs, w, 5, name), 1) for name in SCENARIOS},
+            "ms_p50": round(float(np.percentile(cost[w], 50)), 2),
+        }
+        for w in windows
+    ]
     folds = []
     for held in convs if len(convs) > 1 else []:
         train = [c for c in convs if c != held]
         best = max(score(train, w, 5) for w in windows[1:])
         chosen = next(w for w in windows[1:] if score(train, w, 5) >= best - 0.5)
-        folds.append({"held_out": held, "chosen": chosen, "r5": score([held], chosen, 5),
-                      "r10": score([held], chosen, 10), "first_r5": score([held], "first-256", 5),
-                      "first_r10": score([held], "first-256", 10)})
-    cv = {key: round(sum(f[key] for f in folds) / max(1, len(folds)), 1)
-          for key in ("r5", "r10", "first_r5", "first_r10")}
+        folds.append(
+            {
+                "held_out": held,
+                "chosen": chosen,
+                "r5": score([held], chosen, 5),
+                "r10": score([held], chosen, 10),
+                "first_r5": score([held], "first-256", 5),
+                "first_r10": score([held], "first-256", 10),
+            }
+        )
+    cv = {
+        key: round(sum(f[key] for f in folds) / max(1, len(folds)), 1) for key in ("r5", "r10", "first_r5", "first_r10")
+    }
     questions = sum(len(v) for c in convs for (name, w), v in per_conv[c].items() if w == "first-256")
-    print_table(f"Story recall by query window ({len(convs)} conversations, {questions} cases, local MiniLM)",
-                ["window", "R@5 (mean of both)", "R@10", *(f"{n} R@5" for n in SCENARIOS), "ms per query p50"],
-                [[r["window"], r["r5"], r["r10"], *(r[f"{n} r5"] for n in SCENARIOS), r["ms_p50"]] for r in rows])
-    print_table("Leave one conversation out", ["held out", "window chosen", "R@5", "R@10", "first-256 R@5 / R@10"],
-                [[f["held_out"], f["chosen"], round(f["r5"], 1), round(f["r10"], 1),
-                  f'{f["first_r5"]:.1f} / {f["first_r10"]:.1f}'] for f in folds])
-    print(f"cross-validated (mean over held-out conversations): R@5 {cv['r5']} / R@10 {cv['r10']} "
-          f"(the old first-256 reading: {cv['first_r5']} / {cv['first_r10']})")
+    print_table(
+        f"Story recall by query window ({len(convs)} conversations, {questions} cases, local MiniLM)",
+        ["window", "R@5 (mean of both)", "R@10", *(f"{n} R@5" for n in SCENARIOS), "ms per query p50"],
+        [[r["window"], r["r5"], r["r10"], *(r[f"{n} r5"] for n in SCENARIOS), r["ms_p50"]] for r in rows],
+    )
+    print_table(
+        "Leave one conversation out",
+        ["held out", "window chosen", "R@5", "R@10", "first-256 R@5 / R@10"],
+        [
+            [
+                f["held_out"],
+                f["chosen"],
+                round(f["r5"], 1),
+                round(f["r10"], 1),
+                f"{f['first_r5']:.1f} / {f['first_r10']:.1f}",
+            ]
+            for f in folds
+        ],
+    )
+    print(
+        f"cross-validated (mean over held-out conversations): R@5 {cv['r5']} / R@10 {cv['r10']} "
+        f"(the old first-256 reading: {cv['first_r5']} / {cv['first_r10']})"
+    )
+
     def plot(path):
         import matplotlib.pyplot as plt
 

@@ -25,9 +25,12 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=100)
     parser.add_argument("--quick", action="store_true", help="30 turns")
     parser.add_argument("--bank", type=int, default=80, help="memories in the bank (the default capacity)")
-    parser.add_argument("--embedder", choices=["remote", "local"], default="remote",
-                        help="remote: the player's embedding endpoint (the zero-latency fake); "
-                             "local: the built-in MiniLM on this CPU")
+    parser.add_argument(
+        "--embedder",
+        choices=["remote", "local"],
+        default="remote",
+        help="remote: the player's embedding endpoint (the zero-latency fake); local: the built-in MiniLM on this CPU",
+    )
     parser.add_argument("--smoke", action="store_true", help="a few turns: the test suite runs this")
     args = parser.parse_args()
     turns = 3 if args.smoke else 30 if args.quick else args.turns
@@ -54,19 +57,34 @@ def main() -> None:
 
     fake = FakeLLM()
     user, _ = get_user_model().objects.get_or_create(username="bench-turn")
-    accounts.ai_settings_update(user_id=user.pk, endpoint_url=fake.url, api_key="sk-bench", model="gpt-4o",
-                                embedding_model="fake-embed" if args.embedder == "remote" else "",
-                                memory_bank_capacity=args.bank, context_tokens=4096)
+    accounts.ai_settings_update(
+        user_id=user.pk,
+        endpoint_url=fake.url,
+        api_key="sk-bench",
+        model="gpt-4o",
+        embedding_model="fake-embed" if args.embedder == "remote" else "",
+        memory_bank_capacity=args.bank,
+        context_tokens=4096,
+    )
     Adventure.objects.filter(owner=user).delete()
-    adventure = adventure_create(owner_id=user.pk, title="bench turn", opening="You arrive at the harbor.",
-                                 persona_name="Ada")
+    adventure = adventure_create(
+        owner_id=user.pk, title="bench turn", opening="You arrive at the harbor.", persona_name="Ada"
+    )
     head = Branch.objects.get(pk=adventure.head_branch_id)
     for n in tqdm(range(200), desc="story", unit="action"):
-        tree.place(adventure_id=adventure.pk, branch_id=head.pk, kind="story",
-                   text=f"Ada meets sailor {n} who tells her about island {n % 17} and the storm of year {n}.")
+        tree.place(
+            adventure_id=adventure.pk,
+            branch_id=head.pk,
+            kind="story",
+            text=f"Ada meets sailor {n} who tells her about island {n % 17} and the storm of year {n}.",
+        )
     for n in tqdm(range(args.bank), desc="bank", unit="memory"):
-        Memory.objects.create(adventure=adventure, branch=head, depth=1 + n * 2,
-                              text=f"Ada learned that island {n % 17} hides the wreck of ship {n}.")
+        Memory.objects.create(
+            adventure=adventure,
+            branch=head,
+            depth=1 + n * 2,
+            text=f"Ada learned that island {n % 17} hides the wreck of ship {n}.",
+        )
     memory_embeddings.embed_pending(adventure=adventure, report=memory_pass.PassReport())
 
     token, _ = Token.objects.get_or_create(user=user)
@@ -108,20 +126,39 @@ def main() -> None:
             memory_queries.append(spent["queries"])
             prompt.append(answer["context"]["total_tokens"])
             knows.append(sum(p["tokens"] for p in answer["context"]["parts"] if p["name"] == "knows"))
-        return {"totals": totals, "memory_ms": memory_ms, "queries": queries, "memory_queries": memory_queries,
-                "recalled": recalled, "prompt": prompt, "knows": knows}
+        return {
+            "totals": totals,
+            "memory_ms": memory_ms,
+            "queries": queries,
+            "memory_queries": memory_queries,
+            "recalled": recalled,
+            "prompt": prompt,
+            "knows": knows,
+        }
 
     plain = play("turns", lambda n: f"ask about island {n % 17}")
     # The same turns with a cast: three characters, each holding a full bank of its own; every turn
     # names two of them, so the prompt gets "What Cora knows" and "What Bram knows".
-    cast_cards = [StoryCard.objects.create(adventure=adventure, type="character", name=name)
-                  for name in ("Cora", "Bram", "Aria")]
+    cast_cards = [
+        StoryCard.objects.create(adventure=adventure, type="character", name=name) for name in ("Cora", "Bram", "Aria")
+    ]
     for card in cast_cards:
-        Memory.objects.bulk_create([
-            Memory(adventure=adventure, branch=head, depth=1 + n * 2, source_start=1 + n * 2, source_end=1 + n * 2,
-                   character=card, kind="witnessed", importance=0.5,
-                   text=f"{card.name} saw Ada sail past island {n % 17} in the storm of year {n}.")
-            for n in range(args.bank)])
+        Memory.objects.bulk_create(
+            [
+                Memory(
+                    adventure=adventure,
+                    branch=head,
+                    depth=1 + n * 2,
+                    source_start=1 + n * 2,
+                    source_end=1 + n * 2,
+                    character=card,
+                    kind="witnessed",
+                    importance=0.5,
+                    text=f"{card.name} saw Ada sail past island {n % 17} in the storm of year {n}.",
+                )
+                for n in range(args.bank)
+            ]
+        )
     memory_embeddings.embed_pending(adventure=adventure, report=memory_pass.PassReport())
     with_cast = play("turns with a cast", lambda n: f"ask Cora and Bram about island {n % 17}")
     turns_module.retrieval.recall_for_turn = real_recall
@@ -131,31 +168,67 @@ def main() -> None:
     totals, memory_ms = plain["totals"], plain["memory_ms"]
 
     def figures(run: dict) -> dict:
-        return {"memories_recalled_per_turn": round(sum(run["recalled"]) / len(run["recalled"]), 1),
-                "total_p50_ms": round(percentile(run["totals"], 50), 2),
-                "total_p95_ms": round(percentile(run["totals"], 95), 2),
-                "memory_p50_ms": round(percentile(run["memory_ms"], 50), 2),
-                "memory_p95_ms": round(percentile(run["memory_ms"], 95), 2),
-                "sql_per_turn": max(run["queries"]), "memory_sql_per_turn": max(run["memory_queries"]),
-                "prompt_tokens": round(sum(run["prompt"]) / len(run["prompt"])),
-                "knows_tokens": round(sum(run["knows"]) / len(run["knows"]))}
+        return {
+            "memories_recalled_per_turn": round(sum(run["recalled"]) / len(run["recalled"]), 1),
+            "total_p50_ms": round(percentile(run["totals"], 50), 2),
+            "total_p95_ms": round(percentile(run["totals"], 95), 2),
+            "memory_p50_ms": round(percentile(run["memory_ms"], 50), 2),
+            "memory_p95_ms": round(percentile(run["memory_ms"], 95), 2),
+            "sql_per_turn": max(run["queries"]),
+            "memory_sql_per_turn": max(run["memory_queries"]),
+            "prompt_tokens": round(sum(run["prompt"]) / len(run["prompt"])),
+            "knows_tokens": round(sum(run["knows"]) / len(run["knows"])),
+        }
 
-    result = {"embedder": args.embedder, "turns": turns, "bank": args.bank, **figures(plain),
-              "memory_p95_target_ms": 10, "sql_target": 12,
-              "with_cast": figures(with_cast)}
+    result = {
+        "embedder": args.embedder,
+        "turns": turns,
+        "bank": args.bank,
+        **figures(plain),
+        "memory_p95_target_ms": 10,
+        "sql_target": 12,
+        "with_cast": figures(with_cast),
+    }
     cast_figures = result["with_cast"]
     result["cast_extra_sql_per_turn"] = cast_figures["sql_per_turn"] - result["sql_per_turn"]
     # the prompt is filled to its budget either way: the "knows" parts take their tokens from the recent story
     result["cast_extra_prompt_tokens"] = cast_figures["knows_tokens"]
-    print_table(f"A turn through the API, zero-latency model, full bank ({args.embedder} embedder)",
-                ["turns", "cast", "recalled", "total p50 ms", "total p95 ms", "memory p50 ms", "memory p95 ms",
-                 "SQL / turn", "memory SQL / turn", "prompt tokens", "'knows' tokens"],
-                [[turns, label, r["memories_recalled_per_turn"], r["total_p50_ms"], r["total_p95_ms"],
-                  r["memory_p50_ms"], r["memory_p95_ms"], r["sql_per_turn"], r["memory_sql_per_turn"],
-                  r["prompt_tokens"], r["knows_tokens"]]
-                 for label, r in (("none", result), ("2 of 3 named", cast_figures))])
-    print(f"a cast costs {result['cast_extra_sql_per_turn']} SQL query more per turn, and its 'What X knows' parts "
-          f"{result['cast_extra_prompt_tokens']} tokens of the prompt's budget (taken from the recent story)")
+    print_table(
+        f"A turn through the API, zero-latency model, full bank ({args.embedder} embedder)",
+        [
+            "turns",
+            "cast",
+            "recalled",
+            "total p50 ms",
+            "total p95 ms",
+            "memory p50 ms",
+            "memory p95 ms",
+            "SQL / turn",
+            "memory SQL / turn",
+            "prompt tokens",
+            "'knows' tokens",
+        ],
+        [
+            [
+                turns,
+                label,
+                r["memories_recalled_per_turn"],
+                r["total_p50_ms"],
+                r["total_p95_ms"],
+                r["memory_p50_ms"],
+                r["memory_p95_ms"],
+                r["sql_per_turn"],
+                r["memory_sql_per_turn"],
+                r["prompt_tokens"],
+                r["knows_tokens"],
+            ]
+            for label, r in (("none", result), ("2 of 3 named", cast_figures))
+        ],
+    )
+    print(
+        f"a cast costs {result['cast_extra_sql_per_turn']} SQL query more per turn, and its 'What X knows' parts "
+        f"{result['cast_extra_prompt_tokens']} tokens of the prompt's budget (taken from the recent story)"
+    )
 
     def plot(path):
         import matplotlib.pyplot as plt

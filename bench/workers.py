@@ -45,15 +45,17 @@ def main() -> None:
     fake = FakeLLM(reply=memory_reply)
     fake.latency = args.latency
     user, _ = get_user_model().objects.get_or_create(username="bench-workers")
-    accounts.ai_settings_update(user_id=user.pk, endpoint_url=fake.url, api_key="sk-bench", model="fake",
-                                embedding_model="fake-embed")
+    accounts.ai_settings_update(
+        user_id=user.pk, endpoint_url=fake.url, api_key="sk-bench", model="fake", embedding_model="fake-embed"
+    )
     results = []
     for count in args.workers:
         Adventure.objects.filter(owner=user).delete()
         ids = []
         for n in tqdm(range(args.jobs), desc=f"stories for {count} worker(s)", unit="adventure"):
-            adventure = adventure_create(owner_id=user.pk, title=f"bench {n}", opening="Action 1.",
-                                         auto_summarize=False, persona_name="Mira")
+            adventure = adventure_create(
+                owner_id=user.pk, title=f"bench {n}", opening="Action 1.", auto_summarize=False, persona_name="Mira"
+            )
             grow(adventure, 12)  # one job = two memories = two model calls
             ids.append(adventure.pk)
         workers = [Worker(extra_env={"LOG_LEVEL": "WARNING"}) for _ in range(count)]
@@ -64,20 +66,31 @@ def main() -> None:
         for adventure_id in ids:
             post_turn.apply_async(args=[adventure_id], kwargs={"enqueued_at": enqueued})
         with tqdm(total=len(ids) * 2, desc=f"{count} worker(s)", unit="memory") as bar:
+
             def done():
                 made = Memory.objects.filter(adventure_id__in=ids).count()
                 bar.update(made - bar.n)
                 return made == len(ids) * 2
+
             wait_for(done, timeout=600, interval=0.2, what="all jobs")
         elapsed = time.monotonic() - started
         for w in workers:
             w.stop()
-        waits = [(run.started_at.timestamp() - enqueued) * 1000
-                 for run in PassRun.objects.filter(adventure_id__in=ids).order_by("started_at")]
-        results.append({"workers": count, "jobs": len(ids), "seconds": round(elapsed, 2),
-                        "jobs_per_s": round(len(ids) / elapsed, 2),
-                        "queue_wait_p50_ms": round(percentile(waits, 50)), "queue_wait_p95_ms": round(percentile(waits, 95)),
-                        "model_latency_s": args.latency})
+        waits = [
+            (run.started_at.timestamp() - enqueued) * 1000
+            for run in PassRun.objects.filter(adventure_id__in=ids).order_by("started_at")
+        ]
+        results.append(
+            {
+                "workers": count,
+                "jobs": len(ids),
+                "seconds": round(elapsed, 2),
+                "jobs_per_s": round(len(ids) / elapsed, 2),
+                "queue_wait_p50_ms": round(percentile(waits, 50)),
+                "queue_wait_p95_ms": round(percentile(waits, 95)),
+                "model_latency_s": args.latency,
+            }
+        )
     backlog = []
     if args.backlog:
         from memory.story.marks import MEMORY_INTERVAL
@@ -94,26 +107,48 @@ def main() -> None:
             started = time.monotonic()
             post_turn.apply_async(args=[adventure.pk])
             with tqdm(total=blocks, desc=f"backlog, {count} worker(s)", unit="memory") as bar:
+
                 def caught_up():
                     made = Memory.objects.filter(adventure_id=adventure.pk).count()
                     bar.update(made - bar.n)
                     return made >= blocks
+
                 wait_for(caught_up, timeout=3600, interval=0.5, what="the backlog")
             elapsed = time.monotonic() - started
             for w in workers:
                 w.stop()
             passes = PassRun.objects.filter(adventure_id=adventure.pk).count()
-            backlog.append({"workers": count, "actions": args.backlog, "memories": blocks, "passes": passes,
-                            "seconds": round(elapsed, 1), "model_latency_s": args.latency,
-                            "seconds_per_memory": round(elapsed / blocks, 3)})
+            backlog.append(
+                {
+                    "workers": count,
+                    "actions": args.backlog,
+                    "memories": blocks,
+                    "passes": passes,
+                    "seconds": round(elapsed, 1),
+                    "model_latency_s": args.latency,
+                    "seconds_per_memory": round(elapsed / blocks, 3),
+                }
+            )
     base = results[0]["jobs_per_s"]
     for row in results:
         row["scaling_vs_1"] = round(row["jobs_per_s"] / base, 2)
     fake.stop()
-    print_table(f"Post-turn throughput, fake model {args.latency * 1000:.0f} ms (target: 4 workers >= 3.5x)",
-                ["workers", "jobs", "seconds", "jobs/s", "scaling", "wait p50 ms", "wait p95 ms"],
-                [[r["workers"], r["jobs"], r["seconds"], r["jobs_per_s"], r["scaling_vs_1"], r["queue_wait_p50_ms"],
-                  r["queue_wait_p95_ms"]] for r in results])
+    print_table(
+        f"Post-turn throughput, fake model {args.latency * 1000:.0f} ms (target: 4 workers >= 3.5x)",
+        ["workers", "jobs", "seconds", "jobs/s", "scaling", "wait p50 ms", "wait p95 ms"],
+        [
+            [
+                r["workers"],
+                r["jobs"],
+                r["seconds"],
+                r["jobs_per_s"],
+                r["scaling_vs_1"],
+                r["queue_wait_p50_ms"],
+                r["queue_wait_p95_ms"],
+            ]
+            for r in results
+        ],
+    )
 
     def plot(path):
         import matplotlib.pyplot as plt
@@ -131,9 +166,11 @@ def main() -> None:
 
     save("workers", results, plot)
     if backlog:
-        print_table(f"Memorizing one {args.backlog}-action import, fake model {args.latency * 1000:.0f} ms",
-                    ["workers", "memories", "passes", "seconds", "s / memory"],
-                    [[r["workers"], r["memories"], r["passes"], r["seconds"], r["seconds_per_memory"]] for r in backlog])
+        print_table(
+            f"Memorizing one {args.backlog}-action import, fake model {args.latency * 1000:.0f} ms",
+            ["workers", "memories", "passes", "seconds", "s / memory"],
+            [[r["workers"], r["memories"], r["passes"], r["seconds"], r["seconds_per_memory"]] for r in backlog],
+        )
         save("workers_backlog", backlog)
     print(json.dumps({"throughput": results, "backlog": backlog}))
 

@@ -52,8 +52,14 @@ class ModeratedAdmin(admin.ModelAdmin):
         """False when a field every row needs is read-only: the form could only fail."""
         readonly = set(self.get_readonly_fields(request))
         for field in self.model._meta.concrete_fields:
-            needed = not (field.null or field.blank or field.has_default() or field.primary_key
-                          or getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False))
+            needed = not (
+                field.null
+                or field.blank
+                or field.has_default()
+                or field.primary_key
+                or getattr(field, "auto_now", False)
+                or getattr(field, "auto_now_add", False)
+            )
             if needed and field.name in readonly:
                 return False
         return True

@@ -36,8 +36,10 @@ RETRY_AFTER_S = (2, 5)  # seconds a refused client is told to wait when few are 
 RETRY_AFTER_MAX_S = 60  # the longest wait told, however many are refused
 PRESSURE_HALF_LIFE_S = 10.0  # refusals and admissions counted with this half-life
 PRESSURE_SLACK = 10  # turns: refusals past the admissions by fewer than this are a blip, not overload
-BUSY = ("the site is busy right now; your turn was not started (nothing was stored), "
-        "try again after the seconds in Retry-After")
+BUSY = (
+    "the site is busy right now; your turn was not started (nothing was stored), "
+    "try again after the seconds in Retry-After"
+)
 # Answers written here carry the headers the site's middleware gives every answer.
 _HEADERS = [(b"content-type", b"application/json"), (b"cache-control", b"no-store"), *SECURITY_HEADERS]
 
@@ -154,8 +156,15 @@ pressure = Pressure()  # one per process: both doors count into it
 
 
 class Admission:
-    def __init__(self, app, *, paths: str | None = None, lag_ms: int | None = None, in_flight: int | None = None,
-                 cpu_busy_pct: int | None = None):
+    def __init__(
+        self,
+        app,
+        *,
+        paths: str | None = None,
+        lag_ms: int | None = None,
+        in_flight: int | None = None,
+        cpu_busy_pct: int | None = None,
+    ):
         self.app = app
         self.paths, self.lag_ms, self.in_flight_max, self.cpu_busy_pct = paths, lag_ms, in_flight, cpu_busy_pct
         self.pattern: re.Pattern | None = None
@@ -207,7 +216,16 @@ class Admission:
 
 async def refuse(send, *, retry_after: int) -> None:
     body = json.dumps({"detail": BUSY, "error": "busy"}).encode()
-    await send({"type": "http.response.start", "status": 503, "headers": [
-        *_HEADERS, (b"content-length", str(len(body)).encode()),
-        (b"retry-after", str(retry_after).encode()), (b"connection", b"close")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 503,
+            "headers": [
+                *_HEADERS,
+                (b"content-length", str(len(body)).encode()),
+                (b"retry-after", str(retry_after).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

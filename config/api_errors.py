@@ -106,8 +106,9 @@ def error_answer(request, error: errors.DomainError):
         from django.template.loader import render_to_string
 
         # No request context: during an outage the context processors would ask the database again.
-        response = HttpResponse(render_to_string("error.html", {"message": error.message, "status": error.status}),
-                                status=error.status)
+        response = HttpResponse(
+            render_to_string("error.html", {"message": error.message, "status": error.status}), status=error.status
+        )
     for name, value in error.headers().items():
         response[name] = value
     return response

@@ -19,8 +19,9 @@ os.environ.setdefault("DB_POOL_SIZE", "10")
 
 # A turn that comes while this process is behind is refused before anything else (config.admission);
 # every request's synchronous parts run on a thread started ahead (config.async_db).
-application = Admission(BodyGuard(request_threads(get_asgi_application(),
-                                                  threads=RequestThreads().start(THREADS_STARTED))))
+application = Admission(
+    BodyGuard(request_threads(get_asgi_application(), threads=RequestThreads().start(THREADS_STARTED)))
+)
 
 # What a web process loads beside its first requests, not inside the first turn (settings.SERVE_WARM_UPS).
 for warm_up in settings.SERVE_WARM_UPS:

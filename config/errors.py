@@ -34,7 +34,7 @@ class InvalidRequest(DomainError):
 
 
 class NotFound(DomainError):
-    """"Not yours" and "no such" alike (never a 403: another user's id reads as none); 404."""
+    """ "Not yours" and "no such" alike (never a 403: another user's id reads as none); 404."""
 
     status = 404
     code = "not_found"
@@ -64,8 +64,9 @@ class Unavailable(DomainError):
     status = 503
     code = "unavailable"
 
-    def __init__(self, message: str = "the service is briefly unavailable; try again in a few seconds",
-                 *, retry_after: int = 5):
+    def __init__(
+        self, message: str = "the service is briefly unavailable; try again in a few seconds", *, retry_after: int = 5
+    ):
         super().__init__(message, retry_after=retry_after)
 
 
@@ -82,8 +83,11 @@ class SecretUnreadable(UpstreamFailed):
 
     code = "key_unreadable"
 
-    def __init__(self, message: str = "your saved API key can no longer be read (the site's encryption keys changed); "
-                                      "enter the key again in your settings"):
+    def __init__(
+        self,
+        message: str = "your saved API key can no longer be read (the site's encryption keys changed); "
+        "enter the key again in your settings",
+    ):
         super().__init__(message)
 
 

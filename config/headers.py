@@ -10,19 +10,21 @@ from django.utils.cache import patch_cache_control
 
 from config.both_modes import BothModes
 
-CSP = "; ".join([
-    "default-src 'self'",
-    "script-src 'self'",
-    # Swagger UI and Django's admin set a few style attributes; scripts stay 'self' only.
-    "style-src 'self' 'unsafe-inline'",
-    "img-src 'self' data:",
-    "font-src 'self'",
-    "connect-src 'self'",
-    "object-src 'none'",
-    "base-uri 'self'",
-    "form-action 'self'",
-    "frame-ancestors 'none'",
-])
+CSP = "; ".join(
+    [
+        "default-src 'self'",
+        "script-src 'self'",
+        # Swagger UI and Django's admin set a few style attributes; scripts stay 'self' only.
+        "style-src 'self' 'unsafe-inline'",
+        "img-src 'self' data:",
+        "font-src 'self'",
+        "connect-src 'self'",
+        "object-src 'none'",
+        "base-uri 'self'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+    ]
+)
 
 
 class SecurityHeadersMiddleware(BothModes):

@@ -80,8 +80,9 @@ class Session(OnTheLoop, SessionMiddleware):
         session = getattr(request, "session", None)
         # Django's process_response saves the session (and reads its expiry) only when it was
         # changed or every request is saved; otherwise it reads flags and sets headers
-        return session is not None and (session.modified or settings.SESSION_SAVE_EVERY_REQUEST) \
-            and not session.is_empty()
+        return (
+            session is not None and (session.modified or settings.SESSION_SAVE_EVERY_REQUEST) and not session.is_empty()
+        )
 
 
 class Messages(OnTheLoop, MessageMiddleware):
@@ -106,7 +107,12 @@ def guards_in_place(app_configs, **kwargs) -> list[checks.Warning]:
             installed.append(import_string(path))
         except ImportError:
             continue
-    return [checks.Warning(f"{guard.__module__}.{guard.__name__} (or a subclass, such as "
-                           f"config.loop_middleware's) is not in MIDDLEWARE", id=f"config.{code}")
-            for code, guard in _GUARDS.items()
-            if not any(isinstance(m, type) and issubclass(m, guard) for m in installed)]
+    return [
+        checks.Warning(
+            f"{guard.__module__}.{guard.__name__} (or a subclass, such as "
+            f"config.loop_middleware's) is not in MIDDLEWARE",
+            id=f"config.{code}",
+        )
+        for code, guard in _GUARDS.items()
+        if not any(isinstance(m, type) and issubclass(m, guard) for m in installed)
+    ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 ERROR_SCHEMA = {
     "type": "object",
     "description": "`detail` says what went wrong; a 400 may instead name each field with its problems; "
-                   "a model failure (424) adds an `error` code.",
+    "a model failure (424) adds an `error` code.",
     "properties": {"detail": {"type": "string"}, "error": {"type": "string"}},
     "additionalProperties": True,
 }
@@ -82,10 +82,20 @@ def add_error_responses(result, generator, request, public):
                 codes.append("424")
             responses = operation.setdefault("responses", {})
             for code in codes:
-                responses.setdefault(code, {
-                    "description": DESCRIPTIONS[code],
-                    "content": {"application/json": {"schema": ref}},
-                    **({"headers": {"Retry-After": {"schema": {"type": "integer"},
-                                                    "description": "seconds to wait"}}} if code == "429" else {}),
-                })
+                responses.setdefault(
+                    code,
+                    {
+                        "description": DESCRIPTIONS[code],
+                        "content": {"application/json": {"schema": ref}},
+                        **(
+                            {
+                                "headers": {
+                                    "Retry-After": {"schema": {"type": "integer"}, "description": "seconds to wait"}
+                                }
+                            }
+                            if code == "429"
+                            else {}
+                        ),
+                    },
+                )
     return result

@@ -16,12 +16,26 @@ OFFSET_MAX = 10_000_000
 
 def query_serializer(*, default: int = DEFAULT, maximum: int = MAXIMUM) -> type[serializers.Serializer]:
     """The ``limit``/``offset`` query of one list endpoint (also its OpenAPI parameters)."""
-    return type(f"Page{default}To{maximum}Query", (serializers.Serializer,), {
-        "limit": serializers.IntegerField(min_value=1, max_value=maximum, required=False, default=default,
-                                          help_text=f"page size, 1-{maximum} (default {default})"),
-        "offset": serializers.IntegerField(min_value=0, max_value=OFFSET_MAX, required=False, default=0,
-                                           help_text="rows to skip (default 0); see the Link header"),
-    })
+    return type(
+        f"Page{default}To{maximum}Query",
+        (serializers.Serializer,),
+        {
+            "limit": serializers.IntegerField(
+                min_value=1,
+                max_value=maximum,
+                required=False,
+                default=default,
+                help_text=f"page size, 1-{maximum} (default {default})",
+            ),
+            "offset": serializers.IntegerField(
+                min_value=0,
+                max_value=OFFSET_MAX,
+                required=False,
+                default=0,
+                help_text="rows to skip (default 0); see the Link header",
+            ),
+        },
+    )
 
 
 _QUERIES: dict[tuple[int, int], type[serializers.Serializer]] = {}
@@ -77,8 +91,9 @@ class LimitOffsetHeaders(LimitOffsetPagination):
         return schema  # the body is the array itself
 
 
-def page(request, queryset, serializer_class, *, default: int = DEFAULT, maximum: int = MAXIMUM,
-         context: dict | None = None) -> Response:
+def page(
+    request, queryset, serializer_class, *, default: int = DEFAULT, maximum: int = MAXIMUM, context: dict | None = None
+) -> Response:
     """One page of ``queryset`` serialized by ``serializer_class`` (for APIViews)."""
     paginator = LimitOffsetHeaders(default=default, maximum=maximum)
     rows = paginator.paginate_queryset(queryset, request)

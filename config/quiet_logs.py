@@ -19,8 +19,9 @@ ON_PURPOSE = {503}  # statuses the site answers by design (Retry-After), not bug
 class ExpectedRefusals(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         status = getattr(record, "status_code", None)
-        refusal = (record.name == "django.request" and isinstance(status, int)
-                   and (status < 500 or status in ON_PURPOSE)) or record.name.startswith("django.security")
+        refusal = (
+            record.name == "django.request" and isinstance(status, int) and (status < 500 or status in ON_PURPOSE)
+        ) or record.name.startswith("django.security")
         if refusal:
             record.exc_info = None
             record.exc_text = None

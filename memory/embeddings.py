@@ -20,9 +20,13 @@ def vector_set(*, memory_id: int, expected_text: str, vector: list[float] | None
     the vector if the memory's text is still ``expected_text``."""
     if vector is not None and len(vector) > EMBEDDING_DIMS_MAX:
         raise ValueError(f"embeddings over {EMBEDDING_DIMS_MAX} dimensions are not supported")
-    return Memory.objects.filter(pk=memory_id, text=expected_text).update(
-        embedding=HalfVector(vector) if vector is not None else None, embedding_model=model if vector else "",
-    ) == 1
+    return (
+        Memory.objects.filter(pk=memory_id, text=expected_text).update(
+            embedding=HalfVector(vector) if vector is not None else None,
+            embedding_model=model if vector else "",
+        )
+        == 1
+    )
 
 
 def vectors_clear_other_models(*, owner_id: int) -> None:
@@ -48,14 +52,16 @@ def embed_pending(*, adventure: Adventure, report) -> None:
     model = embedder.active_model(user_id=adventure.owner_id)
     pending = list(
         Memory.objects.filter(Q(embedding__isnull=True) | ~Q(embedding_model=model), adventure=adventure)
-        .order_by("id").values_list("pk", "text")[:EMBED_PER_RUN]
+        .order_by("id")
+        .values_list("pk", "text")[:EMBED_PER_RUN]
     )
     report.more_due = report.more_due or len(pending) == EMBED_PER_RUN
     for start in range(0, len(pending), embedder.BATCH_MAX):
-        batch = pending[start:start + embedder.BATCH_MAX]
+        batch = pending[start : start + embedder.BATCH_MAX]
         try:
-            name, vectors = embedder.embed(user_id=adventure.owner_id, texts=[t for _, t in batch],
-                                           adventure_id=adventure.pk)
+            name, vectors = embedder.embed(
+                user_id=adventure.owner_id, texts=[t for _, t in batch], adventure_id=adventure.pk
+            )
         except embedder.EmbeddingUnavailable as exc:
             report.failed(f"embeddings: {exc}", exc.code)
             return

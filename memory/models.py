@@ -55,8 +55,10 @@ class Memory(models.Model):
             # one memory per block and holder (the bank's own, or one character's), so a pass that
             # runs twice writes nothing twice
             models.UniqueConstraint(
-                fields=["adventure", "branch", "source_start", "character"], condition=Q(source_start__isnull=False),
-                name="one_memory_per_block", nulls_distinct=False,
+                fields=["adventure", "branch", "source_start", "character"],
+                condition=Q(source_start__isnull=False),
+                name="one_memory_per_block",
+                nulls_distinct=False,
             ),
         ]
         indexes = [models.Index(fields=["adventure", "branch", "depth"])]
@@ -192,8 +194,9 @@ class AgentMemory(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     last_retrieved_at = models.DateTimeField(null=True, blank=True)
     retrieval_count = models.PositiveIntegerField(default=0)
-    consolidated_into = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True,
-                                          related_name="sources")
+    consolidated_into = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="sources"
+    )
 
     class Meta:
         indexes = [

@@ -8,10 +8,12 @@ import re
 from collections import Counter
 from collections.abc import Callable
 
-STOPWORDS = set("""a an the and or but if then so of to in on at by for with from into over under up down out
+STOPWORDS = set(
+    """a an the and or but if then so of to in on at by for with from into over under up down out
 is are was were be been being am do does did have has had this that these those it its as not no yes you your
 he she they them his her their we our i me my there here what which who whom when where why how all any some
-just very can could would should will shall may might must one also than too""".split())
+just very can could would should will shall may might must one also than too""".split()
+)
 _TOKEN = re.compile(r"[A-Za-z']+|\d+")
 _WORD = re.compile(r"[A-Za-z']+")
 _PREAMBLE = re.compile(r"^\s*(memory|summary|here is (the|a) (memory|summary))\s*[:\-]\s*", re.I)
@@ -35,8 +37,9 @@ def limit_words(text: str, limit: int) -> str:
     return cut if cut.endswith((".", "!", "?")) else cut + "."
 
 
-def ranked(sentences: list[str], *, names: float = 1.5, numbers: float = 0.0,
-           bonus: Callable[[str], float] | None = None) -> list[int]:
+def ranked(
+    sentences: list[str], *, names: float = 1.5, numbers: float = 0.0, bonus: Callable[[str], float] | None = None
+) -> list[int]:
     """Indices of ``sentences``, the most telling first: each content word scores the rarer it is
     among these sentences, each name (a capitalised word past the first) ``names``, each number
     ``numbers``, plus ``bonus(sentence)``; all per square root of the sentence's length in words.

@@ -22,8 +22,16 @@ from stories.providers import Connection, ProviderError
 from stories.providers.netguard import check_endpoint
 
 SETTINGS_FIELDS = (
-    "endpoint_url", "model", "summary_model", "embedding_model", "context_tokens", "max_output_tokens",
-    "temperature", "reasoning_max_tokens", "memory_top_k", "memory_bank_capacity",
+    "endpoint_url",
+    "model",
+    "summary_model",
+    "embedding_model",
+    "context_tokens",
+    "max_output_tokens",
+    "temperature",
+    "reasoning_max_tokens",
+    "memory_top_k",
+    "memory_bank_capacity",
 )
 DEMO_COUNTER_PREFIX = "everlore:demo-turns:"
 
@@ -73,8 +81,12 @@ def ai_settings_update(*, user_id: int, api_key: str | None = None, **fields) ->
         obj = AISettings.objects.select_for_update().get(pk=ai_settings_get(user_id=user_id).pk)
         if fields.get("endpoint_url") and fields["endpoint_url"] != obj.endpoint_url:
             check_endpoint(fields["endpoint_url"])
-        cleared = (api_key is None and obj.api_key_encrypted and "endpoint_url" in fields
-                   and endpoint_origin(fields["endpoint_url"]) != endpoint_origin(obj.endpoint_url))
+        cleared = (
+            api_key is None
+            and obj.api_key_encrypted
+            and "endpoint_url" in fields
+            and endpoint_origin(fields["endpoint_url"]) != endpoint_origin(obj.endpoint_url)
+        )
         if cleared:
             api_key = ""
         for name, value in fields.items():
@@ -115,7 +127,9 @@ def connection_for_turn(*, user_id: int, ai: AISettings | None = None) -> Connec
     if demo_available():
         _count_demo_turn(user_id)
         model = obj.model if obj.model in settings.DEMO_MODELS else settings.DEMO_MODELS[0]
-        return Connection(endpoint_url=settings.DEMO_ENDPOINT_URL, api_key=settings.DEMO_API_KEY, model=model, demo=True)
+        return Connection(
+            endpoint_url=settings.DEMO_ENDPOINT_URL, api_key=settings.DEMO_API_KEY, model=model, demo=True
+        )
     raise ProviderError("not_configured", "no model is set up: add an endpoint URL and model in your settings")
 
 

@@ -32,13 +32,23 @@ class PlayerAdmin(ModeratedAdmin, UserAdmin):
 
     @admin.action(description="Suspend: cannot log in or play; tokens stop working", permissions=["change"])
     def suspend(self, request, queryset):
-        each(self, request, self._suspendable(request, queryset),
-             lambda u: moderation.user_suspend(user_id=u.pk), "Suspended")
+        each(
+            self,
+            request,
+            self._suspendable(request, queryset),
+            lambda u: moderation.user_suspend(user_id=u.pk),
+            "Suspended",
+        )
 
     @admin.action(description="Reinstate suspended users", permissions=["change"])
     def reinstate(self, request, queryset):
-        each(self, request, self._suspendable(request, queryset),
-             lambda u: moderation.user_suspend(user_id=u.pk, suspended=False), "Reinstated")
+        each(
+            self,
+            request,
+            self._suspendable(request, queryset),
+            lambda u: moderation.user_suspend(user_id=u.pk, suspended=False),
+            "Reinstated",
+        )
 
     def user_change_password(self, request, id, form_url=""):
         if is_moderator_only(request):
@@ -57,13 +67,19 @@ class AdventureAdmin(ModeratedAdmin):
 
     @admin.action(description="Hide from everyone but staff", permissions=["change"])
     def hide(self, request, queryset):
-        each(self, request, queryset, lambda a: moderation.adventure_set_hidden(adventure_id=a.pk, hidden=True),
-             "Hidden")
+        each(
+            self, request, queryset, lambda a: moderation.adventure_set_hidden(adventure_id=a.pk, hidden=True), "Hidden"
+        )
 
     @admin.action(description="Show again", permissions=["change"])
     def unhide(self, request, queryset):
-        each(self, request, queryset, lambda a: moderation.adventure_set_hidden(adventure_id=a.pk, hidden=False),
-             "Shown again")
+        each(
+            self,
+            request,
+            queryset,
+            lambda a: moderation.adventure_set_hidden(adventure_id=a.pk, hidden=False),
+            "Shown again",
+        )
 
     @admin.action(description="Re-run the memory pass", permissions=["view"])
     def rerun_memory_pass(self, request, queryset):

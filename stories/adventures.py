@@ -23,8 +23,13 @@ from stories.models import (
 EXPORT_FORMAT, EXPORT_VERSION = import_doc.EXPORT_FORMAT, import_doc.EXPORT_VERSION
 
 ADVENTURE_TEXT_FIELDS = {
-    "title": TITLE_MAX, "persona_name": 100, "persona_pronouns": 40, "persona_description": LONG_TEXT_MAX,
-    "plot_essentials": LONG_TEXT_MAX, "authors_note": AUTHORS_NOTE_MAX, "ai_instructions": LONG_TEXT_MAX,
+    "title": TITLE_MAX,
+    "persona_name": 100,
+    "persona_pronouns": 40,
+    "persona_description": LONG_TEXT_MAX,
+    "plot_essentials": LONG_TEXT_MAX,
+    "authors_note": AUTHORS_NOTE_MAX,
+    "ai_instructions": LONG_TEXT_MAX,
     "story_summary": LONG_TEXT_MAX,
 }
 ADVENTURE_BOOL_FIELDS = ("auto_summarize", "memory_bank_enabled")
@@ -88,20 +93,33 @@ def adventure_export(*, adventure: Adventure) -> dict:
         },
         "head": adventure.head_branch_id,
         "branches": [
-            {"id": b.pk, "parent": b.parent_id, "fork_depth": b.fork_depth, "lineage": b.lineage,
-             "tip_depth": b.tip_depth, "name": b.name, "internal": b.internal}
+            {
+                "id": b.pk,
+                "parent": b.parent_id,
+                "fork_depth": b.fork_depth,
+                "lineage": b.lineage,
+                "tip_depth": b.tip_depth,
+                "name": b.name,
+                "internal": b.internal,
+            }
             for b in branches
         ],
         # A take a moderator hid keeps its place in the tree, without its text; imported, it stays hidden.
         "actions": [
-            {"branch": a.branch_id, "depth": a.depth, "kind": a.kind, "text": "" if a.hidden else a.text,
-             "live": a.live, "created_at": a.created_at.isoformat(),
-             "edited_at": a.edited_at.isoformat() if a.edited_at else None, **({"hidden": True} if a.hidden else {})}
+            {
+                "branch": a.branch_id,
+                "depth": a.depth,
+                "kind": a.kind,
+                "text": "" if a.hidden else a.text,
+                "live": a.live,
+                "created_at": a.created_at.isoformat(),
+                "edited_at": a.edited_at.isoformat() if a.edited_at else None,
+                **({"hidden": True} if a.hidden else {}),
+            }
             for a in actions
         ],
         "cards": [
-            {"type": c.type, "name": c.name, "keys": c.keys, "entry": c.entry, "notes": c.notes,
-             "in_cast": c.in_cast}
+            {"type": c.type, "name": c.name, "keys": c.keys, "entry": c.entry, "notes": c.notes, "in_cast": c.in_cast}
             for c in StoryCard.objects.filter(adventure=adventure).order_by("id")
         ],
     }
@@ -140,9 +158,10 @@ def _require_contiguous(branches: list[dict], actions: list[dict]) -> None:
         for ancestor, cap in b["lineage"]:
             depths += [d for d in live.get(ancestor, ()) if d <= cap]
         depths.sort()
-        _require(len(depths) == b["tip_depth"] and depths == list(range(1, len(depths) + 1)),
-                 f"branch {b['name'] or b['id']!r} does not read as a contiguous story "
-                 "(depths 1..tip, one live take each)")
+        _require(
+            len(depths) == b["tip_depth"] and depths == list(range(1, len(depths) + 1)),
+            f"branch {b['name'] or b['id']!r} does not read as a contiguous story (depths 1..tip, one live take each)",
+        )
 
 
 def adventure_import(*, owner_id: int, data) -> Adventure:
@@ -169,24 +188,42 @@ def adventure_import_mapped(*, owner_id: int, data, progress=lambda stage, done,
     for b in branches:
         _require(b["parent"] is None or b["parent"] in ids, f"branch {b['id']} has an unknown parent")
         _require(all(ancestor in ids for ancestor, _ in b["lineage"]), f"branch {b['id']} has a malformed lineage")
-        _require(all(cap <= b["fork_depth"] for _, cap in b["lineage"]),
-                 f"branch {b['id']} reads an ancestor past its fork")
+        _require(
+            all(cap <= b["fork_depth"] for _, cap in b["lineage"]), f"branch {b['id']} reads an ancestor past its fork"
+        )
     _require(doc["head"] in by_id and not by_id[doc["head"]]["internal"], "'head' must name a branch")
     for n, a in enumerate(actions):
         _require(a["branch"] in ids, f"actions[{n}] names an unknown 'branch'")
-        _require(a["depth"] > by_id[a["branch"]]["fork_depth"], f"an action of branch {a['branch']} has a depth outside it")
+        _require(
+            a["depth"] > by_id[a["branch"]]["fork_depth"], f"an action of branch {a['branch']} has a depth outside it"
+        )
     cards = [{**c, "keys": clean_keys(c["keys"]), "notes": c["notes"] or ""} for c in cards]
     _require_contiguous(branches, actions)
 
     with transaction.atomic():
         adventure = Adventure.objects.create(owner_id=owner_id, **fields)
-        new_ids = tree.tree_import(adventure=adventure, branches=branches, actions=actions, head=doc["head"],
-                                   batch=IMPORT_BATCH, progress=lambda done, total: progress("story", done, total))
-        made = StoryCard.objects.bulk_create([
-            StoryCard(adventure=adventure, type=c["type"], name=c["name"], keys=c["keys"], entry=c["entry"],
-                      notes=c["notes"], in_cast=c["in_cast"])
-            for c in cards
-        ])
+        new_ids = tree.tree_import(
+            adventure=adventure,
+            branches=branches,
+            actions=actions,
+            head=doc["head"],
+            batch=IMPORT_BATCH,
+            progress=lambda done, total: progress("story", done, total),
+        )
+        made = StoryCard.objects.bulk_create(
+            [
+                StoryCard(
+                    adventure=adventure,
+                    type=c["type"],
+                    name=c["name"],
+                    keys=c["keys"],
+                    entry=c["entry"],
+                    notes=c["notes"],
+                    in_cast=c["in_cast"],
+                )
+                for c in cards
+            ]
+        )
         card_limit_check(adventure=adventure, adding=0)
         jobs.memory_pass_after_commit(adventure_id=adventure.pk)  # the story is remembered in the background
     return Imported(adventure, new_ids, [c.pk for c in made])

@@ -27,8 +27,12 @@ class SignupView(APIView):
     def post(self, request):
         limits.signup_open(ip=auth.client_ip(request))  # before the name is looked at: no enumeration
         data = _valid(s.SignupSerializer, request)
-        user, token = auth.signup(username=data["username"], password=data["password"], email=data.get("email", ""),
-                                  ip=auth.client_ip(request))
+        user, token = auth.signup(
+            username=data["username"],
+            password=data["password"],
+            email=data.get("email", ""),
+            ip=auth.client_ip(request),
+        )
         login(request, user, backend=auth.BACKEND)
         return Response(s.TokenSerializer({"token": token, "username": user.username}).data, status=201)
 
@@ -43,10 +47,12 @@ class LoginView(APIView):
         user = authenticate(request, username=data["username"], password=data["password"])
         if user is None:
             if auth.login_throttled(request):
-                return Response({"detail": auth.THROTTLED}, status=429,
-                                headers={"Retry-After": str(settings.LOGIN_FAILURE_WINDOW_S)})
-            return Response({"detail": "wrong username or password"}, status=401,
-                            headers={"WWW-Authenticate": "Token"})
+                return Response(
+                    {"detail": auth.THROTTLED},
+                    status=429,
+                    headers={"Retry-After": str(settings.LOGIN_FAILURE_WINDOW_S)},
+                )
+            return Response({"detail": "wrong username or password"}, status=401, headers={"WWW-Authenticate": "Token"})
         token = auth.api_token_for(user)
         login(request, user)
         return Response(s.TokenSerializer({"token": token, "username": user.username}).data)
@@ -61,13 +67,18 @@ class LogoutView(APIView):
 
 
 class PasswordView(APIView):
-    @extend_schema(request=s.PasswordChangeSerializer, responses={200: s.TokenSerializer}, tags=["auth"],
-                   description="Change your password. Every other session and API token of the account ends; "
-                               "the answer carries this client's new token.")
+    @extend_schema(
+        request=s.PasswordChangeSerializer,
+        responses={200: s.TokenSerializer},
+        tags=["auth"],
+        description="Change your password. Every other session and API token of the account ends; "
+        "the answer carries this client's new token.",
+    )
     def post(self, request):
         data = _valid(s.PasswordChangeSerializer, request, context={"user": request.user})
-        token = auth.password_change(request=request, old_password=data["old_password"],
-                                     new_password=data["new_password"])
+        token = auth.password_change(
+            request=request, old_password=data["old_password"], new_password=data["new_password"]
+        )
         return Response(s.TokenSerializer({"token": token, "username": request.user.username}).data)
 
 
@@ -96,11 +107,18 @@ class SettingsTestView(APIView):
     def post(self, request):
         conn = accounts.connection_for_test(user_id=request.user.id)
         result = providers.complete(
-            conn=conn, messages=[{"role": "user", "content": "Reply with the word: ok"}], max_tokens=5,
-            temperature=0.0, user_id=request.user.id, purpose=ProviderCall.Purpose.TEST,
+            conn=conn,
+            messages=[{"role": "user", "content": "Reply with the word: ok"}],
+            max_tokens=5,
+            temperature=0.0,
+            user_id=request.user.id,
+            purpose=ProviderCall.Purpose.TEST,
         )
-        return Response(s.TestConnectionResultSerializer(
-            {"ok": True, "model": result.model, "latency_ms": result.latency_ms, "reply": result.text[:100]}).data)
+        return Response(
+            s.TestConnectionResultSerializer(
+                {"ok": True, "model": result.model, "latency_ms": result.latency_ms, "reply": result.text[:100]}
+            ).data
+        )
 
 
 class DebugRequestsView(APIView):

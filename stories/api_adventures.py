@@ -22,8 +22,11 @@ from stories.play import changes
 class AdventureListView(APIView):
     @extend_schema(responses=s.AdventureSerializer(many=True), parameters=paging.parameters(), tags=["adventures"])
     def get(self, request):
-        qs = (Adventure.objects.filter(owner=request.user, hidden=False).select_related("head_branch")
-              .order_by("-updated_at", "-id"))
+        qs = (
+            Adventure.objects.filter(owner=request.user, hidden=False)
+            .select_related("head_branch")
+            .order_by("-updated_at", "-id")
+        )
         return paging.page(request, qs, s.AdventureSerializer)
 
     @extend_schema(request=s.AdventureSerializer, responses={201: s.AdventureSerializer}, tags=["adventures"])
@@ -40,8 +43,9 @@ class AdventureDetailView(APIView):
     @extend_schema(request=s.AdventureUpdateSerializer, responses=s.AdventureSerializer, tags=["adventures"])
     def patch(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
-        adventure = changes.adventure_update(adventure=adventure,
-                                          **_valid(s.AdventureUpdateSerializer, request, partial=True))
+        adventure = changes.adventure_update(
+            adventure=adventure, **_valid(s.AdventureUpdateSerializer, request, partial=True)
+        )
         return Response(s.AdventureSerializer(adventure).data)
 
     @extend_schema(responses={204: None}, tags=["adventures"])
@@ -51,8 +55,9 @@ class AdventureDetailView(APIView):
 
 
 class AdventureExportView(APIView):
-    @extend_schema(responses={200: inline_serializer("AdventureExport", {"format": strict.TextField()})},
-                   tags=["adventures"])
+    @extend_schema(
+        responses={200: inline_serializer("AdventureExport", {"format": strict.TextField()})}, tags=["adventures"]
+    )
     def get(self, request, adventure_id):
         return Response(changes.adventure_export(adventure=_adventure(request, adventure_id)))
 
@@ -61,17 +66,28 @@ class ImportJobSerializer(serializers.Serializer):
     """An import job as the player sees it (stories.imports.job_state)."""
 
     id = serializers.IntegerField()
-    status = serializers.ChoiceField(choices=["queued", "running", "done", "failed"], help_text=(
-        "queued: waiting for a worker; running: being imported (see progress); done: adventure_id is the new "
-        "adventure; failed: error is the answer the document earned (nothing was stored)"))
+    status = serializers.ChoiceField(
+        choices=["queued", "running", "done", "failed"],
+        help_text=(
+            "queued: waiting for a worker; running: being imported (see progress); done: adventure_id is the new "
+            "adventure; failed: error is the answer the document earned (nothing was stored)"
+        ),
+    )
     title = serializers.CharField()
     rows = serializers.IntegerField(help_text="branches, actions, cards and memories the document holds")
-    progress = inline_serializer("ImportProgress", {
-        "stage": serializers.ChoiceField(choices=["checking", "story", "memories", "summary", "done"]),
-        "done": serializers.IntegerField(), "total": serializers.IntegerField()}, allow_null=True)
+    progress = inline_serializer(
+        "ImportProgress",
+        {
+            "stage": serializers.ChoiceField(choices=["checking", "story", "memories", "summary", "done"]),
+            "done": serializers.IntegerField(),
+            "total": serializers.IntegerField(),
+        },
+        allow_null=True,
+    )
     adventure_id = serializers.IntegerField(allow_null=True)
-    error = inline_serializer("ImportError", {"detail": serializers.CharField(), "error": serializers.CharField()},
-                              allow_null=True)
+    error = inline_serializer(
+        "ImportError", {"detail": serializers.CharField(), "error": serializers.CharField()}, allow_null=True
+    )
     created_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
 
@@ -90,12 +106,23 @@ def _job_answer(job, status=200) -> Response:
 
 
 class AdventureImportView(APIView):
-    @extend_schema(request=inline_serializer("AdventureImport", {"format": serializers.ChoiceField(
-                       choices=[adventures.EXPORT_FORMAT], help_text="an export of this site, as GET .../export/ gives")}),
-                   responses={202: ImportJobSerializer}, tags=["adventures"], description=(
-                       "Import an export as a new adventure. Answers 202 with a job: done already for a small "
-                       "document (an invalid one is a 400 at once), queued for a worker otherwise; poll "
-                       "GET /api/imports/{id}/ (its Location) until it is done or failed."))
+    @extend_schema(
+        request=inline_serializer(
+            "AdventureImport",
+            {
+                "format": serializers.ChoiceField(
+                    choices=[adventures.EXPORT_FORMAT], help_text="an export of this site, as GET .../export/ gives"
+                )
+            },
+        ),
+        responses={202: ImportJobSerializer},
+        tags=["adventures"],
+        description=(
+            "Import an export as a new adventure. Answers 202 with a job: done already for a small "
+            "document (an invalid one is a 400 at once), queued for a worker otherwise; poll "
+            "GET /api/imports/{id}/ (its Location) until it is done or failed."
+        ),
+    )
     def post(self, request):
         return _job_answer(imports.import_start(owner_id=request.user.id, data=request.data), status=202)
 
@@ -151,8 +178,7 @@ class CardDetailView(APIView):
 
 
 class CardImportView(APIView):
-    @extend_schema(request=s.AIDungeonCardsSerializer,
-                   responses={201: s.CardSerializer(many=True)}, tags=["cards"])
+    @extend_schema(request=s.AIDungeonCardsSerializer, responses={201: s.CardSerializer(many=True)}, tags=["cards"])
     def post(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
         created = cards.import_aidungeon(adventure=adventure, data=request.data)
@@ -160,8 +186,13 @@ class CardImportView(APIView):
 
 
 class CardExportView(APIView):
-    @extend_schema(responses={200: inline_serializer("AIDungeonCard", {"keys": strict.TextField(),
-                                                                         "value": strict.TextField()}, many=True)},
-                   tags=["cards"])
+    @extend_schema(
+        responses={
+            200: inline_serializer(
+                "AIDungeonCard", {"keys": strict.TextField(), "value": strict.TextField()}, many=True
+            )
+        },
+        tags=["cards"],
+    )
     def get(self, request, adventure_id):
         return Response(cards.export_aidungeon(adventure=_adventure(request, adventure_id)))

@@ -28,32 +28,51 @@ def _take_counts(actions: list[Action]) -> dict:
     if not actions:
         return {}
     keys = {(a.branch_id, a.depth) for a in actions}
-    rows = (Action.objects.filter(branch_id__in={b for b, _ in keys}, depth__in={d for _, d in keys})
-            .values("branch_id", "depth").annotate(n=Count("id")))
+    rows = (
+        Action.objects.filter(branch_id__in={b for b, _ in keys}, depth__in={d for _, d in keys})
+        .values("branch_id", "depth")
+        .annotate(n=Count("id"))
+    )
     return {(r["branch_id"], r["depth"]): r["n"] for r in rows if (r["branch_id"], r["depth"]) in keys}
 
 
 class _StoryQuery(serializers.Serializer):
-    before = serializers.IntegerField(min_value=1, max_value=2**31 - 1, required=False, default=None, allow_null=True,
-                                      help_text="only actions below this depth")
-    limit = serializers.IntegerField(min_value=1, max_value=STORY_PAGE_MAX, required=False, default=STORY_PAGE_DEFAULT,
-                                     help_text=f"1-{STORY_PAGE_MAX}, default {STORY_PAGE_DEFAULT}")
+    before = serializers.IntegerField(
+        min_value=1,
+        max_value=2**31 - 1,
+        required=False,
+        default=None,
+        allow_null=True,
+        help_text="only actions below this depth",
+    )
+    limit = serializers.IntegerField(
+        min_value=1,
+        max_value=STORY_PAGE_MAX,
+        required=False,
+        default=STORY_PAGE_DEFAULT,
+        help_text=f"1-{STORY_PAGE_MAX}, default {STORY_PAGE_DEFAULT}",
+    )
 
 
 class StoryView(APIView):
     @extend_schema(
         parameters=[_StoryQuery],
-        responses=s.StoryPageSerializer, tags=["story"],
+        responses=s.StoryPageSerializer,
+        tags=["story"],
     )
     def get(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
         params = _valid_query(request)
         branch = lineage.head(adventure)
         rows, next_before = lineage.story_page(branch, before_depth=params["before"], limit=params["limit"])
-        return Response({
-            "branch": branch.pk, "tip_depth": branch.tip_depth, "next_before": next_before,
-            "actions": s.ActionSerializer(rows, many=True, context={"take_counts": _take_counts(rows)}).data,
-        })
+        return Response(
+            {
+                "branch": branch.pk,
+                "tip_depth": branch.tip_depth,
+                "next_before": next_before,
+                "actions": s.ActionSerializer(rows, many=True, context={"take_counts": _take_counts(rows)}).data,
+            }
+        )
 
 
 def _valid_query(request):
@@ -108,8 +127,10 @@ class TakesView(APIView):
             branch = Branch.objects.get(pk=action.branch_id)
         takes = [t for t in lineage.takes_at(branch, action.depth) if not t.hidden]
         counts = {(t.branch_id, t.depth): len(takes) for t in takes}
-        return {"depth": action.depth,
-                "takes": s.ActionSerializer(takes, many=True, context={"take_counts": counts}).data}
+        return {
+            "depth": action.depth,
+            "takes": s.ActionSerializer(takes, many=True, context={"take_counts": counts}).data,
+        }
 
     @extend_schema(responses=s.TakesSerializer, tags=["story"])
     def get(self, request, adventure_id, action_id):
@@ -122,7 +143,9 @@ class TakesView(APIView):
         action = _action(adventure, action_id)
         take_id = _valid(s.TakeSelectSerializer, request)["take_id"]
         branch = lineage.head(adventure)
-        if take_id not in {t.pk for t in lineage.takes_at(branch, action.depth) if not t.hidden} or not lineage.on_path(branch, action):
+        if take_id not in {t.pk for t in lineage.takes_at(branch, action.depth) if not t.hidden} or not lineage.on_path(
+            branch, action
+        ):
             raise NotFound("take_id is not a take of this action on the current branch")
         selected = tree.take_select(adventure_id=adventure.pk, action_id=take_id)
         return Response(self._takes(adventure, selected))

@@ -42,13 +42,20 @@ _STREAM_DOC = OpenApiResponse(
     response=OpenApiTypes.STR,
     description=(
         "With `Accept: text/event-stream`: the reply as server-sent events while the model writes it. "
-        "`event: token` carries `{\"text\": ...}` (a piece of the reply); the stream ends with `event: done` "
+        '`event: token` carries `{"text": ...}` (a piece of the reply); the stream ends with `event: done` '
         "carrying exactly the 201 JSON answer, or `event: error` carrying the 424/429 JSON answer with its "
         "`status`. Closing the connection stops the reply and keeps the text written so far."
     ),
-    examples=[OpenApiExample("stream", media_type=EVENTS, value=(
-        'event: token\ndata: {"text": "The door"}\n\nevent: token\ndata: {"text": " opens."}\n\n'
-        'event: done\ndata: {"actions": [...], "context": {...}, "usage": {...}, "memories": [...]}\n\n'))],
+    examples=[
+        OpenApiExample(
+            "stream",
+            media_type=EVENTS,
+            value=(
+                'event: token\ndata: {"text": "The door"}\n\nevent: token\ndata: {"text": " opens."}\n\n'
+                'event: done\ndata: {"actions": [...], "context": {...}, "usage": {...}, "memories": [...]}\n\n'
+            ),
+        )
+    ],
 )
 
 
@@ -106,28 +113,37 @@ class _TurnView(APIView):
 
 
 class TurnView(_TurnView):
-    @extend_schema(request=s.TURN_INPUT_SCHEMA, responses={201: s.TurnResultSerializer, (200, EVENTS): _STREAM_DOC},
-                   tags=["story"], summary="Play a turn",
-                   description="Stores the player's action (`do`, `say`, `story`; `continue` with no text) and the "
-                               "model's reply on the current branch. 409 while another reply is being written; "
-                               "when the model fails, the action is kept (`stored_actions`) and retry gets the reply.")
+    @extend_schema(
+        request=s.TURN_INPUT_SCHEMA,
+        responses={201: s.TurnResultSerializer, (200, EVENTS): _STREAM_DOC},
+        tags=["story"],
+        summary="Play a turn",
+        description="Stores the player's action (`do`, `say`, `story`; `continue` with no text) and the "
+        "model's reply on the current branch. 409 while another reply is being written; "
+        "when the model fails, the action is kept (`stored_actions`) and retry gets the reply.",
+    )
     def post(self, request, adventure_id):
         adventure = _adventure(request, adventure_id, for_play=True)
         data = _valid(s.TurnInputSerializer, request)
         limits.turn(user_id=request.user.id)
         try:
-            prepared = turns.begin_play(user_id=request.user.id, adventure=adventure, mode=data["mode"],
-                                        text=data["text"].strip())
+            prepared = turns.begin_play(
+                user_id=request.user.id, adventure=adventure, mode=data["mode"], text=data["text"].strip()
+            )
         except turns.TurnFailed as exc:
             return _failed_response(exc)
         return Begun(prepared, retried=False)
 
 
 class RetryView(_TurnView):
-    @extend_schema(request=None, responses={201: s.TurnResultSerializer, (200, EVENTS): _STREAM_DOC}, tags=["story"],
-                   summary="Retry the last reply",
-                   description="Writes another take of the newest reply (or the missing reply after a failed turn); "
-                               "the earlier takes stay and can be chosen again.")
+    @extend_schema(
+        request=None,
+        responses={201: s.TurnResultSerializer, (200, EVENTS): _STREAM_DOC},
+        tags=["story"],
+        summary="Retry the last reply",
+        description="Writes another take of the newest reply (or the missing reply after a failed turn); "
+        "the earlier takes stay and can be chosen again.",
+    )
     def post(self, request, adventure_id):
         adventure = _adventure(request, adventure_id, for_play=True)
         limits.turn(user_id=request.user.id)
@@ -150,8 +166,14 @@ async def _events(reply: turns.Reply, *, retried: bool):
         result = await reply.finish()
     except turns.TurnFailed as exc:
         status, body, headers = await db_step(_failed, exc)
-        yield _event("error", {**body, "status": status, **({"retry_after": int(headers["Retry-After"])}
-                                                             if "Retry-After" in headers else {})})
+        yield _event(
+            "error",
+            {
+                **body,
+                "status": status,
+                **({"retry_after": int(headers["Retry-After"])} if "Retry-After" in headers else {}),
+            },
+        )
         return
     yield _event("done", await db_step(_answer, result, retried))
 
@@ -171,23 +193,36 @@ def _answer(result: turns.TurnResult, retried: bool) -> dict:
     """The 201 answer: the stored actions, the context, the usage and the memories used."""
     # A new node has one take; only a retry adds a take to an existing node.
     counts = _take_counts(result.actions) if retried else {}
-    return s.TurnResultSerializer({
-        "actions": result.actions,
-        "context": result.context.as_dict(),
-        "usage": {"model": result.completion.model, "prompt_tokens": result.completion.prompt_tokens,
-                  "completion_tokens": result.completion.completion_tokens,
-                  "latency_ms": result.completion.latency_ms, "demo": result.demo},
-        "memories": [{"id": m.id, "text": m.text, "similarity": m.similarity, "pinned": m.pinned}
-                     for m in result.memories if m.id in result.context.memory_ids],
-        "recall_note": result.context.recall_note,
-    }, context={"take_counts": counts}).data
+    return s.TurnResultSerializer(
+        {
+            "actions": result.actions,
+            "context": result.context.as_dict(),
+            "usage": {
+                "model": result.completion.model,
+                "prompt_tokens": result.completion.prompt_tokens,
+                "completion_tokens": result.completion.completion_tokens,
+                "latency_ms": result.completion.latency_ms,
+                "demo": result.demo,
+            },
+            "memories": [
+                {"id": m.id, "text": m.text, "similarity": m.similarity, "pinned": m.pinned}
+                for m in result.memories
+                if m.id in result.context.memory_ids
+            ],
+            "recall_note": result.context.recall_note,
+        },
+        context={"take_counts": counts},
+    ).data
 
 
 def _failed(exc: turns.TurnFailed) -> tuple[int, dict, dict]:
     """The model (or the database) failed the turn: its error, and the player's actions that were kept."""
     status, body, headers = errors.answer(exc.error)
-    body = {**body, "stored_actions": s.ActionSerializer(exc.stored, many=True).data,
-            "hint": "your action was kept; fix the problem and use retry to get the reply"}
+    body = {
+        **body,
+        "stored_actions": s.ActionSerializer(exc.stored, many=True).data,
+        "hint": "your action was kept; fix the problem and use retry to get the reply",
+    }
     return status, body, headers
 
 

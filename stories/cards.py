@@ -18,10 +18,8 @@ from stories.models import (
 )
 
 # AI Dungeon's card types -> ours (anything else becomes "other").
-_IMPORT_TYPES = {"character": "character", "location": "place", "place": "place", "item": "item",
-                 "faction": "faction"}
-_EXPORT_TYPES = {"character": "character", "place": "location", "item": "item", "faction": "faction",
-                 "other": "custom"}
+_IMPORT_TYPES = {"character": "character", "location": "place", "place": "place", "item": "item", "faction": "faction"}
+_EXPORT_TYPES = {"character": "character", "place": "location", "item": "item", "faction": "faction", "other": "custom"}
 
 
 @dataclass(frozen=True)
@@ -121,8 +119,16 @@ def import_aidungeon(*, adventure: Adventure, data) -> list[StoryCard]:
         if not name.strip():
             raise InvalidRequest(f"card #{index}: needs a title or at least one key")
         kind = _IMPORT_TYPES.get(str(item.get("type", "")).lower(), "other")
-        cards.append(StoryCard(adventure=adventure, type=kind, name=name.strip()[:100], keys=keys,
-                               entry=entry, notes=notes[:CARD_ENTRY_MAX]))
+        cards.append(
+            StoryCard(
+                adventure=adventure,
+                type=kind,
+                name=name.strip()[:100],
+                keys=keys,
+                entry=entry,
+                notes=notes[:CARD_ENTRY_MAX],
+            )
+        )
     card_limit_check(adventure=adventure, adding=len(cards))
     with transaction.atomic():
         return StoryCard.objects.bulk_create(cards)
@@ -130,7 +136,13 @@ def import_aidungeon(*, adventure: Adventure, data) -> list[StoryCard]:
 
 def export_aidungeon(*, adventure: Adventure) -> list[dict]:
     return [
-        {"keys": ",".join(card.keys), "value": card.entry, "type": _EXPORT_TYPES[card.type], "title": card.name,
-         "description": card.notes, "useForCharacterCreation": False}
+        {
+            "keys": ",".join(card.keys),
+            "value": card.entry,
+            "type": _EXPORT_TYPES[card.type],
+            "title": card.name,
+            "description": card.notes,
+            "useForCharacterCreation": False,
+        }
         for card in StoryCard.objects.filter(adventure=adventure).order_by("id")
     ]

@@ -17,7 +17,7 @@ from stories.models import Action, Adventure, StoryCard
 
 DEFAULT_INSTRUCTIONS = (
     "You are the narrator of an interactive story. Continue the story from exactly where it stops, "
-    "in second person (\"you\" is the protagonist), for one or two short paragraphs. Never decide what the "
+    'in second person ("you" is the protagonist), for one or two short paragraphs. Never decide what the '
     "protagonist says or does beyond what the player wrote. Do not repeat earlier text or summarize."
 )
 KNOWS_RULE = (
@@ -63,8 +63,7 @@ class Part:
     items: list[dict] = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        return {"name": self.name, "tokens": self.tokens, "reason": self.reason, "items": self.items,
-                "text": self.text}
+        return {"name": self.name, "tokens": self.tokens, "reason": self.reason, "items": self.items, "text": self.text}
 
 
 @dataclass
@@ -87,8 +86,13 @@ class Context:
         return {item["id"] for p in self.parts if p.name == "knows" for item in p.items}
 
     def as_dict(self) -> dict:
-        return {"budget": self.budget, "total_tokens": self.total_tokens, "encoding": self.encoding,
-                "recall_note": self.recall_note, "parts": [p.as_dict() for p in self.parts]}
+        return {
+            "budget": self.budget,
+            "total_tokens": self.total_tokens,
+            "encoding": self.encoding,
+            "recall_note": self.recall_note,
+            "parts": [p.as_dict() for p in self.parts],
+        }
 
 
 def render_action(action: Action) -> str:
@@ -105,12 +109,19 @@ def _persona(adventure: Adventure) -> str:
         return ""
     pronouns = f" ({adventure.persona_pronouns})" if adventure.persona_pronouns else ""
     desc = f": {adventure.persona_description.strip()}" if adventure.persona_description.strip() else ""
-    return f"The protagonist (\"you\") is {adventure.persona_name}{pronouns}{desc}"
+    return f'The protagonist ("you") is {adventure.persona_name}{pronouns}{desc}'
 
 
 def build(
-    *, adventure: Adventure, story: list[Action], cards: list[StoryCard], memories: list[MemoryItem],
-    context_tokens: int, model: str, recall_note: str = "", knowledge: list[Knowing] | None = None,
+    *,
+    adventure: Adventure,
+    story: list[Action],
+    cards: list[StoryCard],
+    memories: list[MemoryItem],
+    context_tokens: int,
+    model: str,
+    recall_note: str = "",
+    knowledge: list[Knowing] | None = None,
 ) -> Context:
     """The prompt for the next model reply after ``story`` (oldest first).
 
@@ -119,18 +130,37 @@ def build(
     twice. Leaving memories out only frees room, so the story part can only
     grow, and one more layout settles it."""
     knowledge = knowledge or []
-    ctx = _layout(adventure=adventure, story=story, cards=cards, memories=memories, context_tokens=context_tokens,
-                  model=model, recall_note=recall_note, knowledge=knowledge)
+    ctx = _layout(
+        adventure=adventure,
+        story=story,
+        cards=cards,
+        memories=memories,
+        context_tokens=context_tokens,
+        model=model,
+        recall_note=recall_note,
+        knowledge=knowledge,
+    )
     shown = _story_depths(ctx)
     if shown is None:
         return ctx
-    covered = [m for m in memories if not m.pinned and m.source_start is not None
-               and shown[0] <= m.source_start and m.source_end <= shown[1]]
+    covered = [
+        m
+        for m in memories
+        if not m.pinned and m.source_start is not None and shown[0] <= m.source_start and m.source_end <= shown[1]
+    ]
     if not covered:
         return ctx
     left = [m for m in memories if m not in covered]
-    ctx = _layout(adventure=adventure, story=story, cards=cards, memories=left, context_tokens=context_tokens,
-                  model=model, recall_note=recall_note, knowledge=knowledge)
+    ctx = _layout(
+        adventure=adventure,
+        story=story,
+        cards=cards,
+        memories=left,
+        context_tokens=context_tokens,
+        model=model,
+        recall_note=recall_note,
+        knowledge=knowledge,
+    )
     for part in ctx.parts:
         if part.name == "story":
             part.reason += f"; {len(covered)} recalled memories left out: their events are here word for word"
@@ -145,8 +175,15 @@ def _story_depths(ctx: Context) -> tuple[int, int] | None:
 
 
 def _layout(
-    *, adventure: Adventure, story: list[Action], cards: list[StoryCard], memories: list[MemoryItem],
-    context_tokens: int, model: str, recall_note: str = "", knowledge: list[Knowing] = (),
+    *,
+    adventure: Adventure,
+    story: list[Action],
+    cards: list[StoryCard],
+    memories: list[MemoryItem],
+    context_tokens: int,
+    model: str,
+    recall_note: str = "",
+    knowledge: list[Knowing] = (),
 ) -> Context:
     enc = tokens.encoding_for(model)
 
@@ -167,8 +204,14 @@ def _layout(
     if any(k.items for k in knowledge):
         instructions += "\n" + KNOWS_RULE
     instructions = cap(instructions, per_fixed)
-    parts.append(Part("instructions", instructions, count(instructions),
-                      "the adventure's AI instructions" if adventure.ai_instructions.strip() else "default instructions"))
+    parts.append(
+        Part(
+            "instructions",
+            instructions,
+            count(instructions),
+            "the adventure's AI instructions" if adventure.ai_instructions.strip() else "default instructions",
+        )
+    )
     plot = "\n".join(x for x in (_persona(adventure), adventure.plot_essentials.strip()) if x)
     if plot:
         plot = cap("[Plot essentials]\n" + plot, per_fixed)
@@ -196,8 +239,9 @@ def _layout(
                 continue
             lines.append(line)
             used += cost
-            items.append({"id": memory.id, "similarity": memory.similarity, "pinned": memory.pinned,
-                          "tokens": cost, **extra})
+            items.append(
+                {"id": memory.id, "similarity": memory.similarity, "pinned": memory.pinned, "tokens": cost, **extra}
+            )
         return (header + "\n" + "\n".join(lines) if lines else ""), items
 
     if memories:
@@ -207,12 +251,20 @@ def _layout(
             left -= count(text)
 
     for knows in knowledge:
-        text, items = memory_lines(f"[What {knows.name} knows]", knows.items,
-                                   min(int(flexible * KNOWS_SHARE), left), character=knows.card_id)
+        text, items = memory_lines(
+            f"[What {knows.name} knows]", knows.items, min(int(flexible * KNOWS_SHARE), left), character=knows.card_id
+        )
         if text:
-            parts.append(Part("knows", text, count(text),
-                              f"What {knows.name} knows: {len(items)} of their memories (the scenes they were in); "
-                              f"{knows.name} is named in the recent story", items))
+            parts.append(
+                Part(
+                    "knows",
+                    text,
+                    count(text),
+                    f"What {knows.name} knows: {len(items)} of their memories (the scenes they were in); "
+                    f"{knows.name} is named in the recent story",
+                    items,
+                )
+            )
             left -= count(text)
 
     recent_text = "\n".join(a.text for a in story[-CARD_SCAN_ACTIONS:])
@@ -225,17 +277,17 @@ def _layout(
             line = f"{hit.card.name}: {hit.card.entry.strip()}"
             cost = count(line + "\n")
             if used + cost > card_cap:
-                items.append({"id": hit.card.pk, "name": hit.card.name, "key": hit.key, "included": False,
-                              "tokens": cost})
+                items.append(
+                    {"id": hit.card.pk, "name": hit.card.name, "key": hit.key, "included": False, "tokens": cost}
+                )
                 continue
             lines.append(line)
             used += cost
-            items.append({"id": hit.card.pk, "name": hit.card.name, "key": hit.key, "included": True,
-                          "tokens": cost})
+            items.append({"id": hit.card.pk, "name": hit.card.name, "key": hit.key, "included": True, "tokens": cost})
         if lines:
             text = "[World info]\n" + "\n".join(lines)
             reason = "story cards whose keys appear in the recent story: " + ", ".join(
-                f"{i['name']} (\"{i['key']}\")" for i in items if i["included"]
+                f'{i["name"]} ("{i["key"]}")' for i in items if i["included"]
             )
             parts.append(Part("cards", text, count(text), reason, items))
             left -= count(text)
@@ -256,18 +308,38 @@ def _layout(
         at = max(len(rendered) - AUTHORS_NOTE_OFFSET, 0)
         rendered.insert(at, note)
     story_text = "\n\n".join(x for x in rendered if x != note)
-    story_reason = (f"the newest {len(kept)} actions" + (f"; {dropped} older ones did not fit" if dropped else ""))
-    parts.append(Part("story", story_text, count(story_text), story_reason,
-                      [{"first_depth": kept[0].depth if kept else None, "last_depth": kept[-1].depth if kept else None,
-                        "dropped": dropped}]))
+    story_reason = f"the newest {len(kept)} actions" + (f"; {dropped} older ones did not fit" if dropped else "")
+    parts.append(
+        Part(
+            "story",
+            story_text,
+            count(story_text),
+            story_reason,
+            [
+                {
+                    "first_depth": kept[0].depth if kept else None,
+                    "last_depth": kept[-1].depth if kept else None,
+                    "dropped": dropped,
+                }
+            ],
+        )
+    )
     if note:
-        parts.append(Part("authors_note", note, count(note),
-                          f"the author's note, placed {min(AUTHORS_NOTE_OFFSET, len(kept))} actions from the end"))
+        parts.append(
+            Part(
+                "authors_note",
+                note,
+                count(note),
+                f"the author's note, placed {min(AUTHORS_NOTE_OFFSET, len(kept))} actions from the end",
+            )
+        )
 
-    system = "\n\n".join(p.text for p in parts
-                           if p.name in {"instructions", "plot_essentials", "summary", "memories", "knows", "cards"})
+    system = "\n\n".join(
+        p.text for p in parts if p.name in {"instructions", "plot_essentials", "summary", "memories", "knows", "cards"}
+    )
     user = "\n\n".join(rendered) if rendered else "(The story begins.)"
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
     total = count(system) + count(user) + overhead
-    return Context(messages=messages, parts=parts, total_tokens=total, budget=budget, encoding=enc.name,
-                   recall_note=recall_note)
+    return Context(
+        messages=messages, parts=parts, total_tokens=total, budget=budget, encoding=enc.name, recall_note=recall_note
+    )

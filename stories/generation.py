@@ -41,9 +41,11 @@ def generation_claim(*, adventure_id: int) -> str:
         generation_release(adventure_id=pending[0], token=pending[1])
     token = secrets.token_hex(16)
     now = timezone.now()
-    claimed = Adventure.objects.filter(pk=adventure_id).filter(
-        Q(generation_until__isnull=True) | Q(generation_until__lt=now)
-    ).update(generation_token=token, generation_until=now + HOLD)
+    claimed = (
+        Adventure.objects.filter(pk=adventure_id)
+        .filter(Q(generation_until__isnull=True) | Q(generation_until__lt=now))
+        .update(generation_token=token, generation_until=now + HOLD)
+    )
     if claimed != 1:
         raise Conflict(BUSY, code="generating")
     return token
@@ -53,8 +55,9 @@ def generation_release(*, adventure_id: int, token: str) -> None:
     """Free the adventure, if this claim still holds it. Never raises: a release
     lost to a database outage expires within HOLD."""
     try:
-        Adventure.objects.filter(pk=adventure_id, generation_token=token).update(generation_token="",
-                                                                               generation_until=None)
+        Adventure.objects.filter(pk=adventure_id, generation_token=token).update(
+            generation_token="", generation_until=None
+        )
     except DatabaseError:
         _unreleased.add((adventure_id, token))
         log.warning("generation claim on adventure %s not released (database away); it expires", adventure_id)
@@ -90,6 +93,9 @@ def held(token: str):
 def generation_check(adventure: Adventure) -> None:
     """Raise Conflict when another generation holds ``adventure`` (a row the
     caller has locked). The generation's own writes pass."""
-    if (adventure.generation_until is not None and adventure.generation_until > timezone.now()
-            and adventure.generation_token != _HELD_BY.get()):
+    if (
+        adventure.generation_until is not None
+        and adventure.generation_until > timezone.now()
+        and adventure.generation_token != _HELD_BY.get()
+    ):
         raise Conflict(BUSY, code="generating")

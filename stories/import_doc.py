@@ -61,18 +61,24 @@ class LineageEntry(serializers.ListField):
 class AdventureFieldsDoc(serializers.Serializer):
     title = strict.TextField(max_length=TITLE_MAX, trim_whitespace=False)
     persona_name = strict.TextField(max_length=100, allow_blank=True, required=False, default="", trim_whitespace=False)
-    persona_pronouns = strict.TextField(max_length=40, allow_blank=True, required=False, default="",
-                                        trim_whitespace=False)
-    persona_description = strict.TextField(max_length=LONG_TEXT_MAX, allow_blank=True, required=False, default="",
-                                           trim_whitespace=False)
-    plot_essentials = strict.TextField(max_length=LONG_TEXT_MAX, allow_blank=True, required=False, default="",
-                                       trim_whitespace=False)
-    authors_note = strict.TextField(max_length=AUTHORS_NOTE_MAX, allow_blank=True, required=False, default="",
-                                    trim_whitespace=False)
-    ai_instructions = strict.TextField(max_length=LONG_TEXT_MAX, allow_blank=True, required=False, default="",
-                                       trim_whitespace=False)
-    story_summary = strict.TextField(max_length=LONG_TEXT_MAX, allow_blank=True, required=False, default="",
-                                     trim_whitespace=False)
+    persona_pronouns = strict.TextField(
+        max_length=40, allow_blank=True, required=False, default="", trim_whitespace=False
+    )
+    persona_description = strict.TextField(
+        max_length=LONG_TEXT_MAX, allow_blank=True, required=False, default="", trim_whitespace=False
+    )
+    plot_essentials = strict.TextField(
+        max_length=LONG_TEXT_MAX, allow_blank=True, required=False, default="", trim_whitespace=False
+    )
+    authors_note = strict.TextField(
+        max_length=AUTHORS_NOTE_MAX, allow_blank=True, required=False, default="", trim_whitespace=False
+    )
+    ai_instructions = strict.TextField(
+        max_length=LONG_TEXT_MAX, allow_blank=True, required=False, default="", trim_whitespace=False
+    )
+    story_summary = strict.TextField(
+        max_length=LONG_TEXT_MAX, allow_blank=True, required=False, default="", trim_whitespace=False
+    )
     auto_summarize = strict.BooleanField(required=False, default=True)
     memory_bank_enabled = strict.BooleanField(required=False, default=True)
 
@@ -128,16 +134,20 @@ class CardDoc(serializers.Serializer):
     type = strict.ChoiceField(choices=StoryCard.Type.values, required=False, default="other")
     name = strict.TextField(max_length=100)
     keys = CardKeys(required=False, default=list)
-    entry = strict.TextField(max_length=CARD_ENTRY_MAX, allow_blank=True, required=False, default="",
-                             trim_whitespace=False)
-    notes = strict.TextField(max_length=CARD_ENTRY_MAX, allow_blank=True, allow_null=True, required=False, default="",
-                             trim_whitespace=False)
+    entry = strict.TextField(
+        max_length=CARD_ENTRY_MAX, allow_blank=True, required=False, default="", trim_whitespace=False
+    )
+    notes = strict.TextField(
+        max_length=CARD_ENTRY_MAX, allow_blank=True, allow_null=True, required=False, default="", trim_whitespace=False
+    )
     in_cast = strict.BooleanField(required=False, default=True)
 
 
 class AdventureDocSerializer(serializers.Serializer):
-    format = strict.ChoiceField(choices=[EXPORT_FORMAT], error_messages={
-        "invalid_choice": f"must be {EXPORT_FORMAT!r} (a file from an adventure's export)"})
+    format = strict.ChoiceField(
+        choices=[EXPORT_FORMAT],
+        error_messages={"invalid_choice": f"must be {EXPORT_FORMAT!r} (a file from an adventure's export)"},
+    )
     version = strict.IntegerField(min_value=EXPORT_VERSION, max_value=EXPORT_VERSION)
     adventure = AdventureFieldsDoc()
     head = _id()
@@ -174,8 +184,10 @@ class EnvelopeDoc(serializers.Serializer):
     format, the version, a title, and parts that are lists no longer than their limits. Every row
     is checked by the import job, before it writes one."""
 
-    format = strict.ChoiceField(choices=[EXPORT_FORMAT], error_messages={
-        "invalid_choice": f"must be {EXPORT_FORMAT!r} (a file from an adventure's export)"})
+    format = strict.ChoiceField(
+        choices=[EXPORT_FORMAT],
+        error_messages={"invalid_choice": f"must be {EXPORT_FORMAT!r} (a file from an adventure's export)"},
+    )
     version = strict.IntegerField(min_value=EXPORT_VERSION, max_value=EXPORT_VERSION)
     adventure = serializers.DictField()
     head = _id()

@@ -59,8 +59,14 @@ def import_start(*, owner_id: int, data) -> ImportJob:
     limits.adventure_import(user_id=owner_id)
     if shape["rows"] <= IMPORT_INLINE_ROWS:
         adventure = changes.adventure_import(owner_id=owner_id, data=data)
-        return ImportJob.objects.create(owner_id=owner_id, status=ImportJob.Status.DONE, title=adventure.title,
-                                        rows=shape["rows"], adventure=adventure, finished_at=timezone.now())
+        return ImportJob.objects.create(
+            owner_id=owner_id,
+            status=ImportJob.Status.DONE,
+            title=adventure.title,
+            rows=shape["rows"],
+            adventure=adventure,
+            finished_at=timezone.now(),
+        )
     with transaction.atomic():
         # One submission of this player at a time (an advisory lock: the job rows themselves stay
         # free, a worker holds the row of the job it imports for as long as the import runs).
@@ -68,10 +74,12 @@ def import_start(*, owner_id: int, data) -> ImportJob:
             cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [SUBMIT_LOCK_SPACE, owner_id])
         waiting = ImportJob.objects.filter(owner_id=owner_id, status=ImportJob.Status.QUEUED).count()
         if waiting >= IMPORTS_QUEUED_MAX:
-            raise RateLimited(f"you have {IMPORTS_QUEUED_MAX} imports waiting; try again once one has finished",
-                              retry_after=30)
-        job = ImportJob.objects.create(owner_id=owner_id, document=data, title=shape["title"], rows=shape["rows"],
-                                       sent_at=timezone.now())
+            raise RateLimited(
+                f"you have {IMPORTS_QUEUED_MAX} imports waiting; try again once one has finished", retry_after=30
+            )
+        job = ImportJob.objects.create(
+            owner_id=owner_id, document=data, title=shape["title"], rows=shape["rows"], sent_at=timezone.now()
+        )
         jobs.import_after_commit(job_id=job.pk)
     return job
 
@@ -93,9 +101,17 @@ def job_state(job: ImportJob) -> dict:
             status = "running"
     elif status == ImportJob.Status.DONE:
         progress = {"stage": "done", "done": job.rows, "total": job.rows}
-    return {"id": job.pk, "status": status, "title": job.title, "rows": job.rows, "progress": progress,
-            "adventure_id": job.adventure_id, "error": job.error, "created_at": job.created_at,
-            "finished_at": job.finished_at}
+    return {
+        "id": job.pk,
+        "status": status,
+        "title": job.title,
+        "rows": job.rows,
+        "progress": progress,
+        "adventure_id": job.adventure_id,
+        "error": job.error,
+        "created_at": job.created_at,
+        "finished_at": job.finished_at,
+    }
 
 
 def _progress_read(job: ImportJob) -> dict | None:
@@ -108,8 +124,9 @@ def _progress_read(job: ImportJob) -> dict | None:
 
 def _progress_write(job: ImportJob, stage: str, done: int, total: int) -> None:
     try:
-        redis_client().set(_progress_key(job), json.dumps({"stage": stage, "done": done, "total": total}),
-                           ex=PROGRESS_TTL_S)
+        redis_client().set(
+            _progress_key(job), json.dumps({"stage": stage, "done": done, "total": total}), ex=PROGRESS_TTL_S
+        )
     except redis.RedisError:
         pass  # progress is a courtesy; the import goes on
 
@@ -129,20 +146,31 @@ def run(job_id: int) -> str:
     or held by a live worker, does nothing). The job's row stays locked for the whole import, so
     two deliveries never import one document twice; a worker that dies lets go of it."""
     with transaction.atomic():
-        job = (ImportJob.objects.select_for_update(skip_locked=True)
-               .filter(pk=job_id, status=ImportJob.Status.QUEUED).first())
+        job = (
+            ImportJob.objects.select_for_update(skip_locked=True)
+            .filter(pk=job_id, status=ImportJob.Status.QUEUED)
+            .first()
+        )
         if job is None:
             return "not queued"
         if _attempt(job) > IMPORT_ATTEMPTS_MAX:
-            _finish(job, error={"detail": f"import: it failed on each of {IMPORT_ATTEMPTS_MAX} attempts (a worker "
-                                          "stopped or the database was away); send the file again", "error": "failed"})
+            _finish(
+                job,
+                error={
+                    "detail": f"import: it failed on each of {IMPORT_ATTEMPTS_MAX} attempts (a worker "
+                    "stopped or the database was away); send the file again",
+                    "error": "failed",
+                },
+            )
             return "failed"
         _progress_write(job, "checking", 0, job.rows)
         try:
             with transaction.atomic():
                 adventure = changes.adventure_import(
-                    owner_id=job.owner_id, data=job.document,
-                    progress=lambda stage, done, total: _progress_write(job, stage, done, total))
+                    owner_id=job.owner_id,
+                    data=job.document,
+                    progress=lambda stage, done, total: _progress_write(job, stage, done, total),
+                )
         except DomainError as refused:
             _finish(job, error=refused.body())
             return "refused"
@@ -173,9 +201,9 @@ def job_stopped(job_id: int, why: str) -> None:
     memory than IMPORT_MEMORY_MB)."""
     detail = {
         "timeout": f"import: it took longer than {settings.IMPORT_TIME_LIMIT_S} seconds and was stopped (nothing "
-                   "was stored); split the file or try again later",
+        "was stored); split the file or try again later",
         "too_large": f"import: it needed more than {settings.IMPORT_MEMORY_MB} MB of memory and was stopped "
-                     "(nothing was stored); split the file into smaller ones",
+        "(nothing was stored); split the file into smaller ones",
     }[why]
     job = ImportJob.objects.filter(pk=job_id, status=ImportJob.Status.QUEUED).first()
     if job is not None:
@@ -189,12 +217,15 @@ def jobs_resend() -> list[int]:
     now = timezone.now()
     ImportJob.objects.filter(finished_at__lt=now - JOBS_KEPT).delete()
     with transaction.atomic():  # a job a worker is importing is locked by it: skipped, never waited for
-        lost = list(ImportJob.objects.select_for_update(skip_locked=True).filter(
-            status=ImportJob.Status.QUEUED, sent_at__lt=now - timedelta(seconds=settings.IMPORT_TIME_LIMIT_S + 60))
-            .values_list("pk", flat=True)[:100])
+        lost = list(
+            ImportJob.objects.select_for_update(skip_locked=True)
+            .filter(
+                status=ImportJob.Status.QUEUED, sent_at__lt=now - timedelta(seconds=settings.IMPORT_TIME_LIMIT_S + 60)
+            )
+            .values_list("pk", flat=True)[:100]
+        )
         if lost:
             ImportJob.objects.filter(pk__in=lost).update(sent_at=now)
             for job_id in lost:
                 jobs.import_after_commit(job_id=job_id)
     return lost
-

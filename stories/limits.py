@@ -54,18 +54,33 @@ def count_of(*, bucket: str, who: str, window_s: int) -> int:
 
 
 def turn(*, user_id: int) -> None:
-    hit(bucket="turns", who=str(user_id), limit=settings.TURNS_PER_MINUTE, window_s=60,
-        message=f"too many turns: at most {settings.TURNS_PER_MINUTE} a minute")
+    hit(
+        bucket="turns",
+        who=str(user_id),
+        limit=settings.TURNS_PER_MINUTE,
+        window_s=60,
+        message=f"too many turns: at most {settings.TURNS_PER_MINUTE} a minute",
+    )
 
 
 def model_call(*, user_id: int) -> None:
-    hit(bucket="model-calls", who=str(user_id), limit=settings.MODEL_CALLS_PER_MINUTE, window_s=60,
-        message=f"too many model calls: at most {settings.MODEL_CALLS_PER_MINUTE} a minute")
+    hit(
+        bucket="model-calls",
+        who=str(user_id),
+        limit=settings.MODEL_CALLS_PER_MINUTE,
+        window_s=60,
+        message=f"too many model calls: at most {settings.MODEL_CALLS_PER_MINUTE} a minute",
+    )
 
 
 def signup(*, ip: str) -> None:
-    hit(bucket="signups", who=ip, limit=settings.SIGNUPS_PER_HOUR, window_s=3600,
-        message=f"too many new accounts from your address: at most {settings.SIGNUPS_PER_HOUR} an hour")
+    hit(
+        bucket="signups",
+        who=ip,
+        limit=settings.SIGNUPS_PER_HOUR,
+        window_s=3600,
+        message=f"too many new accounts from your address: at most {settings.SIGNUPS_PER_HOUR} an hour",
+    )
 
 
 def signup_open(*, ip: str) -> None:
@@ -75,37 +90,62 @@ def signup_open(*, ip: str) -> None:
     limit = settings.SIGNUPS_PER_HOUR
     if limit > 0 and count_of(bucket="signups", who=ip, window_s=3600) >= limit:
         now = time.time()
-        raise RateLimited(f"too many new accounts from your address: at most {limit} an hour",
-                          retry_after=int((now // 3600 + 1) * 3600 - now) + 1)
+        raise RateLimited(
+            f"too many new accounts from your address: at most {limit} an hour",
+            retry_after=int((now // 3600 + 1) * 3600 - now) + 1,
+        )
 
 
 def password_reset(*, ip: str) -> None:
-    hit(bucket="password-resets", who=ip, limit=settings.SIGNUPS_PER_HOUR, window_s=3600,
-        message="too many reset requests from your address; try again later")
+    hit(
+        bucket="password-resets",
+        who=ip,
+        limit=settings.SIGNUPS_PER_HOUR,
+        window_s=3600,
+        message="too many reset requests from your address; try again later",
+    )
 
 
 def adventure_import(*, user_id: int) -> None:
-    hit(bucket="imports", who=str(user_id), limit=settings.IMPORTS_PER_HOUR, window_s=3600,
-        message=f"too many imports: at most {settings.IMPORTS_PER_HOUR} an hour")
+    hit(
+        bucket="imports",
+        who=str(user_id),
+        limit=settings.IMPORTS_PER_HOUR,
+        window_s=3600,
+        message=f"too many imports: at most {settings.IMPORTS_PER_HOUR} an hour",
+    )
 
 
 def world_events(*, world_id: int, count: int) -> None:
     """``count`` events (a batch counts each) for one world: all its tokens and its owner's own
     credentials together."""
-    hit(bucket="world-events", who=f"world-{world_id}", limit=settings.WORLD_EVENTS_PER_MINUTE, window_s=60,
-        amount=count, message=f"too many events: at most {settings.WORLD_EVENTS_PER_MINUTE} a minute for this world "
-                              "(all its tokens together)")
+    hit(
+        bucket="world-events",
+        who=f"world-{world_id}",
+        limit=settings.WORLD_EVENTS_PER_MINUTE,
+        window_s=60,
+        amount=count,
+        message=f"too many events: at most {settings.WORLD_EVENTS_PER_MINUTE} a minute for this world "
+        "(all its tokens together)",
+    )
 
 
 def login_blocked(*, username: str, ip: str) -> bool:
     """True while this username from this address has failed too often."""
-    return count_of(bucket="login-failures", who=f"{username.lower()}|{ip}",
-                    window_s=settings.LOGIN_FAILURE_WINDOW_S) >= settings.LOGIN_FAILURES_MAX
+    return (
+        count_of(bucket="login-failures", who=f"{username.lower()}|{ip}", window_s=settings.LOGIN_FAILURE_WINDOW_S)
+        >= settings.LOGIN_FAILURES_MAX
+    )
 
 
 def login_failed(*, username: str, ip: str) -> None:
     try:
-        hit(bucket="login-failures", who=f"{username.lower()}|{ip}", limit=10**9,
-            window_s=settings.LOGIN_FAILURE_WINDOW_S, message="")
+        hit(
+            bucket="login-failures",
+            who=f"{username.lower()}|{ip}",
+            limit=10**9,
+            window_s=settings.LOGIN_FAILURE_WINDOW_S,
+            message="",
+        )
     except RateLimited:
         pass

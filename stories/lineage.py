@@ -42,8 +42,9 @@ def path_sql(branch: Branch, *, table: str) -> tuple[str, list]:
 def story(branch: Branch) -> QuerySet[Action]:
     """The live actions of ``branch``'s path, oldest first, without those a
     moderator hid (so they reach no reader, prompt or memory)."""
-    return Action.objects.filter(path_q(branch), adventure_id=branch.adventure_id, live=True,
-                                 hidden=False).order_by("depth")
+    return Action.objects.filter(path_q(branch), adventure_id=branch.adventure_id, live=True, hidden=False).order_by(
+        "depth"
+    )
 
 
 def story_page(branch: Branch, *, before_depth: int | None, limit: int) -> tuple[list[Action], int | None]:

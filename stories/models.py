@@ -124,9 +124,7 @@ class Action(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(
-                fields=["branch", "depth"], condition=Q(live=True), name="one_live_take_per_node"
-            ),
+            models.UniqueConstraint(fields=["branch", "depth"], condition=Q(live=True), name="one_live_take_per_node"),
         ]
         indexes = [models.Index(fields=["branch", "depth"])]
 

@@ -36,8 +36,9 @@ User = get_user_model()
 
 
 class SignupSerializer(serializers.Serializer):
-    username = strict.PatternField(r"^[\w.@+-]{3,150}$", max_length=150,
-                                      error_messages={"invalid": "3-150 letters, digits and @/./+/-/_ only"})
+    username = strict.PatternField(
+        r"^[\w.@+-]{3,150}$", max_length=150, error_messages={"invalid": "3-150 letters, digits and @/./+/-/_ only"}
+    )
     password = strict.TextField(write_only=True, max_length=128, trim_whitespace=False)
     email = strict.EmailField(required=False, allow_blank=True, max_length=254)
 
@@ -83,16 +84,26 @@ class MeSerializer(serializers.Serializer):
 
 
 class AISettingsSerializer(strict.StrictModelSerializer):
-    api_key = strict.TextField(write_only=True, required=False, allow_blank=True, max_length=500,
-                                    trim_whitespace=True,
-                                    help_text="Write-only. Empty string removes the stored key; omit to keep it.")
-    endpoint_url = strict.TextField(max_length=500, allow_blank=True, required=False,
-                                         help_text="OpenAI-compatible base URL, e.g. https://api.openai.com/v1")
+    api_key = strict.TextField(
+        write_only=True,
+        required=False,
+        allow_blank=True,
+        max_length=500,
+        trim_whitespace=True,
+        help_text="Write-only. Empty string removes the stored key; omit to keep it.",
+    )
+    endpoint_url = strict.TextField(
+        max_length=500,
+        allow_blank=True,
+        required=False,
+        help_text="OpenAI-compatible base URL, e.g. https://api.openai.com/v1",
+    )
     has_api_key = serializers.BooleanField(read_only=True)
     api_key_last4 = strict.TextField(read_only=True)
     api_key_cleared = serializers.SerializerMethodField(
         help_text="True when this change moved the endpoint to another scheme, host or port without a new key: "
-                  "a key is sent only to the endpoint it was entered for, so the stored key was removed.")
+        "a key is sent only to the endpoint it was entered for, so the stored key was removed."
+    )
     context_tokens = serializers.IntegerField(min_value=256, max_value=2_000_000, required=False)
     max_output_tokens = serializers.IntegerField(min_value=1, max_value=64_000, required=False)
     temperature = serializers.FloatField(min_value=0.0, max_value=2.0, required=False)
@@ -102,9 +113,23 @@ class AISettingsSerializer(strict.StrictModelSerializer):
 
     class Meta:
         model = AISettings
-        fields = ["endpoint_url", "api_key", "has_api_key", "api_key_last4", "api_key_cleared", "model", "summary_model",
-                  "embedding_model", "context_tokens", "max_output_tokens", "temperature", "reasoning_max_tokens",
-                  "memory_top_k", "memory_bank_capacity", "updated_at"]
+        fields = [
+            "endpoint_url",
+            "api_key",
+            "has_api_key",
+            "api_key_last4",
+            "api_key_cleared",
+            "model",
+            "summary_model",
+            "embedding_model",
+            "context_tokens",
+            "max_output_tokens",
+            "temperature",
+            "reasoning_max_tokens",
+            "memory_top_k",
+            "memory_bank_capacity",
+            "updated_at",
+        ]
         read_only_fields = ["updated_at"]
 
     def get_api_key_cleared(self, obj) -> bool:
@@ -129,8 +154,20 @@ class TestConnectionResultSerializer(serializers.Serializer):
 class ProviderCallSerializer(strict.StrictModelSerializer):
     class Meta:
         model = ProviderCall
-        fields = ["id", "created_at", "purpose", "adventure", "endpoint_host", "model", "prompt_tokens",
-                  "completion_tokens", "latency_ms", "outcome", "error", "demo"]
+        fields = [
+            "id",
+            "created_at",
+            "purpose",
+            "adventure",
+            "endpoint_host",
+            "model",
+            "prompt_tokens",
+            "completion_tokens",
+            "latency_ms",
+            "outcome",
+            "error",
+            "demo",
+        ]
 
 
 # ---------------------------------------------------------------------------- adventures
@@ -139,13 +176,16 @@ class ProviderCallSerializer(strict.StrictModelSerializer):
 class CardInputSerializer(serializers.Serializer):
     type = serializers.ChoiceField(choices=StoryCard.Type.choices, default=StoryCard.Type.OTHER)
     name = strict.TextField(max_length=100)
-    keys = serializers.ListField(child=strict.TextField(max_length=CARD_KEY_MAX), max_length=CARD_KEYS_MAX,
-                                 required=False, default=list)
+    keys = serializers.ListField(
+        child=strict.TextField(max_length=CARD_KEY_MAX), max_length=CARD_KEYS_MAX, required=False, default=list
+    )
     entry = strict.TextField(max_length=CARD_ENTRY_MAX, allow_blank=True, required=False, default="")
     notes = strict.TextField(max_length=CARD_ENTRY_MAX, allow_blank=True, required=False, default="")
     in_cast = serializers.BooleanField(
-        required=False, default=True,
-        help_text="a character card in the cast keeps its own memories of the scenes it is in")
+        required=False,
+        default=True,
+        help_text="a character card in the cast keeps its own memories of the scenes it is in",
+    )
 
     def validate_keys(self, value):
         try:
@@ -169,19 +209,42 @@ class AdventureSerializer(strict.StrictModelSerializer):
     authors_note = strict.TextField(max_length=AUTHORS_NOTE_MAX, allow_blank=True, required=False)
     ai_instructions = strict.TextField(max_length=LONG_TEXT_MAX, allow_blank=True, required=False)
     story_summary = strict.TextField(max_length=LONG_TEXT_MAX, allow_blank=True, required=False)
-    opening = strict.TextField(max_length=ACTION_TEXT_MAX, allow_blank=True, required=False, write_only=True,
-                                    help_text="The story's first passage (create only).")
+    opening = strict.TextField(
+        max_length=ACTION_TEXT_MAX,
+        allow_blank=True,
+        required=False,
+        write_only=True,
+        help_text="The story's first passage (create only).",
+    )
     cards = CardInputSerializer(many=True, required=False, write_only=True, help_text="Story cards (create only).")
     head_branch = serializers.PrimaryKeyRelatedField(read_only=True)
     head_depth = serializers.SerializerMethodField()
     generating = serializers.SerializerMethodField(
-        help_text="A reply is being written now; turns, edits, undo and branch switches answer 409 until it is done.")
+        help_text="A reply is being written now; turns, edits, undo and branch switches answer 409 until it is done."
+    )
 
     class Meta:
         model = Adventure
-        fields = ["id", "title", "persona_name", "persona_pronouns", "persona_description", "plot_essentials",
-                  "authors_note", "ai_instructions", "story_summary", "auto_summarize", "memory_bank_enabled",
-                  "head_branch", "head_depth", "generating", "opening", "cards", "created_at", "updated_at"]
+        fields = [
+            "id",
+            "title",
+            "persona_name",
+            "persona_pronouns",
+            "persona_description",
+            "plot_essentials",
+            "authors_note",
+            "ai_instructions",
+            "story_summary",
+            "auto_summarize",
+            "memory_bank_enabled",
+            "head_branch",
+            "head_depth",
+            "generating",
+            "opening",
+            "cards",
+            "created_at",
+            "updated_at",
+        ]
         read_only_fields = ["created_at", "updated_at"]
 
     def get_head_depth(self, obj) -> int:
@@ -218,8 +281,13 @@ class StoryPageSerializer(serializers.Serializer):
 
 class TurnInputSerializer(serializers.Serializer):
     mode = serializers.ChoiceField(choices=["do", "say", "story", "continue"])
-    text = strict.TextField(max_length=ACTION_TEXT_MAX, allow_blank=True, required=False, default="",
-                                 help_text=f"1-{ACTION_TEXT_MAX} characters; empty for continue.")
+    text = strict.TextField(
+        max_length=ACTION_TEXT_MAX,
+        allow_blank=True,
+        required=False,
+        default="",
+        help_text=f"1-{ACTION_TEXT_MAX} characters; empty for continue.",
+    )
 
     def validate(self, attrs):
         if attrs["mode"] == "continue":
@@ -245,9 +313,14 @@ class ContinueTurnSerializer(serializers.Serializer):
 
 
 TURN_INPUT_SCHEMA = PolymorphicProxySerializer(
-    component_name="TurnInput", resource_type_field_name="mode",
-    serializers={"do": WrittenTurnSerializer, "say": WrittenTurnSerializer, "story": WrittenTurnSerializer,
-                 "continue": ContinueTurnSerializer},
+    component_name="TurnInput",
+    resource_type_field_name="mode",
+    serializers={
+        "do": WrittenTurnSerializer,
+        "say": WrittenTurnSerializer,
+        "story": WrittenTurnSerializer,
+        "continue": ContinueTurnSerializer,
+    },
 )
 
 
@@ -255,8 +328,9 @@ class AIDungeonCardSerializer(serializers.Serializer):
     """OpenAPI only: one card of AI Dungeon's story-card export (keys may also be one comma-separated string)."""
 
     title = strict.TextField(max_length=100)
-    keys = serializers.ListField(child=strict.TextField(max_length=CARD_KEY_MAX), max_length=CARD_KEYS_MAX,
-                                 required=False)
+    keys = serializers.ListField(
+        child=strict.TextField(max_length=CARD_KEY_MAX), max_length=CARD_KEYS_MAX, required=False
+    )
     value = strict.TextField(max_length=CARD_ENTRY_MAX, allow_blank=True, required=False)
     type = strict.TextField(max_length=40, allow_blank=True, required=False)
     description = strict.TextField(max_length=CARD_ENTRY_MAX, allow_blank=True, required=False)
@@ -288,8 +362,10 @@ class ContextSerializer(serializers.Serializer):
     budget = serializers.IntegerField()
     total_tokens = serializers.IntegerField()
     encoding = strict.TextField()
-    recall_note = strict.TextField(allow_blank=True, help_text="why recall fell back to pinned memories only "
-                                                                    "(empty when it ranked the bank as usual)")
+    recall_note = strict.TextField(
+        allow_blank=True,
+        help_text="why recall fell back to pinned memories only (empty when it ranked the bank as usual)",
+    )
     parts = ContextPartSerializer(many=True)
 
 

@@ -65,8 +65,9 @@ def _lock_adventure(adventure_id: int, *, tree_write: bool = True) -> Adventure:
 
 def _notify(adventure_id: int, branch_id: int, from_depth: int, change: str) -> None:
     _story_changed(adventure_id)
-    story_rewritten.send(sender=Branch, adventure_id=adventure_id, branch_id=branch_id, from_depth=from_depth,
-                         change=change)
+    story_rewritten.send(
+        sender=Branch, adventure_id=adventure_id, branch_id=branch_id, from_depth=from_depth, change=change
+    )
 
 
 def _story_changed(adventure_id: int) -> None:
@@ -108,8 +109,15 @@ def adventure_start(*, adventure: Adventure, opening: str) -> Branch:
     return root
 
 
-def tree_import(*, adventure: Adventure, branches: list[dict], actions: list[dict], head: int,
-                batch: int, progress=lambda done, total: None) -> dict[int, int]:
+def tree_import(
+    *,
+    adventure: Adventure,
+    branches: list[dict],
+    actions: list[dict],
+    head: int,
+    batch: int,
+    progress=lambda done, total: None,
+) -> dict[int, int]:
     """Write an imported tree into ``adventure`` (new, empty; inside the caller's transaction):
     ``branches`` parents first or in any order (a cycle is InvalidRequest), ``actions`` in
     batches of ``batch`` rows (a node with two live takes is InvalidRequest), then the head.
@@ -123,19 +131,34 @@ def tree_import(*, adventure: Adventure, branches: list[dict], actions: list[dic
             raise InvalidRequest("import: the branches' parents form a cycle")
         for b in ready:
             new_ids[b["id"]] = Branch.objects.create(
-                adventure=adventure, parent_id=new_ids.get(b["parent"]), fork_depth=b["fork_depth"],
-                lineage=[], tip_depth=b["tip_depth"], name=b["name"], internal=b["internal"],
+                adventure=adventure,
+                parent_id=new_ids.get(b["parent"]),
+                fork_depth=b["fork_depth"],
+                lineage=[],
+                tip_depth=b["tip_depth"],
+                name=b["name"],
+                internal=b["internal"],
             ).pk
         pending = [b for b in pending if b["id"] not in new_ids]
     for b in branches:
         Branch.objects.filter(pk=new_ids[b["id"]]).update(lineage=[[new_ids[a], cap] for a, cap in b["lineage"]])
-    rows = [Action(adventure=adventure, branch_id=new_ids[a["branch"]], depth=a["depth"], kind=a["kind"],
-                   text="" if a["hidden"] else a["text"], live=a["live"], hidden=a["hidden"],
-                   edited_at=a["edited_at"]) for a in actions]
+    rows = [
+        Action(
+            adventure=adventure,
+            branch_id=new_ids[a["branch"]],
+            depth=a["depth"],
+            kind=a["kind"],
+            text="" if a["hidden"] else a["text"],
+            live=a["live"],
+            hidden=a["hidden"],
+            edited_at=a["edited_at"],
+        )
+        for a in actions
+    ]
     try:
         with transaction.atomic():
             for start in range(0, len(rows), batch):
-                Action.objects.bulk_create(rows[start:start + batch])
+                Action.objects.bulk_create(rows[start : start + batch])
                 progress(min(start + batch, len(rows)), len(rows))
     except IntegrityError:  # the one-live-take constraint
         raise InvalidRequest("import: a node has more than one live take") from None
@@ -143,8 +166,9 @@ def tree_import(*, adventure: Adventure, branches: list[dict], actions: list[dic
     return new_ids
 
 
-def place(*, adventure_id: int, branch_id: int | None, kind: str, text: str, ask_pass: bool = True,
-          release: str = "") -> Action:
+def place(
+    *, adventure_id: int, branch_id: int | None, kind: str, text: str, ask_pass: bool = True, release: str = ""
+) -> Action:
     """Append a node after the tip of ``branch_id`` (None: the head, as it stands under the lock).
     ``ask_pass``: False when the caller asks for the memory pass itself once a
     series of changes is done (a turn asks after its reply, or when it fails).
@@ -155,8 +179,13 @@ def place(*, adventure_id: int, branch_id: int | None, kind: str, text: str, ask
         if locked is None:
             raise NotFound("no such adventure")
         generation_check(locked)
-        action = tree_sql.append_node(adventure_id=adventure_id, branch_id=branch_id or locked.head_branch_id,
-                                      kind=kind, text=text, now=locked.updated_at)
+        action = tree_sql.append_node(
+            adventure_id=adventure_id,
+            branch_id=branch_id or locked.head_branch_id,
+            kind=kind,
+            text=text,
+            now=locked.updated_at,
+        )
         if action is None:
             if kind == Action.Kind.START and Branch.objects.filter(pk=branch_id or locked.head_branch_id).exists():
                 raise TreeError("the story already has an opening")
@@ -290,9 +319,12 @@ def fork(*, adventure_id: int, action_id: int, name: str = "", checkout: bool = 
         source = head if lineage.on_path(head, action) else Branch.objects.get(pk=action.branch_id)
         depth = action.depth if action.live else action.depth - 1
         new = Branch.objects.create(
-            adventure_id=adventure_id, parent=source, fork_depth=depth,
+            adventure_id=adventure_id,
+            parent=source,
+            fork_depth=depth,
             lineage=[[source.pk, depth]] + [[a, min(cap, depth)] for a, cap in source.lineage],
-            tip_depth=depth, name=name or f"fork at {action.depth}",
+            tip_depth=depth,
+            name=name or f"fork at {action.depth}",
         )
         if not action.live:
             copy_rows([action], to_branch=new, carry=False)
@@ -332,8 +364,13 @@ def hide(*, adventure_id: int, action_id: int, hidden: bool) -> Action:
         if action.live:
             for branch in Branch.objects.filter(adventure_id=adventure_id):
                 if lineage.on_path(branch, action):
-                    story_rewritten.send(sender=Branch, adventure_id=adventure_id, branch_id=branch.pk,
-                                         from_depth=action.depth, change="hidden")
+                    story_rewritten.send(
+                        sender=Branch,
+                        adventure_id=adventure_id,
+                        branch_id=branch.pk,
+                        from_depth=action.depth,
+                        change="hidden",
+                    )
             _story_changed(adventure_id)
     return action
 

@@ -33,10 +33,17 @@ WITH b AS (UPDATE stories_branch SET tip_depth = tip_depth + 1
 SELECT n.id, b.id, b.adventure_id, b.parent_id, b.fork_depth, b.lineage::text, b.tip_depth, b.name, b.internal,
        b.created_at FROM n, b
 """
-BRANCH_FIELDS = ("id", "adventure_id", "parent_id", "fork_depth", "lineage", "tip_depth", "name", "internal",
-                  "created_at")
-
-
+BRANCH_FIELDS = (
+    "id",
+    "adventure_id",
+    "parent_id",
+    "fork_depth",
+    "lineage",
+    "tip_depth",
+    "name",
+    "internal",
+    "created_at",
+)
 
 
 def append_lock(*, adventure_id: int, release: str = "") -> Adventure | None:
@@ -50,8 +57,9 @@ def append_lock(*, adventure_id: int, release: str = "") -> Adventure | None:
     if row is None:
         return None
     head, token, until = row
-    return Adventure(pk=adventure_id, head_branch_id=head, generation_token=token, generation_until=until,
-                     updated_at=now)
+    return Adventure(
+        pk=adventure_id, head_branch_id=head, generation_token=token, generation_until=until, updated_at=now
+    )
 
 
 def append_node(*, adventure_id: int, branch_id: int, kind: str, text: str, now) -> Action | None:
@@ -59,15 +67,26 @@ def append_node(*, adventure_id: int, branch_id: int, kind: str, text: str, now)
     branch as it now stands. None when the branch is not this adventure's (or, for an opening,
     when the branch already has a node)."""
     with connection.cursor() as cursor:
-        cursor.execute(APPEND_SQL, {"branch": branch_id, "adventure": adventure_id, "kind": kind, "text": text,
-                                    "now": now})
+        cursor.execute(
+            APPEND_SQL, {"branch": branch_id, "adventure": adventure_id, "kind": kind, "text": text, "now": now}
+        )
         row = cursor.fetchone()
     if row is None:
         return None
     values = list(row[1:])
     values[4] = json.loads(values[4])  # lineage, read as text
     branch = Branch.from_db(connection.alias, BRANCH_FIELDS, values)
-    action = Action(id=row[0], adventure_id=adventure_id, branch=branch, depth=branch.tip_depth, kind=kind,
-                    text=text, live=True, hidden=False, created_at=now, edited_at=None)
+    action = Action(
+        id=row[0],
+        adventure_id=adventure_id,
+        branch=branch,
+        depth=branch.tip_depth,
+        kind=kind,
+        text=text,
+        live=True,
+        hidden=False,
+        created_at=now,
+        edited_at=None,
+    )
     action._state.adding, action._state.db = False, connection.alias
     return action

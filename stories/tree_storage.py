@@ -17,8 +17,13 @@ def copy_rows(rows: list[Action], *, to_branch: Branch, carry: bool = True) -> d
     copies = {}
     for row in rows:
         copies[row.pk] = Action(
-            adventure_id=row.adventure_id, branch=to_branch, depth=row.depth, kind=row.kind, text=row.text,
-            live=row.live, edited_at=row.edited_at,
+            adventure_id=row.adventure_id,
+            branch=to_branch,
+            depth=row.depth,
+            kind=row.kind,
+            text=row.text,
+            live=row.live,
+            edited_at=row.edited_at,
         )
     # Copies share one created_at; ascending ids keep the takes' order.
     Action.objects.bulk_create(list(copies.values()))
@@ -26,8 +31,13 @@ def copy_rows(rows: list[Action], *, to_branch: Branch, carry: bool = True) -> d
     for row in rows if carry else []:
         by_source.setdefault(row.branch_id, set()).add(row.depth)
     for source_id, depths in by_source.items():
-        nodes_copied.send(sender=Branch, adventure_id=to_branch.adventure_id, from_branch_id=source_id,
-                          to_branch_id=to_branch.pk, depths=sorted(depths))
+        nodes_copied.send(
+            sender=Branch,
+            adventure_id=to_branch.adventure_id,
+            from_branch_id=source_id,
+            to_branch_id=to_branch.pk,
+            depths=sorted(depths),
+        )
     return copies
 
 
@@ -68,11 +78,17 @@ def detach_borrowers(branch: Branch, depth: int) -> None:
         return
     top = max(cap for other in readers for a, cap in other.lineage if a == branch.pk)
     segment = Branch.objects.create(
-        adventure_id=branch.adventure_id, parent=branch, fork_depth=depth - 1,
+        adventure_id=branch.adventure_id,
+        parent=branch,
+        fork_depth=depth - 1,
         lineage=[[branch.pk, depth - 1]] + [[a, min(cap, depth - 1)] for a, cap in branch.lineage],
-        tip_depth=top, name=f"{branch.name or 'branch'} (kept for forks)", internal=True,
+        tip_depth=top,
+        name=f"{branch.name or 'branch'} (kept for forks)",
+        internal=True,
     )
-    rows = list(Action.objects.filter(branch=branch, depth__gte=depth, depth__lte=top).order_by("depth", "created_at", "id"))
+    rows = list(
+        Action.objects.filter(branch=branch, depth__gte=depth, depth__lte=top).order_by("depth", "created_at", "id")
+    )
     copy_rows(rows, to_branch=segment)
     for other in readers:
         new = []

@@ -127,8 +127,14 @@ def adventures(request):
         cards = []
         if card["name"]:
             try:
-                cards = [{"type": "character", "name": card["name"], "keys": clean_keys(card["keys"]),
-                          "entry": card["entry"]}]
+                cards = [
+                    {
+                        "type": "character",
+                        "name": card["name"],
+                        "keys": clean_keys(card["keys"]),
+                        "entry": card["entry"],
+                    }
+                ]
             except InvalidRequest as exc:
                 form.add_error(None, str(exc))
         if not form.errors:
@@ -136,8 +142,12 @@ def adventures(request):
             return redirect("web-play", adventure.pk)
     rows = Adventure.objects.filter(owner=request.user, hidden=False).order_by("-updated_at", "-id")
     page = Paginator(rows, ADVENTURES_PER_PAGE).get_page(request.GET.get("page"))
-    return render(request, "stories/adventures.html", {"adventures": page.object_list, "page": page, "form": form},
-                  status=400 if form.errors else 200)
+    return render(
+        request,
+        "stories/adventures.html",
+        {"adventures": page.object_list, "page": page, "form": form},
+        status=400 if form.errors else 200,
+    )
 
 
 @login_required

@@ -10,16 +10,29 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/signup/", web.signup, name="web-signup"),
     path("accounts/password/", web.PasswordChangeView.as_view(), name="web-password-change"),
-    path("accounts/password/changed/", auth_views.PasswordChangeDoneView.as_view(
-        template_name="accounts/password_changed.html"), name="web-password-changed"),
+    path(
+        "accounts/password/changed/",
+        auth_views.PasswordChangeDoneView.as_view(template_name="accounts/password_changed.html"),
+        name="web-password-changed",
+    ),
     path("accounts/password/reset/", web.PasswordResetView.as_view(), name="web-password-reset"),
-    path("accounts/password/reset/sent/", auth_views.PasswordResetDoneView.as_view(
-        template_name="accounts/password_reset_sent.html"), name="web-password-reset-sent"),
-    path("accounts/password/reset/<uidb64>/<token>/", auth_views.PasswordResetConfirmView.as_view(
-        template_name="accounts/password_reset_confirm.html", success_url="/accounts/password/reset/done/"),
-        name="password_reset_confirm"),
-    path("accounts/password/reset/done/", auth_views.PasswordResetCompleteView.as_view(
-        template_name="accounts/password_reset_done.html"), name="web-password-reset-done"),
+    path(
+        "accounts/password/reset/sent/",
+        auth_views.PasswordResetDoneView.as_view(template_name="accounts/password_reset_sent.html"),
+        name="web-password-reset-sent",
+    ),
+    path(
+        "accounts/password/reset/<uidb64>/<token>/",
+        auth_views.PasswordResetConfirmView.as_view(
+            template_name="accounts/password_reset_confirm.html", success_url="/accounts/password/reset/done/"
+        ),
+        name="password_reset_confirm",
+    ),
+    path(
+        "accounts/password/reset/done/",
+        auth_views.PasswordResetCompleteView.as_view(template_name="accounts/password_reset_done.html"),
+        name="web-password-reset-done",
+    ),
     path("play/", ensure_csrf_cookie(web.adventures), name="web-adventures"),
     path("play/<int:adventure_id>/", ensure_csrf_cookie(web.play), name="web-play"),
     path("play/<int:adventure_id>/delete/", web.adventure_delete, name="web-adventure-delete"),

@@ -80,8 +80,9 @@ def bob_api(bob):
 @pytest.fixture
 def alice_plays(alice_api, fake_llm):
     """alice with her endpoint pointed at the fake model server."""
-    response = alice_api.patch("/api/settings/", {"endpoint_url": fake_llm.url, "api_key": ALICE_KEY,
-                                                  "model": "fake-model"}, format="json")
+    response = alice_api.patch(
+        "/api/settings/", {"endpoint_url": fake_llm.url, "api_key": ALICE_KEY, "model": "fake-model"}, format="json"
+    )
     assert response.status_code == 200, response.json()
     return alice_api
 
@@ -106,8 +107,13 @@ def owner(alice, memory_llm):
     """alice, whose own endpoint writes memories and summaries and embeds (bag-of-words vectors)."""
     from stories import accounts
 
-    accounts.ai_settings_update(user_id=alice.pk, api_key=ALICE_KEY, endpoint_url=memory_llm.url,
-                                model="fake-model", embedding_model="fake-embed")
+    accounts.ai_settings_update(
+        user_id=alice.pk,
+        api_key=ALICE_KEY,
+        endpoint_url=memory_llm.url,
+        model="fake-model",
+        embedding_model="fake-embed",
+    )
     return alice
 
 
@@ -115,8 +121,13 @@ def owner(alice, memory_llm):
 def adventure(owner):
     from stories.adventures import adventure_create
 
-    return adventure_create(owner_id=owner.pk, title="The Salt Road", opening="Action 1: dawn on the flats.",
-                            persona_name="Mira", persona_pronouns="she/her")
+    return adventure_create(
+        owner_id=owner.pk,
+        title="The Salt Road",
+        opening="Action 1: dawn on the flats.",
+        persona_name="Mira",
+        persona_pronouns="she/her",
+    )
 
 
 @pytest.fixture

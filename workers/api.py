@@ -12,8 +12,12 @@ class PoolStatusView(APIView):
 
     permission_classes = [IsAdminUser]
 
-    @extend_schema(responses=inline_serializer("PoolStatus", {"queue_depth": serializers.IntegerField(allow_null=True),
-                                                              "adventures_behind": serializers.IntegerField()}),
-                   tags=["operators"])
+    @extend_schema(
+        responses=inline_serializer(
+            "PoolStatus",
+            {"queue_depth": serializers.IntegerField(allow_null=True), "adventures_behind": serializers.IntegerField()},
+        ),
+        tags=["operators"],
+    )
     def get(self, request):
         return Response(pool_status())

@@ -20,8 +20,6 @@ log = logging.getLogger(__name__)
 HEARTBEAT_PREFIX = "everlore:worker-heartbeat:"
 
 
-
-
 def heartbeat_write(*, client: redis.Redis, hostname: str) -> None:
     client.set(HEARTBEAT_PREFIX + hostname, f"{time.time():.3f}", ex=settings.WORKER_HEARTBEAT_STALE)
 
@@ -35,7 +33,7 @@ def heartbeats_read(*, client: redis.Redis) -> dict[str, float]:
     out = {}
     for key, value in zip(keys, values):
         if value is not None:
-            out[key.decode()[len(HEARTBEAT_PREFIX):]] = float(value)
+            out[key.decode()[len(HEARTBEAT_PREFIX) :]] = float(value)
     return out
 
 

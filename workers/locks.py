@@ -17,8 +17,9 @@ EXTEND_EVERY_S = 15.0  # how often a working holder extends its lock
 RERUN_TTL_S = 3600  # a pending re-run request expires after this
 
 _RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
-_EXTEND = ("if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) "
-           "else return 0 end")
+_EXTEND = (
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end"
+)
 
 
 def client() -> redis.Redis:

@@ -46,8 +46,13 @@ def pool_status() -> dict:
         out["workers"] = sorted(beats)
         out["redis"] = "up"
     except redis.RedisError as exc:
-        out.update(redis=f"down ({exc.__class__.__name__})", queue_depth=None, reserved_unacked=None,
-                   oldest_waiting_s=None, workers=[])
+        out.update(
+            redis=f"down ({exc.__class__.__name__})",
+            queue_depth=None,
+            reserved_unacked=None,
+            oldest_waiting_s=None,
+            workers=[],
+        )
     limit = timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT)
     out["running_passes"] = PassRun.objects.filter(finished_at__isnull=True, started_at__gte=now - limit).count()
     out["adventures_behind"] = len(memory_pass.adventures_behind(limit=100_000))

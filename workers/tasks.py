@@ -60,8 +60,14 @@ class ParkingTask(Task):
         log.error("job %s%s parked after %s attempts", self.name, tuple(args), attempts)
         try:
             with transaction.atomic():
-                ParkedJob.objects.create(task_name=self.name, task_id=task_id, args=list(args), kwargs=kwargs,
-                                         attempts=attempts, reason="crashed or failed on every attempt")
+                ParkedJob.objects.create(
+                    task_name=self.name,
+                    task_id=task_id,
+                    args=list(args),
+                    kwargs=kwargs,
+                    attempts=attempts,
+                    reason="crashed or failed on every attempt",
+                )
         except IntegrityError:
             pass  # parked already (a redelivery of the parked job)
 
@@ -103,7 +109,7 @@ def post_turn(self, adventure_id: int, enqueued_at: float | None = None) -> str:
     if lock.take_rerun() or more_due:
         post_turn.apply_async(args=[adventure_id])
     if transient and self.request.retries < self.max_retries:
-        raise self.retry(countdown=settings.JOB_RETRY_BACKOFF_S * 2 ** self.request.retries)
+        raise self.retry(countdown=settings.JOB_RETRY_BACKOFF_S * 2**self.request.retries)
     return "done"
 
 
@@ -131,8 +137,14 @@ def agent_pass(self, agent_id: int) -> str:
     return "done"
 
 
-@shared_task(name="workers.import_adventure", bind=True, base=ParkingTask, ignore_result=True,
-             soft_time_limit=settings.IMPORT_TIME_LIMIT_S, time_limit=settings.IMPORT_TIME_LIMIT_S + 30)
+@shared_task(
+    name="workers.import_adventure",
+    bind=True,
+    base=ParkingTask,
+    ignore_result=True,
+    soft_time_limit=settings.IMPORT_TIME_LIMIT_S,
+    time_limit=settings.IMPORT_TIME_LIMIT_S + 30,
+)
 def import_adventure(self, job_id: int) -> str:
     """Import one adventure document (stories.imports.run), within IMPORT_TIME_LIMIT_S and
     IMPORT_MEMORY_MB; past either, the import rolls back and its job fails saying so."""
@@ -185,8 +197,17 @@ class _Queued:
 def _send(task, *, args: list, kwargs: dict | None = None) -> None:
     # No time limits in the message: a limit written there by the sender wins over the worker's own
     # (its task's, from the worker's settings), and the sender's settings are not the worker's.
-    current_app.send_task(task.name, args=args, kwargs=kwargs or {}, retry=False, ignore_result=True, add_to_parent=False,
-                          result_cls=_Queued, soft_time_limit=None, time_limit=None)
+    current_app.send_task(
+        task.name,
+        args=args,
+        kwargs=kwargs or {},
+        retry=False,
+        ignore_result=True,
+        add_to_parent=False,
+        result_cls=_Queued,
+        soft_time_limit=None,
+        time_limit=None,
+    )
 
 
 def send_agent_pass(agent_id: int) -> None:
@@ -201,8 +222,11 @@ def sweep() -> int:
     indexes no agent needs."""
     closed = memory_pass.abandoned_runs_close()
     if closed:
-        log.warning("sweeper marked %s memory passes crashed (running past %s: their worker died)", closed,
-                    memory_pass.PASS_ABANDONED_AFTER)
+        log.warning(
+            "sweeper marked %s memory passes crashed (running past %s: their worker died)",
+            closed,
+            memory_pass.PASS_ABANDONED_AFTER,
+        )
     behind = memory_pass.adventures_behind()
     for adventure_id in behind:
         try:

@@ -100,11 +100,14 @@ class TokenDetailView(WorldView):
 class EventsView(WorldView):
     @extend_schema(
         request=s.EventBatchSerializer,
-        responses={201: inline_serializer("EventsRecorded", {"memories": serializers.IntegerField(),
-                                                             "agents": serializers.ListField()})},
+        responses={
+            201: inline_serializer(
+                "EventsRecorded", {"memories": serializers.IntegerField(), "agents": serializers.ListField()}
+            )
+        },
         tags=["worlds"],
-        description="One event, or {\"events\": [...]} for a batch. Unknown agents are created on first use. "
-                    "All or nothing: one bad event writes nothing.",
+        description='One event, or {"events": [...]} for a batch. Unknown agents are created on first use. '
+        "All or nothing: one bad event writes nothing.",
     )
     def post(self, request, world_id):
         world = self.world(request, world_id)
@@ -138,19 +141,33 @@ class AgentDetailView(WorldView):
 class RecallView(WorldView):
     @extend_schema(
         request=s.RecallInputSerializer,
-        responses={200: inline_serializer("Recall", {"memories": serializers.ListField(child=serializers.DictField()),
-                                                     "text": strict.TextField()})},
+        responses={
+            200: inline_serializer(
+                "Recall", {"memories": serializers.ListField(child=serializers.DictField()), "text": strict.TextField()}
+            )
+        },
         tags=["worlds"],
     )
     def post(self, request, world_id, agent_id):
         world = self.world(request, world_id)
         agent = worlds.access_agent(world=world, external_id=agent_id)
         data = _valid(s.RecallInputSerializer, request)
-        return Response(agent_recall.recall_answer(*agent_recall.agent_recall(
-            world=world, agent=agent, partner=data["partner"], location=data["location"], query=data["query"],
-            since=data["since"], kinds=data.get("kinds"), limit=data["limit"], token_budget=data["token_budget"],
-            cooldown_s=data["cooldown_seconds"],
-        )))
+        return Response(
+            agent_recall.recall_answer(
+                *agent_recall.agent_recall(
+                    world=world,
+                    agent=agent,
+                    partner=data["partner"],
+                    location=data["location"],
+                    query=data["query"],
+                    since=data["since"],
+                    kinds=data.get("kinds"),
+                    limit=data["limit"],
+                    token_budget=data["token_budget"],
+                    cooldown_s=data["cooldown_seconds"],
+                )
+            )
+        )
 
 
 class _MemoryQuery(paging.query_serializer(default=50, maximum=MEMORY_PAGE_MAX)):
@@ -161,7 +178,8 @@ class _MemoryQuery(paging.query_serializer(default=50, maximum=MEMORY_PAGE_MAX))
 class AgentMemoryListView(WorldView):
     @extend_schema(
         parameters=[_MemoryQuery],
-        responses=s.AgentMemorySerializer(many=True), tags=["worlds"],
+        responses=s.AgentMemorySerializer(many=True),
+        tags=["worlds"],
     )
     def get(self, request, world_id, agent_id):
         world = self.world(request, world_id)
@@ -173,15 +191,22 @@ class AgentMemoryListView(WorldView):
         if params.get("q"):
             from django.contrib.postgres.search import SearchQuery
 
-            qs = qs.filter(Q(search=SearchQuery(params["q"], config="english", search_type="websearch"))
-                           | Q(content__icontains=params["q"]))
+            qs = qs.filter(
+                Q(search=SearchQuery(params["q"], config="english", search_type="websearch"))
+                | Q(content__icontains=params["q"])
+            )
         if params.get("kind"):
             qs = qs.filter(kind=params["kind"])
-        return paging.page(request, qs.order_by("-occurred_at", "-id"), s.AgentMemorySerializer,
-                           default=50, maximum=MEMORY_PAGE_MAX)
+        return paging.page(
+            request, qs.order_by("-occurred_at", "-id"), s.AgentMemorySerializer, default=50, maximum=MEMORY_PAGE_MAX
+        )
 
-    @extend_schema(request=s.RememberSerializer, responses={201: s.AgentMemorySerializer}, tags=["worlds"],
-                   description="The agent writes a memory of its own (a note).")
+    @extend_schema(
+        request=s.RememberSerializer,
+        responses={201: s.AgentMemorySerializer},
+        tags=["worlds"],
+        description="The agent writes a memory of its own (a note).",
+    )
     def post(self, request, world_id, agent_id):
         world = self.world(request, world_id)
         agent = worlds.access_agent(world=world, external_id=agent_id)
@@ -213,12 +238,15 @@ EXPORT_CHUNK = 2_000  # memories read per round trip while an export streams
 
 
 class WorldExportView(WorldView):
-    @extend_schema(responses={200: inline_serializer("WorldExport", {"world": serializers.DictField()})},
-                   tags=["worlds"],
-                   description="The whole world as JSON, streamed: memory stays bounded whatever the world's size.")
+    @extend_schema(
+        responses={200: inline_serializer("WorldExport", {"world": serializers.DictField()})},
+        tags=["worlds"],
+        description="The whole world as JSON, streamed: memory stays bounded whatever the world's size.",
+    )
     def get(self, request, world_id):
         world = self.world(request, world_id)
-        response = StreamingHttpResponse(world_export.world_export_chunks(world=world, chunk=EXPORT_CHUNK),
-                                         content_type="application/json")
+        response = StreamingHttpResponse(
+            world_export.world_export_chunks(world=world, chunk=EXPORT_CHUNK), content_type="application/json"
+        )
         response["Content-Disposition"] = f'attachment; filename="world-{world.pk}.json"'
         return response

@@ -33,7 +33,11 @@ try:
         name = "worldToken"
 
         def get_security_definition(self, auto_schema):
-            return {"type": "http", "scheme": "bearer", "bearerFormat": "wt_...",
-                    "description": "A world token (POST /api/worlds/{id}/tokens/); reaches only its world."}
+            return {
+                "type": "http",
+                "scheme": "bearer",
+                "bearerFormat": "wt_...",
+                "description": "A world token (POST /api/worlds/{id}/tokens/); reaches only its world.",
+            }
 except ImportError:  # drf-spectacular is in requirements; this guard only keeps the module importable alone
     pass

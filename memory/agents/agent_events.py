@@ -75,8 +75,10 @@ def _world_room_check(world: World) -> None:
     (called inside the writing transaction, so the write rolls back)."""
     held = AgentMemory.objects.filter(world=world).count()
     if held > settings.WORLD_MEMORIES_MAX:
-        raise Conflict(f"this world would hold {held:,} memories, over its limit of {settings.WORLD_MEMORIES_MAX:,}; "
-                       "nothing was stored: lower agent_capacity, or delete agents or memories")
+        raise Conflict(
+            f"this world would hold {held:,} memories, over its limit of {settings.WORLD_MEMORIES_MAX:,}; "
+            "nothing was stored: lower agent_capacity, or delete agents or memories"
+        )
 
 
 DEFAULT_IMPORTANCE = {"say": 0.5, "interact": 0.6, "observe": 0.4}
@@ -125,32 +127,77 @@ def _fan_out(event: Event, now: datetime) -> list[tuple[str, dict]]:
     # A memory is read alone, much later: it carries its own date.
     dated = f"({when:%-d %B %Y}) "
     importance = event.importance if event.importance is not None else DEFAULT_IMPORTANCE.get(event.type, 0.5)
-    base = {"location": event.location, "occurred_at": when, "importance": importance, "actor": event.actor,
-            "metadata": {**event.metadata, "event": event.type}}
+    base = {
+        "location": event.location,
+        "occurred_at": when,
+        "importance": importance,
+        "actor": event.actor,
+        "metadata": {**event.metadata, "event": event.type},
+    }
     others = [n for n in dict.fromkeys(event.nearby) if n and n != event.actor]
     out = []
     if event.type == "say":
         to = event.target or "everyone nearby"
-        out.append((event.actor, {**base, "kind": "say", "partner": event.target,
-                                  "content": _clip(f'{dated}{event.actor} said to {to}{at}: "{event.text}"')}))
-        listeners = others + ([event.target] if event.target and event.target not in others and event.target != event.actor else [])
+        out.append(
+            (
+                event.actor,
+                {
+                    **base,
+                    "kind": "say",
+                    "partner": event.target,
+                    "content": _clip(f'{dated}{event.actor} said to {to}{at}: "{event.text}"'),
+                },
+            )
+        )
+        listeners = others + (
+            [event.target] if event.target and event.target not in others and event.target != event.actor else []
+        )
         for listener in listeners:
-            out.append((listener, {**base, "kind": "heard", "partner": event.actor,
-                                   "content": _clip(f'{dated}{event.actor} said to {to}{at}: "{event.text}"'),
-                                   "importance": importance * (1.0 if listener == event.target else 0.6)}))
+            out.append(
+                (
+                    listener,
+                    {
+                        **base,
+                        "kind": "heard",
+                        "partner": event.actor,
+                        "content": _clip(f'{dated}{event.actor} said to {to}{at}: "{event.text}"'),
+                        "importance": importance * (1.0 if listener == event.target else 0.6),
+                    },
+                )
+            )
     elif event.type == "interact":
         content = _clip(dated + interaction_sentence(event))
         out.append((event.actor, {**base, "kind": "interaction", "partner": event.target, "content": content}))
         # The target takes part (created if new) whether or not it is listed nearby.
-        present = others + ([event.target] if event.target and event.target not in others
-                            and event.target != event.actor else [])
+        present = others + (
+            [event.target] if event.target and event.target not in others and event.target != event.actor else []
+        )
         for witness in present:
             kind = "interaction" if witness == event.target else "witnessed"
-            out.append((witness, {**base, "kind": kind, "partner": event.actor, "content": content,
-                                  "importance": importance * (1.0 if kind == "interaction" else 0.5)}))
+            out.append(
+                (
+                    witness,
+                    {
+                        **base,
+                        "kind": kind,
+                        "partner": event.actor,
+                        "content": content,
+                        "importance": importance * (1.0 if kind == "interaction" else 0.5),
+                    },
+                )
+            )
     elif event.type == "observe":
-        out.append((event.actor, {**base, "kind": "observation", "partner": event.target,
-                                  "content": _clip(f"{dated}{event.actor} noticed{at}: {event.text}")}))
+        out.append(
+            (
+                event.actor,
+                {
+                    **base,
+                    "kind": "observation",
+                    "partner": event.target,
+                    "content": _clip(f"{dated}{event.actor} noticed{at}: {event.text}"),
+                },
+            )
+        )
     else:
         values = {"actor": event.actor, "target": event.target, "location": event.location, "text": event.text}
         content = template_check(event.template or "{actor} ({type}): {text}").format(**values, type=event.type)
@@ -158,8 +205,18 @@ def _fan_out(event: Event, now: datetime) -> list[tuple[str, dict]]:
         content = dated + content
         out.append((event.actor, {**base, "kind": "custom", "partner": event.target, "content": _clip(content)}))
         for witness in others:
-            out.append((witness, {**base, "kind": "witnessed", "partner": event.actor, "content": _clip(content),
-                                  "importance": importance * 0.5}))
+            out.append(
+                (
+                    witness,
+                    {
+                        **base,
+                        "kind": "witnessed",
+                        "partner": event.actor,
+                        "content": _clip(content),
+                        "importance": importance * 0.5,
+                    },
+                )
+            )
     return out
 
 
@@ -172,8 +229,10 @@ def events_record(*, world: World, events: list[Event]) -> list[AgentMemory]:
             raise InvalidRequest(f"event #{n}: its time is in the far future")
     rows = [(agent_id, fields) for event in events for agent_id, fields in _fan_out(event, now)]
     if len(rows) > BATCH_MEMORIES_MAX:
-        raise InvalidRequest(f"these events would write {len(rows):,} memories (each listener and witness gets one); "
-                             f"at most {BATCH_MEMORIES_MAX:,} a request: send fewer events or fewer nearby agents")
+        raise InvalidRequest(
+            f"these events would write {len(rows):,} memories (each listener and witness gets one); "
+            f"at most {BATCH_MEMORIES_MAX:,} a request: send fewer events or fewer nearby agents"
+        )
     with transaction.atomic():
         names = {agent_id for agent_id, _ in rows}
         existing = {a.external_id: a for a in Agent.objects.filter(world=world, external_id__in=names)}
@@ -217,17 +276,32 @@ def enforce_capacity(*, agent: Agent, capacity: int, keep_since: datetime | None
         return cursor.rowcount
 
 
-def remember(*, world: World, agent: Agent, content: str, partner: str = "", location: str = "",
-             importance: float = 0.7, pinned: bool = False) -> AgentMemory:
+def remember(
+    *,
+    world: World,
+    agent: Agent,
+    content: str,
+    partner: str = "",
+    location: str = "",
+    importance: float = 0.7,
+    pinned: bool = False,
+) -> AgentMemory:
     """A memory the agent writes itself (the remember tool)."""
     now = timezone.now()
     with transaction.atomic():
-        memory = AgentMemory.objects.create(agent=agent, world=world, kind=AgentMemory.Kind.NOTE, actor=agent.external_id,
-                                            content=_clip(content), partner=partner, location=location,
-                                            importance=importance, pinned=pinned, occurred_at=now)
+        memory = AgentMemory.objects.create(
+            agent=agent,
+            world=world,
+            kind=AgentMemory.Kind.NOTE,
+            actor=agent.external_id,
+            content=_clip(content),
+            partner=partner,
+            location=location,
+            importance=importance,
+            pinned=pinned,
+            occurred_at=now,
+        )
         enforce_capacity(agent=agent, capacity=world.agent_capacity, keep_since=now)
         _world_room_check(world)
         jobs.agent_pass_after_commit(agent_id=agent.pk)
     return memory
-
-

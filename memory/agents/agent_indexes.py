@@ -42,8 +42,10 @@ def agent_index_ensure(*, agent_id: int) -> str | None:
     returns the index's name when the agent has one."""
     bound = own_index_from()
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM (SELECT 1 FROM memory_agentmemory WHERE agent_id = %s LIMIT %s) c",
-                       [agent_id, bound + 1])
+        cursor.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM memory_agentmemory WHERE agent_id = %s LIMIT %s) c",
+            [agent_id, bound + 1],
+        )
         if cursor.fetchone()[0] <= bound:
             return None
         dims = _embedded_dims(cursor, agent_id)
@@ -76,10 +78,10 @@ def agent_indexes_prune() -> list[str]:
     """Drop the own indexes of agents that no longer exist, and of other sizes
     than the agent's vectors now have (its owner changed model). Returns their names."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT indexrelid::regclass::text FROM pg_index "
-                       "WHERE indrelid = 'memory_agentmemory'::regclass")
-        owned = [(name, int(m.group(1)), int(m.group(2))) for (name,) in cursor.fetchall()
-                 if (m := _NAME.match(name))]
+        cursor.execute(
+            "SELECT indexrelid::regclass::text FROM pg_index WHERE indrelid = 'memory_agentmemory'::regclass"
+        )
+        owned = [(name, int(m.group(1)), int(m.group(2))) for (name,) in cursor.fetchall() if (m := _NAME.match(name))]
         dropped = []
         for name, agent_id, dims in owned:
             if _embedded_dims(cursor, agent_id) != dims:
@@ -90,7 +92,10 @@ def agent_indexes_prune() -> list[str]:
 
 def _embedded_dims(cursor, agent_id: int) -> int | None:
     """The size of the agent's newest vector (None: it has none)."""
-    cursor.execute("SELECT vector_dims(embedding) FROM memory_agentmemory WHERE agent_id = %s "
-                   "AND embedding IS NOT NULL ORDER BY id DESC LIMIT 1", [agent_id])
+    cursor.execute(
+        "SELECT vector_dims(embedding) FROM memory_agentmemory WHERE agent_id = %s "
+        "AND embedding IS NOT NULL ORDER BY id DESC LIMIT 1",
+        [agent_id],
+    )
     row = cursor.fetchone()
     return row[0] if row else None

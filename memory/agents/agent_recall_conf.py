@@ -35,8 +35,16 @@ WEIGHTS = {
     # with a query, kind, importance and recency count this much (meaning and words lead)
     "prior_scale_with_query": 0.25,
     # the agent's own acts above what it heard or witnessed
-    "kind_weights": {"say": 0.15, "interaction": 0.15, "note": 0.15, "summary": 0.12, "custom": 0.1,
-                     "observation": 0.08, "heard": 0.05, "witnessed": 0.0},
+    "kind_weights": {
+        "say": 0.15,
+        "interaction": 0.15,
+        "note": 0.15,
+        "summary": 0.12,
+        "custom": 0.1,
+        "observation": 0.08,
+        "heard": 0.05,
+        "witnessed": 0.0,
+    },
     "dedupe_jaccard": 0.85,  # word overlap above which two memories count as the same
     # time (memory.agents.when): a question asking when ranks up memories that say when (a date, "yesterday",
     # "two years ago"); a query naming a period ("in June", "last week") ranks up memories that
@@ -79,10 +87,20 @@ WEIGHTS = {
 
 # The weights that make each score part (memory.agents.agent_recall_sql.SCORE_PARTS); a part with all its
 # weights at 0 adds nothing (tests/memory/test_recall_parts.py takes each part alone).
-PART_WEIGHTS = {"partner": ("partner",), "location": ("location",), "kind": ("kind_weights",),
-                "importance": ("importance",), "recency": ("recency",), "vector": ("vector",), "text": ("text",),
-                "named": ("named_actor",), "context": ("context",), "time": ("time_words", "period"),
-                "hop": ("hop", "list_hop"), "asks": ("asks",)}
+PART_WEIGHTS = {
+    "partner": ("partner",),
+    "location": ("location",),
+    "kind": ("kind_weights",),
+    "importance": ("importance",),
+    "recency": ("recency",),
+    "vector": ("vector",),
+    "text": ("text",),
+    "named": ("named_actor",),
+    "context": ("context",),
+    "time": ("time_words", "period"),
+    "hop": ("hop", "list_hop"),
+    "asks": ("asks",),
+}
 
 KNOBS = {"window_days": int, "cooldown_seconds": int, "token_budget": int, "exact_up_to": int, "own_index_from": int}
 
@@ -97,14 +115,17 @@ def recall_conf_problems(overrides: dict) -> list[str]:
         elif key in WEIGHTS:
             expected = type(WEIGHTS[key])
         else:
-            problems.append(f"AGENT_RECALL[{key!r}] is not a recall weight or knob (known: "
-                            f"{', '.join(sorted([*WEIGHTS, *KNOBS]))})")
+            problems.append(
+                f"AGENT_RECALL[{key!r}] is not a recall weight or knob (known: {', '.join(sorted([*WEIGHTS, *KNOBS]))})"
+            )
             continue
         numeric = expected in (int, float) and isinstance(value, (int, float)) and not isinstance(value, bool)
         if not (numeric or isinstance(value, expected)):
             problems.append(f"AGENT_RECALL[{key!r}] is a {type(value).__name__}; it takes a {expected.__name__}")
         elif expected is dict and set(value) - set(WEIGHTS[key]):
-            problems.append(f"AGENT_RECALL[{key!r}] names unknown kinds: {', '.join(sorted(set(value) - set(WEIGHTS[key])))}")
+            problems.append(
+                f"AGENT_RECALL[{key!r}] names unknown kinds: {', '.join(sorted(set(value) - set(WEIGHTS[key])))}"
+            )
     return problems
 
 

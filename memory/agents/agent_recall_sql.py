@@ -28,8 +28,20 @@ _CONSIDERED = """m.agent_id = %(agent)s AND m.consolidated_into_id IS NULL AND m
 
 # The parts of a memory's score, each a column s_<part> of the "scored" step below: the total is
 # their sum and the answer names each (read by column name; a test ranks by each part alone).
-SCORE_PARTS = ("partner", "location", "kind", "importance", "recency", "vector", "text", "named", "context", "time",
-               "hop", "asks")
+SCORE_PARTS = (
+    "partner",
+    "location",
+    "kind",
+    "importance",
+    "recency",
+    "vector",
+    "text",
+    "named",
+    "context",
+    "time",
+    "hop",
+    "asks",
+)
 
 _RECALL_SQL = """
 WITH q AS (
@@ -146,10 +158,14 @@ ORDER BY total DESC, top.occurred_at DESC, top.id
 
 # Exact scoring: every memory considered is scored, and BM25's statistics are theirs.
 _EXACT = {
-    "candidates": "", "restrict": "", "near": "true", "best_text": "true", "texted": "NOT MATERIALIZED",
+    "candidates": "",
+    "restrict": "",
+    "near": "true",
+    "best_text": "true",
+    "texted": "NOT MATERIALIZED",
     "stats": "stats AS (SELECT count(*)::float8 AS n, greatest(avg(dl)::float8, 1) AS avgdl FROM base)",
     "df": "df AS (SELECT t, count(*)::float8 AS df FROM base b, terms WHERE b.matches AND b.search @@ terms.tq"
-          " GROUP BY t)",
+    " GROUP BY t)",
 }
 
 # The candidate path, for large banks: the same scoring over the memories that could rank, fetched
@@ -218,28 +234,39 @@ _CANDIDATES = """, sample_stats AS (
 def recall_sql(*, candidates: bool, dims: int, through_index: bool, own_index_of: int | None = None) -> str:
     parts = dict(_EXACT)
     if candidates:
-        if own_index_of is not None:  # the agent's own index (memory.agents.agent_indexes): its id, as its predicate says
-            vector_order, considered_vec = (f"m.embedding::halfvec({dims}) <=> %(vector)s::halfvec({dims})",
-                                            _CONSIDERED.replace("m.agent_id = %(agent)s",
-                                                                f"m.agent_id = {int(own_index_of)}", 1))
+        if (
+            own_index_of is not None
+        ):  # the agent's own index (memory.agents.agent_indexes): its id, as its predicate says
+            vector_order, considered_vec = (
+                f"m.embedding::halfvec({dims}) <=> %(vector)s::halfvec({dims})",
+                _CONSIDERED.replace("m.agent_id = %(agent)s", f"m.agent_id = {int(own_index_of)}", 1),
+            )
         elif through_index:  # (agent_id + 0: the agent's rows are filtered in the HNSW scan, not fetched whole)
-            vector_order, considered_vec = (f"m.embedding::halfvec({dims}) <=> %(vector)s::halfvec({dims})",
-                                            _CONSIDERED.replace("m.agent_id =", "m.agent_id + 0 =", 1))
+            vector_order, considered_vec = (
+                f"m.embedding::halfvec({dims}) <=> %(vector)s::halfvec({dims})",
+                _CONSIDERED.replace("m.agent_id =", "m.agent_id + 0 =", 1),
+            )
         else:
             vector_order, considered_vec = "m.embedding <=> %(vector)s::halfvec", _CONSIDERED
         parts = {
-            "candidates": _CANDIDATES.format(considered=_CONSIDERED, considered_vec=considered_vec,
-                                             vector_order=vector_order, dims=int(dims)),
+            "candidates": _CANDIDATES.format(
+                considered=_CONSIDERED, considered_vec=considered_vec, vector_order=vector_order, dims=int(dims)
+            ),
             "restrict": "\n    AND m.id = ANY(ARRAY(SELECT id FROM cand UNION SELECT id FROM around))",
-            "near": "m.id = ANY(ARRAY(SELECT id FROM vec))", "best_text": "m.id = ANY(ARRAY(SELECT id FROM txt_best))",
+            "near": "m.id = ANY(ARRAY(SELECT id FROM vec))",
+            "best_text": "m.id = ANY(ARRAY(SELECT id FROM txt_best))",
             "stats": "stats AS (SELECT * FROM sample_stats)",
             # each candidate's BM25 sum once, though the steps after read it thrice (over a whole bank,
             # inlined is the faster)
             "texted": "MATERIALIZED",
             "df": "df AS (SELECT t, df FROM sample_df)",
         }
-    return _RECALL_SQL.format(considered=_CONSIDERED, total=" + ".join(f"s_{p}" for p in SCORE_PARTS),
-                              part_columns=", ".join(f"s_{p}" for p in SCORE_PARTS), **parts)
+    return _RECALL_SQL.format(
+        considered=_CONSIDERED,
+        total=" + ".join(f"s_{p}" for p in SCORE_PARTS),
+        part_columns=", ".join(f"s_{p}" for p in SCORE_PARTS),
+        **parts,
+    )
 
 
 # The first statement of a recall, in its transaction: how many memories the agent holds (counted up

@@ -34,19 +34,26 @@ class CreatedTokenSerializer(WorldTokenSerializer):
 
 
 class EventSerializer(serializers.Serializer):
-    type = strict.PatternField(r"^[a-z][a-z0-9_]{0,39}$",
-                                  help_text="say, interact, observe, or a custom type (needs a template)")
+    type = strict.PatternField(
+        r"^[a-z][a-z0-9_]{0,39}$", help_text="say, interact, observe, or a custom type (needs a template)"
+    )
     actor = strict.TextField(max_length=100)
     target = strict.TextField(max_length=100, required=False, allow_blank=True, default="")
     location = strict.TextField(max_length=200, required=False, allow_blank=True, default="")
     text = strict.TextField(max_length=agent_events.EVENT_TEXT_MAX)
-    nearby = serializers.ListField(child=strict.TextField(max_length=100), max_length=agent_events.NEARBY_MAX,
-                                   required=False, default=list)
+    nearby = serializers.ListField(
+        child=strict.TextField(max_length=100), max_length=agent_events.NEARBY_MAX, required=False, default=list
+    )
     time = serializers.DateTimeField(required=False, allow_null=True, default=None)
     importance = serializers.FloatField(min_value=0, max_value=1, required=False, allow_null=True, default=None)
-    template = strict.TextField(max_length=500, required=False, allow_blank=True, default="",
-                                     help_text="for custom types: text with {actor}, {target}, {location}, {text} or {type} "
-                                               "(nothing else inside braces; {{ and }} for literal braces)")
+    template = strict.TextField(
+        max_length=500,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="for custom types: text with {actor}, {target}, {location}, {text} or {type} "
+        "(nothing else inside braces; {{ and }} for literal braces)",
+    )
     metadata = serializers.DictField(required=False, default=dict)
 
     def validate_template(self, value):
@@ -70,21 +77,46 @@ class RecallInputSerializer(serializers.Serializer):
     location = strict.TextField(max_length=200, required=False, allow_blank=True, default="")
     query = strict.TextField(max_length=2000, required=False, allow_blank=True, default="")
     since = serializers.DateTimeField(required=False, allow_null=True, default=None)
-    kinds = serializers.ListField(child=serializers.ChoiceField(choices=AgentMemory.Kind.choices), required=False,
-                                  allow_empty=False)
+    kinds = serializers.ListField(
+        child=serializers.ChoiceField(choices=AgentMemory.Kind.choices), required=False, allow_empty=False
+    )
     limit = serializers.IntegerField(min_value=1, max_value=agent_recall.RECALL_LIMIT_MAX, required=False, default=3)
-    token_budget = serializers.IntegerField(min_value=16, max_value=100_000, required=False, allow_null=True,
-                                            default=None, help_text="tokens of memories at most; default "
-                                                                    "AGENT_RECALL_TOKEN_BUDGET (800)")
-    cooldown_seconds = serializers.IntegerField(min_value=0, max_value=86_400, required=False, allow_null=True,
-                                                default=None, help_text="default: the world setting")
+    token_budget = serializers.IntegerField(
+        min_value=16,
+        max_value=100_000,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="tokens of memories at most; default AGENT_RECALL_TOKEN_BUDGET (800)",
+    )
+    cooldown_seconds = serializers.IntegerField(
+        min_value=0,
+        max_value=86_400,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="default: the world setting",
+    )
 
 
 class AgentMemorySerializer(strict.StrictModelSerializer):
     class Meta:
         model = AgentMemory
-        fields = ["id", "kind", "partner", "location", "content", "metadata", "importance", "pinned",
-                  "occurred_at", "created_at", "last_retrieved_at", "retrieval_count", "consolidated_into"]
+        fields = [
+            "id",
+            "kind",
+            "partner",
+            "location",
+            "content",
+            "metadata",
+            "importance",
+            "pinned",
+            "occurred_at",
+            "created_at",
+            "last_retrieved_at",
+            "retrieval_count",
+            "consolidated_into",
+        ]
 
 
 class AgentMemoryPatchSerializer(serializers.Serializer):

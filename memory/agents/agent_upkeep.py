@@ -37,11 +37,20 @@ def run_summary(*, conn: providers.Connection | None, owner_id: int, agent: str,
         lines = [line.strip() for line in text.splitlines() if line.strip()]
         kept = most_telling(lines, ranked(lines, names=0.0), words_max=RUN_WORDS_MAX)
         return limit_words(f"{len(lines)} moments: " + " ".join(kept), RUN_WORDS_MAX)
-    messages = [{"role": "system", "content": RUN_INSTRUCTIONS.format(agent=agent, words=RUN_WORDS_MAX)},
-                {"role": "user", "content": text}]
-    result = providers.complete(conn=conn, messages=messages, max_tokens=200, temperature=0.2, user_id=owner_id,
-                                purpose=ProviderCall.Purpose.AGENT)
+    messages = [
+        {"role": "system", "content": RUN_INSTRUCTIONS.format(agent=agent, words=RUN_WORDS_MAX)},
+        {"role": "user", "content": text},
+    ]
+    result = providers.complete(
+        conn=conn,
+        messages=messages,
+        max_tokens=200,
+        temperature=0.2,
+        user_id=owner_id,
+        purpose=ProviderCall.Purpose.AGENT,
+    )
     return limit_words(strip_preamble(result.text.strip()), RUN_WORDS_MAX)
+
 
 # ---------------------------------------------------------------------------- background: embed, consolidate
 
@@ -51,15 +60,20 @@ def agent_memories_embed(*, agent_id: int, batch: int = 256) -> int:
     agent = Agent.objects.select_related("world").get(pk=agent_id)
     owner = agent.world.owner_id
     model = embedder.active_model(user_id=owner)
-    pending = list(AgentMemory.objects.filter(agent=agent).exclude(embedding_model=model)
-                   .order_by("id").values_list("pk", "content")[:batch])
+    pending = list(
+        AgentMemory.objects.filter(agent=agent)
+        .exclude(embedding_model=model)
+        .order_by("id")
+        .values_list("pk", "content")[:batch]
+    )
     done = 0
     for start in range(0, len(pending), embedder.BATCH_MAX):
-        chunk = pending[start:start + embedder.BATCH_MAX]
+        chunk = pending[start : start + embedder.BATCH_MAX]
         name, vectors = embedder.embed(user_id=owner, texts=[undated(c) for _, c in chunk])
         for (pk, content), vector in zip(chunk, vectors):
             done += AgentMemory.objects.filter(pk=pk, content=content).update(
-                embedding=HalfVector(vector), embedding_model=name)
+                embedding=HalfVector(vector), embedding_model=name
+            )
     return done
 
 
@@ -71,16 +85,23 @@ def consolidate(*, agent_id: int, now: datetime | None = None) -> int:
     now = now or timezone.now()
     agent = Agent.objects.select_related("world").get(pk=agent_id)
     candidates = list(
-        AgentMemory.objects.filter(agent=agent, consolidated_into__isnull=True, pinned=False, kind__in=FINE_KINDS,
-                                   occurred_at__lte=now - timedelta(minutes=conf["settle_minutes"]))
-        .order_by("partner", "location", "occurred_at")
+        AgentMemory.objects.filter(
+            agent=agent,
+            consolidated_into__isnull=True,
+            pinned=False,
+            kind__in=FINE_KINDS,
+            occurred_at__lte=now - timedelta(minutes=conf["settle_minutes"]),
+        ).order_by("partner", "location", "occurred_at")
     )
     groups: list[list[AgentMemory]] = []
     for memory in candidates:
         key = (memory.partner, "" if memory.partner else memory.location)
         last = groups[-1] if groups else None
-        if (last and (last[0].partner, "" if last[0].partner else last[0].location) == key
-                and memory.occurred_at - last[-1].occurred_at <= timedelta(minutes=conf["window_minutes"])):
+        if (
+            last
+            and (last[0].partner, "" if last[0].partner else last[0].location) == key
+            and memory.occurred_at - last[-1].occurred_at <= timedelta(minutes=conf["window_minutes"])
+        ):
             last.append(memory)
         else:
             groups.append([memory])
@@ -100,11 +121,20 @@ def consolidate(*, agent_id: int, now: datetime | None = None) -> int:
                 continue  # another run folded some of them meanwhile
             first, last = group[0], group[-1]
             folded = AgentMemory.objects.create(
-                agent=agent, world=agent.world, kind=AgentMemory.Kind.SUMMARY, partner=first.partner,
+                agent=agent,
+                world=agent.world,
+                kind=AgentMemory.Kind.SUMMARY,
+                partner=first.partner,
                 actor=first.actor if len({m.actor for m in group}) == 1 else "",
                 location=first.location if len({m.location for m in group}) == 1 else "",
-                content=_clip(summary), occurred_at=last.occurred_at, importance=max(m.importance for m in group),
-                metadata={"sources": len(group), "from": first.occurred_at.isoformat(), "to": last.occurred_at.isoformat()},
+                content=_clip(summary),
+                occurred_at=last.occurred_at,
+                importance=max(m.importance for m in group),
+                metadata={
+                    "sources": len(group),
+                    "from": first.occurred_at.isoformat(),
+                    "to": last.occurred_at.isoformat(),
+                },
             )
             AgentMemory.objects.filter(pk__in=ids).update(consolidated_into=folded)
             written += 1
@@ -128,4 +158,3 @@ def agent_upkeep_run(*, agent_id: int) -> dict:
         summaries = 0
     own_index = agent_indexes.agent_index_ensure(agent_id=agent_id)
     return {"embedded": embedded, "summaries": summaries, "own_index": own_index}
-

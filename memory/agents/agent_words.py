@@ -80,12 +80,16 @@ def kinds_key(kinds: list[str]) -> str:
 
 
 def fresh(stored: dict | None, held: int) -> bool:
-    return (stored is not None and abs(held - stored["held"]) <= STALE_SHARE * stored["held"]
-            and stored["age"] <= KEPT_SECONDS)
+    return (
+        stored is not None
+        and abs(held - stored["held"]) <= STALE_SHARE * stored["held"]
+        and stored["age"] <= KEPT_SECONDS
+    )
 
 
-def word_stats(cursor, params: dict, *, held: int, terms: list[str], stored: dict | None,
-               stored_dfs: list[int], store: bool = True) -> WordStats:
+def word_stats(
+    cursor, params: dict, *, held: int, terms: list[str], stored: dict | None, stored_dfs: list[int], store: bool = True
+) -> WordStats:
     """The statistics a recall ranks with: the stored ones while fresh, else taken anew and stored
     (``store`` False: read and not stored, as an explanation that changes nothing wants). Call inside
     the recall's transaction: what is stored commits with it."""
@@ -94,7 +98,7 @@ def word_stats(cursor, params: dict, *, held: int, terms: list[str], stored: dic
     args = {**params, "held": held, "terms": terms}
     if store:
         cursor.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", [LOCK_SPACE, params["agent"]])
-        (mine,), = cursor.fetchall()
+        ((mine,),) = cursor.fetchall()
         if mine:
             cursor.execute(_FORGET, args)
             cursor.execute(_TAKE, args)

@@ -47,9 +47,14 @@ def _token_for(ctx: Context) -> WorldToken:
 def _sentence(errors) -> str:
     """DRF's error structure as plain sentences: "text: This field is required."."""
     if isinstance(errors, dict):
-        return "; ".join(_sentence(value) if name == "non_field_errors"
-                         else f"item {name + 1}: {_sentence(value)}" if isinstance(name, int)
-                         else f"{name}: {_sentence(value)}" for name, value in errors.items())
+        return "; ".join(
+            _sentence(value)
+            if name == "non_field_errors"
+            else f"item {name + 1}: {_sentence(value)}"
+            if isinstance(name, int)
+            else f"{name}: {_sentence(value)}"
+            for name, value in errors.items()
+        )
     if isinstance(errors, list):
         return " ".join(_sentence(item) for item in errors)
     return str(errors)
@@ -87,61 +92,138 @@ def _check(serializer_class, data: dict) -> dict:
 def build_server() -> MCPServer:
     server = MCPServer(name="everlore-memory", instructions=INSTRUCTIONS)
 
-    @server.tool(description="Record what happened: type is say, interact, observe, or a custom type with a "
-                             "template. Listeners and bystanders in `nearby` get memories of it too.")
-    async def record_event(ctx: Context, type: str, actor: str, text: str, target: str = "", location: str = "",
-                           nearby: list[str] | None = None, time: str | None = None,
-                           importance: float | None = None, template: str = "") -> dict[str, Any]:
+    @server.tool(
+        description="Record what happened: type is say, interact, observe, or a custom type with a "
+        "template. Listeners and bystanders in `nearby` get memories of it too."
+    )
+    async def record_event(
+        ctx: Context,
+        type: str,
+        actor: str,
+        text: str,
+        target: str = "",
+        location: str = "",
+        nearby: list[str] | None = None,
+        time: str | None = None,
+        importance: float | None = None,
+        template: str = "",
+    ) -> dict[str, Any]:
         def run():
             token = _token_for(ctx)
-            event = _check(s.EventSerializer, {"type": type, "actor": actor, "text": text, "target": target,
-                                               "location": location, "nearby": nearby or [], "time": time,
-                                               "importance": importance, "template": template})
+            event = _check(
+                s.EventSerializer,
+                {
+                    "type": type,
+                    "actor": actor,
+                    "text": text,
+                    "target": target,
+                    "location": location,
+                    "nearby": nearby or [],
+                    "time": time,
+                    "importance": importance,
+                    "template": template,
+                },
+            )
             agent_events.events_allowance(world=token.world, token=token, count=1)
             created = agent_events.events_record(world=token.world, events=[agent_events.Event(**event)])
             return {"memories": len(created)}
 
         return await sync_to_async(_guarded, thread_sensitive=True)(
-            run, type=type, actor=actor, text=text, target=target, location=location, nearby=nearby, time=time,
-            template=template)
+            run,
+            type=type,
+            actor=actor,
+            text=text,
+            target=target,
+            location=location,
+            nearby=nearby,
+            time=time,
+            template=template,
+        )
 
-    @server.tool(description="The memories that matter now for `agent`: ranked by partner, location, kind, "
-                             "importance, recency and (with `query`) meaning and words. Returns a ready-to-use "
-                             "text block and the memories with their scores. Options as the REST recall: "
-                             "`since` (ISO time), `kinds`, `cooldown_seconds`, `token_budget`.")
-    async def recall(ctx: Context, agent: str, query: str = "", partner: str = "", location: str = "",
-                     limit: int = 3, token_budget: int | None = None, since: str | None = None,
-                     kinds: list[str] | None = None, cooldown_seconds: int | None = None) -> dict[str, Any]:
+    @server.tool(
+        description="The memories that matter now for `agent`: ranked by partner, location, kind, "
+        "importance, recency and (with `query`) meaning and words. Returns a ready-to-use "
+        "text block and the memories with their scores. Options as the REST recall: "
+        "`since` (ISO time), `kinds`, `cooldown_seconds`, `token_budget`."
+    )
+    async def recall(
+        ctx: Context,
+        agent: str,
+        query: str = "",
+        partner: str = "",
+        location: str = "",
+        limit: int = 3,
+        token_budget: int | None = None,
+        since: str | None = None,
+        kinds: list[str] | None = None,
+        cooldown_seconds: int | None = None,
+    ) -> dict[str, Any]:
         def run():
             token = _token_for(ctx)
-            data = _check(s.RecallInputSerializer, {
-                "query": query, "partner": partner, "location": location, "limit": limit,
-                "token_budget": token_budget, "since": since, "cooldown_seconds": cooldown_seconds,
-                **({"kinds": kinds} if kinds is not None else {})})
+            data = _check(
+                s.RecallInputSerializer,
+                {
+                    "query": query,
+                    "partner": partner,
+                    "location": location,
+                    "limit": limit,
+                    "token_budget": token_budget,
+                    "since": since,
+                    "cooldown_seconds": cooldown_seconds,
+                    **({"kinds": kinds} if kinds is not None else {}),
+                },
+            )
             who = worlds.access_agent(world=token.world, external_id=_agent_name(agent))
-            return agent_recall.recall_answer(*agent_recall.agent_recall(
-                world=token.world, agent=who, partner=data["partner"], location=data["location"],
-                query=data["query"], since=data["since"], kinds=data.get("kinds"), limit=data["limit"],
-                token_budget=data["token_budget"], cooldown_s=data["cooldown_seconds"]))
+            return agent_recall.recall_answer(
+                *agent_recall.agent_recall(
+                    world=token.world,
+                    agent=who,
+                    partner=data["partner"],
+                    location=data["location"],
+                    query=data["query"],
+                    since=data["since"],
+                    kinds=data.get("kinds"),
+                    limit=data["limit"],
+                    token_budget=data["token_budget"],
+                    cooldown_s=data["cooldown_seconds"],
+                )
+            )
 
         return await sync_to_async(_guarded, thread_sensitive=True)(
-            run, agent=agent, query=query, partner=partner, location=location, since=since, kinds=kinds)
+            run, agent=agent, query=query, partner=partner, location=location, since=since, kinds=kinds
+        )
 
     @server.tool(description="Keep a note in `agent`'s memory (pinned notes are never evicted).")
-    async def remember(ctx: Context, agent: str, content: str, partner: str = "", location: str = "",
-                       importance: float = 0.7, pinned: bool = False) -> dict[str, Any]:
+    async def remember(
+        ctx: Context,
+        agent: str,
+        content: str,
+        partner: str = "",
+        location: str = "",
+        importance: float = 0.7,
+        pinned: bool = False,
+    ) -> dict[str, Any]:
         def run():
             token = _token_for(ctx)
             name = _agent_name(agent)
-            data = _check(s.RememberSerializer, {"content": content, "partner": partner, "location": location,
-                                                 "importance": importance, "pinned": pinned})
+            data = _check(
+                s.RememberSerializer,
+                {
+                    "content": content,
+                    "partner": partner,
+                    "location": location,
+                    "importance": importance,
+                    "pinned": pinned,
+                },
+            )
             agent_events.events_allowance(world=token.world, token=token, count=1)
             who = worlds.agent_for_note(world=token.world, external_id=name)
             memory = agent_events.remember(world=token.world, agent=who, **data)
             return {"id": memory.pk, "kind": memory.kind}
 
         return await sync_to_async(_guarded, thread_sensitive=True)(
-            run, agent=agent, content=content, partner=partner, location=location)
+            run, agent=agent, content=content, partner=partner, location=location
+        )
 
     return server
 
@@ -153,8 +235,9 @@ def asgi_app(*, port: int):
         allowed_hosts=[f"{h}:{port}" for h in hosts] + hosts + [f"{h}:*" for h in hosts],
         allowed_origins=[f"http://{h}:{port}" for h in hosts] + list(settings.CSRF_TRUSTED_ORIGINS),
     )
-    app = build_server().streamable_http_app(streamable_http_path="/mcp", stateless_http=True,
-                                             json_response=True, transport_security=security)
+    app = build_server().streamable_http_app(
+        streamable_http_path="/mcp", stateless_http=True, json_response=True, transport_security=security
+    )
     # Bodies bounded in size and time (a trickled body is a 408, as on the web port), no idle
     # server-sent stream to hold open, and the site's security headers on every answer.
     return SecurityHeaders(BodyGuard(_no_idle_streams(app)))
@@ -167,11 +250,23 @@ def _no_idle_streams(app):
 
     async def guarded(scope, receive, send):
         if scope["type"] == "http" and scope["method"] == "GET":
-            body = json.dumps({"detail": "this server answers each POST in its response; it opens no "
-                                         "event stream (GET is not supported)"}).encode()
-            await send({"type": "http.response.start", "status": 405, "headers": [
-                (b"content-type", b"application/json"), (b"allow", b"POST, DELETE"),
-                (b"content-length", str(len(body)).encode())]})
+            body = json.dumps(
+                {
+                    "detail": "this server answers each POST in its response; it opens no "
+                    "event stream (GET is not supported)"
+                }
+            ).encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 405,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"allow", b"POST, DELETE"),
+                        (b"content-length", str(len(body)).encode()),
+                    ],
+                }
+            )
             await send({"type": "http.response.body", "body": body})
             return None
         return await app(scope, receive, send)

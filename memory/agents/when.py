@@ -17,7 +17,8 @@ from datetime import datetime, timedelta
 _WHEN = re.compile(
     r"\bwhen\b|\bhow long\b|\bhow many (?:years|months|weeks|days|hours)\b|\bhow old\b"
     r"|\b(?:what|which) (?:year|month|date|day|week|time of year)\b|\bwhat time\b",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 # A memory that says when (Postgres ARE syntax: \m and \M are word boundaries). "may" and "march"
 # count only after a preposition; numbers of units count with or without "ago".
@@ -25,9 +26,26 @@ _MONTHS = "january|february|april|june|july|august|september|october|november|de
 _DAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
 _UNITS = "days?|weeks?|months?|years?|decades?|hours?"
 # how many units a memory or a query may count ("two weeks", "a few years", "3 days")
-_NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-                 "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "couple of": 2, "few": 3,
-                 "several": 4, "many": 5}
+_NUMBER_WORDS = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "couple of": 2,
+    "few": 3,
+    "several": 4,
+    "many": 5,
+}
 _COUNTS = "|".join(_NUMBER_WORDS) + "|[0-9]+"
 TIME_EXPRESSION_SQL = (
     r"\m(yesterday|today|tonight|tomorrow|recently|lately|ago|earlier|weekend|the other day"
@@ -36,14 +54,33 @@ TIME_EXPRESSION_SQL = (
     rf"|(19|20)[0-9][0-9]|({_COUNTS}) ({_UNITS}))\M"
 )
 
-_MONTH_NUMBERS = {name: n for n, names in enumerate(
-    [("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",), ("june", "jun"),
-     ("july", "jul"), ("august", "aug"), ("september", "sep", "sept"), ("october", "oct"),
-     ("november", "nov"), ("december", "dec")], start=1) for name in names}
+_MONTH_NUMBERS = {
+    name: n
+    for n, names in enumerate(
+        [
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ],
+        start=1,
+    )
+    for name in names
+}
 _MONTH_IN_QUERY = re.compile(
     r"\b(?:(?:in|of|since|until|by|during|early|late|mid|last|this|next)\s+)?"
     r"(january|february|march|april|may|june|july|august|september|october|november|december"
-    r"|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\b\.?", re.IGNORECASE)
+    r"|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\b\.?",
+    re.IGNORECASE,
+)
 _YEAR_IN_QUERY = re.compile(r"\b(19[0-9]{2}|20[0-9]{2})\b")
 _AGO = re.compile(rf"\b({_COUNTS})\s+(day|week|month|year)s?\s+ago\b", re.IGNORECASE)
 _UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}

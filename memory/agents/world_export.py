@@ -6,8 +6,21 @@ from memory.models import Agent, AgentMemory, World
 
 # ---------------------------------------------------------------------------- export
 
-_EXPORT_FIELDS = ("id", "kind", "partner", "location", "content", "metadata", "importance", "pinned",
-                  "occurred_at", "created_at", "last_retrieved_at", "retrieval_count", "consolidated_into_id")
+_EXPORT_FIELDS = (
+    "id",
+    "kind",
+    "partner",
+    "location",
+    "content",
+    "metadata",
+    "importance",
+    "pinned",
+    "occurred_at",
+    "created_at",
+    "last_retrieved_at",
+    "retrieval_count",
+    "consolidated_into_id",
+)
 
 
 def world_export_chunks(*, world: World, chunk: int = 2000):
@@ -18,11 +31,15 @@ def world_export_chunks(*, world: World, chunk: int = 2000):
 
     encode = DjangoJSONEncoder(ensure_ascii=False).encode
     yield '{"world": ' + encode({"id": world.pk, "name": world.name}) + ', "agents": ['
-    agents = list(Agent.objects.filter(world=world).order_by("external_id", "id")
-                  .values_list("id", "external_id", "display_name"))
-    memories = (AgentMemory.objects.filter(world=world)
-                .order_by("agent__external_id", "agent_id", "occurred_at", "id")
-                .values_list("agent_id", *_EXPORT_FIELDS).iterator(chunk_size=chunk))
+    agents = list(
+        Agent.objects.filter(world=world).order_by("external_id", "id").values_list("id", "external_id", "display_name")
+    )
+    memories = (
+        AgentMemory.objects.filter(world=world)
+        .order_by("agent__external_id", "agent_id", "occurred_at", "id")
+        .values_list("agent_id", *_EXPORT_FIELDS)
+        .iterator(chunk_size=chunk)
+    )
     pending = next(memories, None)
     for n, (agent_id, external_id, display_name) in enumerate(agents):
         head = encode({"external_id": external_id, "display_name": display_name})[:-1]

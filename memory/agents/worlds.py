@@ -45,15 +45,20 @@ def token_create(*, world: World, name: str = "") -> tuple[WorldToken, str]:
         World.objects.select_for_update().filter(pk=world.pk).first()
         live = WorldToken.objects.filter(world=world, revoked_at__isnull=True).count()
         if live >= settings.WORLD_TOKENS_MAX:
-            raise Conflict(f"this world already has {live} live tokens, its limit is {settings.WORLD_TOKENS_MAX}: "
-                           "revoke one (DELETE .../tokens/{id}/) before making another", code="world_tokens_full")
+            raise Conflict(
+                f"this world already has {live} live tokens, its limit is {settings.WORLD_TOKENS_MAX}: "
+                "revoke one (DELETE .../tokens/{id}/) before making another",
+                code="world_tokens_full",
+            )
         token = WorldToken.objects.create(world=world, name=name, key_hash=_hash(raw), prefix=raw[:10])
     return token, raw
 
 
 def token_resolve(raw: str) -> WorldToken | None:
     """The live token for a raw value (None if unknown or revoked)."""
-    token = WorldToken.objects.select_related("world__owner").filter(key_hash=_hash(raw), revoked_at__isnull=True).first()
+    token = (
+        WorldToken.objects.select_related("world__owner").filter(key_hash=_hash(raw), revoked_at__isnull=True).first()
+    )
     if token is not None and (token.last_used_at is None or timezone.now() - token.last_used_at > timedelta(minutes=1)):
         WorldToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
     return token
@@ -93,7 +98,6 @@ def access_agent(*, world: World, external_id: str) -> Agent:
     return agent
 
 
-
 # ---------------------------------------------------------------------------- what the owner changes
 
 
@@ -122,7 +126,8 @@ def world_delete(*, world: World) -> None:
 def token_revoke(*, world: World, token_id: int) -> None:
     """Revoke a live token of ``world`` (it stops working at once); NotFound for any other id."""
     if not WorldToken.objects.filter(pk=token_id, world=world, revoked_at__isnull=True).update(
-            revoked_at=timezone.now()):
+        revoked_at=timezone.now()
+    ):
         raise NotFound()
 
 

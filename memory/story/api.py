@@ -16,7 +16,8 @@ from stories.api_support import valid as _valid
 from stories.serializers import ActionSerializer
 
 CHARACTER_PARAMETER = OpenApiParameter(
-    "character", int, description="a character card's id: that character's memories (default: the adventure's own)")
+    "character", int, description="a character card's id: that character's memories (default: the adventure's own)"
+)
 
 
 def _character(adventure, raw):
@@ -31,8 +32,9 @@ def _character(adventure, raw):
 
 
 class MemoryListView(APIView):
-    @extend_schema(responses=s.MemorySerializer(many=True), parameters=[CHARACTER_PARAMETER, *paging.parameters()],
-                   tags=["memory"])
+    @extend_schema(
+        responses=s.MemorySerializer(many=True), parameters=[CHARACTER_PARAMETER, *paging.parameters()], tags=["memory"]
+    )
     def get(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
         character = _character(adventure, request.query_params.get("character"))
@@ -42,8 +44,9 @@ class MemoryListView(APIView):
     def post(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
         data = _valid(s.MemoryCreateSerializer, request)
-        memory = memories.memory_write(adventure=adventure, text=data["text"].strip(),
-                                       character=_character(adventure, data.get("character")))
+        memory = memories.memory_write(
+            adventure=adventure, text=data["text"].strip(), character=_character(adventure, data.get("character"))
+        )
         return Response(s.MemorySerializer(memory).data, status=201)
 
 
@@ -72,8 +75,9 @@ class MemoryDetailView(APIView):
 
     @extend_schema(responses={204: None}, tags=["memory"])
     def delete(self, request, adventure_id, memory_id):
-        memories.memory_delete(memory=memories.access_memory(adventure=_adventure(request, adventure_id),
-                                                             memory_id=memory_id))
+        memories.memory_delete(
+            memory=memories.access_memory(adventure=_adventure(request, adventure_id), memory_id=memory_id)
+        )
         return Response(status=204)
 
 
@@ -103,11 +107,18 @@ class MemoryRunView(APIView):
 def _summary(adventure) -> dict:
     cursor = marks.cursor_for(adventure.pk)
     head = lineage.head(adventure)
-    behind = adventure.memory_bank_enabled and head.tip_depth >= marks.MEMORY_THRESHOLD and (
-        head.tip_depth - cursor.memory_depth >= marks.MEMORY_INTERVAL
+    behind = (
+        adventure.memory_bank_enabled
+        and head.tip_depth >= marks.MEMORY_THRESHOLD
+        and (head.tip_depth - cursor.memory_depth >= marks.MEMORY_INTERVAL)
     )
-    return {"story_summary": adventure.story_summary, "auto_summarize": adventure.auto_summarize,
-            "summary_depth": cursor.summary_depth, "memory_depth": cursor.memory_depth, "catching_up": behind}
+    return {
+        "story_summary": adventure.story_summary,
+        "auto_summarize": adventure.auto_summarize,
+        "summary_depth": cursor.summary_depth,
+        "memory_depth": cursor.memory_depth,
+        "catching_up": behind,
+    }
 
 
 class SummaryView(APIView):

@@ -27,37 +27,81 @@ def block_changed(head: Branch, actions: list, *, start: int, end: int) -> bool:
     return now != [(a.pk, a.text) for a in actions]
 
 
-def write_cast(*, conn, adventure: Adventure, head: Branch, members: list[cast.Member], actions: list,
-               cards: list, start: int, block: int) -> list[cast.CastMemory]:
+def write_cast(
+    *,
+    conn,
+    adventure: Adventure,
+    head: Branch,
+    members: list[cast.Member],
+    actions: list,
+    cards: list,
+    start: int,
+    block: int,
+) -> list[cast.CastMemory]:
     """The cast's memories of the block ``actions`` starting at ``start`` on ``head``'s path
     (``block``: actions per block). No model call when no member is in the block."""
     if not members:
         return []
-    before = list(lineage.story(head).filter(depth__gte=max(start - cast.LOOKBACK_BLOCKS * block, 1),
-                                             depth__lt=start).order_by("depth"))
+    before = list(
+        lineage.story(head)
+        .filter(depth__gte=max(start - cast.LOOKBACK_BLOCKS * block, 1), depth__lt=start)
+        .order_by("depth")
+    )
     witnesses = cast.present(cast=members, actions=actions, before=before, name=summarize.protagonist(adventure))
-    return cast.write_cast_memories(conn=conn, adventure=adventure, witnesses=witnesses, cards=cards,
-                                    user_id=adventure.owner_id)
+    return cast.write_cast_memories(
+        conn=conn, adventure=adventure, witnesses=witnesses, cards=cards, user_id=adventure.owner_id
+    )
 
 
-def cast_store(*, adventure_id: int, branch_id: int, depth: int, start: int, end: int,
-               written: list[cast.CastMemory]) -> None:
+def cast_store(
+    *, adventure_id: int, branch_id: int, depth: int, start: int, end: int, written: list[cast.CastMemory]
+) -> None:
     """Store the cast's memories of one block (in the caller's transaction, beside the block's own).
     A character that already holds a memory of the block keeps it (the player may have edited it):
     the unique block constraint skips the new one."""
-    Memory.objects.bulk_create([
-        Memory(adventure_id=adventure_id, branch_id=branch_id, depth=depth, source_start=start, source_end=end,
-               text=w.text, offline=w.offline, character_id=w.card_id, kind=w.kind, importance=w.importance)
-        for w in written
-    ], ignore_conflicts=True)
+    Memory.objects.bulk_create(
+        [
+            Memory(
+                adventure_id=adventure_id,
+                branch_id=branch_id,
+                depth=depth,
+                source_start=start,
+                source_end=end,
+                text=w.text,
+                offline=w.offline,
+                character_id=w.card_id,
+                kind=w.kind,
+                importance=w.importance,
+            )
+            for w in written
+        ],
+        ignore_conflicts=True,
+    )
 
 
-def cast_replace(*, adventure_id: int, branch_id: int, depth: int, start: int, end: int, old: list[Memory],
-                 written: list[cast.CastMemory]) -> None:
+def cast_replace(
+    *,
+    adventure_id: int,
+    branch_id: int,
+    depth: int,
+    start: int,
+    end: int,
+    old: list[Memory],
+    written: list[cast.CastMemory],
+) -> None:
     """The cast's memories of a rewritten block: the stale ones written by a pass go, the new ones
     come, except for a character whose memory of the block the player edited (theirs stays)."""
     Memory.objects.filter(pk__in=[m.pk for m in old], stale=True, edited=False).delete()
-    kept = set(Memory.objects.filter(adventure_id=adventure_id, branch_id=branch_id, source_start=start,
-                                     character__isnull=False).values_list("character_id", flat=True))
-    cast_store(adventure_id=adventure_id, branch_id=branch_id, depth=depth, start=start, end=end,
-               written=[w for w in written if w.card_id not in kept])
+    kept = set(
+        Memory.objects.filter(
+            adventure_id=adventure_id, branch_id=branch_id, source_start=start, character__isnull=False
+        ).values_list("character_id", flat=True)
+    )
+    cast_store(
+        adventure_id=adventure_id,
+        branch_id=branch_id,
+        depth=depth,
+        start=start,
+        end=end,
+        written=[w for w in written if w.card_id not in kept],
+    )

@@ -53,10 +53,10 @@ KIND_IMPORTANCE = {"say": 0.7, "interaction": 0.6, "heard": 0.5, "witnessed": 0.
 CAST_INSTRUCTIONS = (
     "You keep the memories of each character in a long interactive story. For each character listed below, "
     "write ONE memory of the passage from that character's side: what they saw, said, did and heard. 1-2 plain "
-    "sentences, past tense, third person, at most {words} words, naming everyone (never \"you\"). A character "
+    'sentences, past tense, third person, at most {words} words, naming everyone (never "you"). A character '
     "knows ONLY the text listed under their own name: never add anything from another character's part. "
-    "Answer with JSON only, no prose: {{\"memories\": [{{\"character\": \"<name as listed>\", \"kind\": "
-    "\"say|heard|interaction|witnessed\", \"importance\": <0 to 1>, \"text\": \"<the memory>\"}}]}}. kind: say "
+    'Answer with JSON only, no prose: {{"memories": [{{"character": "<name as listed>", "kind": '
+    '"say|heard|interaction|witnessed", "importance": <0 to 1>, "text": "<the memory>"}}]}}. kind: say '
     "if the character mainly spoke, heard if they mainly listened, interaction if they acted with or on someone "
     "or something, witnessed if they only watched. importance: how much it will matter to that character later."
 )
@@ -149,6 +149,7 @@ def named_in(members_: list[Member], text: str) -> list[Member]:
 
 def story_sentences(actions: list[Action], *, name: str) -> list[str]:
     """The actions' sentences in story order, in third person (``name`` for "you")."""
+
     def third_person(text: str) -> str:  # outside quotes: "you" in what someone says is its listener
         pieces = re.split(r"(\"[^\"]*\"|“[^”]*”)", text)
         return "".join(p if i % 2 else second_to_third_person(p, name=name) for i, p in enumerate(pieces))
@@ -174,15 +175,17 @@ def _movers(sentence: str, named: list[Member], hero: re.Pattern, verbs: re.Patt
     movers: set[Member] = set()
     hero_moves = False
     for verb in verbs.finditer(sentence):
-        before = sentence[:verb.start()]
-        subjects = sorted([(s, e, m) for m in named for s, e in m.spans(before) if _subject(before, s, e)]
-                          + [(*h.span(), None) for h in hero.finditer(before) if _subject(before, *h.span())],
-                          key=lambda x: x[1])
+        before = sentence[: verb.start()]
+        subjects = sorted(
+            [(s, e, m) for m in named for s, e in m.spans(before) if _subject(before, s, e)]
+            + [(*h.span(), None) for h in hero.finditer(before) if _subject(before, *h.span())],
+            key=lambda x: x[1],
+        )
         if not subjects:
             continue
         chosen = [subjects[-1]]
         for prev in reversed(subjects[:-1]):
-            if not re.fullmatch(r"\s*(?:,|and|,\s*and)\s*", before[prev[1]:chosen[-1][0]]):
+            if not re.fullmatch(r"\s*(?:,|and|,\s*and)\s*", before[prev[1] : chosen[-1][0]]):
                 break
             chosen.append(prev)
         for _, _, who in chosen:
@@ -195,7 +198,9 @@ def _movers(sentence: str, named: list[Member], hero: re.Pattern, verbs: re.Patt
 
 _NOT_SUBJECT_BEFORE = re.compile(
     r"\b(?:to|with|at|from|for|of|by|toward|towards|beside|behind|past|after|before|near|about|like|than|"
-    r"upon|on|in|into|onto)\s+$", re.IGNORECASE)
+    r"upon|on|in|into|onto)\s+$",
+    re.IGNORECASE,
+)
 
 
 def _possessive(text: str, end: int) -> bool:
@@ -219,7 +224,7 @@ def present(*, cast: list[Member], actions: list[Action], before: list[Action], 
     here: set[Member] = set()
     gone: set[Member] = set()
     size = max(len(actions), 1)
-    chunks = [before[max(end - size, 0):end] for end in range(len(before), 0, -size)][::-1]
+    chunks = [before[max(end - size, 0) : end] for end in range(len(before), 0, -size)][::-1]
     for chunk in chunks:
         here, gone, _ = _walk(cast, story_sentences(chunk, name=name), hero, here=here, gone=gone, named_only=True)
     _, _, witnesses = _walk(cast, story_sentences(actions, name=name), hero, here=here, gone=gone)
@@ -228,8 +233,15 @@ def present(*, cast: list[Member], actions: list[Action], before: list[Action], 
     return shown[:CAST_MEMORIES_PER_BLOCK]
 
 
-def _walk(cast: list[Member], sentences: list[str], hero: re.Pattern, *, here: set[Member], gone: set[Member],
-          named_only: bool = False) -> tuple[set[Member], set[Member], dict[Member, Witness]]:
+def _walk(
+    cast: list[Member],
+    sentences: list[str],
+    hero: re.Pattern,
+    *,
+    here: set[Member],
+    gone: set[Member],
+    named_only: bool = False,
+) -> tuple[set[Member], set[Member], dict[Member, Witness]]:
     """Read ``sentences`` in order from who is ``here`` and who is ``gone``: who is here and gone
     at the end (``named_only``: only those named in the sentences stay here), and what each saw."""
     here, gone = set(here), set(gone)
@@ -241,8 +253,9 @@ def _walk(cast: list[Member], sentences: list[str], hero: re.Pattern, *, here: s
         gone -= back
         # a name in a possessive ("the elder's son") or of one who left and has not come back
         # ("a ring Sable left behind") does not bring them into the scene
-        entering = [m for m in named if m not in gone and any(not _possessive(sentence, e)
-                                                              for _, e in m.spans(sentence))]
+        entering = [
+            m for m in named if m not in gone and any(not _possessive(sentence, e) for _, e in m.spans(sentence))
+        ]
         here.update(entering)
         seen.update(entering)
         for m in here:
@@ -271,10 +284,13 @@ def _speaks(member: Member, sentence: str) -> bool:
     and "promises Cora to" are Cora hearing."""
     for verb in _SPEECH.finditer(sentence):
         for start, end in member.spans(sentence):
-            if end <= verb.start() and re.fullmatch(r"\s+(?:\w+ly\s+)?", sentence[end:verb.start()]):
+            if end <= verb.start() and re.fullmatch(r"\s+(?:\w+ly\s+)?", sentence[end : verb.start()]):
                 return True
-            if (start >= verb.end() and re.fullmatch(r"\s+", sentence[verb.end():start])
-                    and re.match(r"\s*(?:[.,;:!?]|$)", sentence[end:])):
+            if (
+                start >= verb.end()
+                and re.fullmatch(r"\s+", sentence[verb.end() : start])
+                and re.match(r"\s*(?:[.,;:!?]|$)", sentence[end:])
+            ):
                 return True
     return False
 
@@ -305,8 +321,14 @@ def offline_cast_memory(witness: Witness, *, name: str) -> CastMemory:
     return CastMemory(witness.member.card_id, text, kind, KIND_IMPORTANCE[kind], offline=True)
 
 
-def write_cast_memories(*, conn: providers.Connection | None, adventure: Adventure, witnesses: list[Witness],
-                        cards: list[StoryCard], user_id: int) -> list[CastMemory]:
+def write_cast_memories(
+    *,
+    conn: providers.Connection | None,
+    adventure: Adventure,
+    witnesses: list[Witness],
+    cards: list[StoryCard],
+    user_id: int,
+) -> list[CastMemory]:
     """One memory for each witness of a block. With ``conn``, one model call writes them all
     (raises ProviderError when the call fails); a member the answer leaves out or garbles gets
     the offline writer's memory (flagged offline). Without ``conn``, all offline."""
@@ -322,27 +344,40 @@ def write_cast_memories(*, conn: providers.Connection | None, adventure: Adventu
     brief = cast_brief(adventure=adventure, text="\n".join(" ".join(w.sentences) for w in witnesses), cards=cards)
     messages = [
         {"role": "system", "content": CAST_INSTRUCTIONS.format(words=MEMORY_WORDS_MAX)},
-        {"role": "user", "content": (brief + "\n\n" if brief else "") + "What each character was present for:\n\n"
-                                    + "\n\n".join(parts)},
+        {
+            "role": "user",
+            "content": (brief + "\n\n" if brief else "")
+            + "What each character was present for:\n\n"
+            + "\n\n".join(parts),
+        },
     ]
-    result = providers.complete(conn=conn, messages=messages, max_tokens=CAST_MAX_OUTPUT, temperature=0.2,
-                                user_id=user_id, purpose=ProviderCall.Purpose.MEMORY, adventure_id=adventure.pk)
+    result = providers.complete(
+        conn=conn,
+        messages=messages,
+        max_tokens=CAST_MAX_OUTPUT,
+        temperature=0.2,
+        user_id=user_id,
+        purpose=ProviderCall.Purpose.MEMORY,
+        adventure_id=adventure.pk,
+    )
     answered = _parse(result.text)
     out = []
     for w in witnesses:
         entry = answered.get(w.member.name.casefold())
         text = clean_memory(entry["text"], name=name) if entry else ""
         if not text:
-            log.info("cast memory of %s in adventure %s written offline: the model left it out", w.member.name,
-                     adventure.pk)
+            log.info(
+                "cast memory of %s in adventure %s written offline: the model left it out", w.member.name, adventure.pk
+            )
             out.append(offline_cast_memory(w, name=name))
             continue
         kind = entry.get("kind") if entry.get("kind") in KINDS else _kind(w.member, w.sentences)
         importance = entry.get("importance")
         if not isinstance(importance, (int, float)) or isinstance(importance, bool):
             importance = KIND_IMPORTANCE[kind]
-        out.append(CastMemory(w.member.card_id, text, kind, round(min(max(float(importance), 0.0), 1.0), 3),
-                              offline=False))
+        out.append(
+            CastMemory(w.member.card_id, text, kind, round(min(max(float(importance), 0.0), 1.0), 3), offline=False)
+        )
     return out
 
 
@@ -352,13 +387,17 @@ def _parse(text: str) -> dict[str, dict]:
     if start < 0 or end <= start:
         return {}
     try:
-        data = json.loads(text[start:end + 1])
+        data = json.loads(text[start : end + 1])
     except ValueError:
         return {}
     entries = data.get("memories") if isinstance(data, dict) else None
     out: dict[str, dict] = {}
     for entry in entries if isinstance(entries, list) else []:
-        if (isinstance(entry, dict) and isinstance(entry.get("character"), str)
-                and isinstance(entry.get("text"), str) and entry["text"].strip()):
+        if (
+            isinstance(entry, dict)
+            and isinstance(entry.get("character"), str)
+            and isinstance(entry.get("text"), str)
+            and entry["text"].strip()
+        ):
             out.setdefault(entry["character"].strip().casefold(), entry)
     return out

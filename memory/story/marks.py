@@ -26,7 +26,9 @@ def on_path(branch: Branch, node_branch_id: int | None, depth: int) -> bool:
     """Whether the node (node_branch_id, depth) is on ``branch``'s path; depth 0 always is."""
     if depth == 0:
         return True
-    return node_branch_id is not None and depth <= branch.tip_depth and lineage.owner_at(branch, depth) == node_branch_id
+    return (
+        node_branch_id is not None and depth <= branch.tip_depth and lineage.owner_at(branch, depth) == node_branch_id
+    )
 
 
 def node_of(branch: Branch, depth: int) -> int | None:
@@ -36,16 +38,22 @@ def node_of(branch: Branch, depth: int) -> int | None:
 def mark_move(adventure_id: int, mark: str, old: tuple[int | None, int], new: tuple[int | None, int]) -> bool:
     """Compare-and-set of a cursor mark ("memory" or "summary"): the one write
     path of a cursor. Must run in the transaction that stores what it covered."""
-    return Cursor.objects.filter(
-        adventure_id=adventure_id, **{f"{mark}_branch_id": old[0], f"{mark}_depth": old[1]}
-    ).update(**{f"{mark}_branch_id": new[0], f"{mark}_depth": new[1]}) == 1
+    return (
+        Cursor.objects.filter(
+            adventure_id=adventure_id, **{f"{mark}_branch_id": old[0], f"{mark}_depth": old[1]}
+        ).update(**{f"{mark}_branch_id": new[0], f"{mark}_depth": new[1]})
+        == 1
+    )
 
 
 def covered_depth(branch: Branch) -> int:
     """End of the contiguous run of block memories from depth 1 on ``branch``'s path."""
     covered = 0
-    for start, end in own_memories(branch).filter(source_start__isnull=False).order_by("source_start").values_list(
-        "source_start", "source_end"
+    for start, end in (
+        own_memories(branch)
+        .filter(source_start__isnull=False)
+        .order_by("source_start")
+        .values_list("source_start", "source_end")
     ):
         if start != covered + 1:
             break

@@ -40,13 +40,32 @@ def cast_list(*, adventure: Adventure) -> list[dict]:
     """The cast as players see it: the protagonist (whose memory is the adventure's own bank),
     then every character card, in the cast or not, with the memories each holds on the current path."""
     head = lineage.head(adventure)
-    counts = dict(blocks.path_memories(head).filter(forgotten=False).values("character_id")
-                  .annotate(n=Count("id")).values_list("character_id", "n"))
-    out = [{"character": None, "name": summarize.protagonist(adventure), "protagonist": True, "in_cast": True,
-            "memories": counts.get(None, 0)}]
+    counts = dict(
+        blocks.path_memories(head)
+        .filter(forgotten=False)
+        .values("character_id")
+        .annotate(n=Count("id"))
+        .values_list("character_id", "n")
+    )
+    out = [
+        {
+            "character": None,
+            "name": summarize.protagonist(adventure),
+            "protagonist": True,
+            "in_cast": True,
+            "memories": counts.get(None, 0),
+        }
+    ]
     for card in adventure.cards.filter(type=StoryCard.Type.CHARACTER).order_by("id"):
-        out.append({"character": card.pk, "name": card.name, "protagonist": False, "in_cast": card.in_cast,
-                    "memories": counts.get(card.pk, 0)})
+        out.append(
+            {
+                "character": card.pk,
+                "name": card.name,
+                "protagonist": False,
+                "in_cast": card.in_cast,
+                "memories": counts.get(card.pk, 0),
+            }
+        )
     return out
 
 
@@ -64,15 +83,22 @@ def memory_write(*, adventure: Adventure, text: str, character: StoryCard | None
     ``character``'s."""
     with transaction.atomic():
         head = lineage.head(adventure, for_update=True)
-        memory = Memory.objects.create(adventure=adventure, branch=head, depth=max(head.tip_depth, 1), text=text,
-                                       character=character, kind="note" if character else "",
-                                       importance=0.7 if character else 0.5)
+        memory = Memory.objects.create(
+            adventure=adventure,
+            branch=head,
+            depth=max(head.tip_depth, 1),
+            text=text,
+            character=character,
+            kind="note" if character else "",
+            importance=0.7 if character else 0.5,
+        )
         jobs.memory_pass_after_commit(adventure_id=adventure.pk)  # embeds it
     return memory
 
 
-def memory_update(*, memory: Memory, text: str | None = None, pinned: bool | None = None,
-                  forgotten: bool | None = None) -> Memory:
+def memory_update(
+    *, memory: Memory, text: str | None = None, pinned: bool | None = None, forgotten: bool | None = None
+) -> Memory:
     """Change text (the vector is cleared and re-embedded later), pin, forget or restore."""
     with transaction.atomic():
         memory = Memory.objects.select_for_update().get(pk=memory.pk)
@@ -109,18 +135,31 @@ def memory_regenerate(*, adventure: Adventure, memory: Memory) -> Memory:
     conn = accounts.connection_for_background(user_id=adventure.owner_id, purpose="summary")
     cards = list(adventure.cards.all())
     if memory.character_id is not None:
-        written = blocks.write_cast(conn=conn, adventure=adventure, head=memory.branch,
-                                    members=cast.members([c for c in cards if c.pk == memory.character_id]),
-                                    actions=actions, cards=cards, start=memory.source_start,
-                                    block=marks.MEMORY_INTERVAL)
+        written = blocks.write_cast(
+            conn=conn,
+            adventure=adventure,
+            head=memory.branch,
+            members=cast.members([c for c in cards if c.pk == memory.character_id]),
+            actions=actions,
+            cards=cards,
+            start=memory.source_start,
+            block=marks.MEMORY_INTERVAL,
+        )
         if not written:
-            raise Conflict(f"{memory.character.name} is no longer in the scenes of this block (or not in the cast); "
-                           "forget or delete this memory instead")
-        fields = {"text": written[0].text, "offline": written[0].offline, "kind": written[0].kind,
-                  "importance": written[0].importance}
+            raise Conflict(
+                f"{memory.character.name} is no longer in the scenes of this block (or not in the cast); "
+                "forget or delete this memory instead"
+            )
+        fields = {
+            "text": written[0].text,
+            "offline": written[0].offline,
+            "kind": written[0].kind,
+            "importance": written[0].importance,
+        }
     else:
-        written = summarize.write_memory(conn=conn, adventure=adventure, actions=actions, cards=cards,
-                                         user_id=adventure.owner_id)
+        written = summarize.write_memory(
+            conn=conn, adventure=adventure, actions=actions, cards=cards, user_id=adventure.owner_id
+        )
         fields = {"text": written.text, "offline": written.offline}
     with transaction.atomic():
         Memory.objects.filter(pk=memory.pk).update(stale=False, edited=False, **fields)
@@ -158,7 +197,9 @@ def summary_regenerate(*, adventure: Adventure) -> Adventure:
     return adventure
 
 
-IMPORT_MEMORIES_MAX = import_doc.IMPORT_MEMORIES_MAX  # memories in one imported adventure (every branch, every character)
+IMPORT_MEMORIES_MAX = (
+    import_doc.IMPORT_MEMORIES_MAX
+)  # memories in one imported adventure (every branch, every character)
 
 
 def memories_export(*, adventure: Adventure) -> list[dict]:
@@ -166,14 +207,33 @@ def memories_export(*, adventure: Adventure) -> list[dict]:
     (``character``: the card's place in the export's card list). A stale memory a pass would
     write again is left out (its block is remembered anew after import); vectors are not carried
     (the imported adventure's pass embeds them)."""
-    cards = {pk: i for i, pk in enumerate(StoryCard.objects.filter(adventure=adventure).order_by("id")
-                                          .values_list("pk", flat=True))}
-    rows = (Memory.objects.filter(adventure=adventure).exclude(stale=True, edited=False)
-            .order_by("branch_id", "depth", "id"))
+    cards = {
+        pk: i
+        for i, pk in enumerate(
+            StoryCard.objects.filter(adventure=adventure).order_by("id").values_list("pk", flat=True)
+        )
+    }
+    rows = (
+        Memory.objects.filter(adventure=adventure)
+        .exclude(stale=True, edited=False)
+        .order_by("branch_id", "depth", "id")
+    )
     return [
-        {"branch": m.branch_id, "depth": m.depth, "source_start": m.source_start, "source_end": m.source_end,
-         "text": m.text, "character": cards.get(m.character_id), "kind": m.kind, "importance": m.importance,
-         "pinned": m.pinned, "forgotten": m.forgotten, "stale": m.stale, "edited": m.edited, "offline": m.offline}
+        {
+            "branch": m.branch_id,
+            "depth": m.depth,
+            "source_start": m.source_start,
+            "source_end": m.source_end,
+            "text": m.text,
+            "character": cards.get(m.character_id),
+            "kind": m.kind,
+            "importance": m.importance,
+            "pinned": m.pinned,
+            "forgotten": m.forgotten,
+            "stale": m.stale,
+            "edited": m.edited,
+            "offline": m.offline,
+        }
         for m in rows
     ]
 
@@ -184,17 +244,31 @@ class MemoryDoc(serializers.Serializer):
 
     branch = strict.IntegerField(max_value=import_doc.ID_MAX)
     depth = strict.IntegerField(min_value=1, max_value=import_doc.DEPTH_MAX)
-    source_start = strict.IntegerField(min_value=1, max_value=import_doc.DEPTH_MAX, allow_null=True, required=False,
-                                       default=None)
-    source_end = strict.IntegerField(min_value=1, max_value=import_doc.DEPTH_MAX, allow_null=True, required=False,
-                                     default=None)
-    text = strict.TextField(max_length=MEMORY_TEXT_MAX, trim_whitespace=False, error_messages={
-        "blank": f"must be 1 to {MEMORY_TEXT_MAX} characters", "max_length": f"must be 1 to {MEMORY_TEXT_MAX} characters"})
-    character = strict.IntegerField(max_value=import_doc.IMPORT_CARDS_MAX, allow_null=True, required=False,
-                                    default=None)
+    source_start = strict.IntegerField(
+        min_value=1, max_value=import_doc.DEPTH_MAX, allow_null=True, required=False, default=None
+    )
+    source_end = strict.IntegerField(
+        min_value=1, max_value=import_doc.DEPTH_MAX, allow_null=True, required=False, default=None
+    )
+    text = strict.TextField(
+        max_length=MEMORY_TEXT_MAX,
+        trim_whitespace=False,
+        error_messages={
+            "blank": f"must be 1 to {MEMORY_TEXT_MAX} characters",
+            "max_length": f"must be 1 to {MEMORY_TEXT_MAX} characters",
+        },
+    )
+    character = strict.IntegerField(
+        max_value=import_doc.IMPORT_CARDS_MAX, allow_null=True, required=False, default=None
+    )
     kind = strict.ChoiceField(choices=["", "note", *cast.KINDS], required=False, default="", allow_blank=True)
-    importance = strict.FloatField(min_value=0.0, max_value=1.0, required=False, default=0.5, error_messages={
-        key: "must be a number from 0 to 1" for key in ("invalid", "min_value", "max_value")})
+    importance = strict.FloatField(
+        min_value=0.0,
+        max_value=1.0,
+        required=False,
+        default=0.5,
+        error_messages={key: "must be a number from 0 to 1" for key in ("invalid", "min_value", "max_value")},
+    )
     pinned = strict.BooleanField(required=False, default=False)
     forgotten = strict.BooleanField(required=False, default=False)
     stale = strict.BooleanField(required=False, default=False)
@@ -204,8 +278,9 @@ class MemoryDoc(serializers.Serializer):
     def validate(self, attrs):
         start, end = attrs["source_start"], attrs["source_end"]
         if (start is None) != (end is None) or (start is not None and not start <= end <= attrs["depth"]):
-            raise serializers.ValidationError("source_start and source_end must both be empty or depths up to "
-                                              "the memory's own, start first")
+            raise serializers.ValidationError(
+                "source_start and source_end must both be empty or depths up to the memory's own, start first"
+            )
         if not attrs["text"].strip():
             raise serializers.ValidationError({"text": f"must be 1 to {MEMORY_TEXT_MAX} characters"})
         return attrs
@@ -232,8 +307,9 @@ def memories_import(*, adventure: Adventure, rows: list[dict], branch_ids: dict[
         if not condition:
             raise InvalidRequest(f"import: {message}")
 
-    characters = set(StoryCard.objects.filter(pk__in=card_ids, type=StoryCard.Type.CHARACTER)
-                     .values_list("pk", flat=True))
+    characters = set(
+        StoryCard.objects.filter(pk__in=card_ids, type=StoryCard.Type.CHARACTER).values_list("pk", flat=True)
+    )
     tips = dict(Branch.objects.filter(adventure=adventure).values_list("pk", "tip_depth"))
     made = []
     for n, row in enumerate(rows):
@@ -241,13 +317,24 @@ def memories_import(*, adventure: Adventure, rows: list[dict], branch_ids: dict[
         branch_id = branch_ids[row["branch"]]
         need(row["depth"] <= max(tips[branch_id], 1), f"memories[{n}]: its depth must be a node of its branch")
         character = row["character"]
-        need(character is None or (character < len(card_ids) and card_ids[character] in characters),
-             f"memories[{n}]: 'character' must be the place of a character card in 'cards', or null")
-        made.append(Memory(adventure=adventure, branch_id=branch_id, depth=row["depth"],
-                           source_start=row["source_start"], source_end=row["source_end"], text=row["text"],
-                           character_id=card_ids[character] if character is not None else None,
-                           kind=row["kind"], importance=row["importance"],
-                           **{name: row[name] for name in ("pinned", "forgotten", "stale", "edited", "offline")}))
+        need(
+            character is None or (character < len(card_ids) and card_ids[character] in characters),
+            f"memories[{n}]: 'character' must be the place of a character card in 'cards', or null",
+        )
+        made.append(
+            Memory(
+                adventure=adventure,
+                branch_id=branch_id,
+                depth=row["depth"],
+                source_start=row["source_start"],
+                source_end=row["source_end"],
+                text=row["text"],
+                character_id=card_ids[character] if character is not None else None,
+                kind=row["kind"],
+                importance=row["importance"],
+                **{name: row[name] for name in ("pinned", "forgotten", "stale", "edited", "offline")},
+            )
+        )
     try:
         with transaction.atomic():
             Memory.objects.bulk_create(made)

@@ -52,9 +52,13 @@ def run_recorded(adventure_id: int, *, worker: str = "") -> PassReport:
         _crash_record(adventure_id=adventure_id, run_id=record.pk, exc=exc)
         raise
     PassRun.objects.filter(pk=record.pk).update(
-        finished_at=timezone.now(), outcome="errors" if report.errors else "ok",
-        memories_created=report.memories_created, summary_written=report.summary_written,
-        embedded=report.embedded, evicted=report.evicted, errors="\n".join(report.errors)[:5000],
+        finished_at=timezone.now(),
+        outcome="errors" if report.errors else "ok",
+        memories_created=report.memories_created,
+        summary_written=report.summary_written,
+        embedded=report.embedded,
+        evicted=report.evicted,
+        errors="\n".join(report.errors)[:5000],
     )
     cursor_for(adventure_id)
     if report.errors:
@@ -121,8 +125,9 @@ def adventures_behind(*, limit: int = SWEEP_BATCH) -> list[int]:
     (2^failures minutes, at most an hour) has passed."""
     now = timezone.now()
     unembedded = Memory.objects.filter(adventure_id=OuterRef("pk"), embedding__isnull=True)
-    to_rewrite = Memory.objects.filter(adventure_id=OuterRef("pk"), stale=True, edited=False,
-                                       source_start__isnull=False)
+    to_rewrite = Memory.objects.filter(
+        adventure_id=OuterRef("pk"), stale=True, edited=False, source_start__isnull=False
+    )
     qs = (
         Adventure.objects.filter(head_branch__isnull=False)
         .annotate(
@@ -143,7 +148,9 @@ def adventures_behind(*, limit: int = SWEEP_BATCH) -> list[int]:
     # The backoff is in the query: failing adventures never fill the batch the others wait behind.
     due = Q(fails=0) | Q(memory_cursor__last_error_at__isnull=True)
     for fails in range(1, BACKOFF_MAX_MINUTES.bit_length()):  # 2^fails minutes while under the cap
-        due |= Q(fails=fails, memory_cursor__last_error_at__lt=now - timedelta(minutes=2 ** fails))
-    due |= Q(fails__gte=BACKOFF_MAX_MINUTES.bit_length(),
-             memory_cursor__last_error_at__lt=now - timedelta(minutes=BACKOFF_MAX_MINUTES))
+        due |= Q(fails=fails, memory_cursor__last_error_at__lt=now - timedelta(minutes=2**fails))
+    due |= Q(
+        fails__gte=BACKOFF_MAX_MINUTES.bit_length(),
+        memory_cursor__last_error_at__lt=now - timedelta(minutes=BACKOFF_MAX_MINUTES),
+    )
     return list(qs.filter(due).order_by("pk").values_list("pk", flat=True)[:limit])

@@ -77,8 +77,9 @@ _USED = """, used AS (
   UPDATE memory_memory u SET use_count = u.use_count + 1, last_used_at = %s FROM ranked WHERE u.id = ranked.id)"""
 
 
-def rank(*, branch: Branch, vector: list[float] | None, model: str, top_k: int,
-         record_use: bool = False) -> list[MemoryItem]:
+def rank(
+    *, branch: Branch, vector: list[float] | None, model: str, top_k: int, record_use: bool = False
+) -> list[MemoryItem]:
     """One SQL query: this adventure, the path's lineage, not forgotten, embedded
     with ``model`` (or pinned). Every pinned memory, then the nearest by ``<=>``
     until ``top_k`` memories in all (pins count toward it; with more pins than
@@ -90,13 +91,33 @@ def rank(*, branch: Branch, vector: list[float] | None, model: str, top_k: int,
             cursor.execute(_PINNED_SQL.format(path=path, used=used), [branch.adventure_id, *path_params, *used_params])
         else:
             query = HalfVector(vector)
-            cursor.execute(_RANK_SQL.format(path=path, used=used),
-                           [model, query, branch.adventure_id, *path_params,
-                            query, branch.adventure_id, *path_params, model, max(top_k, 0), *used_params])
+            cursor.execute(
+                _RANK_SQL.format(path=path, used=used),
+                [
+                    model,
+                    query,
+                    branch.adventure_id,
+                    *path_params,
+                    query,
+                    branch.adventure_id,
+                    *path_params,
+                    model,
+                    max(top_k, 0),
+                    *used_params,
+                ],
+            )
         rows = cursor.fetchall()
-    return [MemoryItem(id=pk, text=text, similarity=None if d is None else round(1.0 - d, 4), pinned=pinned,
-                       source_start=start, source_end=end)
-            for pk, text, pinned, start, end, d in rows]
+    return [
+        MemoryItem(
+            id=pk,
+            text=text,
+            similarity=None if d is None else round(1.0 - d, 4),
+            pinned=pinned,
+            source_start=start,
+            source_end=end,
+        )
+        for pk, text, pinned, start, end, d in rows
+    ]
 
 
 KNOWS_TOP_K = 4  # memories per character named in the recent story
@@ -135,8 +156,15 @@ ORDER BY character_id, r
 """
 
 
-def rank_knowledge(*, branch: Branch, members: list[cast.Member], vector: list[float] | None, model: str,
-                   top_k: int = KNOWS_TOP_K, record_use: bool = False) -> list[Knowing]:
+def rank_knowledge(
+    *,
+    branch: Branch,
+    members: list[cast.Member],
+    vector: list[float] | None,
+    model: str,
+    top_k: int = KNOWS_TOP_K,
+    record_use: bool = False,
+) -> list[Knowing]:
     """One SQL query: the best ``top_k`` memories of each of ``members`` on ``branch``'s path
     (pins first), in the members' order; a member with none is left out. ``record_use``: count their use."""
     if not members:
@@ -144,16 +172,35 @@ def rank_knowledge(*, branch: Branch, members: list[cast.Member], vector: list[f
     path, path_params = lineage.path_sql(branch, table="m")
     used, used_params = (_USED, [timezone.now()]) if record_use else ("", [])
     with vector_cursor() as cursor:
-        cursor.execute(_KNOWS_SQL.format(path=path, used=used), [
-            KNOWS_RECENCY_WEIGHT, branch.tip_depth, KNOWS_RECENCY_ACTIONS, KNOWS_IMPORTANCE_WEIGHT,
-            model, HalfVector(vector) if vector is not None else None, branch.adventure_id,
-            [m.card_id for m in members], *path_params, top_k, *used_params])
+        cursor.execute(
+            _KNOWS_SQL.format(path=path, used=used),
+            [
+                KNOWS_RECENCY_WEIGHT,
+                branch.tip_depth,
+                KNOWS_RECENCY_ACTIONS,
+                KNOWS_IMPORTANCE_WEIGHT,
+                model,
+                HalfVector(vector) if vector is not None else None,
+                branch.adventure_id,
+                [m.card_id for m in members],
+                *path_params,
+                top_k,
+                *used_params,
+            ],
+        )
         rows = cursor.fetchall()
     items: dict[int, list[MemoryItem]] = {}
     for card_id, pk, text, pinned, start, end, similarity in rows:
-        items.setdefault(card_id, []).append(MemoryItem(
-            id=pk, text=text, similarity=None if similarity is None else round(similarity, 4), pinned=pinned,
-            source_start=start, source_end=end))
+        items.setdefault(card_id, []).append(
+            MemoryItem(
+                id=pk,
+                text=text,
+                similarity=None if similarity is None else round(similarity, 4),
+                pinned=pinned,
+                source_start=start,
+                source_end=end,
+            )
+        )
     return [Knowing(card_id=m.card_id, name=m.name, items=items[m.card_id]) for m in members if m.card_id in items]
 
 
@@ -168,9 +215,18 @@ class Recall:
     knowledge: list[Knowing] = field(default_factory=list)
 
 
-def recall_for_turn(*, adventure: Adventure, branch: Branch, user_id: int, top_k: int, below_depth: int | None = None,
-           story: list[Action] | None = None, record_use: bool, ai=None,
-           cards: list[StoryCard] | None = None) -> Recall:
+def recall_for_turn(
+    *,
+    adventure: Adventure,
+    branch: Branch,
+    user_id: int,
+    top_k: int,
+    below_depth: int | None = None,
+    story: list[Action] | None = None,
+    record_use: bool,
+    ai=None,
+    cards: list[StoryCard] | None = None,
+) -> Recall:
     """The memories for the next reply on ``branch``. ``record_use`` is True only
     on real turns (never on an Insights dry run). ``ai``: the owner's settings, if loaded.
     ``cards``: the adventure's cards, if loaded; the cast's characters named in the

@@ -11,11 +11,32 @@ class MemorySerializer(strict.StrictModelSerializer):
 
     class Meta:
         model = Memory
-        fields = ["id", "text", "character", "kind", "importance", "branch", "depth", "source_start", "source_end",
-                  "hand_written", "pinned", "forgotten", "stale", "edited", "offline", "embedded", "embedding_model",
-                  "use_count", "last_used_at", "created_at"]
-        extra_kwargs = {"character": {"help_text": "the character card whose memory this is; null: the adventure's own"},
-                        "kind": {"help_text": "a character's memory: say, heard, interaction, witnessed or note"}}
+        fields = [
+            "id",
+            "text",
+            "character",
+            "kind",
+            "importance",
+            "branch",
+            "depth",
+            "source_start",
+            "source_end",
+            "hand_written",
+            "pinned",
+            "forgotten",
+            "stale",
+            "edited",
+            "offline",
+            "embedded",
+            "embedding_model",
+            "use_count",
+            "last_used_at",
+            "created_at",
+        ]
+        extra_kwargs = {
+            "character": {"help_text": "the character card whose memory this is; null: the adventure's own"},
+            "kind": {"help_text": "a character's memory: say, heard, interaction, witnessed or note"},
+        }
 
     def get_embedded(self, obj) -> bool:
         return obj.embedding_model != ""
@@ -23,8 +44,9 @@ class MemorySerializer(strict.StrictModelSerializer):
 
 class MemoryCreateSerializer(serializers.Serializer):
     text = strict.TextField(max_length=MEMORY_TEXT_MAX)
-    character = serializers.IntegerField(required=False, allow_null=True, min_value=1,
-                                         help_text="a character card's id: the memory is that character's")
+    character = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, help_text="a character card's id: the memory is that character's"
+    )
 
 
 class CastMemberSerializer(serializers.Serializer):

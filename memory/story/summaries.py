@@ -21,8 +21,11 @@ from stories.models import Adventure, Branch
 def snapshot_on_path(branch: Branch, *, player_only: bool = False, up_to: int | None = None) -> SummarySnapshot | None:
     """The newest snapshot on ``branch``'s path (the player's newest with
     ``player_only``), at or below depth ``up_to`` when given."""
-    qs = SummarySnapshot.objects.filter(lineage.path_q(branch), adventure_id=branch.adventure_id,
-                                        depth__lte=branch.tip_depth if up_to is None else up_to)
+    qs = SummarySnapshot.objects.filter(
+        lineage.path_q(branch),
+        adventure_id=branch.adventure_id,
+        depth__lte=branch.tip_depth if up_to is None else up_to,
+    )
     if player_only:
         qs = qs.filter(player=True)
     return qs.order_by("-depth", "-id").first()
@@ -53,8 +56,9 @@ def summary_refresh(adventure_id: int) -> str:
     return text
 
 
-def snapshot_write(*, adventure_id: int, branch: Branch, depth: int, text: str, player: bool,
-                   replace_player: bool = False) -> SummarySnapshot:
+def snapshot_write(
+    *, adventure_id: int, branch: Branch, depth: int, text: str, player: bool, replace_player: bool = False
+) -> SummarySnapshot:
     """Hang ``text`` off the node at ``depth`` of ``branch``'s path (depth 0: the
     root). A player's text at a node replaces a written one there; a written one
     replaces the player's only when the player asked for it (``replace_player``:
@@ -67,8 +71,9 @@ def snapshot_write(*, adventure_id: int, branch: Branch, depth: int, text: str, 
         SummarySnapshot.objects.filter(pk=existing.pk).update(text=text, player=player)
         existing.text, existing.player = text, player
         return existing
-    return SummarySnapshot.objects.create(adventure_id=adventure_id, branch_id=node_branch, depth=depth, text=text,
-                                          player=player)
+    return SummarySnapshot.objects.create(
+        adventure_id=adventure_id, branch_id=node_branch, depth=depth, text=text, player=player
+    )
 
 
 def player_summary_set(*, adventure: Adventure, text: str) -> None:
@@ -90,8 +95,9 @@ def on_rewritten(*, adventure_id: int, branch_id: int, from_depth: int, change: 
     or delete, at the node before, as hand-written memories do)."""
     SummarySnapshot.objects.filter(branch_id=branch_id, depth__gte=from_depth, player=False).delete()
     if change == "removed":
-        moved = list(SummarySnapshot.objects.filter(branch_id=branch_id, depth__gte=from_depth, player=True)
-                     .order_by("depth"))
+        moved = list(
+            SummarySnapshot.objects.filter(branch_id=branch_id, depth__gte=from_depth, player=True).order_by("depth")
+        )
         for snapshot in moved:
             depth = max(snapshot.depth - 1, 1) if snapshot.depth > from_depth else max(from_depth - 1, 1)
             SummarySnapshot.objects.filter(branch_id=branch_id, depth=depth).exclude(pk=snapshot.pk).delete()
@@ -101,8 +107,12 @@ def on_rewritten(*, adventure_id: int, branch_id: int, from_depth: int, change: 
 
 def on_copied(*, adventure_id: int, from_branch_id: int, to_branch_id: int, depths: list[int]) -> None:
     """Snapshots hanging off copied nodes hang off the copies too."""
-    SummarySnapshot.objects.bulk_create([
-        SummarySnapshot(adventure_id=adventure_id, branch_id=to_branch_id, depth=s.depth, text=s.text,
-                        player=s.player)
-        for s in SummarySnapshot.objects.filter(branch_id=from_branch_id, depth__in=depths)
-    ], ignore_conflicts=True)
+    SummarySnapshot.objects.bulk_create(
+        [
+            SummarySnapshot(
+                adventure_id=adventure_id, branch_id=to_branch_id, depth=s.depth, text=s.text, player=s.player
+            )
+            for s in SummarySnapshot.objects.filter(branch_id=from_branch_id, depth__in=depths)
+        ],
+        ignore_conflicts=True,
+    )

@@ -24,7 +24,7 @@ SUMMARY_MAX_OUTPUT = 500  # tokens
 MEMORY_INSTRUCTIONS = (
     "You write memories for a long interactive story. Summarize the passage as ONE memory: 1-2 plain sentences, "
     "past tense, third person, at most {words} words. Name the protagonist and every other character by name "
-    "(never \"you\", never a pronoun without its name earlier in the memory). Keep concrete facts: names, "
+    '(never "you", never a pronoun without its name earlier in the memory). Keep concrete facts: names, '
     "places, objects, promises, injuries, decisions. No preamble, no quotes, no lists: the memory will be read "
     "alone, much later."
 )
@@ -80,11 +80,15 @@ def cast_brief(*, adventure: Adventure, text: str, cards: list[StoryCard]) -> st
     desc = adventure.persona_description.strip()
     if adventure.persona_name.strip():
         pronouns = f" ({adventure.persona_pronouns})" if adventure.persona_pronouns else ""
-        lines.append(one_line(f"- Protagonist (\"you\" in the story): {adventure.persona_name.strip()}{pronouns}"
-                              + (f": {desc}" if desc else "")))
+        lines.append(
+            one_line(
+                f'- Protagonist ("you" in the story): {adventure.persona_name.strip()}{pronouns}'
+                + (f": {desc}" if desc else "")
+            )
+        )
         seen.add(adventure.persona_name.strip().lower())
     elif desc:
-        lines.append(one_line(f"- The player (\"you\" in the story): {desc}"))
+        lines.append(one_line(f'- The player ("you" in the story): {desc}'))
     mentioned = [hit.card for hit in triggered(cards=cards, text=text)]
     characters = [c for c in cards if c.type == StoryCard.Type.CHARACTER and c not in mentioned]
     for card in mentioned + characters:
@@ -119,9 +123,17 @@ def clean_memory(text: str, *, name: str) -> str:
 
 
 _SECOND_PERSON = [
-    (r"\byou are\b", "{n} is"), (r"\byou were\b", "{n} was"), (r"\byou're\b", "{n} is"), (r"\byou've\b", "{n} has"),
-    (r"\byou'll\b", "{n} will"), (r"\byou'd\b", "{n} would"), (r"\byou have\b", "{n} has"),
-    (r"\byourself\b", "{n}"), (r"\byours\b", "{n}'s"), (r"\byour\b", "{n}'s"), (r"\byou\b", "{n}"),
+    (r"\byou are\b", "{n} is"),
+    (r"\byou were\b", "{n} was"),
+    (r"\byou're\b", "{n} is"),
+    (r"\byou've\b", "{n} has"),
+    (r"\byou'll\b", "{n} will"),
+    (r"\byou'd\b", "{n} would"),
+    (r"\byou have\b", "{n} has"),
+    (r"\byourself\b", "{n}"),
+    (r"\byours\b", "{n}'s"),
+    (r"\byour\b", "{n}'s"),
+    (r"\byou\b", "{n}"),
 ]
 
 
@@ -159,8 +171,14 @@ def offline_memory(*, actions: list[Action], name: str) -> str:
     return limit_words(text, MEMORY_WORDS_MAX)
 
 
-def write_memory(*, conn: providers.Connection | None, adventure: Adventure, actions: list[Action],
-                 cards: list[StoryCard], user_id: int) -> Written:
+def write_memory(
+    *,
+    conn: providers.Connection | None,
+    adventure: Adventure,
+    actions: list[Action],
+    cards: list[StoryCard],
+    user_id: int,
+) -> Written:
     """A memory of ``actions``. With ``conn`` the model writes it (raises
     ProviderError on failure, never falls back silently); without, offline."""
     name = protagonist(adventure)
@@ -172,16 +190,31 @@ def write_memory(*, conn: providers.Connection | None, adventure: Adventure, act
         {"role": "system", "content": MEMORY_INSTRUCTIONS.format(words=MEMORY_WORDS_MAX)},
         {"role": "user", "content": (brief + "\n\n" if brief else "") + "Passage:\n" + text},
     ]
-    result = providers.complete(conn=conn, messages=messages, max_tokens=MEMORY_MAX_OUTPUT, temperature=0.2,
-                                user_id=user_id, purpose=ProviderCall.Purpose.MEMORY, adventure_id=adventure.pk)
+    result = providers.complete(
+        conn=conn,
+        messages=messages,
+        max_tokens=MEMORY_MAX_OUTPUT,
+        temperature=0.2,
+        user_id=user_id,
+        purpose=ProviderCall.Purpose.MEMORY,
+        adventure_id=adventure.pk,
+    )
     cleaned = clean_memory(result.text, name=name)
     if not cleaned:
         raise providers.ProviderError("empty", "the model returned an empty memory")
     return Written(cleaned, offline=False)
 
 
-def write_summary(*, conn: providers.Connection | None, adventure: Adventure, current: str, base: str,
-                  new_material: list[str], user_id: int, cards: list[StoryCard] | None = None) -> Written:
+def write_summary(
+    *,
+    conn: providers.Connection | None,
+    adventure: Adventure,
+    current: str,
+    base: str,
+    new_material: list[str],
+    user_id: int,
+    cards: list[StoryCard] | None = None,
+) -> Written:
     """The rewritten story summary. ``current`` is the summary now (it holds the
     player's last edit); ``base`` is that edit itself; ``new_material`` are the
     memories (or raw passages) written since the summary mark."""
@@ -190,7 +223,7 @@ def write_summary(*, conn: providers.Connection | None, adventure: Adventure, cu
         # Offline: the player's text verbatim, then the newest facts that fit.
         kept: list[str] = []
         budget = SUMMARY_WORDS_MAX - len(base.split())
-        generated = [s for s in split_sentences(current[len(base):] if current.startswith(base) else "")]
+        generated = [s for s in split_sentences(current[len(base) :] if current.startswith(base) else "")]
         for sentence in reversed(generated + new_material):
             n = len(sentence.split())
             if n > budget:
@@ -199,16 +232,27 @@ def write_summary(*, conn: providers.Connection | None, adventure: Adventure, cu
             budget -= n
         return Written(" ".join(x for x in [base.strip(), " ".join(kept)] if x).strip(), offline=True)
     brief = cast_brief(adventure=adventure, text="\n".join(new_material), cards=cards or [])
-    happened = tokens.keep_end("\n".join(f"- {m}" for m in new_material), tokens=SUMMARY_MATERIAL_TOKENS,
-                               model=conn.model)
+    happened = tokens.keep_end(
+        "\n".join(f"- {m}" for m in new_material), tokens=SUMMARY_MATERIAL_TOKENS, model=conn.model
+    )
     messages = [
         {"role": "system", "content": SUMMARY_INSTRUCTIONS.format(name=name, words=SUMMARY_WORDS_MAX)},
-        {"role": "user", "content": (brief + "\n\n" if brief else "")
-                                    + f"Current summary:\n{current.strip() or '(none yet)'}\n\nWhat happened since:\n"
-                                    + happened},
+        {
+            "role": "user",
+            "content": (brief + "\n\n" if brief else "")
+            + f"Current summary:\n{current.strip() or '(none yet)'}\n\nWhat happened since:\n"
+            + happened,
+        },
     ]
-    result = providers.complete(conn=conn, messages=messages, max_tokens=SUMMARY_MAX_OUTPUT, temperature=0.3,
-                                user_id=user_id, purpose=ProviderCall.Purpose.SUMMARY, adventure_id=adventure.pk)
+    result = providers.complete(
+        conn=conn,
+        messages=messages,
+        max_tokens=SUMMARY_MAX_OUTPUT,
+        temperature=0.3,
+        user_id=user_id,
+        purpose=ProviderCall.Purpose.SUMMARY,
+        adventure_id=adventure.pk,
+    )
     text = strip_preamble(result.text.strip())
     text = limit_words(second_to_third_person(re.sub(r"\s+", " ", text), name=name), SUMMARY_WORDS_MAX)
     text = sentence_case(text, name=name)

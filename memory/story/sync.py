@@ -18,8 +18,12 @@ from stories.tree import head_moved, nodes_copied, story_rewritten
 def on_story_rewritten(sender, *, adventure_id: int, branch_id: int, from_depth: int, change: str, **kwargs):
     branch = Branch.objects.get(pk=branch_id)
     summaries.on_rewritten(adventure_id=adventure_id, branch_id=branch_id, from_depth=from_depth, change=change)
-    if change == "hidden" and not Memory.objects.filter(
-            branch_id=branch_id, source_start__lte=from_depth, source_end__gte=from_depth).exists():
+    if (
+        change == "hidden"
+        and not Memory.objects.filter(
+            branch_id=branch_id, source_start__lte=from_depth, source_end__gte=from_depth
+        ).exists()
+    ):
         # no memory holds this block (it was hidden whole): the pass writes it from here
         _rewind(adventure_id, branch, from_depth)
         return
@@ -50,28 +54,52 @@ def _rewind(adventure_id: int, branch: Branch, from_depth: int) -> None:
         return
     if cursor.memory_branch_id == branch.pk and cursor.memory_depth >= from_depth:
         depth = ((from_depth - 1) // MEMORY_INTERVAL) * MEMORY_INTERVAL
-        mark_move(adventure_id, "memory", (cursor.memory_branch_id, cursor.memory_depth),
-                  (lineage.owner_at(branch, depth) if depth else None, depth))
+        mark_move(
+            adventure_id,
+            "memory",
+            (cursor.memory_branch_id, cursor.memory_depth),
+            (lineage.owner_at(branch, depth) if depth else None, depth),
+        )
     if cursor.summary_branch_id == branch.pk and cursor.summary_depth >= from_depth:
         depth = min(from_depth - 1, branch.tip_depth)
-        mark_move(adventure_id, "summary", (cursor.summary_branch_id, cursor.summary_depth),
-                  (lineage.owner_at(branch, depth) if depth else None, depth))
+        mark_move(
+            adventure_id,
+            "summary",
+            (cursor.summary_branch_id, cursor.summary_depth),
+            (lineage.owner_at(branch, depth) if depth else None, depth),
+        )
 
 
 @receiver(nodes_copied, dispatch_uid="memory.story.sync.nodes_copied")
 def on_nodes_copied(sender, *, adventure_id: int, from_branch_id: int, to_branch_id: int, depths: list[int], **kwargs):
     """Memories hanging off copied nodes hang off the copies too (with their vectors)."""
     copies = [
-        Memory(adventure_id=adventure_id, branch_id=to_branch_id, depth=m.depth, source_start=m.source_start,
-               source_end=m.source_end, text=m.text, embedding=m.embedding, embedding_model=m.embedding_model,
-               pinned=m.pinned, forgotten=m.forgotten, stale=m.stale, edited=m.edited, offline=m.offline,
-               character_id=m.character_id, kind=m.kind, importance=m.importance, use_count=m.use_count,
-               last_used_at=m.last_used_at)
+        Memory(
+            adventure_id=adventure_id,
+            branch_id=to_branch_id,
+            depth=m.depth,
+            source_start=m.source_start,
+            source_end=m.source_end,
+            text=m.text,
+            embedding=m.embedding,
+            embedding_model=m.embedding_model,
+            pinned=m.pinned,
+            forgotten=m.forgotten,
+            stale=m.stale,
+            edited=m.edited,
+            offline=m.offline,
+            character_id=m.character_id,
+            kind=m.kind,
+            importance=m.importance,
+            use_count=m.use_count,
+            last_used_at=m.last_used_at,
+        )
         for m in Memory.objects.filter(branch_id=from_branch_id, depth__in=depths)
     ]
     Memory.objects.bulk_create(copies, ignore_conflicts=True)
-    summaries.on_copied(adventure_id=adventure_id, from_branch_id=from_branch_id, to_branch_id=to_branch_id,
-                        depths=depths)
+    summaries.on_copied(
+        adventure_id=adventure_id, from_branch_id=from_branch_id, to_branch_id=to_branch_id, depths=depths
+    )
 
 
 @receiver(head_moved, dispatch_uid="memory.story.sync.head_moved")

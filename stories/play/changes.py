@@ -26,8 +26,10 @@ def adventure_create(*, owner_id: int, story_summary: str = "", **fields) -> Adv
 def adventure_export(*, adventure: Adventure) -> dict:
     """The whole adventure (stories.adventures) with its memories: the adventure's own and its
     characters', with their pins and the player's edits."""
-    return {**adventures.adventure_export(adventure=adventure),
-            "memories": memories.memories_export(adventure=adventure)}
+    return {
+        **adventures.adventure_export(adventure=adventure),
+        "memories": memories.memories_export(adventure=adventure),
+    }
 
 
 def adventure_import(*, owner_id: int, data, progress=None) -> Adventure:
@@ -42,8 +44,9 @@ def adventure_import(*, owner_id: int, data, progress=None) -> Adventure:
         adventure = imported.adventure
         if carried is not None:
             progress("memories", 0, len(carried))
-            memories.memories_import(adventure=adventure, rows=carried, branch_ids=imported.branch_ids,
-                                     card_ids=imported.card_ids)
+            memories.memories_import(
+                adventure=adventure, rows=carried, branch_ids=imported.branch_ids, card_ids=imported.card_ids
+            )
         if adventure.story_summary:
             progress("summary", 0, 1)
             adventure = memories.summary_set(adventure=adventure, text=adventure.story_summary)

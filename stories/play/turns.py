@@ -74,20 +74,55 @@ def _story_window(context_tokens: int) -> int:
     return min(500, max(50, context_tokens // 40))
 
 
-def _prepare(*, user_id: int, adventure: Adventure, branch: Branch, below_depth: int | None, token: str,
-             placed: list[Action], reply_kind: str, retake_of: Action | None = None) -> Prepared:
+def _prepare(
+    *,
+    user_id: int,
+    adventure: Adventure,
+    branch: Branch,
+    below_depth: int | None,
+    token: str,
+    placed: list[Action],
+    reply_kind: str,
+    retake_of: Action | None = None,
+) -> Prepared:
     ai = accounts.ai_settings_loaded(adventure=adventure, user_id=user_id)
     conn = accounts.connection_for_turn(user_id=user_id, ai=ai)
     limits.model_call(user_id=user_id)
     story = lineage.recent(branch, count=_story_window(ai.context_tokens), below_depth=below_depth)
     cards = list(adventure.cards.all())
-    recalled = retrieval.recall_for_turn(adventure=adventure, branch=branch, user_id=user_id, top_k=ai.memory_top_k,
-                                         story=story, record_use=True, ai=ai, cards=cards)
-    ctx = context.build(adventure=adventure, story=story, cards=cards, memories=recalled.items,
-                        context_tokens=ai.context_tokens, model=conn.model, recall_note=recalled.fallback,
-                        knowledge=recalled.knowledge)
-    return Prepared(user_id=user_id, adventure=adventure, branch=branch, token=token, placed=placed, ctx=ctx,
-                    memories=recalled.items, conn=conn, ai=ai, reply_kind=reply_kind, retake_of=retake_of)
+    recalled = retrieval.recall_for_turn(
+        adventure=adventure,
+        branch=branch,
+        user_id=user_id,
+        top_k=ai.memory_top_k,
+        story=story,
+        record_use=True,
+        ai=ai,
+        cards=cards,
+    )
+    ctx = context.build(
+        adventure=adventure,
+        story=story,
+        cards=cards,
+        memories=recalled.items,
+        context_tokens=ai.context_tokens,
+        model=conn.model,
+        recall_note=recalled.fallback,
+        knowledge=recalled.knowledge,
+    )
+    return Prepared(
+        user_id=user_id,
+        adventure=adventure,
+        branch=branch,
+        token=token,
+        placed=placed,
+        ctx=ctx,
+        memories=recalled.items,
+        conn=conn,
+        ai=ai,
+        reply_kind=reply_kind,
+        retake_of=retake_of,
+    )
 
 
 @contextmanager
@@ -113,12 +148,18 @@ def begin_play(*, user_id: int, adventure: Adventure, mode: str, text: str) -> P
     with _claimed(adventure.pk) as token:
         placed = []
         if mode in PLAYER_MODES:  # on the head as it stands once the claim holds the tree still
-            placed.append(tree.place(adventure_id=adventure.pk, branch_id=None, kind=mode, text=text,
-                                     ask_pass=False))
+            placed.append(tree.place(adventure_id=adventure.pk, branch_id=None, kind=mode, text=text, ask_pass=False))
         with _failing_as_turn(placed):
             branch = placed[0].branch if placed else lineage.head(adventure)
-            return _prepare(user_id=user_id, adventure=adventure, branch=branch, below_depth=None, token=token,
-                            placed=placed, reply_kind=kind)
+            return _prepare(
+                user_id=user_id,
+                adventure=adventure,
+                branch=branch,
+                below_depth=None,
+                token=token,
+                placed=placed,
+                reply_kind=kind,
+            )
 
 
 def begin_retry(*, user_id: int, adventure: Adventure) -> Prepared:
@@ -131,9 +172,16 @@ def begin_retry(*, user_id: int, adventure: Adventure) -> Prepared:
             raise Conflict("there is no reply to retry yet; play a turn or continue")
         retake = tip if tip.is_model_output else None
         with _failing_as_turn([]):
-            return _prepare(user_id=user_id, adventure=adventure, branch=branch,
-                            below_depth=tip.depth if retake else None, token=token, placed=[],
-                            reply_kind=tip.kind if retake else Action.Kind.AI, retake_of=retake)
+            return _prepare(
+                user_id=user_id,
+                adventure=adventure,
+                branch=branch,
+                below_depth=tip.depth if retake else None,
+                token=token,
+                placed=[],
+                reply_kind=tip.kind if retake else Action.Kind.AI,
+                retake_of=retake,
+            )
 
 
 @contextmanager
@@ -160,16 +208,20 @@ class Reply:
     def __init__(self, prepared: Prepared, *, stream: bool):
         p = prepared
         self.prepared = p
-        self.call = ModelCall(conn=p.conn, messages=p.ctx.messages, max_tokens=p.ai.max_output_tokens,
-                              temperature=p.ai.temperature, reasoning_max_tokens=p.ai.reasoning_max_tokens,
-                              stream=stream)
+        self.call = ModelCall(
+            conn=p.conn,
+            messages=p.ctx.messages,
+            max_tokens=p.ai.max_output_tokens,
+            temperature=p.ai.temperature,
+            reasoning_max_tokens=p.ai.reasoning_max_tokens,
+            stream=stream,
+        )
 
     async def deltas(self):
         """The text as the model writes it. A model failure ends the pieces
         early; ``finish`` answers it."""
         release_request_thread()  # nothing of this request waits on a thread while the model writes
-        keeper = asyncio.create_task(keep_claimed(adventure_id=self.prepared.adventure.pk,
-                                                  token=self.prepared.token))
+        keeper = asyncio.create_task(keep_claimed(adventure_id=self.prepared.adventure.pk, token=self.prepared.token))
         try:
             async for piece in self.call.deltas():
                 yield piece
@@ -193,26 +245,42 @@ def _finish(p: Prepared, call: ModelCall, stopped: bool) -> TurnResult | None:
     released = False
     try:
         with held(p.token), _failing_as_turn(p.placed):
-            call.record(user_id=p.user_id, purpose=ProviderCall.Purpose.TURN, adventure_id=p.adventure.pk,
-                        stopped=stopped)
+            call.record(
+                user_id=p.user_id, purpose=ProviderCall.Purpose.TURN, adventure_id=p.adventure.pk, stopped=stopped
+            )
             if call.error is not None:
                 if p.conn.demo:
                     accounts.demo_refund(user_id=p.user_id)
                 raise call.error
-            completion = call.completion if call.completion is not None and not stopped else Completion(
-                text=call.text.strip(), model=p.conn.model, prompt_tokens=0, completion_tokens=0,
-                latency_ms=0, finish_reason="stopped")
+            completion = (
+                call.completion
+                if call.completion is not None and not stopped
+                else Completion(
+                    text=call.text.strip(),
+                    model=p.conn.model,
+                    prompt_tokens=0,
+                    completion_tokens=0,
+                    latency_ms=0,
+                    finish_reason="stopped",
+                )
+            )
             text = completion.text[:ACTION_TEXT_MAX]
             if not text:  # stopped before a word was written: the player's action stays alone
                 if p.placed:
                     jobs.memory_pass_after_commit(adventure_id=p.adventure.pk)
                 return None
             if p.retake_of is not None:
-                reply = tree.take_add(adventure_id=p.adventure.pk, branch_id=p.branch.pk,
-                                      expected_tip_id=p.retake_of.pk, kind=p.retake_of.kind, text=text)
+                reply = tree.take_add(
+                    adventure_id=p.adventure.pk,
+                    branch_id=p.branch.pk,
+                    expected_tip_id=p.retake_of.pk,
+                    kind=p.retake_of.kind,
+                    text=text,
+                )
             else:
-                reply = tree.place(adventure_id=p.adventure.pk, branch_id=p.branch.pk, kind=p.reply_kind, text=text,
-                                   release=p.token)
+                reply = tree.place(
+                    adventure_id=p.adventure.pk, branch_id=p.branch.pk, kind=p.reply_kind, text=text, release=p.token
+                )
                 released = True  # the reply's write freed the claim
             return TurnResult(p.placed + [reply], p.ctx, completion, p.memories, p.conn.demo)
     finally:
@@ -228,8 +296,23 @@ def insights(*, user_id: int, adventure_id: int) -> Context:
     model = accounts.model_for_display(user_id=user_id)
     story = lineage.recent(branch, count=_story_window(ai.context_tokens))
     cards = list(adventure.cards.all())
-    recalled = retrieval.recall_for_turn(adventure=adventure, branch=branch, user_id=user_id, top_k=ai.memory_top_k,
-                                         story=story, record_use=False, ai=ai, cards=cards)
-    return context.build(adventure=adventure, story=story, cards=cards, memories=recalled.items,
-                         context_tokens=ai.context_tokens, model=model, recall_note=recalled.fallback,
-                         knowledge=recalled.knowledge)
+    recalled = retrieval.recall_for_turn(
+        adventure=adventure,
+        branch=branch,
+        user_id=user_id,
+        top_k=ai.memory_top_k,
+        story=story,
+        record_use=False,
+        ai=ai,
+        cards=cards,
+    )
+    return context.build(
+        adventure=adventure,
+        story=story,
+        cards=cards,
+        memories=recalled.items,
+        context_tokens=ai.context_tokens,
+        model=model,
+        recall_note=recalled.fallback,
+        knowledge=recalled.knowledge,
+    )

@@ -104,8 +104,11 @@ def _translate(exc: Exception, conn: Connection) -> ProviderError:
         if isinstance(cause, EndpointRefused):
             return ProviderError("refused", str(cause))
         if isinstance(cause, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(cause):
-            return ProviderError("unreachable", "the model endpoint's TLS certificate is not trusted (it must be "
-                                 "signed by a public certificate authority and match the host); check the endpoint URL")
+            return ProviderError(
+                "unreachable",
+                "the model endpoint's TLS certificate is not trusted (it must be "
+                "signed by a public certificate authority and match the host); check the endpoint URL",
+            )
         cause = cause.__cause__ or cause.__context__
     if isinstance(exc, openai.APITimeoutError):
         return ProviderError("timeout", "the model endpoint did not answer in time; try again or use a faster model")
@@ -126,12 +129,16 @@ def _translate(exc: Exception, conn: Connection) -> ProviderError:
             retry_after = int(float(exc.response.headers.get("retry-after", "")))
         except (TypeError, ValueError):
             pass
-        return ProviderError("rate_limited", "the model endpoint is rate limiting this key; wait and try again",
-                             retry_after=retry_after)
+        return ProviderError(
+            "rate_limited", "the model endpoint is rate limiting this key; wait and try again", retry_after=retry_after
+        )
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         if 300 <= status < 400:
-            return ProviderError("redirect", "the model endpoint answered with a redirect; use the final URL (redirects are not followed)")
+            return ProviderError(
+                "redirect",
+                "the model endpoint answered with a redirect; use the final URL (redirects are not followed)",
+            )
         detail = _scrub(getattr(exc, "message", "") or "", conn)
         return ProviderError("endpoint_error", f"the model endpoint answered {status}: {detail}".rstrip(": "))
     return ProviderError("bad_response", "the model endpoint sent a response that is not OpenAI-compatible")
@@ -139,10 +146,17 @@ def _translate(exc: Exception, conn: Connection) -> ProviderError:
 
 def record_call(*, user_id, adventure_id, purpose, conn, outcome, started, error="", prompt=0, completion=0) -> None:
     ProviderCall.objects.create(
-        user_id=user_id, adventure_id=adventure_id, purpose=purpose,
-        endpoint_host=(urlsplit(conn.endpoint_url).hostname or "")[:255], model=conn.model[:200],
-        prompt_tokens=prompt, completion_tokens=completion,
-        latency_ms=int((time.monotonic() - started) * 1000), outcome=outcome, error=error[:500], demo=conn.demo,
+        user_id=user_id,
+        adventure_id=adventure_id,
+        purpose=purpose,
+        endpoint_host=(urlsplit(conn.endpoint_url).hostname or "")[:255],
+        model=conn.model[:200],
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        latency_ms=int((time.monotonic() - started) * 1000),
+        outcome=outcome,
+        error=error[:500],
+        demo=conn.demo,
     )
 
 
@@ -164,19 +178,40 @@ def _recorded_failure(*, user_id, adventure_id, purpose, conn: Connection, start
     try:
         yield
     except ProviderError as exc:
-        record_call(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome=exc.code,
-                    started=started, error=exc.message)
+        record_call(
+            user_id=user_id,
+            adventure_id=adventure_id,
+            purpose=purpose,
+            conn=conn,
+            outcome=exc.code,
+            started=started,
+            error=exc.message,
+        )
         raise
     except FAILURES as exc:
         error = failed(exc, conn)
-        record_call(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome=error.code,
-                    started=started, error=error.message)
+        record_call(
+            user_id=user_id,
+            adventure_id=adventure_id,
+            purpose=purpose,
+            conn=conn,
+            outcome=error.code,
+            started=started,
+            error=error.message,
+        )
         raise error from None
 
 
 def complete(
-    *, conn: Connection, messages: list[dict], max_tokens: int, temperature: float, user_id: int,
-    purpose: str, adventure_id: int | None = None, reasoning_max_tokens: int = 0,
+    *,
+    conn: Connection,
+    messages: list[dict],
+    max_tokens: int,
+    temperature: float,
+    user_id: int,
+    purpose: str,
+    adventure_id: int | None = None,
+    reasoning_max_tokens: int = 0,
 ) -> Completion:
     """One chat completion. Raises ProviderError; records the call either way."""
     if not conn.endpoint_url or not conn.model:
@@ -187,29 +222,56 @@ def complete(
     extra = {"reasoning": {"max_tokens": reasoning_max_tokens}} if reasoning_max_tokens else None
     with _recorded_failure(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, started=started):
         response = _client(conn).chat.completions.create(
-            model=conn.model, messages=messages, max_tokens=max_tokens, temperature=temperature,
+            model=conn.model,
+            messages=messages,
+            max_tokens=max_tokens,
+            temperature=temperature,
             extra_body=extra,
         )
         choice = response.choices[0]
         text = (choice.message.content or "").strip()
     usage = response.usage
     result = Completion(
-        text=text, model=response.model or conn.model,
+        text=text,
+        model=response.model or conn.model,
         prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
         completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
-        latency_ms=int((time.monotonic() - started) * 1000), finish_reason=choice.finish_reason,
+        latency_ms=int((time.monotonic() - started) * 1000),
+        finish_reason=choice.finish_reason,
     )
     if not text:
-        record_call(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome="empty",
-                started=started, error="the model returned no text", prompt=result.prompt_tokens)
+        record_call(
+            user_id=user_id,
+            adventure_id=adventure_id,
+            purpose=purpose,
+            conn=conn,
+            outcome="empty",
+            started=started,
+            error="the model returned no text",
+            prompt=result.prompt_tokens,
+        )
         raise ProviderError("empty", "the model returned no text; try again")
-    record_call(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome="ok", started=started,
-            prompt=result.prompt_tokens, completion=result.completion_tokens)
+    record_call(
+        user_id=user_id,
+        adventure_id=adventure_id,
+        purpose=purpose,
+        conn=conn,
+        outcome="ok",
+        started=started,
+        prompt=result.prompt_tokens,
+        completion=result.completion_tokens,
+    )
     return result
 
 
-def embed(*, conn: Connection, texts: list[str], user_id: int, purpose: str = ProviderCall.Purpose.EMBEDDING,
-          adventure_id: int | None = None) -> list[list[float]]:
+def embed(
+    *,
+    conn: Connection,
+    texts: list[str],
+    user_id: int,
+    purpose: str = ProviderCall.Purpose.EMBEDDING,
+    adventure_id: int | None = None,
+) -> list[list[float]]:
     """Embeddings for ``texts`` (one request). Raises ProviderError; records the call."""
     started = time.monotonic()
     with _recorded_failure(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, started=started):
@@ -218,6 +280,13 @@ def embed(*, conn: Connection, texts: list[str], user_id: int, purpose: str = Pr
         if len(vectors) != len(texts):
             raise ValueError("wrong number of embeddings")
     usage = getattr(response, "usage", None)
-    record_call(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, outcome="ok", started=started,
-            prompt=getattr(usage, "prompt_tokens", 0) or 0)
+    record_call(
+        user_id=user_id,
+        adventure_id=adventure_id,
+        purpose=purpose,
+        conn=conn,
+        outcome="ok",
+        started=started,
+        prompt=getattr(usage, "prompt_tokens", 0) or 0,
+    )
     return vectors

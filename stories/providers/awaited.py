@@ -63,16 +63,29 @@ class ModelCall:
     is set, or ProviderError was raised and ``error`` is set. ``text`` is what
     arrived so far, which is what a stopped reply keeps."""
 
-    def __init__(self, *, conn: Connection, messages: list[dict], max_tokens: int, temperature: float,
-                 reasoning_max_tokens: int = 0, stream: bool = False):
+    def __init__(
+        self,
+        *,
+        conn: Connection,
+        messages: list[dict],
+        max_tokens: int,
+        temperature: float,
+        reasoning_max_tokens: int = 0,
+        stream: bool = False,
+    ):
         self.conn = conn
         # The messages go in as extra_body, which the SDK sends as they are: passed as ``messages``
         # the SDK walks every part of the prompt to transform it, ~10 ms of CPU for a full context.
         body = {"messages": messages}
         if reasoning_max_tokens:
             body["reasoning"] = {"max_tokens": reasoning_max_tokens}
-        self.request = {"model": conn.model, "messages": [], "max_tokens": max_tokens, "temperature": temperature,
-                        "extra_body": body}
+        self.request = {
+            "model": conn.model,
+            "messages": [],
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "extra_body": body,
+        }
         self.stream = stream
         self.text = ""
         self.completion: Completion | None = None
@@ -83,8 +96,9 @@ class ModelCall:
         conn = self.conn
         self.started = time.monotonic()
         if not conn.endpoint_url or not conn.model:
-            self.error = ProviderError("not_configured",
-                                       "no model is set up: add an endpoint URL and model in your settings")
+            self.error = ProviderError(
+                "not_configured", "no model is set up: add an endpoint URL and model in your settings"
+            )
             raise self.error
         model, usage, finish = conn.model, None, None
         try:
@@ -94,7 +108,8 @@ class ModelCall:
                 # and line iterators cost ~0.5 ms of CPU a piece, and everything that arrived in one
                 # read goes on as one piece (a fast model sends several per read).
                 async with client.chat.completions.with_streaming_response.create(
-                        **self.request, stream=True, stream_options={"include_usage": True}) as response:
+                    **self.request, stream=True, stream_options={"include_usage": True}
+                ) as response:
                     done = False
                     async for datas in _event_data(response.http_response):
                         pieces = []
@@ -139,10 +154,12 @@ class ModelCall:
         if isinstance(usage, dict):
             usage = openai.types.CompletionUsage.model_construct(**usage)
         self.completion = Completion(
-            text=self.text.strip(), model=model,
+            text=self.text.strip(),
+            model=model,
             prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
             completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
-            latency_ms=int((time.monotonic() - self.started) * 1000), finish_reason=finish,
+            latency_ms=int((time.monotonic() - self.started) * 1000),
+            finish_reason=finish,
         )
         if not self.completion.text:
             self.error = ProviderError("empty", "the model returned no text; try again")
@@ -152,13 +169,34 @@ class ModelCall:
         """Write the call to the user's debug log (a database step)."""
         c = self.completion
         if self.error is not None:
-            record_call(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=self.conn,
-                        outcome=self.error.code, started=self.started, error=self.error.message,
-                        prompt=c.prompt_tokens if c else 0)
+            record_call(
+                user_id=user_id,
+                adventure_id=adventure_id,
+                purpose=purpose,
+                conn=self.conn,
+                outcome=self.error.code,
+                started=self.started,
+                error=self.error.message,
+                prompt=c.prompt_tokens if c else 0,
+            )
         elif stopped or c is None:
-            record_call(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=self.conn,
-                        outcome="stopped", started=self.started,
-                        error=f"stopped by the player after {len(self.text)} characters")
+            record_call(
+                user_id=user_id,
+                adventure_id=adventure_id,
+                purpose=purpose,
+                conn=self.conn,
+                outcome="stopped",
+                started=self.started,
+                error=f"stopped by the player after {len(self.text)} characters",
+            )
         else:
-            record_call(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=self.conn, outcome="ok",
-                        started=self.started, prompt=c.prompt_tokens, completion=c.completion_tokens)
+            record_call(
+                user_id=user_id,
+                adventure_id=adventure_id,
+                purpose=purpose,
+                conn=self.conn,
+                outcome="ok",
+                started=self.started,
+                prompt=c.prompt_tokens,
+                completion=c.completion_tokens,
+            )

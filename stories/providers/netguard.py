@@ -44,7 +44,9 @@ def check_url_shape(url: str) -> tuple[str, int]:
     if parts.scheme not in {"http", "https"}:
         raise EndpointRefused("the endpoint URL must start with http:// or https://")
     if parts.username is not None or parts.password is not None or "@" in parts.netloc:
-        raise EndpointRefused("the endpoint URL must not contain a user name or password; put the key in the API key field")
+        raise EndpointRefused(
+            "the endpoint URL must not contain a user name or password; put the key in the API key field"
+        )
     if not parts.hostname:
         raise EndpointRefused("the endpoint URL has no host")
     try:
@@ -130,7 +132,9 @@ class GuardedTransport(httpx2.HTTPTransport):
     def __init__(self, **kwargs):
         super().__init__(trust_env=False, **kwargs)
         self._pool = httpcore2.ConnectionPool(
-            ssl_context=self._pool._ssl_context, network_backend=_GuardedBackend(), max_connections=10,
+            ssl_context=self._pool._ssl_context,
+            network_backend=_GuardedBackend(),
+            max_connections=10,
         )
 
 
@@ -166,8 +170,10 @@ class GuardedAsyncTransport(httpx2.AsyncHTTPTransport):
         super().__init__(trust_env=False, verify=_tls(), **kwargs)
         # Turns in flight each hold one connection while their model writes.
         self._pool = httpcore2.AsyncConnectionPool(
-            ssl_context=self._pool._ssl_context, network_backend=_GuardedAsyncBackend(),
-            max_connections=ASYNC_CONNECTIONS_MAX, max_keepalive_connections=100,
+            ssl_context=self._pool._ssl_context,
+            network_backend=_GuardedAsyncBackend(),
+            max_connections=ASYNC_CONNECTIONS_MAX,
+            max_keepalive_connections=100,
         )
 
 
@@ -182,8 +188,9 @@ def async_http_client(*, connect: float, read: float) -> httpx2.AsyncClient:
     clients = _async_clients.setdefault(loop, {})
     if (connect, read) not in clients:
         timeout = httpx2.Timeout(connect=connect, read=read, write=30.0, pool=connect)
-        clients[(connect, read)] = httpx2.AsyncClient(transport=GuardedAsyncTransport(), timeout=timeout,
-                                                      follow_redirects=False, trust_env=False)
+        clients[(connect, read)] = httpx2.AsyncClient(
+            transport=GuardedAsyncTransport(), timeout=timeout, follow_redirects=False, trust_env=False
+        )
     return clients[(connect, read)]
 
 

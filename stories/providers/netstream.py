@@ -120,12 +120,18 @@ class AsyncioStream(AsyncNetworkStream):
     async def aclose(self) -> None:
         self._transport.close()
 
-    async def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
-                        timeout: float | None = None) -> AsyncNetworkStream:
+    async def start_tls(
+        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
+    ) -> AsyncNetworkStream:
         loop = self._protocol.loop
         try:
-            transport = await loop.start_tls(self._transport, self._protocol, ssl_context,
-                                             server_hostname=server_hostname, ssl_handshake_timeout=timeout)
+            transport = await loop.start_tls(
+                self._transport,
+                self._protocol,
+                ssl_context,
+                server_hostname=server_hostname,
+                ssl_handshake_timeout=timeout,
+            )
         except (TimeoutError, asyncio.TimeoutError):
             self._transport.close()
             raise httpcore2.ConnectTimeout("the TLS handshake timed out") from None
@@ -149,15 +155,17 @@ class AsyncioStream(AsyncNetworkStream):
         return None
 
 
-async def connect_tcp(host: str, port: int, timeout: float | None = None, local_address: str | None = None,
-                      socket_options=None) -> AsyncioStream:
+async def connect_tcp(
+    host: str, port: int, timeout: float | None = None, local_address: str | None = None, socket_options=None
+) -> AsyncioStream:
     """A connection to ``host`` (an address already checked by the caller) as an httpcore stream."""
     loop = asyncio.get_running_loop()
     protocol = _Protocol(loop)
     try:
         async with asyncio.timeout(timeout):
             transport, _ = await loop.create_connection(
-                lambda: protocol, host, port, local_addr=(local_address, 0) if local_address else None)
+                lambda: protocol, host, port, local_addr=(local_address, 0) if local_address else None
+            )
     except TimeoutError:
         raise httpcore2.ConnectTimeout(f"connecting to {host} timed out") from None
     except OSError as exc:

@@ -44,9 +44,12 @@ def test_a_turn_that_comes_while_the_loop_is_behind_is_refused_with_503_and_retr
         time.sleep(0.3)  # the loop is held: a CPU-bound stretch of 300 ms (the behaviour under test, not a wait)
         await asyncio.sleep(0)  # the watcher's late timer runs
         await asyncio.sleep(0.001)
-        for name, scope in (("turn", TURN), ("retry", {**TURN, "path": "/api/adventures/7/retry/"}),
-                            ("read", {**TURN, "method": "GET"}),
-                            ("other post", {**TURN, "path": "/api/adventures/"})):
+        for name, scope in (
+            ("turn", TURN),
+            ("retry", {**TURN, "path": "/api/adventures/7/retry/"}),
+            ("read", {**TURN, "method": "GET"}),
+            ("other post", {**TURN, "path": "/api/adventures/"}),
+        ):
             receive, send, sent = _call(door, scope)
             await door(scope, receive, send)
             answers[name] = sent[-1]
@@ -81,6 +84,7 @@ def test_past_its_turns_in_flight_a_process_refuses_the_next_until_one_ends():
                 statuses.append("admitted")
                 admitted.release()
                 await end.wait()  # the turn's stream is still going
+
             return app
 
         async def one(end):
@@ -190,9 +194,11 @@ def test_the_cores_read_busy_while_every_core_spins_and_calm_after(tmp_path):
     for spinner in spinners:
         spinner.start()
     try:
+
         def busy():
             cpu.read()
             return cpu.busy is not None and cpu.busy > 0.8
+
         wait_for(busy, timeout=20, what="every core spinning to read as busy", interval=0.1)
     finally:
         stop.set()
@@ -202,6 +208,7 @@ def test_the_cores_read_busy_while_every_core_spins_and_calm_after(tmp_path):
     def calm():
         cpu.read()
         return cpu.busy < 0.8
+
     wait_for(calm, timeout=20, what="the cores to read calm once the spinning stopped", interval=0.1)
 
 
@@ -238,8 +245,9 @@ def test_in_a_container_with_a_cpu_quota_busy_is_the_containers_time_against_its
         use(0)
         cpu.read()
     assert cpu.busy < 0.1, "idle again"
-    assert CpuBusy(str(machine), cgroup=str(tmp_path / "none"))._counters() == (0, 1000), \
+    assert CpuBusy(str(machine), cgroup=str(tmp_path / "none"))._counters() == (0, 1000), (
         "without a quota: the machine's cores"
+    )
 
 
 def test_about_the_bound_a_share_of_turns_is_refused_that_grows_with_the_load(tmp_path):

@@ -13,8 +13,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-BENCHES = ["agent_recall.py", "cast.py", "concurrency.py", "evening.py", "imports.py", "locomo.py", "recall.py",
-           "story_query.py", "turn.py", "workers.py"]
+BENCHES = [
+    "agent_recall.py",
+    "cast.py",
+    "concurrency.py",
+    "evening.py",
+    "imports.py",
+    "locomo.py",
+    "recall.py",
+    "story_query.py",
+    "turn.py",
+    "workers.py",
+]
 
 pytestmark = pytest.mark.slow
 
@@ -30,14 +40,26 @@ SMOKES_AT_ONCE = 4  # the smokes mostly wait (on their servers, on think time): 
 
 
 def _smoke(name: str, results: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "DATA_DIR": str(ROOT / ".data" / f"bench-smoke-{name[:-3]}"), "BENCH_RESULTS": str(results),
-           "TQDM_DISABLE": "1", "DJANGO_SETTINGS_MODULE": "config.settings",
-           "EMBEDDED_PG_SHARED_BUFFERS": "128MB", "EMBEDDED_PG_DURABLE": "0",
-           "ADMISSION_CPU_BUSY_PCT": "0"}  # four smokes at once keep the cores busy: a smoke checks it runs
+    env = {
+        **os.environ,
+        "DATA_DIR": str(ROOT / ".data" / f"bench-smoke-{name[:-3]}"),
+        "BENCH_RESULTS": str(results),
+        "TQDM_DISABLE": "1",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "EMBEDDED_PG_SHARED_BUFFERS": "128MB",
+        "EMBEDDED_PG_DURABLE": "0",
+        "ADMISSION_CPU_BUSY_PCT": "0",
+    }  # four smokes at once keep the cores busy: a smoke checks it runs
     for key in ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "FIELD_ENCRYPTION_KEYS", "EVERLORE_EMBEDDED"):
         env.pop(key, None)  # the bench's own embedded servers, never the test session's
-    return subprocess.run([sys.executable, str(ROOT / "bench" / name), "--smoke"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=240)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "bench" / name), "--smoke"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
 
 
 @pytest.fixture(scope="module")

@@ -126,10 +126,17 @@ def test_dockerfile_collectstatic_step_runs_with_its_placeholder_settings(tmp_pa
     dockerfile = (ROOT / "Dockerfile").read_text()
     step = re.search(r"RUN (DATABASE_URL=.*?collectstatic[^\n]*)", dockerfile, re.S).group(1)
     assignments = dict(re.findall(r"([A-Z_]+)=(\S+)", step.split("python manage.py")[0]))
-    env = child_env(**assignments, STATIC_ROOT=str(tmp_path / "static"), EVERLORE_EMBEDDED=None,
-                    DATA_DIR=str(tmp_path / "data"))
-    result = subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "--verbosity", "0"],
-                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    env = child_env(
+        **assignments, STATIC_ROOT=str(tmp_path / "static"), EVERLORE_EMBEDDED=None, DATA_DIR=str(tmp_path / "data")
+    )
+    result = subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "--verbosity", "0"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "static" / "admin" / "css" / "base.css").exists()
     assert not (tmp_path / "data").exists(), "the build must not start embedded servers"
@@ -144,19 +151,28 @@ def test_check_deploy_is_clean_with_the_compose_production_settings(tmp_path):
 
     from tests.support.processes import child_env
 
-    given = {"SECRET_KEY": secrets.token_urlsafe(50), "FIELD_ENCRYPTION_KEYS": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
-             "ALLOWED_HOSTS": "stories.example.com"}
+    given = {
+        "SECRET_KEY": secrets.token_urlsafe(50),
+        "FIELD_ENCRYPTION_KEYS": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+        "ALLOWED_HOSTS": "stories.example.com",
+    }
 
     def resolve(value):
         def one(match):
             name, op, rest = match.group(1), match.group(2), match.group(3)
             return given.get(name, rest if op == ":-" else "x")
+
         return re.sub(r"\$\{(\w+)(:-|:\?)([^}]*)\}", one, str(value))
 
     env = {k: resolve(v) for k, v in SERVICES["web"]["environment"].items()}
     assert env["HTTPS"] == "true" and env["DEBUG"] == "false"
-    result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"], cwd=ROOT,
-                            env=child_env(**env, EVERLORE_EMBEDDED=None, DATA_DIR=str(tmp_path)),
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=ROOT,
+        env=child_env(**env, EVERLORE_EMBEDDED=None, DATA_DIR=str(tmp_path)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout

@@ -60,17 +60,23 @@ def frozen_postgres(settings):
 
 
 def test_a_frozen_database_is_a_503_within_seconds_on_every_route_and_play_resumes(
-        tmp_path, alice, alice_plays, fake_llm, frozen_postgres):
+    tmp_path, alice, alice_plays, fake_llm, frozen_postgres
+):
     from stories.auth import api_token_for
 
     token = api_token_for(alice)
-    aid = alice_plays.post("/api/adventures/", {"title": "Ice", "opening": "The lake is still."},
-                           format="json").json()["id"]
+    aid = alice_plays.post("/api/adventures/", {"title": "Ice", "opening": "The lake is still."}, format="json").json()[
+        "id"
+    ]
     site = Site(tmp_path / "site", DB_QUERY_TIMEOUT=str(DEADLINE_S))
     try:
-        routes = [("GET", "/api/adventures/", None), ("GET", f"/api/adventures/{aid}/", None),
-                  ("POST", f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "step onto the ice"}),
-                  ("GET", f"/api/adventures/{aid}/memories/", None), ("GET", "/api/settings/", None)]
+        routes = [
+            ("GET", "/api/adventures/", None),
+            ("GET", f"/api/adventures/{aid}/", None),
+            ("POST", f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "step onto the ice"}),
+            ("GET", f"/api/adventures/{aid}/memories/", None),
+            ("GET", "/api/settings/", None),
+        ]
         for method, path, body in routes[:2]:  # the site is warm: its pool holds open connections
             assert request(site, method, path, token)[0] == 200
 
@@ -94,10 +100,14 @@ def test_a_frozen_database_is_a_503_within_seconds_on_every_route_and_play_resum
         assert health[0] == 503 and health[3] < DEADLINE_S + 5, health[:3]
 
         frozen_postgres.thaw()
-        wait_for(lambda: request(site, "GET", "/api/adventures/", token)[0] == 200, timeout=30,
-                 what="the site to answer again once the database does")
-        status, _, data, _ = request(site, "POST", f"/api/adventures/{aid}/turns/", token,
-                                     {"mode": "do", "text": "step onto the ice"})
+        wait_for(
+            lambda: request(site, "GET", "/api/adventures/", token)[0] == 200,
+            timeout=30,
+            what="the site to answer again once the database does",
+        )
+        status, _, data, _ = request(
+            site, "POST", f"/api/adventures/{aid}/turns/", token, {"mode": "do", "text": "step onto the ice"}
+        )
         assert status == 201, data[:300]
         texts = [a["text"] for a in json.loads(data)["actions"]]
         assert "step onto the ice" in texts

@@ -43,22 +43,32 @@ def _token(page: str) -> str:
 def _login(site, session: requests.Session, path: str, username: str, password: str) -> requests.Response:
     page = session.get(f"{site.url}{path}", timeout=10)
     assert page.status_code == 200, page.text[:300]
-    return session.post(f"{site.url}{path}", data={"username": username, "password": password,
-                                                   "csrfmiddlewaretoken": _token(page.text)},
-                        headers={"Referer": f"{site.url}{path}"}, timeout=10)
+    return session.post(
+        f"{site.url}{path}",
+        data={"username": username, "password": password, "csrfmiddlewaretoken": _token(page.text)},
+        headers={"Referer": f"{site.url}{path}"},
+        timeout=10,
+    )
 
 
 def test_a_login_keeps_its_session_and_logging_out_ends_it_on_the_real_server(site, django_user_model):
     _site_user(django_user_model, "alice", "alice-pass-123")
     player = requests.Session()
     landed = _login(site, player, "/accounts/login/", "alice", "alice-pass-123")
-    assert landed.status_code == 200 and landed.url.rstrip("/").endswith("/play"), re.findall(r"errorlist.{0,300}", landed.text, re.S)[:2] or landed.text[-1500:]
+    assert landed.status_code == 200 and landed.url.rstrip("/").endswith("/play"), (
+        re.findall(r"errorlist.{0,300}", landed.text, re.S)[:2] or landed.text[-1500:]
+    )
     assert "sessionid" in player.cookies, "the session was saved when the login changed it"
     again = player.get(f"{site.url}/play/", timeout=10)
     assert again.status_code == 200 and "alice" in again.text, "the next request is alice's"
     assert "Cookie" in again.headers.get("Vary", ""), "a page that read the session varies on the cookie"
-    logout = player.post(f"{site.url}/accounts/logout/", data={"csrfmiddlewaretoken": player.cookies["csrftoken"]},
-                         headers={"Referer": f"{site.url}/play/"}, timeout=10, allow_redirects=False)
+    logout = player.post(
+        f"{site.url}/accounts/logout/",
+        data={"csrfmiddlewaretoken": player.cookies["csrftoken"]},
+        headers={"Referer": f"{site.url}/play/"},
+        timeout=10,
+        allow_redirects=False,
+    )
     assert logout.status_code == 302
     after = player.get(f"{site.url}/play/", timeout=10, allow_redirects=False)
     assert after.status_code == 302 and "/accounts/login/" in after.headers["Location"], "logged out"
@@ -83,10 +93,17 @@ def test_a_moderators_action_message_shows_once(site, alice, django_user_model):
     landed = _login(site, staff, "/admin/login/?next=/admin/", "root", "root-pass-123")
     assert "Log out" in landed.text, landed.text[:300]
     changelist = staff.get(f"{site.url}/admin/stories/adventure/", timeout=10)
-    done = staff.post(f"{site.url}/admin/stories/adventure/",
-                      data={"action": "hide", "_selected_action": [str(adventure.pk)], "index": "0",
-                            "csrfmiddlewaretoken": _token(changelist.text)},
-                      headers={"Referer": f"{site.url}/admin/stories/adventure/"}, timeout=10)
+    done = staff.post(
+        f"{site.url}/admin/stories/adventure/",
+        data={
+            "action": "hide",
+            "_selected_action": [str(adventure.pk)],
+            "index": "0",
+            "csrfmiddlewaretoken": _token(changelist.text),
+        },
+        headers={"Referer": f"{site.url}/admin/stories/adventure/"},
+        timeout=10,
+    )
     assert done.status_code == 200 and "Hidden" in done.text, "the action's message is shown after its redirect"
     assert Adventure.objects.get(pk=adventure.pk).hidden
     later = staff.get(f"{site.url}/admin/stories/adventure/", timeout=10)
@@ -132,8 +149,9 @@ def test_the_deploy_check_names_a_missing_guard_whatever_class_stands_for_it(set
     still warns when the security, clickjacking or CSRF middleware is missing."""
     from django.core.checks.registry import registry
 
-    assert loop_middleware.guards_in_place in registry.get_checks(include_deployment_checks=True), \
+    assert loop_middleware.guards_in_place in registry.get_checks(include_deployment_checks=True), (
         "`manage.py check --deploy` runs it (it loads no middleware, so the app registers it)"
+    )
     assert loop_middleware.guards_in_place(None) == []
     settings.MIDDLEWARE = [m for m in settings.MIDDLEWARE if not m.endswith((".Csrf", ".XFrameOptions"))]
     assert sorted(w.id for w in loop_middleware.guards_in_place(None)) == ["config.W002", "config.W003"]

@@ -36,10 +36,12 @@ def _answers_503(response):
 
 
 def test_while_postgres_is_down_every_route_answers_503_and_a_cut_turn_keeps_the_action(
-        alice_plays, fake_llm, postgres, client, alice):
+    alice_plays, fake_llm, postgres, client, alice
+):
     api = alice_plays
-    aid = api.post("/api/adventures/", {"title": "Outage", "opening": "The lights flicker."},
-                   format="json").json()["id"]
+    aid = api.post("/api/adventures/", {"title": "Outage", "opening": "The lights flicker."}, format="json").json()[
+        "id"
+    ]
     assert api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "look"}, format="json").status_code == 201
     client.force_login(alice)
 
@@ -49,8 +51,9 @@ def test_while_postgres_is_down_every_route_answers_503_and_a_cut_turn_keeps_the
         return "The reply nobody stored."
 
     fake_llm.reply = reply_then_outage
-    cut = _answers_503(api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "run for the door"},
-                                format="json"))
+    cut = _answers_503(
+        api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "run for the door"}, format="json")
+    )
     body = cut.json()
     assert body["error"] == "unavailable" and "try again" in body["detail"]
     assert [a["text"] for a in body["stored_actions"]] == ["run for the door"]

@@ -14,8 +14,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def site_log():
-    handler = next(h for h in logging.getLogger().handlers
-                   if any(isinstance(f, ExpectedRefusals) for f in h.filters))
+    handler = next(h for h in logging.getLogger().handlers if any(isinstance(f, ExpectedRefusals) for f in h.filters))
     stream, handler.stream = handler.stream, io.StringIO()
     try:
         yield handler.stream

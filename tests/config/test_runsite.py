@@ -24,14 +24,26 @@ class Site:
         self.port = port
         self.log_path = tmp_path / f"{name}.log"
         env = child_env(
-            DATA_DIR=str(data_dir), PORT=str(port), WEB_CONCURRENCY="1", WORKER_CONCURRENCY="1",
-            DATABASE_URL=None, REDIS_URL=None, SECRET_KEY=None, FIELD_ENCRYPTION_KEYS=None,
+            DATA_DIR=str(data_dir),
+            PORT=str(port),
+            WEB_CONCURRENCY="1",
+            WORKER_CONCURRENCY="1",
+            DATABASE_URL=None,
+            REDIS_URL=None,
+            SECRET_KEY=None,
+            FIELD_ENCRYPTION_KEYS=None,
             EVERLORE_EMBEDDED=None,
         )
         with open(self.log_path, "wb") as log:
             # Its own process group, like a terminal's foreground job.
-            self.proc = subprocess.Popen([sys.executable, "manage.py", "runsite"], cwd=ROOT, env=env,
-                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen(
+                [sys.executable, "manage.py", "runsite"],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -71,8 +83,9 @@ def admin_login(port, username, password) -> bool:
     base = f"http://127.0.0.1:{port}"
     page = opener.open(f"{base}/admin/login/", timeout=10).read().decode()
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
-    form = urllib.parse.urlencode({"username": username, "password": password,
-                                   "csrfmiddlewaretoken": token, "next": "/admin/"}).encode()
+    form = urllib.parse.urlencode(
+        {"username": username, "password": password, "csrfmiddlewaretoken": token, "next": "/admin/"}
+    ).encode()
     request = urllib.request.Request(f"{base}/admin/login/", data=form, headers={"Referer": f"{base}/admin/login/"})
     landed = opener.open(request, timeout=10)
     return landed.geturl().rstrip("/").endswith("/admin") and "Log out" in landed.read().decode()
@@ -158,9 +171,11 @@ def test_runsite_starts_again_whatever_dies_and_keeps_answering_meanwhile(tmp_pa
     prober = threading.Thread(target=probe, daemon=True)
     prober.start()
     try:
+
         def healthy_again(what, since=None):
             """/healthz answers 200 and, with ``since``, a worker has beaten since then (the old
             beat is not what makes it healthy)."""
+
             def healthy():
                 status, body = site.get("/healthz")
                 if status != 200:
@@ -187,8 +202,11 @@ def test_runsite_starts_again_whatever_dies_and_keeps_answering_meanwhile(tmp_pa
         kept = redis.Redis(port=state["port"], password=state["password"])
         kept.set("healing-probe", "kept-through-a-kill")
         redis_dir = data_dir / "redis"  # appendonly.aof (Redis 6) or appendonlydir/*.aof (7)
-        wait_for(lambda: any(b"kept-through-a-kill" in f.read_bytes() for f in redis_dir.rglob("*.aof*") if f.is_file()),
-                 timeout=10, what="the key to reach the append-only file")
+        wait_for(
+            lambda: any(b"kept-through-a-kill" in f.read_bytes() for f in redis_dir.rglob("*.aof*") if f.is_file()),
+            timeout=10,
+            what="the key to reach the append-only file",
+        )
         old, killed = redis_pid(data_dir), time.monotonic()
         os.kill(old, signal.SIGKILL)
         wait_for(lambda: (redis_pid(data_dir) or old) != old, timeout=30, what="Redis to be started again")

@@ -20,7 +20,11 @@ def boot(tmp_path, **overrides):
     env = child_env(DATA_DIR=str(tmp_path / "data"), **{**GOOD, **overrides})
     return subprocess.run(
         [sys.executable, "-c", "import django; django.setup(); print('booted')"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 

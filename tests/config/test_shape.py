@@ -49,11 +49,14 @@ def test_nothing_outside_workers_and_config_imports_workers():
     modules = _modules()
     offenders = sorted(
         f"{name} imports {imported}"
-        for name, path in modules.items() if name.split(".")[0] not in ("workers", "config")
-        for imported in _imports(path, module_level_only=False) if imported.split(".")[0] == "workers"
+        for name, path in modules.items()
+        if name.split(".")[0] not in ("workers", "config")
+        for imported in _imports(path, module_level_only=False)
+        if imported.split(".")[0] == "workers"
     )
-    assert offenders == [], "memory work is asked for through config.jobs, never by importing workers:\n" + \
-        "\n".join(offenders)
+    assert offenders == [], "memory work is asked for through config.jobs, never by importing workers:\n" + "\n".join(
+        offenders
+    )
 
 
 def test_the_story_lower_modules_never_import_memory():
@@ -62,7 +65,8 @@ def test_the_story_lower_modules_never_import_memory():
         f"{name} imports {imported}"
         for name, path in modules.items()
         if name.startswith("stories") and not name.startswith(STORY_UPPER)
-        for imported in _imports(path, module_level_only=False) if imported.split(".")[0] == "memory"
+        for imported in _imports(path, module_level_only=False)
+        if imported.split(".")[0] == "memory"
     )
     assert offenders == [], "the story's lower modules must not reach into memory:\n" + "\n".join(offenders)
 
@@ -71,8 +75,9 @@ def test_there_is_no_import_cycle():
     """Not even through an import inside a function (the error family once reached
     stories.providers that way, which imports the error family)."""
     modules = _modules()
-    graph = {name: _resolve(_imports(path, module_level_only=False), modules) - {name}
-             for name, path in modules.items()}
+    graph = {
+        name: _resolve(_imports(path, module_level_only=False), modules) - {name} for name, path in modules.items()
+    }
     cycles, state = [], {}
 
     def visit(node, stack):
@@ -80,7 +85,7 @@ def test_there_is_no_import_cycle():
         stack.append(node)
         for nxt in sorted(graph[node]):
             if state.get(nxt) == "open":
-                cycles.append(" -> ".join(stack[stack.index(nxt):] + [nxt]))
+                cycles.append(" -> ".join(stack[stack.index(nxt) :] + [nxt]))
             elif nxt not in state:
                 visit(nxt, stack)
         stack.pop()
@@ -98,8 +103,10 @@ def test_config_is_the_ground_and_imports_no_app():
     modules = _modules()
     offenders = sorted(
         f"{name} imports {imported}"
-        for name, path in modules.items() if name.split(".")[0] == "config"
-        for imported in _imports(path, module_level_only=False) if imported.split(".")[0] != "config"
+        for name, path in modules.items()
+        if name.split(".")[0] == "config"
+        for imported in _imports(path, module_level_only=False)
+        if imported.split(".")[0] != "config"
     )
     assert offenders == [], "config imports no app module:\n" + "\n".join(offenders)
 
@@ -113,22 +120,31 @@ def test_story_memory_and_agent_memory_share_the_ground_and_not_each_other():
         for name, path in modules.items()
         for own, other in (("memory.story", "memory.agents"), ("memory.agents", "memory.story"))
         if name.startswith(own)
-        for imported in _imports(path, module_level_only=False) if imported.startswith(other)
+        for imported in _imports(path, module_level_only=False)
+        if imported.startswith(other)
     )
     assert offenders == [], "\n".join(offenders)
 
 
 def test_no_module_holds_five_rooms():
-    long = sorted(f"{name}: {len(path.read_text().splitlines())} lines" for name, path in _modules().items()
-                  if len(path.read_text().splitlines()) > MODULE_LINES_MAX)
+    long = sorted(
+        f"{name}: {len(path.read_text().splitlines())} lines"
+        for name, path in _modules().items()
+        if len(path.read_text().splitlines()) > MODULE_LINES_MAX
+    )
     assert long == [], "split these by purpose:\n" + "\n".join(long)
 
 
 def test_the_readme_code_map_names_every_module():
     readme = (ROOT / "README.md").read_text()
-    missing = sorted(name for name, path in _modules().items()
-                     if name.count(".") == 1 and not name.endswith(("__init__", ".apps", ".urls"))
-                     and path.parent.name in ROOMS and f"{path.name}" not in readme)
+    missing = sorted(
+        name
+        for name, path in _modules().items()
+        if name.count(".") == 1
+        and not name.endswith(("__init__", ".apps", ".urls"))
+        and path.parent.name in ROOMS
+        and f"{path.name}" not in readme
+    )
     assert missing == [], "README's code map does not name:\n" + "\n".join(missing)
 
 
@@ -138,6 +154,27 @@ def test_every_import_is_used_and_sorted():
     import subprocess
     import sys
 
-    found = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--output-format", "concise", "."],
-                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+    found = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--no-cache", "--output-format", "concise", "."],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert found.returncode == 0, found.stdout + found.stderr
+
+
+def test_every_file_is_formatted_as_ruff_formats_it():
+    """ruff format (ruff.toml: 120 columns) over the whole project: a diff in layout fails the build,
+    so a review reads changes, not spacing. `ruff format .` formats."""
+    import subprocess
+    import sys
+
+    found = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--check", "--no-cache", "."],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert found.returncode == 0, found.stdout + found.stderr

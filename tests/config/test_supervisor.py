@@ -18,8 +18,12 @@ class Clock:
 
 def test_a_part_that_keeps_dying_waits_longer_each_time_and_a_stable_one_starts_over():
     clock, said, alive, starts = Clock(), [], {"up": False}, []
-    part = Part("worker", start=lambda: (starts.append(clock.now), alive.update(up=True)),
-                running=lambda: alive["up"], describe=lambda: "was killed by SIGKILL")
+    part = Part(
+        "worker",
+        start=lambda: (starts.append(clock.now), alive.update(up=True)),
+        running=lambda: alive["up"],
+        describe=lambda: "was killed by SIGKILL",
+    )
     supervisor = Supervisor([part], said.append, clock=clock)
     supervisor.start_all()
     delays = []
@@ -66,8 +70,9 @@ def test_a_part_that_cannot_start_is_tried_again_later_and_the_others_go_on():
 def test_a_real_child_that_dies_is_reaped_and_started_again():
     child = ChildProcess([sys.executable, "-c", "import sys, time; time.sleep(0.2); sys.exit(3)"])
     said = []
-    part = Part("MCP server", start=child.start, running=child.running, describe=child.describe,
-                cleanup=child.reap_group)
+    part = Part(
+        "MCP server", start=child.start, running=child.running, describe=child.describe, cleanup=child.reap_group
+    )
     supervisor = Supervisor([part], said.append)
     supervisor.start_all()
     first = child.proc.pid

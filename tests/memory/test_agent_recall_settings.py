@@ -25,8 +25,10 @@ def test_a_mistyped_recall_key_fails_the_check_and_the_recall(settings, alice):
 def test_a_recall_value_of_the_wrong_type_or_an_unknown_kind_is_named(settings):
     settings.AGENT_RECALL = {**settings.AGENT_RECALL, "recency": "high", "kind_weights": {"sing": 0.2}}
     problems = agent_recall_conf.recall_conf_problems(settings.AGENT_RECALL)
-    assert problems == ["AGENT_RECALL['recency'] is a str; it takes a float",
-                        "AGENT_RECALL['kind_weights'] names unknown kinds: sing"]
+    assert problems == [
+        "AGENT_RECALL['recency'] is a str; it takes a float",
+        "AGENT_RECALL['kind_weights'] names unknown kinds: sing",
+    ]
 
 
 def test_the_shipped_settings_pass_and_a_weight_may_be_set(settings):

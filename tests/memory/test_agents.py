@@ -16,9 +16,18 @@ pytestmark = pytest.mark.django_db
 
 
 def test_one_say_with_three_listeners_writes_one_say_and_three_heard(agent_api, world):
-    response = agent_api.post(events_url(world), {"type": "say", "actor": "ann", "target": "bo", "location": "cafe",
-                                                  "text": "The well is poisoned.", "nearby": ["bo", "cy", "di"]},
-                              format="json")
+    response = agent_api.post(
+        events_url(world),
+        {
+            "type": "say",
+            "actor": "ann",
+            "target": "bo",
+            "location": "cafe",
+            "text": "The well is poisoned.",
+            "nearby": ["bo", "cy", "di"],
+        },
+        format="json",
+    )
     assert response.status_code == 201 and response.json() == {"memories": 4, "agents": ["ann", "bo", "cy", "di"]}
     rows = {(m.agent.external_id, m.kind, m.partner) for m in AgentMemory.objects.select_related("agent")}
     assert rows == {("ann", "say", "bo"), ("bo", "heard", "ann"), ("cy", "heard", "ann"), ("di", "heard", "ann")}
@@ -26,8 +35,18 @@ def test_one_say_with_three_listeners_writes_one_say_and_three_heard(agent_api, 
 
 
 def test_an_interaction_is_the_actors_act_and_the_bystanders_sight(agent_api, world):
-    agent_api.post(events_url(world), {"type": "interact", "actor": "ann", "target": "bo", "location": "market",
-                                       "text": "sold a lamp to", "nearby": ["bo", "cy"]}, format="json")
+    agent_api.post(
+        events_url(world),
+        {
+            "type": "interact",
+            "actor": "ann",
+            "target": "bo",
+            "location": "market",
+            "text": "sold a lamp to",
+            "nearby": ["bo", "cy"],
+        },
+        format="json",
+    )
     rows = {(m.agent.external_id, m.kind, m.partner) for m in AgentMemory.objects.select_related("agent")}
     assert rows == {("ann", "interaction", "bo"), ("bo", "interaction", "ann"), ("cy", "witnessed", "ann")}
     content = AgentMemory.objects.get(agent__external_id="ann").content
@@ -35,15 +54,26 @@ def test_an_interaction_is_the_actors_act_and_the_bystanders_sight(agent_api, wo
 
 
 def test_an_interaction_reaches_its_target_and_reads_as_a_sentence(agent_api, world):
-    response = agent_api.post(events_url(world), {"type": "interact", "actor": "cy", "target": "bo",
-                                                  "location": "bridge", "text": "Cy handed Bo a rusty lantern."},
-                              format="json")
+    response = agent_api.post(
+        events_url(world),
+        {
+            "type": "interact",
+            "actor": "cy",
+            "target": "bo",
+            "location": "bridge",
+            "text": "Cy handed Bo a rusty lantern.",
+        },
+        format="json",
+    )
     assert response.status_code == 201 and response.json()["agents"] == ["bo", "cy"], "bo is created and told"
     bo = AgentMemory.objects.get(agent__external_id="bo")
     assert bo.kind == "interaction" and bo.partner == "cy"
     assert bo.content.split(") ", 1)[1] == "Cy handed Bo a rusty lantern at the bridge."
-    agent_api.post(events_url(world), {"type": "interact", "actor": "cy", "target": "di", "text": "waved",
-                                       "location": "Hobbs Cafe"}, format="json")
+    agent_api.post(
+        events_url(world),
+        {"type": "interact", "actor": "cy", "target": "di", "text": "waved", "location": "Hobbs Cafe"},
+        format="json",
+    )
     di = AgentMemory.objects.get(agent__external_id="di")
     assert di.content.split(") ", 1)[1] == "Cy waved (with di) at Hobbs Cafe."
 
@@ -56,15 +86,19 @@ def test_a_full_bank_of_retrieved_memories_still_takes_in_new_events(agent_api, 
     ann = Agent.objects.get(external_id="ann")
     AgentMemory.objects.filter(agent=ann).update(retrieval_count=3, last_retrieved_at=timezone.now())
     for n in range(3):
-        response = agent_api.post(events_url(world), {"type": "say", "actor": "bo", "target": "ann",
-                                                      "text": f"news number {n}"}, format="json")
+        response = agent_api.post(
+            events_url(world),
+            {"type": "say", "actor": "bo", "target": "ann", "text": f"news number {n}"},
+            format="json",
+        )
         assert response.status_code == 201
     heard = AgentMemory.objects.filter(agent=ann, kind="heard").order_by("id")
     assert [m.content.rsplit('"', 2)[1] for m in heard] == ["news number 0", "news number 1", "news number 2"]
     assert AgentMemory.objects.filter(agent=ann).count() == 10
     # least recently used go first: the sights retrieved longest ago
     AgentMemory.objects.filter(agent=ann, content__contains="old sight 9").update(
-        last_retrieved_at=timezone.now() - timedelta(days=30))
+        last_retrieved_at=timezone.now() - timedelta(days=30)
+    )
     agent_api.post(events_url(world), {"type": "say", "actor": "bo", "target": "ann", "text": "more"}, format="json")
     assert not AgentMemory.objects.filter(agent=ann, content__contains="old sight 9").exists()
     assert AgentMemory.objects.filter(agent=ann, content__contains="old sight 8").exists()
@@ -75,8 +109,14 @@ def test_recency_halves_every_half_life(world, settings):
     ann = Agent.objects.create(world=world, external_id="ann")
     now = timezone.now()
     for hours in (0, 10, 20):
-        AgentMemory.objects.create(agent=ann, world=world, kind="note", content=f"noted {hours} hours ago",
-                                   importance=0, occurred_at=now - timedelta(hours=hours))
+        AgentMemory.objects.create(
+            agent=ann,
+            world=world,
+            kind="note",
+            content=f"noted {hours} hours ago",
+            importance=0,
+            occurred_at=now - timedelta(hours=hours),
+        )
     found, _ = agent_recall.agent_recall(world=world, agent=ann, limit=3, now=now, record=False)
     recency = {m.content: m.parts["recency"] for m in found}
     assert recency == {"noted 0 hours ago": 1.0, "noted 10 hours ago": 0.5, "noted 20 hours ago": 0.25}
@@ -86,8 +126,13 @@ def test_recall_has_a_default_token_budget(world, settings):
     settings.AGENT_RECALL = {**settings.AGENT_RECALL, "token_budget": 60}
     ann = Agent.objects.create(world=world, external_id="ann")
     for n in range(10):
-        AgentMemory.objects.create(agent=ann, world=world, kind="note", occurred_at=timezone.now(),
-                                   content=f"memory {n}: " + "long words here " * 5)
+        AgentMemory.objects.create(
+            agent=ann,
+            world=world,
+            kind="note",
+            occurred_at=timezone.now(),
+            content=f"memory {n}: " + "long words here " * 5,
+        )
     found, _ = agent_recall.agent_recall(world=world, agent=ann, limit=10, record=False)
     assert 1 <= len(found) < 10, "the default budget bounds what one recall injects"
     found, _ = agent_recall.agent_recall(world=world, agent=ann, limit=10, record=False, token_budget=10_000)
@@ -95,21 +140,33 @@ def test_recall_has_a_default_token_budget(world, settings):
 
 
 def test_custom_events_use_their_template(agent_api, world):
-    response = agent_api.post(events_url(world), {"type": "trade", "actor": "ann", "target": "bo", "text": "3 apples",
-                                                  "template": "{actor} traded {text} with {target}"}, format="json")
+    response = agent_api.post(
+        events_url(world),
+        {
+            "type": "trade",
+            "actor": "ann",
+            "target": "bo",
+            "text": "3 apples",
+            "template": "{actor} traded {text} with {target}",
+        },
+        format="json",
+    )
     assert response.status_code == 201
     memory = AgentMemory.objects.get()
     assert memory.content.endswith(") ann traded 3 apples with bo") and memory.metadata["type"] == "trade"
 
 
-@pytest.mark.parametrize("body, field", [
-    ({"type": "say", "actor": "ann", "text": ""}, "text"),
-    ({"type": "say", "actor": "ann", "text": "x" * 2001}, "text"),
-    ({"type": "say", "actor": "ann", "text": "hi", "nearby": [f"a{n}" for n in range(51)]}, "nearby"),
-    ({"type": "trade", "actor": "ann", "text": "hi"}, "template"),
-    ({"type": "Bad Type", "actor": "ann", "text": "hi"}, "type"),
-    ({"events": []}, "events"),
-])
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({"type": "say", "actor": "ann", "text": ""}, "text"),
+        ({"type": "say", "actor": "ann", "text": "x" * 2001}, "text"),
+        ({"type": "say", "actor": "ann", "text": "hi", "nearby": [f"a{n}" for n in range(51)]}, "nearby"),
+        ({"type": "trade", "actor": "ann", "text": "hi"}, "template"),
+        ({"type": "Bad Type", "actor": "ann", "text": "hi"}, "type"),
+        ({"events": []}, "events"),
+    ],
+)
 def test_bad_events_get_field_errors_and_write_nothing(agent_api, world, body, field):
     response = agent_api.post(events_url(world), body, format="json")
     assert response.status_code == 400 and field in str(response.json())
@@ -118,17 +175,29 @@ def test_bad_events_get_field_errors_and_write_nothing(agent_api, world, body, f
 
 def test_a_batch_with_one_far_future_event_writes_nothing(agent_api, world):
     future = (timezone.now() + timedelta(days=30)).isoformat()
-    batch = {"events": [{"type": "say", "actor": "ann", "text": "fine"},
-                        {"type": "say", "actor": "ann", "text": "later", "time": future}]}
+    batch = {
+        "events": [
+            {"type": "say", "actor": "ann", "text": "fine"},
+            {"type": "say", "actor": "ann", "text": "later", "time": future},
+        ]
+    }
     response = agent_api.post(events_url(world), batch, format="json")
     assert response.status_code == 400 and "far future" in response.json()["detail"]
     assert not AgentMemory.objects.exists()
 
 
 def make(agent, world, content, *, kind="say", partner="", location="", hours_ago=1.0, importance=0.5, **extra):
-    return AgentMemory.objects.create(agent=agent, world=world, kind=kind, partner=partner, location=location,
-                                      content=content, importance=importance,
-                                      occurred_at=timezone.now() - timedelta(hours=hours_ago), **extra)
+    return AgentMemory.objects.create(
+        agent=agent,
+        world=world,
+        kind=kind,
+        partner=partner,
+        location=location,
+        content=content,
+        importance=importance,
+        occurred_at=timezone.now() - timedelta(hours=hours_ago),
+        **extra,
+    )
 
 
 def test_recall_scores_partner_location_kind_and_recency_in_the_expected_order(world):
@@ -137,7 +206,9 @@ def test_recall_scores_partner_location_kind_and_recency_in_the_expected_order(w
     b = make(ann, world, "ann heard bo complain about rain", kind="heard", partner="bo", hours_ago=2)
     c = make(ann, world, "ann sold bread to cy", partner="cy", location="mill", hours_ago=2)
     d = make(ann, world, "ann chatted with di long ago", partner="di", hours_ago=24 * 30)
-    found, block = agent_recall.agent_recall(world=world, agent=ann, partner="bo", location="mill", limit=4, record=False)
+    found, block = agent_recall.agent_recall(
+        world=world, agent=ann, partner="bo", location="mill", limit=4, record=False
+    )
     assert [m.id for m in found] == [a.pk, b.pk, c.pk, d.pk]
     assert found[0].parts["partner"] > 0 and found[0].parts["location"] > 0
     assert found[1].parts["kind"] < found[0].parts["kind"], "what it heard ranks below what it did"
@@ -156,8 +227,9 @@ def test_recall_filters_window_kinds_cooldown_dedupe_and_budget(world):
     found, _ = agent_recall.agent_recall(world=world, agent=ann, limit=10, record=False)
     assert old.pk not in ids(found), "outside the default window"
     assert len([m for m in found if "bridge is closed" in m.content]) == 1, "near-duplicates collapse"
-    found, _ = agent_recall.agent_recall(world=world, agent=ann, limit=10, since=timezone.now() - timedelta(days=500),
-                             record=False)
+    found, _ = agent_recall.agent_recall(
+        world=world, agent=ann, limit=10, since=timezone.now() - timedelta(days=500), record=False
+    )
     assert old.pk in ids(found)
     found, _ = agent_recall.agent_recall(world=world, agent=ann, kinds=["heard"], limit=10, record=False)
     assert ids(found) == [heard.pk]
@@ -171,8 +243,11 @@ def test_recall_filters_window_kinds_cooldown_dedupe_and_budget(world):
 
 
 def test_a_query_ranks_by_meaning_and_words_inside_postgres(world, agent_api):
-    for text in ["The blacksmith forged a sword for the mayor.", "It rained all day on the fields.",
-                 "Bo lost his lantern in the cave."]:
+    for text in [
+        "The blacksmith forged a sword for the mayor.",
+        "It rained all day on the fields.",
+        "Bo lost his lantern in the cave.",
+    ]:
         agent_api.post(events_url(world), {"type": "observe", "actor": "ann", "text": text}, format="json")
     ann = Agent.objects.get(external_id="ann")
     agent_upkeep.agent_memories_embed(agent_id=ann.pk)
@@ -182,12 +257,20 @@ def test_a_query_ranks_by_meaning_and_words_inside_postgres(world, agent_api):
     assert "lantern" in found[0].content and found[0].parts["text"] > 0
 
 
-def test_capacity_holds_under_five_thousand_events_and_recall_stays_two_queries(agent_api, world,
-                                                                            django_assert_num_queries):
+def test_capacity_holds_under_five_thousand_events_and_recall_stays_two_queries(
+    agent_api, world, django_assert_num_queries
+):
     now = timezone.now()
     for batch in range(10):
-        events = [{"type": "observe", "actor": "ann", "text": f"ann counted crow number {batch * 500 + n}",
-                   "time": (now - timedelta(minutes=5000 - batch * 500 - n)).isoformat()} for n in range(500)]
+        events = [
+            {
+                "type": "observe",
+                "actor": "ann",
+                "text": f"ann counted crow number {batch * 500 + n}",
+                "time": (now - timedelta(minutes=5000 - batch * 500 - n)).isoformat(),
+            }
+            for n in range(500)
+        ]
         assert agent_api.post(events_url(world), {"events": events}, format="json").status_code == 201
     ann = Agent.objects.get(external_id="ann")
     assert AgentMemory.objects.filter(agent=ann).count() == world.agent_capacity
@@ -208,7 +291,8 @@ def test_eviction_takes_the_least_recently_used_and_never_a_pin(world):
     overheard = make(ann, world, "overheard", kind="heard", hours_ago=1, importance=0.5)
     trivial = make(ann, world, "trivial", kind="say", hours_ago=1, importance=0.1)
     AgentMemory.objects.filter(pk__in=[mine.pk, overheard.pk, trivial.pk]).update(
-        occurred_at=timezone.now() - timedelta(hours=1))
+        occurred_at=timezone.now() - timedelta(hours=1)
+    )
     left = lambda: set(AgentMemory.objects.values_list("pk", flat=True))  # noqa: E731
     agent_events.enforce_capacity(agent=ann, capacity=5)
     assert stale.pk not in left()
@@ -222,14 +306,17 @@ def test_eviction_takes_the_least_recently_used_and_never_a_pin(world):
 
 def test_consolidation_writes_one_summary_and_hides_its_sources_from_recall(world):
     ann = Agent.objects.create(world=world, external_id="ann")
-    sources = [make(ann, world, f"ann haggled with bo over the price of wool, offer {n}", partner="bo",
-                    hours_ago=5 - n * 0.2) for n in range(6)]
+    sources = [
+        make(ann, world, f"ann haggled with bo over the price of wool, offer {n}", partner="bo", hours_ago=5 - n * 0.2)
+        for n in range(6)
+    ]
     other = make(ann, world, "ann fed the goats", hours_ago=3)
     assert agent_upkeep.consolidate(agent_id=ann.pk) == 1
     summary = AgentMemory.objects.get(kind="summary")
     assert summary.partner == "bo" and summary.metadata["sources"] == 6 and "wool" in summary.content
     assert set(AgentMemory.objects.filter(consolidated_into=summary).values_list("pk", flat=True)) == {
-        s.pk for s in sources}
+        s.pk for s in sources
+    }
     found, _ = agent_recall.agent_recall(world=world, agent=ann, limit=10, record=False)
     assert {m.id for m in found} == {summary.pk, other.pk}
     assert agent_upkeep.consolidate(agent_id=ann.pk) == 0, "running again folds nothing twice"
@@ -238,14 +325,20 @@ def test_consolidation_writes_one_summary_and_hides_its_sources_from_recall(worl
 def test_worlds_are_isolated_between_tokens_and_users(world, agent_api, bob, alice):
     other = World.objects.create(owner=alice, name="Elsewhere")
     agent_api.post(events_url(world), {"type": "say", "actor": "ann", "text": "secret"}, format="json")
-    assert agent_api.post(events_url(other), {"type": "say", "actor": "x", "text": "y"}, format="json").status_code == 404
+    assert (
+        agent_api.post(events_url(other), {"type": "say", "actor": "x", "text": "y"}, format="json").status_code == 404
+    )
     assert agent_api.post(f"/api/worlds/{other.pk}/agents/ann/recall/", {}, format="json").status_code == 404
     assert agent_api.get("/api/adventures/").status_code in (401, 403), "a world token is not the owner's login"
     assert agent_api.get("/api/worlds/").status_code == 404, "tokens cannot manage worlds"
     bob_api = api_client_for(bob)
-    for method, url in [("get", f"/api/worlds/{world.pk}/"), ("get", f"/api/worlds/{world.pk}/agents/"),
-                        ("post", f"/api/worlds/{world.pk}/agents/ann/recall/"),
-                        ("get", f"/api/worlds/{world.pk}/export/"), ("delete", f"/api/worlds/{world.pk}/agents/ann/")]:
+    for method, url in [
+        ("get", f"/api/worlds/{world.pk}/"),
+        ("get", f"/api/worlds/{world.pk}/agents/"),
+        ("post", f"/api/worlds/{world.pk}/agents/ann/recall/"),
+        ("get", f"/api/worlds/{world.pk}/export/"),
+        ("delete", f"/api/worlds/{world.pk}/agents/ann/"),
+    ]:
         assert getattr(bob_api, method)(url, {}, format="json").status_code == 404
     assert Agent.objects.filter(external_id="ann").exists()
 
@@ -261,10 +354,14 @@ def test_revoked_tokens_are_refused_at_once(world, agent_api, alice):
 
 def test_owners_manage_memories_and_export_a_world(world, agent_api, alice):
     owner = api_client_for(alice)
-    agent_api.post(events_url(world), {"type": "say", "actor": "ann", "target": "bo", "text": "meet at noon",
-                                       "nearby": ["bo"]}, format="json")
-    noted = agent_api.post(f"/api/worlds/{world.pk}/agents/ann/memories/", {"content": "bo owes me a favor",
-                                                                           "pinned": True}, format="json")
+    agent_api.post(
+        events_url(world),
+        {"type": "say", "actor": "ann", "target": "bo", "text": "meet at noon", "nearby": ["bo"]},
+        format="json",
+    )
+    noted = agent_api.post(
+        f"/api/worlds/{world.pk}/agents/ann/memories/", {"content": "bo owes me a favor", "pinned": True}, format="json"
+    )
     assert noted.status_code == 201 and noted.json()["kind"] == "note"
     search = owner.get(f"/api/worlds/{world.pk}/agents/ann/memories/?q=noon").json()
     assert [m["content"].split(") ", 1)[1] for m in search] == ['ann said to bo: "meet at noon"']
@@ -297,11 +394,14 @@ def test_a_query_naming_someone_ranks_what_they_said_first(agent_api, world):
     say(agent_api, world, "bo", "ann", "The old bridge is closed for repairs.", now + timedelta(hours=2))
     ann = Agent.objects.get(external_id="ann")
     agent_upkeep.agent_memories_embed(agent_id=ann.pk)
-    about_bo, _ = agent_recall.agent_recall(world=world, agent=ann, query="What did Bo say about the bridge?", limit=2, record=False)
+    about_bo, _ = agent_recall.agent_recall(
+        world=world, agent=ann, query="What did Bo say about the bridge?", limit=2, record=False
+    )
     assert "old bridge" in about_bo[0].content and about_bo[0].parts["named"] > 0
     assert about_bo[1].parts["named"] == 0
-    about_ann, _ = agent_recall.agent_recall(world=world, agent=ann, query="what did ann say about the bridge", limit=2,
-                                 record=False)
+    about_ann, _ = agent_recall.agent_recall(
+        world=world, agent=ann, query="what did ann say about the bridge", limit=2, record=False
+    )
     assert "north bridge" in about_ann[0].content and about_ann[0].parts["named"] > 0
     assert AgentMemory.objects.get(agent=ann, kind="heard").actor == "bo"
 
@@ -310,13 +410,22 @@ def test_an_answer_is_found_through_the_question_it_answers(agent_api, world):
     t = timezone.now() - timedelta(days=2)
     say(agent_api, world, "bo", "ann", "Where did you hide the silver key?", t)
     say(agent_api, world, "ann", "bo", "Under the third stone by the well.", t + timedelta(minutes=1))
-    for n, line in enumerate(["The weather turned cold.", "Bread is cheaper at the mill.", "My cousin visits soon.",
-                              "The cart needs a new wheel.", "Owls nest in the tower."]):
+    for n, line in enumerate(
+        [
+            "The weather turned cold.",
+            "Bread is cheaper at the mill.",
+            "My cousin visits soon.",
+            "The cart needs a new wheel.",
+            "Owls nest in the tower.",
+        ]
+    ):
         say(agent_api, world, "bo", "ann", line, t + timedelta(hours=3 + n))
     say(agent_api, world, "cy", "ann", "Stones are heavy to carry.", t + timedelta(minutes=2))  # another talk
     ann = Agent.objects.get(external_id="ann")
     agent_upkeep.agent_memories_embed(agent_id=ann.pk)
-    found, _ = agent_recall.agent_recall(world=world, agent=ann, query="where is the silver key hidden", limit=3, record=False)
+    found, _ = agent_recall.agent_recall(
+        world=world, agent=ann, query="where is the silver key hidden", limit=3, record=False
+    )
     answer = next(m for m in found if "third stone" in m.content)
     assert answer.parts["context"] > 0, "it shares in the match of the question just before it"
     assert found.index(answer) <= 1
@@ -338,8 +447,9 @@ def test_the_reply_to_a_matching_question_outranks_the_question(agent_api, world
     agent_upkeep.agent_memories_embed(agent_id=gina.pk)
 
     def ranked():
-        found, _ = agent_recall.agent_recall(world=world, agent=gina, query="What are the names of Jon's pets?",
-                                             limit=3, record=False)
+        found, _ = agent_recall.agent_recall(
+            world=world, agent=gina, query="What are the names of Jon's pets?", limit=3, record=False
+        )
         return found
 
     found = ranked()

@@ -13,22 +13,22 @@ pytestmark = pytest.mark.django_db
 
 # The narrator's replies, in order: Bram leaves (depth 5); Aria hides the crown in front of Cora (depth 9).
 NARRATION = [
-    "Bram grumbles about the cold and stamps his boots.",                       # 3
+    "Bram grumbles about the cold and stamps his boots.",  # 3
     "Bram says he must ride to the harbor before dark. Bram leaves the hall.",  # 5
-    "Aria lifts the old crown from the altar and turns it in the firelight.",   # 7
-    "Aria hides the crown beneath the altar stone while Cora watches.",         # 9
-    "Cora promises Aria to keep the secret of the altar stone.",                # 11
-    "The fire burns low and the wind howls over the roof.",                     # 13
-    "Bram returns, shaking snow from his cloak.",                                # 15
+    "Aria lifts the old crown from the altar and turns it in the firelight.",  # 7
+    "Aria hides the crown beneath the altar stone while Cora watches.",  # 9
+    "Cora promises Aria to keep the secret of the altar stone.",  # 11
+    "The fire burns low and the wind howls over the roof.",  # 13
+    "Bram returns, shaking snow from his cloak.",  # 15
 ]
 PLAYER = [
-    ("say", "Good evening, friends."),        # 2
-    ("do", "ask where he is going"),           # 4
-    ("do", "watch the door close"),            # 6
-    ("do", "stay silent"),                     # 8
-    ("do", "nod slowly"),                      # 10
-    ("do", "warm your hands by the fire"),     # 12
-    ("do", "look toward the door"),            # 14
+    ("say", "Good evening, friends."),  # 2
+    ("do", "ask where he is going"),  # 4
+    ("do", "watch the door close"),  # 6
+    ("do", "stay silent"),  # 8
+    ("do", "nod slowly"),  # 10
+    ("do", "warm your hands by the fire"),  # 12
+    ("do", "look toward the door"),  # 14
 ]
 HIDING = "hides the crown"
 
@@ -51,16 +51,25 @@ def narrator(memory_llm):
 def hall(owner, narrator, alice_api):
     """An adventure in the hall of Tarn with Bram, Aria and Cora in the cast, played to depth 13 and
     remembered (blocks 1-6 and 7-12)."""
-    made = alice_api.post("/api/adventures/", {
-        "title": "The Crown of Tarn", "persona_name": "Mira", "persona_pronouns": "she/her",
-        "opening": "The great hall of Tarn is cold. Bram, Aria and Cora wait by the hearth.",
-    }, format="json")
+    made = alice_api.post(
+        "/api/adventures/",
+        {
+            "title": "The Crown of Tarn",
+            "persona_name": "Mira",
+            "persona_pronouns": "she/her",
+            "opening": "The great hall of Tarn is cold. Bram, Aria and Cora wait by the hearth.",
+        },
+        format="json",
+    )
     assert made.status_code == 201, made.json()
     aid = made.json()["id"]
     cards = {}
     for name in ("Bram", "Aria", "Cora"):
-        card = alice_api.post(f"/api/adventures/{aid}/cards/", {"type": "character", "name": name,
-                                                                 "entry": f"{name} of Tarn."}, format="json")
+        card = alice_api.post(
+            f"/api/adventures/{aid}/cards/",
+            {"type": "character", "name": name, "entry": f"{name} of Tarn."},
+            format="json",
+        )
         assert card.status_code == 201, card.json()
         assert card.json()["in_cast"] is True, "a character card joins the cast by default"
         cards[name] = card.json()["id"]
@@ -93,14 +102,17 @@ def test_an_absent_character_is_not_told_what_happened_while_a_witness_is(hall, 
     assert bram and not any(HIDING in text or "altar" in text for text in bram), bram
     assert any("harbor" in text for text in bram), "Bram remembers his own leaving"
     own = [m["text"] for m in alice_api.get(f"/api/adventures/{aid}/memories/").json()]
-    assert len(own) == 2 and not any(m in own for m in knows(alice_api, aid, cards["Cora"])), \
+    assert len(own) == 2 and not any(m in own for m in knows(alice_api, aid, cards["Cora"])), (
         "the adventure's own bank holds only its own memories"
+    )
 
     mode, text = PLAYER[6]
-    assert alice_api.post(f"/api/adventures/{aid}/turns/", {"mode": mode, "text": text},
-                          format="json").status_code == 201  # Bram returns
-    turn = alice_api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "ask Bram and Cora about the crown"},
-                          format="json")
+    assert (
+        alice_api.post(f"/api/adventures/{aid}/turns/", {"mode": mode, "text": text}, format="json").status_code == 201
+    )  # Bram returns
+    turn = alice_api.post(
+        f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "ask Bram and Cora about the crown"}, format="json"
+    )
     assert turn.status_code == 201, turn.json()
     asked = narrator.chat_requests()[-1]
     bram_part, cora_part = prompt_part(asked, "Bram"), prompt_part(asked, "Cora")
@@ -112,8 +124,9 @@ def test_an_absent_character_is_not_told_what_happened_while_a_witness_is(hall, 
     assert "knows" in parts
     insights = alice_api.get(f"/api/adventures/{aid}/insights/").json()
     reasons = [p["reason"] for p in insights["parts"] if p["name"] == "knows"]
-    assert any(r.startswith("What Bram knows") for r in reasons) and any(r.startswith("What Cora knows")
-                                                                         for r in reasons)
+    assert any(r.startswith("What Bram knows") for r in reasons) and any(
+        r.startswith("What Cora knows") for r in reasons
+    )
 
 
 def test_undo_withdraws_the_hiding_from_every_memory_and_a_fork_before_it_never_had_it(hall, alice_api):
@@ -139,8 +152,11 @@ def test_undo_withdraws_the_hiding_from_every_memory_and_a_fork_before_it_never_
 def test_a_block_written_again_writes_no_character_memory_twice_and_keeps_the_players_edit(hall, alice_api):
     aid, cards = hall
     edited = Memory.objects.get(adventure_id=aid, character_id=cards["Cora"], source_start=7)
-    response = alice_api.patch(f"/api/adventures/{aid}/memories/{edited.pk}/",
-                               {"text": "Cora swore on her mother to keep the altar's secret."}, format="json")
+    response = alice_api.patch(
+        f"/api/adventures/{aid}/memories/{edited.pk}/",
+        {"text": "Cora swore on her mother to keep the altar's secret."},
+        format="json",
+    )
     assert response.status_code == 200 and response.json()["edited"] is True
     # the player deletes the block's own memory and the pass writes the block again
     own = Memory.objects.get(adventure_id=aid, character__isnull=True, source_start=7)
@@ -161,10 +177,11 @@ def test_editing_an_action_rewrites_who_was_there(hall, alice_api):
     story = alice_api.get(f"/api/adventures/{aid}/story/").json()
     hiding = next(a for a in story["actions"] if a["depth"] == 9)
     assert not any(HIDING in t for t in knows(alice_api, aid, cards["Bram"]))
-    edited = alice_api.patch(f"/api/adventures/{aid}/actions/{hiding['id']}/",
-                             {"text": "Bram comes back in. Aria hides the crown beneath the altar stone while Bram "
-                                      "watches from the door."},
-                             format="json")
+    edited = alice_api.patch(
+        f"/api/adventures/{aid}/actions/{hiding['id']}/",
+        {"text": "Bram comes back in. Aria hides the crown beneath the altar stone while Bram watches from the door."},
+        format="json",
+    )
     assert edited.status_code == 200, edited.json()
     before = {m["id"]: m for m in alice_api.get(f"/api/adventures/{aid}/memories/?character={cards['Cora']}").json()}
     assert [m["stale"] for m in before.values() if m["source_start"] == 7] == [True]
@@ -179,8 +196,9 @@ def test_export_and_import_carry_every_characters_memories_with_the_players_pins
     cora = Memory.objects.get(adventure_id=aid, character_id=cards["Cora"], source_start=7)
     alice_api.patch(f"/api/adventures/{aid}/memories/{cora.pk}/", {"pinned": True}, format="json")
     bram = Memory.objects.get(adventure_id=aid, character_id=cards["Bram"], source_start=1)
-    alice_api.patch(f"/api/adventures/{aid}/memories/{bram.pk}/", {"text": "Bram rode for the harbor at dusk."},
-                    format="json")
+    alice_api.patch(
+        f"/api/adventures/{aid}/memories/{bram.pk}/", {"text": "Bram rode for the harbor at dusk."}, format="json"
+    )
     alice_api.patch(f"/api/adventures/{aid}/cards/{cards['Aria']}/", {"in_cast": False}, format="json")
     exported = alice_api.get(f"/api/adventures/{aid}/export/").json()
     assert len(exported["memories"]) == 7  # two blocks: the adventure's own, and 3 + 2 characters'
@@ -197,18 +215,22 @@ def test_export_and_import_carry_every_characters_memories_with_the_players_pins
     assert [(m["text"], m["edited"]) for m in new_bram] == [("Bram rode for the harbor at dusk.", True)]
     calls = len(narrator.chat_requests())
     memory_pass.run(new)
-    assert not [r for r in narrator.chat_requests()[calls:] if r.path.endswith("/chat/completions")], \
+    assert not [r for r in narrator.chat_requests()[calls:] if r.path.endswith("/chat/completions")], (
         "the carried blocks are not written again"
+    )
     assert Memory.objects.filter(adventure_id=new, embedding__isnull=True).count() == 0, "the pass embeds them"
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda m: m.update(character=99), "'character' must be the place of a character card"),
-    (lambda m: m.update(branch=12345), "known 'branch'"),
-    (lambda m: m.update(kind="gossip"), '].kind: "gossip" is not a valid choice'),
-    (lambda m: m.update(importance=3), "].importance: must be a number from 0 to 1"),
-    (lambda m: m.update(text=""), "].text: must be 1 to"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda m: m.update(character=99), "'character' must be the place of a character card"),
+        (lambda m: m.update(branch=12345), "known 'branch'"),
+        (lambda m: m.update(kind="gossip"), '].kind: "gossip" is not a valid choice'),
+        (lambda m: m.update(importance=3), "].importance: must be a number from 0 to 1"),
+        (lambda m: m.update(text=""), "].text: must be 1 to"),
+    ],
+)
 def test_an_import_with_a_bad_memory_is_refused_whole_with_what_to_fix(hall, alice_api, change, message):
     aid, _ = hall
     exported = alice_api.get(f"/api/adventures/{aid}/export/").json()
@@ -221,27 +243,32 @@ def test_an_import_with_a_bad_memory_is_refused_whole_with_what_to_fix(hall, ali
 
 def test_the_memory_api_lists_writes_and_refuses_characters_per_character(hall, alice_api, bob_api):
     aid, cards = hall
-    written = alice_api.post(f"/api/adventures/{aid}/memories/", {"text": "Cora fears the dark crypt.",
-                                                                    "character": cards["Cora"]}, format="json")
+    written = alice_api.post(
+        f"/api/adventures/{aid}/memories/",
+        {"text": "Cora fears the dark crypt.", "character": cards["Cora"]},
+        format="json",
+    )
     assert written.status_code == 201 and written.json()["character"] == cards["Cora"]
     assert written.json()["kind"] == "note"
     assert "Cora fears the dark crypt." in knows(alice_api, aid, cards["Cora"])
     own = [m["text"] for m in alice_api.get(f"/api/adventures/{aid}/memories/").json()]
     assert "Cora fears the dark crypt." not in own
     place = alice_api.post(f"/api/adventures/{aid}/cards/", {"type": "place", "name": "Tarn"}, format="json").json()
-    for bad, status in ((place["id"], 404), (999999, 404), (10 ** 30, 404), (-4943554083, 404), ("bram", 400)):
+    for bad, status in ((place["id"], 404), (999999, 404), (10**30, 404), (-4943554083, 404), ("bram", 400)):
         answer = alice_api.get(f"/api/adventures/{aid}/memories/?character={bad}")
         assert answer.status_code == status and "character" in answer.json()["detail"], answer.json()
-    refused = alice_api.post(f"/api/adventures/{aid}/memories/", {"text": "x", "character": place["id"]},
-                             format="json")
+    refused = alice_api.post(f"/api/adventures/{aid}/memories/", {"text": "x", "character": place["id"]}, format="json")
     assert refused.status_code == 404 and "not a character card" in refused.json()["detail"]
     assert bob_api.get(f"/api/adventures/{aid}/cast/").status_code == 404
     assert bob_api.get(f"/api/adventures/{aid}/memories/?character={cards['Cora']}").status_code == 404
 
 
 def test_one_model_call_writes_every_characters_memory_of_a_block(hall, narrator):
-    calls = [r for r in narrator.chat_requests()
-             if r.body["messages"][0]["content"].startswith("You keep the memories of each character")]
+    calls = [
+        r
+        for r in narrator.chat_requests()
+        if r.body["messages"][0]["content"].startswith("You keep the memories of each character")
+    ]
     assert len(calls) == 2, "blocks 1-6 and 7-12, one call each"
     first = calls[0].body["messages"][-1]["content"]
     assert "## Bram" in first and "## Aria" in first and "## Cora" in first
@@ -250,8 +277,11 @@ def test_one_model_call_writes_every_characters_memory_of_a_block(hall, narrator
 
 
 def test_a_garbled_answer_is_written_offline_and_flagged(owner, narrator, alice_api):
-    narrator.reply = lambda body, n: ("I cannot answer in JSON, sorry." if body["messages"][0]["content"]
-                                      .startswith("You keep the memories of each character") else memory_reply(body, n))
+    narrator.reply = lambda body, n: (
+        "I cannot answer in JSON, sorry."
+        if body["messages"][0]["content"].startswith("You keep the memories of each character")
+        else memory_reply(body, n)
+    )
     made = alice_api.post("/api/adventures/", {"title": "T", "opening": "Cora sweeps the hall."}, format="json").json()
     alice_api.post(f"/api/adventures/{made['id']}/cards/", {"type": "character", "name": "Cora"}, format="json")
     from stories.models import Adventure
@@ -270,22 +300,50 @@ def scene(text_by_kind, *names, keys=None):
 
     cards = [StoryCard(pk=i + 1, type="character", name=n, keys=(keys or {}).get(n, [])) for i, n in enumerate(names)]
     actions = [Action(kind=k, text=t, depth=i + 1) for i, (k, t) in enumerate(text_by_kind)]
-    return {w.member.name: " ".join(w.sentences) for w in
-            cast.present(cast=cast.members(cards), actions=actions, before=[], name="Mira")}
+    return {
+        w.member.name: " ".join(w.sentences)
+        for w in cast.present(cast=cast.members(cards), actions=actions, before=[], name="Mira")
+    }
 
 
-@pytest.mark.parametrize("story, absent, present", [
-    ([("story", "Bram and Cora ride off toward the hills."), ("story", "Aria buries the gold.")],
-     {"Bram", "Cora"}, set()),
-    ([("story", "Bram waves and leaves the hall."), ("story", "Aria shows you the ring Bram left behind.")],
-     {"Bram"}, set()),
-    ([("story", "Bram leaves for the market."), ("story", "Bram returns with bread."),
-      ("story", "Aria buries the gold.")], set(), {"Bram"}),
-    ([("story", "Aria whispers to Bram."), ("do", "leave the hall with Cora"), ("story", "Cora buries the gold.")],
-     {"Bram"}, {"Cora"}),
-    ([("story", "Aria and Bram talk."), ("story", "Aria says the elder's son buries the gold.")],
-     {"Rusk"}, {"Bram"}),
-])
+@pytest.mark.parametrize(
+    "story, absent, present",
+    [
+        (
+            [("story", "Bram and Cora ride off toward the hills."), ("story", "Aria buries the gold.")],
+            {"Bram", "Cora"},
+            set(),
+        ),
+        (
+            [("story", "Bram waves and leaves the hall."), ("story", "Aria shows you the ring Bram left behind.")],
+            {"Bram"},
+            set(),
+        ),
+        (
+            [
+                ("story", "Bram leaves for the market."),
+                ("story", "Bram returns with bread."),
+                ("story", "Aria buries the gold."),
+            ],
+            set(),
+            {"Bram"},
+        ),
+        (
+            [
+                ("story", "Aria whispers to Bram."),
+                ("do", "leave the hall with Cora"),
+                ("story", "Cora buries the gold."),
+            ],
+            {"Bram"},
+            {"Cora"},
+        ),
+        (
+            [("story", "Aria and Bram talk."), ("story", "Aria says the elder's son buries the gold.")],
+            {"Rusk"},
+            {"Bram"},
+        ),
+    ],
+)
 def test_who_is_in_the_scene_when_the_gold_is_buried(story, absent, present):
     parts = scene(story, "Aria", "Bram", "Cora", "Rusk", keys={"Rusk": ["the elder"]})
     for name in absent:
@@ -329,16 +387,24 @@ def test_regenerating_a_characters_memory_writes_it_again_from_its_own_part(hall
 
 def test_what_a_character_knows_is_ranked_for_the_moment_with_pins_first(hall, alice_api, narrator):
     aid, cards = hall
-    for text in ("Cora mended the torn banner of Tarn.", "Cora fed the hounds at dawn.",
-                 "Cora counted the candles in the chapel.", "Cora polished the silver cups for the feast.",
-                 "Cora found a wolf track by the gate."):
+    for text in (
+        "Cora mended the torn banner of Tarn.",
+        "Cora fed the hounds at dawn.",
+        "Cora counted the candles in the chapel.",
+        "Cora polished the silver cups for the feast.",
+        "Cora found a wolf track by the gate.",
+    ):
         alice_api.post(f"/api/adventures/{aid}/memories/", {"text": text, "character": cards["Cora"]}, format="json")
-    pinned = alice_api.post(f"/api/adventures/{aid}/memories/", {"text": "Cora is afraid of the dark crypt.",
-                                                                  "character": cards["Cora"]}, format="json").json()
+    pinned = alice_api.post(
+        f"/api/adventures/{aid}/memories/",
+        {"text": "Cora is afraid of the dark crypt.", "character": cards["Cora"]},
+        format="json",
+    ).json()
     alice_api.patch(f"/api/adventures/{aid}/memories/{pinned['id']}/", {"pinned": True}, format="json")
     memory_pass.run(aid)  # embeds them
-    turn = alice_api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "ask Cora where the crown is hidden"},
-                          format="json")
+    turn = alice_api.post(
+        f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "ask Cora where the crown is hidden"}, format="json"
+    )
     assert turn.status_code == 201, turn.json()
     part = next(p for p in turn.json()["context"]["parts"] if p["name"] == "knows")
     lines = part["text"].splitlines()[1:]
@@ -359,13 +425,20 @@ def test_each_characters_bank_is_evicted_on_its_own_past_the_capacity(hall, alic
     aid, cards = hall
     accounts.ai_settings_update(user_id=alice.pk, memory_bank_capacity=2)
     for n in range(3):
-        alice_api.post(f"/api/adventures/{aid}/memories/", {"text": f"Cora note {n}.", "character": cards["Cora"]},
-                       format="json")
+        alice_api.post(
+            f"/api/adventures/{aid}/memories/", {"text": f"Cora note {n}.", "character": cards["Cora"]}, format="json"
+        )
     report = memory_pass.PassReport()
-    eviction.evict(adventure=Adventure.objects.get(pk=aid), head=Branch.objects.get(
-        pk=Adventure.objects.get(pk=aid).head_branch_id), report=report)
-    kept = {name: Memory.objects.filter(adventure_id=aid, character_id=cards[name], forgotten=False).count()
-            for name in cards}
+    eviction.evict(
+        adventure=Adventure.objects.get(pk=aid),
+        head=Branch.objects.get(pk=Adventure.objects.get(pk=aid).head_branch_id),
+        report=report,
+    )
+    kept = {
+        name: Memory.objects.filter(adventure_id=aid, character_id=cards[name], forgotten=False).count()
+        for name in cards
+    }
     assert report.evicted == 3 and kept == {"Bram": 1, "Aria": 2, "Cora": 2}, (report.evicted, kept)
-    assert Memory.objects.filter(adventure_id=aid, character__isnull=True, forgotten=False).count() == 2, \
+    assert Memory.objects.filter(adventure_id=aid, character__isnull=True, forgotten=False).count() == 2, (
         "the adventure's own bank is not pushed out by Cora's"
+    )

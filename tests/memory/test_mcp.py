@@ -14,13 +14,28 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 def test_an_mcp_client_records_an_event_and_recalls_it(mcp_server, alice):
     world = World.objects.create(owner=alice, name="Town")
     _, raw = worlds.token_create(world=world)
-    tools, recorded, recalled, noted, bad = asyncio.run(session_calls(mcp_server, raw, [
-        ("record_event", {"type": "say", "actor": "ann", "target": "bo", "location": "square",
-                          "text": "The festival moves to Friday.", "nearby": ["bo"]}),
-        ("recall", {"agent": "bo", "query": "when is the festival?", "limit": 2}),
-        ("remember", {"agent": "bo", "content": "Bring apples to the festival.", "pinned": True}),
-        ("record_event", {"type": "say", "actor": "ann", "text": ""}),
-    ]))
+    tools, recorded, recalled, noted, bad = asyncio.run(
+        session_calls(
+            mcp_server,
+            raw,
+            [
+                (
+                    "record_event",
+                    {
+                        "type": "say",
+                        "actor": "ann",
+                        "target": "bo",
+                        "location": "square",
+                        "text": "The festival moves to Friday.",
+                        "nearby": ["bo"],
+                    },
+                ),
+                ("recall", {"agent": "bo", "query": "when is the festival?", "limit": 2}),
+                ("remember", {"agent": "bo", "content": "Bring apples to the festival.", "pinned": True}),
+                ("record_event", {"type": "say", "actor": "ann", "text": ""}),
+            ],
+        )
+    )
     assert tools == ["recall", "record_event", "remember"]
     assert recorded.structured_content == {"memories": 2}
     assert "Friday" in recalled.structured_content["text"]
@@ -37,8 +52,9 @@ def test_a_revoked_or_foreign_token_gets_nothing(mcp_server, alice):
     token, raw = worlds.token_create(world=world)
     token.revoked_at = timezone.now()
     token.save()
-    (_, refused) = asyncio.run(session_calls(mcp_server, raw, [
-        ("record_event", {"type": "say", "actor": "ann", "text": "hello"})]))
+    (_, refused) = asyncio.run(
+        session_calls(mcp_server, raw, [("record_event", {"type": "say", "actor": "ann", "text": "hello"})])
+    )
     assert refused.is_error and "revoked" in refused.content[0].text
     assert not AgentMemory.objects.exists()
 
@@ -50,24 +66,35 @@ def test_mcp_recall_takes_the_rest_options_and_errors_are_sentences(mcp_server, 
 
     world = World.objects.create(owner=alice, name="Town")
     old = timezone.now() - timedelta(days=3)
-    agent_events.events_record(world=world, events=[
-        agent_events.Event(type="say", actor="ann", target="bo", text="the bridge is out", nearby=["bo"], time=old),
-        agent_events.Event(type="observe", actor="bo", text="the bridge is rebuilt"),
-    ])
+    agent_events.events_record(
+        world=world,
+        events=[
+            agent_events.Event(type="say", actor="ann", target="bo", text="the bridge is out", nearby=["bo"], time=old),
+            agent_events.Event(type="observe", actor="bo", text="the bridge is rebuilt"),
+        ],
+    )
     _, raw = worlds.token_create(world=world)
     since = (timezone.now() - timedelta(days=1)).isoformat()
-    _, first, again, recent, heard, bad = asyncio.run(session_calls(mcp_server, raw, [
-        ("recall", {"agent": "bo", "query": "bridge", "limit": 5}),
-        ("recall", {"agent": "bo", "query": "bridge", "limit": 5}),
-        ("recall", {"agent": "bo", "query": "bridge", "limit": 5, "since": since, "cooldown_seconds": 0}),
-        ("recall", {"agent": "bo", "query": "bridge", "limit": 5, "kinds": ["heard"], "cooldown_seconds": 0}),
-        ("recall", {"agent": "bo", "kinds": ["gossip"]}),
-    ]))
-    assert [m["content"].split(") ", 1)[1] for m in recent.structured_content["memories"]] == \
-        ["bo noticed: the bridge is rebuilt"]
+    _, first, again, recent, heard, bad = asyncio.run(
+        session_calls(
+            mcp_server,
+            raw,
+            [
+                ("recall", {"agent": "bo", "query": "bridge", "limit": 5}),
+                ("recall", {"agent": "bo", "query": "bridge", "limit": 5}),
+                ("recall", {"agent": "bo", "query": "bridge", "limit": 5, "since": since, "cooldown_seconds": 0}),
+                ("recall", {"agent": "bo", "query": "bridge", "limit": 5, "kinds": ["heard"], "cooldown_seconds": 0}),
+                ("recall", {"agent": "bo", "kinds": ["gossip"]}),
+            ],
+        )
+    )
+    assert [m["content"].split(") ", 1)[1] for m in recent.structured_content["memories"]] == [
+        "bo noticed: the bridge is rebuilt"
+    ]
     assert [m["kind"] for m in heard.structured_content["memories"]] == ["heard"]
-    assert len(first.structured_content["memories"]) == 2 and again.structured_content["memories"] == [], \
+    assert len(first.structured_content["memories"]) == 2 and again.structured_content["memories"] == [], (
         "the cooldown holds back what was just returned"
+    )
     assert bad.is_error and 'kinds: item 1: "gossip" is not a valid choice.' in bad.content[0].text
     assert "ErrorDetail" not in bad.content[0].text
 
@@ -81,8 +108,12 @@ def test_mcp_opens_no_idle_stream_and_its_answers_carry_the_security_headers(mcp
     assert response.status_code == 405 and "POST" in response.headers["allow"]
     assert __import__("time").monotonic() - started < 5, "GET /mcp answered at once, no stream held open"
     assert response.headers["x-content-type-options"] == "nosniff"
-    posted = httpx2.post(mcp_server, content=b"{}", timeout=10, headers={
-        "Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+    posted = httpx2.post(
+        mcp_server,
+        content=b"{}",
+        timeout=10,
+        headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream"},
+    )
     assert posted.status_code < 500 and posted.headers["x-content-type-options"] == "nosniff"
     assert "default-src 'none'" in posted.headers["content-security-policy"]
 
@@ -113,12 +144,15 @@ def test_mcp_and_rest_answer_a_recall_alike_and_name_an_unknown_agent_alike(mcp_
     from rest_framework.test import APIClient
 
     world = World.objects.create(owner=alice, name="Town")
-    agent_events.events_record(world=world, events=[
-        agent_events.Event(type="say", actor="ann", target="bo", text="the well is dry", nearby=["bo"])])
+    agent_events.events_record(
+        world=world,
+        events=[agent_events.Event(type="say", actor="ann", target="bo", text="the well is dry", nearby=["bo"])],
+    )
     _, raw = worlds.token_create(world=world)
     asks = {"query": "the well", "limit": 3, "cooldown_seconds": 0}
-    _, over_mcp, unknown_mcp = asyncio.run(session_calls(mcp_server, raw, [
-        ("recall", {"agent": "bo", **asks}), ("recall", {"agent": "cy", **asks})]))
+    _, over_mcp, unknown_mcp = asyncio.run(
+        session_calls(mcp_server, raw, [("recall", {"agent": "bo", **asks}), ("recall", {"agent": "cy", **asks})])
+    )
     rest = APIClient()
     rest.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
     over_rest = rest.post(f"/api/worlds/{world.pk}/agents/bo/recall/", asks, format="json")

@@ -25,12 +25,14 @@ def demo_only(demo, settings):
 
 
 def test_with_no_key_the_offline_default_forms_and_recalls_memories(bob_api, demo_only):
-    created = bob_api.post("/api/adventures/", {"title": "River", "persona_name": "Ada", "opening": "You wake."},
-                           format="json").json()
+    created = bob_api.post(
+        "/api/adventures/", {"title": "River", "persona_name": "Ada", "opening": "You wake."}, format="json"
+    ).json()
     aid = created["id"]
     for n in range(8):
-        turn = bob_api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": f"pay Tobias {n} coins"},
-                            format="json")
+        turn = bob_api.post(
+            f"/api/adventures/{aid}/turns/", {"mode": "do", "text": f"pay Tobias {n} coins"}, format="json"
+        )
         assert turn.status_code == 201
         memory_pass.run(aid)
     bank_rows = list(Memory.objects.filter(adventure_id=aid).order_by("source_start"))
@@ -41,8 +43,9 @@ def test_with_no_key_the_offline_default_forms_and_recalls_memories(bob_api, dem
         assert not re.search(r"\byou\b", memory.text, re.I) and "Ada" in memory.text
     # a prompt too small for the whole story: the memories stand in for what it leaves out
     bob_api.patch("/api/settings/", {"context_tokens": 300}, format="json")
-    turn = bob_api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "ask Tobias about the bridge"},
-                        format="json").json()
+    turn = bob_api.post(
+        f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "ask Tobias about the bridge"}, format="json"
+    ).json()
     assert turn["memories"], "recall works with the local embedder"
     assert all(0 < m["similarity"] <= 1 for m in turn["memories"])
     memory_part = next(p for p in turn["context"]["parts"] if p["name"] == "memories")
@@ -55,8 +58,10 @@ def test_with_no_key_the_offline_default_forms_and_recalls_memories(bob_api, dem
 def test_the_offline_summarizer_names_the_protagonist_and_keeps_facts():
     from stories.models import Action
 
-    actions = [Action(kind="story", text="You walk. You see the Copper Gate of Vell, sealed since 1042."),
-               Action(kind="ai", text="It is quiet. Your lantern flickers.")]
+    actions = [
+        Action(kind="story", text="You walk. You see the Copper Gate of Vell, sealed since 1042."),
+        Action(kind="ai", text="It is quiet. Your lantern flickers."),
+    ]
     text = summarize.offline_memory(actions=actions, name="Ada")
     assert "Copper Gate" in text and "Ada" in text and not re.search(r"\byou\b", text, re.I)
 
@@ -74,12 +79,14 @@ def test_recall_is_one_ranked_query_and_counts_use_only_on_real_turns(alice, dja
     story = lineage.recent(head, count=50)  # a turn has read these already
     # settings (active model) + the ranked SELECT that counts the use (a turn has read its cards already)
     with django_assert_num_queries(2):
-        items = retrieval.recall_for_turn(adventure=adventure, branch=head, user_id=alice.pk, top_k=2, story=story,
-                                 record_use=True, cards=[]).items
+        items = retrieval.recall_for_turn(
+            adventure=adventure, branch=head, user_id=alice.pk, top_k=2, story=story, record_use=True, cards=[]
+        ).items
     assert len(items) == 2
     with django_assert_num_queries(2):
-        retrieval.recall_for_turn(adventure=adventure, branch=head, user_id=alice.pk, top_k=2, story=story,
-                         record_use=False, cards=[])
+        retrieval.recall_for_turn(
+            adventure=adventure, branch=head, user_id=alice.pk, top_k=2, story=story, record_use=False, cards=[]
+        )
     counts = dict(Memory.objects.values_list("text", "use_count"))
     assert sum(counts.values()) == 2, "the dry run changed no use count"
 
@@ -87,25 +94,28 @@ def test_recall_is_one_ranked_query_and_counts_use_only_on_real_turns(alice, dja
 def test_pinned_memories_always_come_back_and_count_toward_top_k(alice):
     adventure = adventure_create(owner_id=alice.pk, title="t", opening="Sailing.")
     head = Branch.objects.get(pk=adventure.head_branch_id)
-    pinned = Memory.objects.create(adventure=adventure, branch=head, depth=1, text="Ada is allergic to honey.",
-                                   pinned=True)
+    pinned = Memory.objects.create(
+        adventure=adventure, branch=head, depth=1, text="Ada is allergic to honey.", pinned=True
+    )
     for n in range(5):
         Memory.objects.create(adventure=adventure, branch=head, depth=1, text=f"Sailing fact {n} about the sea.")
     embeddings.embed_pending(adventure=adventure, report=memory_pass.PassReport())
-    items = retrieval.recall_for_turn(adventure=adventure, branch=head, user_id=alice.pk, top_k=3, record_use=False).items
+    items = retrieval.recall_for_turn(
+        adventure=adventure, branch=head, user_id=alice.pk, top_k=3, record_use=False
+    ).items
     assert items[0].id == pinned.pk and items[0].pinned and len(items) == 3
 
 
 def test_the_memory_api_lists_writes_edits_pins_forgets_and_deletes(alice_api, alice):
     aid = alice_api.post("/api/adventures/", {"title": "T", "opening": "Go."}, format="json").json()["id"]
-    made = alice_api.post(f"/api/adventures/{aid}/memories/", {"text": "Ada owes the ferryman a favor."},
-                          format="json")
+    made = alice_api.post(f"/api/adventures/{aid}/memories/", {"text": "Ada owes the ferryman a favor."}, format="json")
     assert made.status_code == 201 and made.json()["hand_written"] is True
     mid = made.json()["id"]
     memory_pass.run(aid)
     assert alice_api.get(f"/api/adventures/{aid}/memories/{mid}/").json()["embedded"] is True
-    edited = alice_api.patch(f"/api/adventures/{aid}/memories/{mid}/", {"text": "Ada owes the ferryman two favors."},
-                             format="json").json()
+    edited = alice_api.patch(
+        f"/api/adventures/{aid}/memories/{mid}/", {"text": "Ada owes the ferryman two favors."}, format="json"
+    ).json()
     assert edited["embedded"] is False, "a new text clears the vector until it is embedded again"
     memory_pass.run(aid)
     assert Memory.objects.get(pk=mid).embedding is not None
@@ -161,8 +171,9 @@ def test_a_turn_with_a_full_bank_runs_a_pinned_number_of_queries(owner, memory_l
     adventure = owner.adventures.get(pk=aid)
     for n in range(20):
         tree.place(adventure_id=aid, branch_id=adventure.head_branch_id, kind="story", text=f"Event {n} happens.")
-        Memory.objects.create(adventure=adventure, branch_id=adventure.head_branch_id, depth=n + 1,
-                              text=f"Memory {n} about the harbor.")
+        Memory.objects.create(
+            adventure=adventure, branch_id=adventure.head_branch_id, depth=n + 1, text=f"Memory {n} about the harbor."
+        )
     embeddings.embed_pending(adventure=adventure, report=memory_pass.PassReport())
     api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "warm up"}, format="json")
     from django.db.models import Sum

@@ -15,8 +15,9 @@ pytestmark = pytest.mark.django_db
 
 
 def blocks(adventure):
-    return sorted(Memory.objects.filter(adventure=adventure, source_start__isnull=False)
-                  .values_list("source_start", "source_end"))
+    return sorted(
+        Memory.objects.filter(adventure=adventure, source_start__isnull=False).values_list("source_start", "source_end")
+    )
 
 
 def summary_requests(fake):
@@ -102,13 +103,17 @@ def test_eviction_forgets_least_recently_used_keeps_pins_and_can_be_restored(adv
     head = Branch.objects.get(pk=adventure.head_branch_id)
     now = timezone.now()
     made = {}
-    for name, used, count, pinned in [("old-unused", None, 0, False), ("old-pinned", None, 0, True),
-                                      ("used-long-ago", now - timedelta(days=3), 5, False),
-                                      ("used-today-once", now - timedelta(hours=1), 1, False),
-                                      ("used-today-twice", now - timedelta(hours=1), 2, False),
-                                      ("fresh", now, 0, False)]:
-        m = Memory.objects.create(adventure=adventure, branch=head, depth=1, text=name, pinned=pinned,
-                                  last_used_at=used, use_count=count)
+    for name, used, count, pinned in [
+        ("old-unused", None, 0, False),
+        ("old-pinned", None, 0, True),
+        ("used-long-ago", now - timedelta(days=3), 5, False),
+        ("used-today-once", now - timedelta(hours=1), 1, False),
+        ("used-today-twice", now - timedelta(hours=1), 2, False),
+        ("fresh", now, 0, False),
+    ]:
+        m = Memory.objects.create(
+            adventure=adventure, branch=head, depth=1, text=name, pinned=pinned, last_used_at=used, use_count=count
+        )
         made[name] = m
     Memory.objects.filter(pk=made["old-unused"].pk).update(created_at=now - timedelta(days=9))
     Memory.objects.filter(pk=made["old-pinned"].pk).update(created_at=now - timedelta(days=9))
@@ -118,8 +123,9 @@ def test_eviction_forgets_least_recently_used_keeps_pins_and_can_be_restored(adv
     assert forgotten == {"old-unused", "used-long-ago", "used-today-once"}
     assert Memory.objects.filter(adventure=adventure, forgotten=False).count() == 3
 
-    restored = alice_api.patch(f"/api/adventures/{adventure.pk}/memories/{made['used-long-ago'].pk}/",
-                               {"forgotten": False}, format="json")
+    restored = alice_api.patch(
+        f"/api/adventures/{adventure.pk}/memories/{made['used-long-ago'].pk}/", {"forgotten": False}, format="json"
+    )
     assert restored.status_code == 200 and restored.json()["forgotten"] is False
     listed = alice_api.get(f"/api/adventures/{adventure.pk}/memories/").json()
     assert {m["text"]: m["forgotten"] for m in listed}["old-unused"] is True, "evicted memories stay visible"
@@ -144,14 +150,15 @@ def test_the_summarizer_gets_the_block_and_a_cast_brief(adventure, memory_llm):
     adventure.plot_essentials = "The salt caravans leave at the new moon."
     adventure.persona_description = "a cartographer"
     adventure.save()
-    StoryCard.objects.create(adventure=adventure, type="character", name="Oren", keys=["stone 7"],
-                             entry="Oren is the one-eyed innkeeper.")
+    StoryCard.objects.create(
+        adventure=adventure, type="character", name="Oren", keys=["stone 7"], entry="Oren is the one-eyed innkeeper."
+    )
     StoryCard.objects.create(adventure=adventure, type="place", name="Well", keys=["well"], entry="A dry well.")
     grow(adventure, 12)
     memory_pass.run(adventure.pk)
     request = [r for r in memory_llm.chat_requests() if "write memories" in r.body["messages"][0]["content"]][0]
     system, user = request.body["messages"][0]["content"], request.body["messages"][1]["content"]
-    assert "past tense, third person" in system and "never \"you\"" in system
+    assert "past tense, third person" in system and 'never "you"' in system
     assert "Mira (she/her): a cartographer" in user
     assert "- Oren: Oren is the one-eyed innkeeper." in user, "characters whose keys appear are in the cast"
     assert user.index("- Well: A dry well.") < user.index("- Oren:"), "cards the block mentions, of any type, first"
@@ -180,8 +187,11 @@ def test_a_block_a_moderator_hid_whole_is_skipped_and_the_pass_goes_on(adventure
     grow(adventure, 24)
     memory_pass.run(adventure.pk)
     assert blocks(adventure) == [(1, 6), (13, 18), (19, 24)], "no memory of hidden actions, none missing after"
-    passages = [r.body["messages"][-1]["content"] for r in memory_llm.chat_requests()
-                if r.body["messages"][0]["content"].startswith("You write memories")]
+    passages = [
+        r.body["messages"][-1]["content"]
+        for r in memory_llm.chat_requests()
+        if r.body["messages"][0]["content"].startswith("You write memories")
+    ]
     assert len(passages) == 3 and not any("stone 8 " in p for p in passages)
     assert Cursor.objects.get(adventure=adventure).memory_depth == 24
     grow(adventure, 30)
@@ -193,12 +203,16 @@ def test_the_cast_brief_follows_its_rules(adventure):
     from memory.story import summarize
     from stories.models import StoryCard
 
-    cards = [StoryCard(adventure=adventure, type="place", name="Old Mill", keys=["mill"], entry="A ruin.\n\nBy the river."),
-             StoryCard(adventure=adventure, type="character", name="Oren", keys=["oren"], entry="x " * 200),
-             StoryCard(adventure=adventure, type="character", name="oren", keys=["innkeeper"], entry="a duplicate"),
-             StoryCard(adventure=adventure, type="item", name="Lamp", keys=["lamp"], entry="brass"),
-             *[StoryCard(adventure=adventure, type="character", name=f"Extra {n}", keys=[f"nobody{n}"], entry="e")
-               for n in range(10)]]
+    cards = [
+        StoryCard(adventure=adventure, type="place", name="Old Mill", keys=["mill"], entry="A ruin.\n\nBy the river."),
+        StoryCard(adventure=adventure, type="character", name="Oren", keys=["oren"], entry="x " * 200),
+        StoryCard(adventure=adventure, type="character", name="oren", keys=["innkeeper"], entry="a duplicate"),
+        StoryCard(adventure=adventure, type="item", name="Lamp", keys=["lamp"], entry="brass"),
+        *[
+            StoryCard(adventure=adventure, type="character", name=f"Extra {n}", keys=[f"nobody{n}"], entry="e")
+            for n in range(10)
+        ],
+    ]
     block = "At the mill you met Oren. " + "Filler words here. " * 3000  # the names come before the cut
     brief = summarize.cast_brief(adventure=adventure, text=block, cards=cards)
     lines = brief.split("Setting:")[0].strip().splitlines()[1:]
@@ -213,8 +227,10 @@ def test_the_cast_brief_follows_its_rules(adventure):
     adventure.persona_description = "a tired   courier\nfrom the coast"
     brief = summarize.cast_brief(adventure=adventure, text="nothing", cards=[])
     assert '- The player ("you" in the story): a tired courier from the coast' in brief
-    assert summarize.clean_memory("You found the key. Then you left.", name=summarize.protagonist(adventure)) == \
-        "The player found the key. Then the player left."
+    assert (
+        summarize.clean_memory("You found the key. Then you left.", name=summarize.protagonist(adventure))
+        == "The player found the key. Then the player left."
+    )
 
 
 def test_the_summary_prompt_is_bounded_and_carries_the_cast(adventure, memory_llm):
@@ -238,7 +254,8 @@ def test_the_summary_prompt_is_bounded_and_carries_the_cast(adventure, memory_ll
 
 
 def test_a_block_hidden_whole_after_its_memory_was_written_is_forgotten_and_comes_back_when_shown(
-        adventure, memory_llm):
+    adventure, memory_llm
+):
     from stories import moderation
     from stories.models import Action
 

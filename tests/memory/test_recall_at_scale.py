@@ -20,8 +20,18 @@ pytestmark = pytest.mark.django_db
 
 PEOPLE = ["my aunt", "the baker", "our neighbour", "the coach", "my cousin", "the mayor", "a sailor", "the teacher"]
 DEEDS = ["painted", "repaired", "sold", "borrowed", "lost", "found", "photographed", "cleaned"]
-THINGS = ["a red bicycle", "the old piano", "a wooden boat", "the garden fence", "a silver watch", "the kitchen roof",
-          "a leather saddle", "the school bus", "a copper kettle", "the church bell"]
+THINGS = [
+    "a red bicycle",
+    "the old piano",
+    "a wooden boat",
+    "the garden fence",
+    "a silver watch",
+    "the kitchen roof",
+    "a leather saddle",
+    "the school bus",
+    "a copper kettle",
+    "the church bell",
+]
 WHEN = ["last spring", "on a rainy Monday", "before the harvest", "after the storm", "during the fair"]
 
 # What the questions are about: lines said once, far back in the bank, among the ordinary talk.
@@ -36,8 +46,13 @@ TOLD = [
 
 def conversation(count: int, seed: int = 5) -> list[tuple[str, str]]:
     rng = random.Random(seed)
-    lines = [(rng.choice(["ann", "bo"]), f"{rng.choice(PEOPLE).capitalize()} {rng.choice(DEEDS)} {rng.choice(THINGS)} "
-              f"{rng.choice(WHEN)}.") for _ in range(count)]
+    lines = [
+        (
+            rng.choice(["ann", "bo"]),
+            f"{rng.choice(PEOPLE).capitalize()} {rng.choice(DEEDS)} {rng.choice(THINGS)} {rng.choice(WHEN)}.",
+        )
+        for _ in range(count)
+    ]
     at = count // 3
     return lines[:at] + TOLD + lines[at:]
 
@@ -49,10 +64,18 @@ def big_bank(agent_api, world):
     world.save(update_fields=["agent_capacity"])
     start = timezone.now() - timedelta(days=60)
     lines = conversation(240)
-    events = [{"type": "say", "actor": who, "target": "bo" if who == "ann" else "ann",
-               "nearby": ["bo" if who == "ann" else "ann"], "text": text,
-               "location": "harbour" if n % 7 == 0 else "", "time": (start + timedelta(minutes=5 * n)).isoformat()}
-              for n, (who, text) in enumerate(lines)]
+    events = [
+        {
+            "type": "say",
+            "actor": who,
+            "target": "bo" if who == "ann" else "ann",
+            "nearby": ["bo" if who == "ann" else "ann"],
+            "text": text,
+            "location": "harbour" if n % 7 == 0 else "",
+            "time": (start + timedelta(minutes=5 * n)).isoformat(),
+        }
+        for n, (who, text) in enumerate(lines)
+    ]
     assert agent_api.post(events_url(world), {"events": events}, format="json").status_code == 201
     embed_all(world)
     return Agent.objects.get(world=world, external_id="bo")
@@ -70,8 +93,14 @@ QUESTIONS = [
 
 
 def ranked(agent_api, world, settings, exact_up_to, **ask):
-    settings.AGENT_RECALL = {**settings.AGENT_RECALL, "exact_up_to": exact_up_to, "vector_candidates": 20,
-                             "text_scan": 60, "text_candidates": 20, "newest_candidates": 10}
+    settings.AGENT_RECALL = {
+        **settings.AGENT_RECALL,
+        "exact_up_to": exact_up_to,
+        "vector_candidates": 20,
+        "text_scan": 60,
+        "text_candidates": 20,
+        "newest_candidates": 10,
+    }
     return recall(agent_api, world, "bo", ask.pop("query"), **ask)
 
 
@@ -90,9 +119,7 @@ def test_the_candidate_path_finds_what_scoring_the_whole_bank_finds(agent_api, w
     assert agent_recall.recall_explain(world=world, agent=big_bank, query="Rosa")["path"] == "exact"
 
 
-
-def test_the_words_of_older_days_weigh_over_candidates_what_they_weigh_in_the_whole_bank(agent_api, world,
-                                                                                      settings):
+def test_the_words_of_older_days_weigh_over_candidates_what_they_weigh_in_the_whole_bank(agent_api, world, settings):
     """BM25's word statistics over candidates come from a sample of the bank: one of its newest memories
     only would hold none of the words of older days, which would then all look rare."""
     world.agent_capacity = 1000
@@ -105,10 +132,21 @@ def test_the_words_of_older_days_weigh_over_candidates_what_they_weigh_in_the_wh
         if n < 120 and n % 3 == 0:  # the first months were spent at the lighthouse
             text = text[:-1] + " near the lighthouse."
         lines.append(text)
-    lines[61] = ("Somebody I had never met before handed me an old compass, wrapped in a piece of oilcloth and "
-                 "tied up with string, then walked off without a word.")
-    events = [{"type": "say", "actor": "ann", "target": "bo", "nearby": ["bo"], "text": text,
-               "time": (start + timedelta(days=n)).isoformat()} for n, text in enumerate(lines)]
+    lines[61] = (
+        "Somebody I had never met before handed me an old compass, wrapped in a piece of oilcloth and "
+        "tied up with string, then walked off without a word."
+    )
+    events = [
+        {
+            "type": "say",
+            "actor": "ann",
+            "target": "bo",
+            "nearby": ["bo"],
+            "text": text,
+            "time": (start + timedelta(days=n)).isoformat(),
+        }
+        for n, text in enumerate(lines)
+    ]
     assert agent_api.post(events_url(world), {"events": events}, format="json").status_code == 201
     embed_all(world)
     question = "the compass from the lighthouse"
@@ -118,10 +156,20 @@ def test_the_words_of_older_days_weigh_over_candidates_what_they_weigh_in_the_wh
     assert "compass" in exact[0]["content"], "the rare word tells: scoring the whole bank finds it first"
     assert fast[0]["id"] == exact[0]["id"], [m["content"] for m in fast]
 
+
 def _tell(agent_api, world, lines, day):
     start = timezone.now() - timedelta(days=100)
-    events = [{"type": "say", "actor": "ann", "target": "bo", "nearby": ["bo"], "text": text,
-               "time": (start + timedelta(days=day, minutes=n)).isoformat()} for n, text in enumerate(lines)]
+    events = [
+        {
+            "type": "say",
+            "actor": "ann",
+            "target": "bo",
+            "nearby": ["bo"],
+            "text": text,
+            "time": (start + timedelta(days=day, minutes=n)).isoformat(),
+        }
+        for n, text in enumerate(lines)
+    ]
     assert agent_api.post(events_url(world), {"events": events}, format="json").status_code == 201
     embed_all(world)
 
@@ -170,7 +218,8 @@ def _fill(agent, count):
     """``count`` memories of random words and random unit vectors, made in SQL (what is measured is reads)."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT setseed(0.5)")
-        cursor.execute("""
+        cursor.execute(
+            """
             INSERT INTO memory_agentmemory (agent_id, world_id, partner, actor, location, kind, content, metadata,
                 embedding, embedding_model, importance, pinned, occurred_at, created_at, updated_at, retrieval_count)
             SELECT %(agent)s, %(world)s, 'p' || (g %% 7), 'a', '', 'say',
@@ -180,8 +229,15 @@ def _fill(agent, count):
                     FROM generate_series(1, 384) WHERE g > 0),
                    %(model)s, random(), false, now() - random() * interval '300 days', now(), now(), 0
             FROM generate_series(1, %(count)s) AS g
-        """, {"agent": agent.pk, "world": agent.world_id, "count": count, "model": LOCAL_MODEL,
-              "words": [f"{w}{n}" for n, w in enumerate(["amber", "birch", "cedar", "delta", "ember"] * 8)]})
+        """,
+            {
+                "agent": agent.pk,
+                "world": agent.world_id,
+                "count": count,
+                "model": LOCAL_MODEL,
+                "words": [f"{w}{n}" for n, w in enumerate(["amber", "birch", "cedar", "delta", "ember"] * 8)],
+            },
+        )
         cursor.execute("ANALYZE memory_agentmemory")
 
 
@@ -189,8 +245,15 @@ def test_a_recall_over_a_large_bank_reads_a_bounded_number_of_rows(world, settin
     settings.AGENT_RECALL = {**settings.AGENT_RECALL, "exact_up_to": 500}
     agent = Agent.objects.create(world=world, external_id="keeper")
     _fill(agent, 5000)
-    ask = {"world": world, "agent": agent, "query": "what about amber0 and cedar2?", "partner": "p3",
-           "since": timezone.now() - timedelta(days=400), "limit": 10, "cooldown_s": 0}
+    ask = {
+        "world": world,
+        "agent": agent,
+        "query": "what about amber0 and cedar2?",
+        "partner": "p3",
+        "since": timezone.now() - timedelta(days=400),
+        "limit": 10,
+        "cooldown_s": 0,
+    }
     plan = agent_recall.recall_explain(**ask)
     assert plan["path"] == "candidates" and "agentmemory_hnsw_384" in plan["indexes"], plan["indexes"]
     # each arm reads a bounded number (sample 500, full text 400, nearest 100, newest 4 x 30, the lines
@@ -213,11 +276,23 @@ def test_an_agent_with_a_large_bank_gets_an_index_of_its_own_and_loses_it_with_t
     _fill(agent, 1000)
     name = agent_upkeep.agent_upkeep_run(agent_id=agent.pk)["own_index"]
     assert name == f"agentmemory_hnsw_a{agent.pk}_384"
-    plan = agent_recall.recall_explain(world=world, agent=agent, query="what about amber0 and cedar2?",
-                                       since=timezone.now() - timedelta(days=400), limit=10, cooldown_s=0)
+    plan = agent_recall.recall_explain(
+        world=world,
+        agent=agent,
+        query="what about amber0 and cedar2?",
+        since=timezone.now() - timedelta(days=400),
+        limit=10,
+        cooldown_s=0,
+    )
     assert plan["path"] == "candidates" and name in plan["indexes"], plan["indexes"]
-    found, _ = agent_recall.agent_recall(world=world, agent=agent, query="what about amber0 and cedar2?",
-                                         since=timezone.now() - timedelta(days=400), limit=10, cooldown_s=0)
+    found, _ = agent_recall.agent_recall(
+        world=world,
+        agent=agent,
+        query="what about amber0 and cedar2?",
+        since=timezone.now() - timedelta(days=400),
+        limit=10,
+        cooldown_s=0,
+    )
     assert len(found) == 10
     other = Agent.objects.create(world=world, external_id="other")
     _fill(other, 10)
@@ -240,11 +315,18 @@ def test_a_recall_records_its_use_without_writing_to_any_index(world):
     HNSW ones among them."""
     agent = Agent.objects.create(world=world, external_id="keeper")
     _fill(agent, 2000)
-    found, _ = agent_recall.agent_recall(world=world, agent=agent, query="what about amber0 and cedar2?", limit=10,
-                                         since=timezone.now() - timedelta(days=400), cooldown_s=0)
+    found, _ = agent_recall.agent_recall(
+        world=world,
+        agent=agent,
+        query="what about amber0 and cedar2?",
+        limit=10,
+        since=timezone.now() - timedelta(days=400),
+        cooldown_s=0,
+    )
     assert len(found) == 10
     with connection.cursor() as cursor:
-        cursor.execute("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables"
-                       " WHERE relname = 'memory_agentmemory'")
+        cursor.execute(
+            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relname = 'memory_agentmemory'"
+        )
         updated, heap_only = cursor.fetchone()
     assert updated == 10 and heap_only == 10, (updated, heap_only)

@@ -47,7 +47,10 @@ def bank(world):
         ("The dam above the village is cracking.", {"importance": 0.95}),
         ("Just now the church bell rang twice.", {"occurred_at": now - timedelta(minutes=5)}),
         ("The kitten sleeps on the warm windowsill.", {"partner": "eve", "occurred_at": now - timedelta(days=40)}),
-        ("Our old tomcat dozed on the warm windowsill too.", {"partner": "eve", "occurred_at": now - timedelta(days=50)}),
+        (
+            "Our old tomcat dozed on the warm windowsill too.",
+            {"partner": "eve", "occurred_at": now - timedelta(days=50)},
+        ),
         ("The tax office closed its doors early.", {"partner": "eve", "occurred_at": now - timedelta(days=55)}),
         ("A zeppelin drifted over the harbour.", {"partner": "eve", "occurred_at": now - timedelta(days=45)}),
         ("Dee fixed the squeaky gate.", {"actor": "dee", "partner": "eve", "occurred_at": now - timedelta(days=35)}),
@@ -83,24 +86,31 @@ def test_every_score_part_has_its_weights_and_a_case():
 def test_a_score_part_alone_ranks_what_it_is_about_first(agent_api, world, settings, bank, part, path):
     case = CASES[part]
     weights = {"hop": 1.0} if part == "hop" else {}
-    settings.AGENT_RECALL = {**settings.AGENT_RECALL, **_alone(part, case.get("with_", ())), **weights,
-                             "exact_up_to": 1000 if path == "exact" else 0}
-    response = agent_api.post(f"/api/worlds/{world.pk}/agents/bo/recall/",
-                              {**case["ask"], "limit": 50, "cooldown_seconds": 0, "token_budget": 4000,
-                               "since": "1900-01-01T00:00:00Z"}, format="json")
+    settings.AGENT_RECALL = {
+        **settings.AGENT_RECALL,
+        **_alone(part, case.get("with_", ())),
+        **weights,
+        "exact_up_to": 1000 if path == "exact" else 0,
+    }
+    response = agent_api.post(
+        f"/api/worlds/{world.pk}/agents/bo/recall/",
+        {**case["ask"], "limit": 50, "cooldown_seconds": 0, "token_budget": 4000, "since": "1900-01-01T00:00:00Z"},
+        format="json",
+    )
     assert response.status_code == 200, response.content
     found = response.json()["memories"]
     assert len(found) == 14
     by_part = sorted(found, key=lambda m: -m["parts"][part])
     if "last" in case:  # a part that takes away: what it is about comes last
-        last = found[-len(case["last"]):]
+        last = found[-len(case["last"]) :]
         assert all(m["content"].startswith(case["last"]) for m in last), [m["content"] for m in found]
         assert all(m["parts"][part] < 0 for m in last), [(m["content"], m["parts"]) for m in found]
-        assert all(m["parts"][part] == 0 for m in found[:-len(last)]), [(m["content"], m["parts"]) for m in found]
+        assert all(m["parts"][part] == 0 for m in found[: -len(last)]), [(m["content"], m["parts"]) for m in found]
         return
     assert by_part[0]["content"].startswith(case["first"]), [(m["content"], m["parts"][part]) for m in by_part]
-    assert by_part[0]["parts"][part] > by_part[1]["parts"][part] >= 0, [(m["content"], m["parts"][part])
-                                                                       for m in by_part]
+    assert by_part[0]["parts"][part] > by_part[1]["parts"][part] >= 0, [
+        (m["content"], m["parts"][part]) for m in by_part
+    ]
     if "then" in case:
         assert by_part[1]["content"].startswith(case["then"]), [(m["content"], m["parts"][part]) for m in by_part]
     if not case.get("with_"):  # the part alone: the answer's order is the part's

@@ -16,19 +16,38 @@ pytestmark = pytest.mark.django_db
 
 
 def test_a_question_naming_a_month_finds_what_happened_in_it_by_event_time(agent_api, world):
-    say(agent_api, world, "ann", "bo", "We went camping by the river, it rained all night.",
-        datetime(2023, 6, 20, 18, tzinfo=tz.utc))
-    say(agent_api, world, "ann", "bo", "We went camping up in the hills, the stars were bright.",
-        datetime(2023, 8, 10, 18, tzinfo=tz.utc))
-    say(agent_api, world, "ann", "bo", "The bakery on the corner sells rye bread.",
-        datetime(2023, 7, 1, 9, tzinfo=tz.utc))
+    say(
+        agent_api,
+        world,
+        "ann",
+        "bo",
+        "We went camping by the river, it rained all night.",
+        datetime(2023, 6, 20, 18, tzinfo=tz.utc),
+    )
+    say(
+        agent_api,
+        world,
+        "ann",
+        "bo",
+        "We went camping up in the hills, the stars were bright.",
+        datetime(2023, 8, 10, 18, tzinfo=tz.utc),
+    )
+    say(
+        agent_api,
+        world,
+        "ann",
+        "bo",
+        "The bakery on the corner sells rye bread.",
+        datetime(2023, 7, 1, 9, tzinfo=tz.utc),
+    )
     embed_all(world)
     june = recall(agent_api, world, "bo", "When did Ann go camping in June?")
     assert "river" in june[0]["content"] and june[0]["parts"]["time"] > 0
     august = recall(agent_api, world, "bo", "Where did Ann camp in August 2023?")
     assert "hills" in august[0]["content"] and august[0]["parts"]["time"] > 0
-    assert all(m["parts"]["time"] == 0 for m in recall(agent_api, world, "bo", "Where did Ann go camping?")), \
+    assert all(m["parts"]["time"] == 0 for m in recall(agent_api, world, "bo", "Where did Ann go camping?")), (
         "a query that names no time and asks no 'when' leaves time out"
+    )
 
 
 def test_a_when_question_ranks_the_memory_that_says_when(agent_api, world):
@@ -108,16 +127,18 @@ def test_a_second_hop_finds_the_other_mention_of_the_subject_the_first_matches_f
     assert "Rome" in hopped[0]["content"]
     colosseum = hopped[place(hopped)]
     assert colosseum["parts"]["text"] == 0, "it shares no word with the question"
-    assert colosseum["parts"]["hop"] == max(m["parts"]["hop"] for m in hopped if "Rome" not in m["content"]) > 0, \
+    assert colosseum["parts"]["hop"] == max(m["parts"]["hop"] for m in hopped if "Rome" not in m["content"]) > 0, (
         "of everything but the first match, it is nearest in meaning to the first match"
+    )
     settings.AGENT_RECALL = {**settings.AGENT_RECALL, "hop": 0.0}
     one_hop = recall(agent_api, world, "gina", question, limit=10)
     assert all(m["parts"]["hop"] == 0 for m in one_hop), "off, the hop adds nothing"
     assert colosseum["score"] > one_hop[place(one_hop)]["score"]
 
 
-def test_a_question_asking_for_many_things_gets_the_second_hop_and_one_asking_for_one_does_not(agent_api, world,
-                                                                                              settings):
+def test_a_question_asking_for_many_things_gets_the_second_hop_and_one_asking_for_one_does_not(
+    agent_api, world, settings
+):
     """With the list hop on (an operator's knob) the hop runs only for questions that ask for many
     things ("which cities...", "how many..."): it reaches the Colosseum's memory, which shares no word
     with the question; "where has Jon travelled?" asks for one place and ranks as before."""

@@ -11,13 +11,17 @@ pytestmark = pytest.mark.django_db
 
 def test_sixty_turns_build_the_bank_the_rules_say_with_recall_on_every_turn(owner, memory_llm):
     api = api_client_for(owner)
-    aid = api.post("/api/adventures/", {"title": "Long Road", "persona_name": "Mira",
-                                        "opening": "You leave the village at dawn."}, format="json").json()["id"]
+    aid = api.post(
+        "/api/adventures/",
+        {"title": "Long Road", "persona_name": "Mira", "opening": "You leave the village at dawn."},
+        format="json",
+    ).json()["id"]
     api.put(f"/api/adventures/{aid}/summary/", {"story_summary": "Mira carries her mother's ring."}, format="json")
     recalled_on, verbatim_on = [], []
     for n in range(60):
-        turn = api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": f"follow the road to milestone {n}"},
-                        format="json")
+        turn = api.post(
+            f"/api/adventures/{aid}/turns/", {"mode": "do", "text": f"follow the road to milestone {n}"}, format="json"
+        )
         assert turn.status_code == 201
         story_part = next(p for p in turn.json()["context"]["parts"] if p["name"] == "story")
         if turn.json()["memories"]:
@@ -29,8 +33,9 @@ def test_sixty_turns_build_the_bank_the_rules_say_with_recall_on_every_turn(owne
         memory_pass.run(aid)  # what the worker does after each turn
 
     actions = 1 + 2 * 60
-    blocks = list(Memory.objects.filter(adventure_id=aid).order_by("source_start")
-                  .values_list("source_start", "source_end"))
+    blocks = list(
+        Memory.objects.filter(adventure_id=aid).order_by("source_start").values_list("source_start", "source_end")
+    )
     assert blocks == [(s, s + 5) for s in range(1, actions - 5, 6)] and len(blocks) == 20
     # From the first embedded memory on, every turn recalls: memories go into the prompt, or the
     # events they tell of are in it word for word (then they are not paid twice).

@@ -19,8 +19,11 @@ def echo_summary(body, n):
     if system.startswith("You keep the running summary"):
         current = user.split("Current summary:\n", 1)[1].split("\n\nWhat happened since:", 1)[0]
         happened = user.split("What happened since:\n", 1)[1]
-        return (current if current != "(none yet)" else "") + " " + " ".join(
-            line.lstrip("- ") for line in happened.splitlines())
+        return (
+            (current if current != "(none yet)" else "")
+            + " "
+            + " ".join(line.lstrip("- ") for line in happened.splitlines())
+        )
     return f"Reply {n}."
 
 
@@ -62,8 +65,7 @@ def test_an_edit_or_a_hide_below_the_summary_shows_the_summary_from_before_it(st
     head = Branch.objects.get(pk=story.head_branch_id)
     crown = lineage.node_at(head, 14)
     before = calls(memory_llm)
-    alice_api.patch(f"/api/adventures/{story.pk}/actions/{crown.pk}/", {"text": "Cora admires a crown."},
-                    format="json")
+    alice_api.patch(f"/api/adventures/{story.pk}/actions/{crown.pk}/", {"text": "Cora admires a crown."}, format="json")
     assert "XYZZY" not in summary_of(alice_api, story) and calls(memory_llm) == before
     memory_pass.run(story.pk)  # the pass writes it again over the edited story
     story.refresh_from_db()
@@ -79,8 +81,11 @@ def test_a_hidden_action_leaves_the_summary_at_once(story, memory_llm, alice_api
 def test_a_branch_switch_shows_that_paths_summary_at_once(story, memory_llm, alice_api):
     head = Branch.objects.get(pk=story.head_branch_id)
     main_summary = summary_of(alice_api, story)
-    fork = alice_api.post(f"/api/adventures/{story.pk}/actions/{lineage.node_at(head, 10).pk}/fork/",
-                          {"name": "earlier", "checkout": True}, format="json").json()
+    fork = alice_api.post(
+        f"/api/adventures/{story.pk}/actions/{lineage.node_at(head, 10).pk}/fork/",
+        {"name": "earlier", "checkout": True},
+        format="json",
+    ).json()
     before = calls(memory_llm)
     assert "XYZZY" not in summary_of(alice_api, story), "the fork's path never had the crown"
     assert alice_api.post(f"/api/adventures/{story.pk}/branches/{head.pk}/checkout/").status_code == 200
@@ -91,8 +96,9 @@ def test_a_branch_switch_shows_that_paths_summary_at_once(story, memory_llm, ali
 
 
 def test_the_players_summary_is_kept_and_is_where_rewrites_start(story, memory_llm, alice_api):
-    alice_api.put(f"/api/adventures/{story.pk}/summary/", {"story_summary": "MY-OWN summary of the road."},
-                  format="json")
+    alice_api.put(
+        f"/api/adventures/{story.pk}/summary/", {"story_summary": "MY-OWN summary of the road."}, format="json"
+    )
     assert summary_of(alice_api, story) == "MY-OWN summary of the road."
     grow(story, 40)
     memory_pass.run(story.pk)

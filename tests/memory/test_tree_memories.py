@@ -18,8 +18,11 @@ def last_passage(fake):
 
 
 def visible(branch_id):
-    return sorted(blocks.path_memories(Branch.objects.get(pk=branch_id)).filter(source_start__isnull=False)
-                  .values_list("source_start", "source_end"))
+    return sorted(
+        blocks.path_memories(Branch.objects.get(pk=branch_id))
+        .filter(source_start__isnull=False)
+        .values_list("source_start", "source_end")
+    )
 
 
 def head_of(adventure):
@@ -88,8 +91,9 @@ def test_a_fork_inherits_the_memories_of_its_path_and_no_others_with_nothing_cop
     mains = Memory.objects.get(branch_id=main.pk, source_start=7)
     assert own.pk != mains.pk
     head = head_of(adventure)
-    items = retrieval.recall_for_turn(adventure=adventure, branch=head, user_id=adventure.owner_id, top_k=10,
-                             record_use=False).items
+    items = retrieval.recall_for_turn(
+        adventure=adventure, branch=head, user_id=adventure.owner_id, top_k=10, record_use=False
+    ).items
     assert mains.pk not in {m.id for m in items}, "a memory on another branch is never recalled"
 
 
@@ -102,8 +106,13 @@ def test_retrying_a_reply_withdraws_its_block_and_leaves_the_take_out_of_the_que
     head.refresh_from_db()
     assert "kraken" not in retrieval.query_text(head, below_depth=reply.depth)
     assert "kraken" in retrieval.query_text(head)
-    tree.take_add(adventure_id=adventure.pk, branch_id=head.pk, expected_tip_id=reply.pk, kind="ai",
-                  text="A heron lands on the well.")
+    tree.take_add(
+        adventure_id=adventure.pk,
+        branch_id=head.pk,
+        expected_tip_id=reply.pk,
+        kind="ai",
+        text="A heron lands on the well.",
+    )
     assert visible(head.pk) == [(1, 6)]
     memory_pass.run(adventure.pk)
     assert visible(head.pk) == [(1, 6), (7, 12)]
@@ -136,8 +145,12 @@ def test_switching_branches_rebuilds_a_summary_that_tells_of_the_other_branch(ad
     assert adventure.story_summary, "main's story has a summary"
     fork = tree.fork(adventure_id=adventure.pk, action_id=lineage.node_at(main, 9).pk)
     for depth in range(10, 21):
-        tree.place(adventure_id=adventure.pk, branch_id=fork.pk, kind="story",
-                   text=f"Action {depth}: Mira rows a boat across lake {depth}.")
+        tree.place(
+            adventure_id=adventure.pk,
+            branch_id=fork.pk,
+            kind="story",
+            text=f"Action {depth}: Mira rows a boat across lake {depth}.",
+        )
     before = len(summary_requests(memory_llm))
     memory_pass.run(adventure.pk)
     rebuilt = summary_requests(memory_llm)[before:]
@@ -147,9 +160,12 @@ def test_switching_branches_rebuilds_a_summary_that_tells_of_the_other_branch(ad
     # The fake model's memory of a block is its first and last word: main's blocks end in "well.",
     # the fork's in the lake's number. Only the shared block 1-6 and the fork's own path are told.
     assert prompt.split("What happened since:\n", 1)[1].splitlines() == [
-        "- Mira remembered this: Action well.", "- Mira remembered this: Action 12.",
-        "- Mira remembered this: Action 18.", "- Action 19: Mira rows a boat across lake 19.",
-        "- Action 20: Mira rows a boat across lake 20."]
+        "- Mira remembered this: Action well.",
+        "- Mira remembered this: Action 12.",
+        "- Mira remembered this: Action 18.",
+        "- Action 19: Mira rows a boat across lake 19.",
+        "- Action 20: Mira rows a boat across lake 20.",
+    ]
     cursor = Cursor.objects.get(adventure=adventure)
     assert (cursor.summary_branch_id, cursor.summary_depth) == (fork.pk, 20)
     memory_pass.run(adventure.pk)
@@ -165,20 +181,23 @@ def test_an_edit_takes_the_old_memory_out_of_prompts_and_the_pass_writes_it_agai
     head = head_of(adventure)
     old = Memory.objects.get(adventure=adventure, source_start=7)
     mine = Memory.objects.get(adventure=adventure, source_start=13)
-    alice_api.patch(f"/api/adventures/{adventure.pk}/memories/{mine.pk}/", {"text": "MY-OWN words about 13-18"},
-                    format="json")
+    alice_api.patch(
+        f"/api/adventures/{adventure.pk}/memories/{mine.pk}/", {"text": "MY-OWN words about 13-18"}, format="json"
+    )
     memory_pass.run(adventure.pk)  # embeds the edited text
 
     def sent():
         """The ids of the memories the next turn's prompt holds (its answer lists exactly those)."""
-        answer = alice_api.post(f"/api/adventures/{adventure.pk}/turns/", {"mode": "do", "text": "rest"},
-                                format="json").json()
+        answer = alice_api.post(
+            f"/api/adventures/{adventure.pk}/turns/", {"mode": "do", "text": "rest"}, format="json"
+        ).json()
         return {m["id"] for m in answer["memories"]}
 
     assert {old.pk, mine.pk} <= sent()
     for depth, text in ((8, "Mira burns the MAP-OF-ASH."), (14, "Mira sings.")):
-        response = alice_api.patch(f"/api/adventures/{adventure.pk}/actions/{lineage.node_at(head, depth).pk}/",
-                                   {"text": text}, format="json")
+        response = alice_api.patch(
+            f"/api/adventures/{adventure.pk}/actions/{lineage.node_at(head, depth).pk}/", {"text": text}, format="json"
+        )
         assert response.status_code == 200
     drawer = {m["id"]: m for m in alice_api.get(f"/api/adventures/{adventure.pk}/memories/").json()}
     assert drawer[old.pk]["stale"] and drawer[mine.pk]["stale"] and drawer[mine.pk]["edited"]

@@ -45,9 +45,11 @@ def test_a_full_world_refuses_more_memories_and_keeps_what_it_has(world, setting
         events = [{"type": "observe", "actor": f"agent{n}", "text": f"thing {k}"} for k in range(30)]
         assert client.post(f"/api/worlds/{world.pk}/events/", {"events": events}, format="json").status_code == 201
     held = AgentMemory.objects.filter(world=world).count()
-    over = client.post(f"/api/worlds/{world.pk}/events/",
-                       {"events": [{"type": "observe", "actor": "agent9", "text": f"x {k}"} for k in range(30)]},
-                       format="json")
+    over = client.post(
+        f"/api/worlds/{world.pk}/events/",
+        {"events": [{"type": "observe", "actor": "agent9", "text": f"x {k}"} for k in range(30)]},
+        format="json",
+    )
     assert over.status_code == 409 and "limit of 100" in over.json()["detail"]
     note = client.post(f"/api/worlds/{world.pk}/agents/agent0/memories/", {"content": "one more"}, format="json")
     assert note.status_code == 201, "one more still fits"
@@ -68,12 +70,15 @@ def test_events_per_minute_are_limited_per_world_whichever_token_or_the_owner_se
     note = second.post(f"/api/worlds/{world.pk}/agents/ann/memories/", {"content": "n"}, format="json")
     assert note.status_code == 201, "the fifth event of the minute"
     for client in (first, second, owner, token_client(world)):
-        assert client.post(f"/api/worlds/{world.pk}/agents/ann/memories/", {"content": "n"},
-                           format="json").status_code == 429
+        assert (
+            client.post(f"/api/worlds/{world.pk}/agents/ann/memories/", {"content": "n"}, format="json").status_code
+            == 429
+        )
     assert AgentMemory.objects.filter(world=world).count() == 3 + 1 + 1
     other = World.objects.create(owner=alice, name="Elsewhere")
-    assert token_client(other).post(f"/api/worlds/{other.pk}/events/", batch, format="json").status_code == 201, \
+    assert token_client(other).post(f"/api/worlds/{other.pk}/events/", batch, format="json").status_code == 201, (
         "another world has its own allowance"
+    )
 
 
 def test_a_world_holds_a_bounded_number_of_live_tokens_and_a_revoked_one_frees_its_place(world, alice, settings):
@@ -91,14 +96,19 @@ def test_a_world_holds_a_bounded_number_of_live_tokens_and_a_revoked_one_frees_i
     assert again.status_code == 201
     worker = APIClient()
     worker.credentials(HTTP_AUTHORIZATION=f"Bearer {again.json()['token']}")
-    assert worker.post(f"/api/worlds/{world.pk}/events/", {"type": "observe", "actor": "ann", "text": "ok"},
-                       format="json").status_code == 201
+    assert (
+        worker.post(
+            f"/api/worlds/{world.pk}/events/", {"type": "observe", "actor": "ann", "text": "ok"}, format="json"
+        ).status_code
+        == 201
+    )
 
 
 def test_an_export_streams_with_a_fixed_number_of_queries(world, alice, django_assert_max_num_queries):
     owner = api_client_for(alice)
-    events = [{"type": "say", "actor": f"a{n % 30}", "target": f"a{(n + 1) % 30}", "text": f"line {n}"}
-              for n in range(300)]
+    events = [
+        {"type": "say", "actor": f"a{n % 30}", "target": f"a{(n + 1) % 30}", "text": f"line {n}"} for n in range(300)
+    ]
     assert owner.post(f"/api/worlds/{world.pk}/events/", {"events": events}, format="json").status_code == 201
     with django_assert_max_num_queries(8):  # auth, the world, agents, one cursor over the memories
         response = owner.get(f"/api/worlds/{world.pk}/export/")

@@ -35,8 +35,7 @@ def test_a_suspended_owner_is_refused_on_every_route_with_every_credential(alice
     ids = {k: v for k, v in alices_world.items() if k != "raw_token"}
     tried = 0
     for route, _ in all_routes():
-        if not route.startswith("api/") or route in ("api/schema/", "api/docs/", "api/auth/login/",
-                                                     "api/auth/signup/"):
+        if not route.startswith("api/") or route in ("api/schema/", "api/docs/", "api/auth/login/", "api/auth/signup/"):
             continue
         url = fill(route, ids)
         callers = [("her API token", alice_plays), ("her session", session)]
@@ -44,10 +43,15 @@ def test_a_suspended_owner_is_refused_on_every_route_with_every_credential(alice
             callers.append(("her world's token", world_client))
         for who, caller in callers:
             for method in METHODS:
-                response = getattr(caller, method)(url, {}, content_type="application/json") \
-                    if method != "get" else caller.get(url)
+                response = (
+                    getattr(caller, method)(url, {}, content_type="application/json")
+                    if method != "get"
+                    else caller.get(url)
+                )
                 tried += 1
-                assert response.status_code in (401, 403), f"{method.upper()} {url} with {who} -> {response.status_code}"
+                assert response.status_code in (401, 403), (
+                    f"{method.upper()} {url} with {who} -> {response.status_code}"
+                )
     assert tried > 200
     assert AgentMemory.objects.count() == before
     for page in ("/play/", "/settings/", f"/play/{alices_world['adventure_id']}/"):
@@ -64,11 +68,15 @@ def test_a_suspended_owners_world_token_is_refused_by_every_mcp_tool(mcp_server,
     from memory.models import World
 
     town = World.objects.create(owner=alice, name="Town")
-    agent_events.events_record(world=town, events=[agent_events.Event(type="say", actor="ann", text="hello", nearby=["bo"])])
+    agent_events.events_record(
+        world=town, events=[agent_events.Event(type="say", actor="ann", text="hello", nearby=["bo"])]
+    )
     _, raw = worlds.token_create(world=town)
-    calls = [("recall", {"agent": "bo", "query": "hello"}),
-             ("record_event", {"type": "say", "actor": "ann", "text": "again"}),
-             ("remember", {"agent": "ann", "content": "a note"})]
+    calls = [
+        ("recall", {"agent": "bo", "query": "hello"}),
+        ("record_event", {"type": "say", "actor": "ann", "text": "again"}),
+        ("remember", {"agent": "ann", "content": "a note"}),
+    ]
     tools, *results = asyncio.run(session_calls(mcp_server, raw, calls))
     assert {name for name, _ in calls} == set(tools), "every tool is swept"
     assert not any(r.is_error for r in results)
@@ -97,12 +105,16 @@ def test_every_login_surface_shares_one_throttle(alice, settings, django_user_mo
     page = admin.post("/admin/login/", {"username": "staffer", "password": "staff-pass-123"})
     assert page.status_code == 429 and int(page["Retry-After"]) > 0 and b"Too many failed logins" in page.content
     assert "_auth_user_id" not in admin.session
-    assert api.post("/api/auth/login/", {"username": "staffer", "password": "staff-pass-123"},
-                    format="json").status_code == 429
+    assert (
+        api.post("/api/auth/login/", {"username": "staffer", "password": "staff-pass-123"}, format="json").status_code
+        == 429
+    )
     assert web.post("/accounts/login/", {"username": "staffer", "password": "staff-pass-123"}).status_code == 429
     # another account from the same address is not locked
-    assert api.post("/api/auth/login/", {"username": "alice", "password": "alice-pass-123"},
-                    format="json").status_code == 200
+    assert (
+        api.post("/api/auth/login/", {"username": "alice", "password": "alice-pass-123"}, format="json").status_code
+        == 200
+    )
 
 
 def test_the_client_address_comes_from_trusted_proxies_only(alice, settings):
@@ -113,8 +125,11 @@ def test_the_client_address_comes_from_trusted_proxies_only(alice, settings):
         headers = {"REMOTE_ADDR": peer}
         if forwarded:
             headers["HTTP_X_FORWARDED_FOR"] = forwarded
-        return APIClient().post("/api/auth/login/", {"username": "alice", "password": password}, format="json",
-                                **headers).status_code
+        return (
+            APIClient()
+            .post("/api/auth/login/", {"username": "alice", "password": password}, format="json", **headers)
+            .status_code
+        )
 
     # behind the proxy, an attacker at 203.0.113.9 locks out only themselves
     assert [login("x", peer="10.0.0.2", forwarded="203.0.113.9") for _ in range(2)] == [401, 401]
@@ -145,11 +160,16 @@ def test_missing_or_wrong_credentials_answer_401_with_www_authenticate(alices_wo
 def test_signups_are_limited_per_address(settings):
     settings.SIGNUPS_PER_HOUR = 2
     api = APIClient()
-    codes = [api.post("/api/auth/signup/", {"username": f"new{n}", "password": "Long-enough-pass-1"},
-                      format="json").status_code for n in range(3)]
+    codes = [
+        api.post(
+            "/api/auth/signup/", {"username": f"new{n}", "password": "Long-enough-pass-1"}, format="json"
+        ).status_code
+        for n in range(3)
+    ]
     assert codes == [201, 201, 429]
-    page = Client().post("/accounts/signup/", {"username": "new9", "password1": "Long-enough-pass-1",
-                                                "password2": "Long-enough-pass-1"})
+    page = Client().post(
+        "/accounts/signup/", {"username": "new9", "password1": "Long-enough-pass-1", "password2": "Long-enough-pass-1"}
+    )
     assert page.status_code == 429
     from django.contrib.auth import get_user_model
 
@@ -160,18 +180,27 @@ def test_past_the_signup_limit_a_taken_and_a_free_name_answer_alike(alice, setti
     """Else the two answers tell which usernames exist."""
     settings.SIGNUPS_PER_HOUR = 1
     api = APIClient()
-    assert api.post("/api/auth/signup/", {"username": "first", "password": "Long-enough-pass-1"},
-                    format="json").status_code == 201
+    assert (
+        api.post(
+            "/api/auth/signup/", {"username": "first", "password": "Long-enough-pass-1"}, format="json"
+        ).status_code
+        == 201
+    )
     answers = {}
     for name in ("alice", "ALICE", "nobody-has-this", "x"):  # taken, taken in another case, free, malformed
-        response = APIClient().post("/api/auth/signup/", {"username": name, "password": "Long-enough-pass-1"},
-                                    format="json")
+        response = APIClient().post(
+            "/api/auth/signup/", {"username": name, "password": "Long-enough-pass-1"}, format="json"
+        )
         answers[name] = (response.status_code, response.json(), response.get("Retry-After") is not None)
     assert len({str(a) for a in answers.values()}) == 1, answers
     assert answers["alice"][0] == 429 and answers["alice"][2]
-    pages = {name: Client().post("/accounts/signup/", {"username": name, "password1": "Long-enough-pass-1",
-                                                       "password2": "Long-enough-pass-1"})
-             for name in ("alice", "nobody-has-this")}
+    pages = {
+        name: Client().post(
+            "/accounts/signup/",
+            {"username": name, "password1": "Long-enough-pass-1", "password2": "Long-enough-pass-1"},
+        )
+        for name in ("alice", "nobody-has-this")
+    }
     assert {p.status_code for p in pages.values()} == {429}
     assert all(b"taken" not in p.content and b"already exists" not in p.content for p in pages.values())
 
@@ -182,14 +211,23 @@ def test_changing_the_password_ends_other_sessions_and_tokens(alice):
     laptop.login(username="alice", password="alice-pass-123")
     script = api_client_for(alice)
     assert script.get("/api/auth/me/").status_code == 200
-    wrong = laptop.post("/api/auth/password/", {"old_password": "nope", "new_password": "A-new-long-pass-77"},
-                        content_type="application/json")
+    wrong = laptop.post(
+        "/api/auth/password/",
+        {"old_password": "nope", "new_password": "A-new-long-pass-77"},
+        content_type="application/json",
+    )
     assert wrong.status_code == 400 and "current password" in wrong.json()["detail"]
-    weak = laptop.post("/api/auth/password/", {"old_password": "alice-pass-123", "new_password": "123"},
-                       content_type="application/json")
+    weak = laptop.post(
+        "/api/auth/password/",
+        {"old_password": "alice-pass-123", "new_password": "123"},
+        content_type="application/json",
+    )
     assert weak.status_code == 400 and "new_password" in weak.json()
-    done = laptop.post("/api/auth/password/", {"old_password": "alice-pass-123", "new_password": "A-new-long-pass-77"},
-                       content_type="application/json")
+    done = laptop.post(
+        "/api/auth/password/",
+        {"old_password": "alice-pass-123", "new_password": "A-new-long-pass-77"},
+        content_type="application/json",
+    )
     assert done.status_code == 200 and done.json()["token"]
     assert laptop.get("/api/auth/me/").status_code == 200, "the session that changed it stays"
     assert phone.get("/api/auth/me/").status_code in (401, 403), "other sessions end"
@@ -205,11 +243,19 @@ def test_the_settings_page_changes_the_password(alice):
     browser.force_login(alice)
     other.force_login(alice)
     assert b"/accounts/password/" in browser.get("/settings/").content
-    bad = browser.post("/accounts/password/", {"old_password": "nope", "new_password1": "A-new-long-pass-77",
-                                               "new_password2": "A-new-long-pass-77"})
+    bad = browser.post(
+        "/accounts/password/",
+        {"old_password": "nope", "new_password1": "A-new-long-pass-77", "new_password2": "A-new-long-pass-77"},
+    )
     assert bad.status_code == 400
-    ok = browser.post("/accounts/password/", {"old_password": "alice-pass-123", "new_password1": "A-new-long-pass-77",
-                                              "new_password2": "A-new-long-pass-77"})
+    ok = browser.post(
+        "/accounts/password/",
+        {
+            "old_password": "alice-pass-123",
+            "new_password1": "A-new-long-pass-77",
+            "new_password2": "A-new-long-pass-77",
+        },
+    )
     assert ok.status_code == 302 and browser.get(ok["Location"]).status_code == 200
     assert browser.get("/play/").status_code == 200 and other.get("/play/").status_code == 302
 
@@ -228,8 +274,9 @@ def test_a_forgotten_password_is_reset_by_email(alice):
     link = re.search(r"http://testserver(/accounts/password/reset/\S+/)", mail.outbox[0].body).group(1)
     form = page.get(link, follow=True)
     assert form.status_code == 200 and b"new_password1" in form.content
-    done = page.post(form.redirect_chain[-1][0], {"new_password1": "Reset-long-pass-42",
-                                                  "new_password2": "Reset-long-pass-42"})
+    done = page.post(
+        form.redirect_chain[-1][0], {"new_password1": "Reset-long-pass-42", "new_password2": "Reset-long-pass-42"}
+    )
     assert done.status_code == 302
     assert Client().login(username="alice", password="Reset-long-pass-42")
     assert script.get("/api/auth/me/").status_code == 401, "API tokens end on a reset too"

@@ -28,17 +28,19 @@ SCHEMA_CANNOT_SAY = {
     ("PATCH", "/api/settings/"): "the endpoint's host must resolve, and only to public addresses",
     ("POST", "/api/adventures/import/"): "an export document is checked whole (its tree must be consistent)",
     ("POST", "/api/worlds/{world_id}/events/"): "an event time may not be in the far future; a template "
-                                                "may use only the documented placeholders",
+    "may use only the documented placeholders",
 }
-CONFIG = schemathesis.Config.from_dict({
-    # NUL is generated too: the schema's text patterns say it is refused, and the API answers 400.
-    # Unknown query parameters are ignored, as HTTP APIs do, so none are sent to test that.
-    "generation": {"allow-x00": True, "allow-extra-parameters": False},
-    "operations": [
-        {"include-method": method, "include-path": path, "checks": {"positive_data_acceptance": {"enabled": False}}}
-        for method, path in SCHEMA_CANNOT_SAY
-    ],
-})
+CONFIG = schemathesis.Config.from_dict(
+    {
+        # NUL is generated too: the schema's text patterns say it is refused, and the API answers 400.
+        # Unknown query parameters are ignored, as HTTP APIs do, so none are sent to test that.
+        "generation": {"allow-x00": True, "allow-extra-parameters": False},
+        "operations": [
+            {"include-method": method, "include-path": path, "checks": {"positive_data_acceptance": {"enabled": False}}}
+            for method, path in SCHEMA_CANNOT_SAY
+        ],
+    }
+)
 schema = schemathesis.openapi.from_dict(raw_schema, config=CONFIG)
 schema.app = WSGIHandler()
 schema.location = "/api/schema/"
@@ -92,9 +94,17 @@ def fuzz_world(alices_world, alice, settings, local_dns_only):
 
 @pytest.mark.django_db
 @schema.parametrize()
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                 HealthCheck.filter_too_much, HealthCheck.data_too_large])
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.filter_too_much,
+        HealthCheck.data_too_large,
+    ],
+)
 def test_the_api_holds_up_under_fuzzing(case, fuzz_world, alice, fake_llm):
     from stories import accounts
 

@@ -8,17 +8,27 @@ from django.test import Client
 pytestmark = pytest.mark.django_db
 
 
-def test_every_page_and_answer_carries_the_csp_and_private_caching(alices_world, alice, alice_plays, client,
-                                                                   django_user_model):
+def test_every_page_and_answer_carries_the_csp_and_private_caching(
+    alices_world, alice, alice_plays, client, django_user_model
+):
     root = django_user_model.objects.create_superuser(username="root", password="root-pass-123")
     staff = Client()
     staff.force_login(root)
     client.force_login(alice)
     aid = alices_world["adventure_id"]
-    pages = [(client, "/play/"), (client, f"/play/{aid}/"), (client, "/settings/"), (Client(), "/accounts/login/"),
-             (staff, "/admin/"), (staff, "/admin/stories/adventure/"), (staff, f"/admin/stories/adventure/{aid}/change/"),
-             (Client(), "/api/docs/"), (alice_plays, f"/api/adventures/{aid}/story/"), (alice_plays, "/api/adventures/"),
-             (Client(), "/healthz/live")]
+    pages = [
+        (client, "/play/"),
+        (client, f"/play/{aid}/"),
+        (client, "/settings/"),
+        (Client(), "/accounts/login/"),
+        (staff, "/admin/"),
+        (staff, "/admin/stories/adventure/"),
+        (staff, f"/admin/stories/adventure/{aid}/change/"),
+        (Client(), "/api/docs/"),
+        (alice_plays, f"/api/adventures/{aid}/story/"),
+        (alice_plays, "/api/adventures/"),
+        (Client(), "/healthz/live"),
+    ]
     for who, url in pages:
         response = who.get(url)
         assert response.status_code == 200, url

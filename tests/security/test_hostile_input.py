@@ -49,8 +49,11 @@ def test_nul_in_event_metadata_is_a_400_naming_where(alices_world, alice_plays):
     world = alices_world["world_id"]
     before = AgentMemory.objects.count()
     for metadata, where in (({"mood": "a\x00b"}, "metadata.mood"), ({"a\x00b": "x"}, "a key of metadata")):
-        response = alice_plays.post(f"/api/worlds/{world}/events/", {"type": "say", "actor": "ann", "text": "hi",
-                                                                     "metadata": metadata}, format="json")
+        response = alice_plays.post(
+            f"/api/worlds/{world}/events/",
+            {"type": "say", "actor": "ann", "text": "hi", "metadata": metadata},
+            format="json",
+        )
         assert response.status_code == 400, response.content
         assert where in response.json()["detail"] and "NUL" in response.json()["detail"]
     assert AgentMemory.objects.count() == before
@@ -61,26 +64,34 @@ def test_nan_and_infinities_in_event_metadata_are_a_400_and_store_nothing(alices
     world = alices_world["world_id"]
     before = AgentMemory.objects.count()
     event = b'{"type": "say", "actor": "ann", "text": "hi", "metadata": %s}'
-    bodies = [event % b'{"x": NaN}', event % b'{"x": Infinity}', event % b'{"x": -Infinity}',
-              event % b'{"x": 1e400}', event % b'{"deep": {"list": [1, 2, {"x": NaN}]}}',
-              b'{"events": [' + event % b'{"ok": 1}' + b", " + event % b'{"x": -1e999}' + b"]}"]
+    bodies = [
+        event % b'{"x": NaN}',
+        event % b'{"x": Infinity}',
+        event % b'{"x": -Infinity}',
+        event % b'{"x": 1e400}',
+        event % b'{"deep": {"list": [1, 2, {"x": NaN}]}}',
+        b'{"events": [' + event % b'{"ok": 1}' + b", " + event % b'{"x": -1e999}' + b"]}",
+    ]
     for body in bodies:
         response = alice_plays.generic("POST", f"/api/worlds/{world}/events/", body, content_type="application/json")
         assert response.status_code == 400, (body, response.content)
         assert "finite number" in response.json()["detail"], response.json()
     assert AgentMemory.objects.count() == before
     # finite numbers, large and small, are still numbers
-    response = alice_plays.generic("POST", f"/api/worlds/{world}/events/", event % b'{"x": 1.5e300, "y": -2e-300}',
-                                   content_type="application/json")
+    response = alice_plays.generic(
+        "POST", f"/api/worlds/{world}/events/", event % b'{"x": 1.5e300, "y": -2e-300}', content_type="application/json"
+    )
     assert response.status_code == 201, response.content
 
 
 def test_nul_in_a_url_path_or_query_is_a_400(alices_world, alice_plays):
     world = alices_world["world_id"]
-    for method, url in (("get", f"/api/worlds/{world}/agents/a%00b/memories/"),
-                        ("delete", f"/api/worlds/{world}/agents/a%00b/"),
-                        ("get", f"/api/worlds/{world}/agents/ann/memories/?q=a%00b"),
-                        ("get", "/admin/stories/adventure/?q=a%00b")):
+    for method, url in (
+        ("get", f"/api/worlds/{world}/agents/a%00b/memories/"),
+        ("delete", f"/api/worlds/{world}/agents/a%00b/"),
+        ("get", f"/api/worlds/{world}/agents/ann/memories/?q=a%00b"),
+        ("get", "/admin/stories/adventure/?q=a%00b"),
+    ):
         response = getattr(alice_plays, method)(url)
         assert response.status_code == 400, url
         assert "NUL" in response.json()["detail"], url
@@ -90,8 +101,9 @@ def test_nul_in_a_url_path_or_query_is_a_400(alices_world, alice_plays):
 def test_a_card_import_with_nul_is_a_400_and_stores_nothing(alices_world, alice_plays):
     aid = alices_world["adventure_id"]
     before = StoryCard.objects.count()
-    response = alice_plays.post(f"/api/adventures/{aid}/cards/import/",
-                                [{"keys": "a,b", "value": "a\x00b", "title": "a\x00b"}], format="json")
+    response = alice_plays.post(
+        f"/api/adventures/{aid}/cards/import/", [{"keys": "a,b", "value": "a\x00b", "title": "a\x00b"}], format="json"
+    )
     assert response.status_code == 400 and "NUL" in response.json()["detail"]
     assert StoryCard.objects.count() == before
 
@@ -100,14 +112,19 @@ def test_a_custom_event_template_may_use_only_its_placeholders(alices_world, ali
     world = alices_world["world_id"]
     before = AgentMemory.objects.count()
     for template in ("{actor.__class__}", "{actor[0]}", "{text!r}", "{actor:>99999}", "{secret}", "{", "{0}"):
-        response = alice_plays.post(f"/api/worlds/{world}/events/", {"type": "trade", "actor": "ann", "text": "x",
-                                                                     "template": template}, format="json")
+        response = alice_plays.post(
+            f"/api/worlds/{world}/events/",
+            {"type": "trade", "actor": "ann", "text": "x", "template": template},
+            format="json",
+        )
         assert response.status_code == 400, template
         assert "template" in response.json(), template
     assert AgentMemory.objects.count() == before
-    ok = alice_plays.post(f"/api/worlds/{world}/events/", {"type": "trade", "actor": "ann", "text": "two apples",
-                                                           "template": "{actor} traded {text} {{at cost}}"},
-                          format="json")
+    ok = alice_plays.post(
+        f"/api/worlds/{world}/events/",
+        {"type": "trade", "actor": "ann", "text": "two apples", "template": "{actor} traded {text} {{at cost}}"},
+        format="json",
+    )
     assert ok.status_code == 201
     assert AgentMemory.objects.filter(content__endswith="ann traded two apples {at cost}").exists()
 
@@ -143,8 +160,10 @@ def test_every_api_route_answers_hostile_bodies_without_a_5xx(alices_world, alic
 def test_invalid_utf8_and_surrogates_get_a_400_that_says_so(alice_plays, alices_world):
     aid = alices_world["adventure_id"]
     before = Action.objects.count()
-    for body, says in ((b'{"mode": "do", "text": "\xc3\x28"}', "not valid UTF-8"),
-                       (b'{"mode": "do", "text": "a\\udc00"}', "surrogate")):
+    for body, says in (
+        (b'{"mode": "do", "text": "\xc3\x28"}', "not valid UTF-8"),
+        (b'{"mode": "do", "text": "a\\udc00"}', "surrogate"),
+    ):
         response = alice_plays.generic("POST", f"/api/adventures/{aid}/turns/", body, content_type="application/json")
         assert response.status_code == 400 and says in response.json()["detail"]
     assert Action.objects.count() == before
@@ -156,8 +175,9 @@ def test_invalid_utf8_and_surrogates_get_a_400_that_says_so(alice_plays, alices_
 @pytest.fixture
 def town(alice):
     world = World.objects.create(owner=alice, name="Town")
-    agent_events.events_record(world=world, events=[agent_events.Event(type="say", actor="ann", target="bo", text="hello",
-                                                           nearby=["bo"])])
+    agent_events.events_record(
+        world=world, events=[agent_events.Event(type="say", actor="ann", target="bo", text="hello", nearby=["bo"])]
+    )
     _, raw = worlds.token_create(world=world)
     return world, raw
 
@@ -184,39 +204,65 @@ def test_mcp_tools_refuse_nul_and_surrogates_with_a_sentence(mcp_server, town):
     import httpx2
 
     for escape in (rb'"x\ud800"', b"[" * 3000 + b"]" * 3000):
-        body = (b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "remember", '
-                b'"arguments": {"agent": "ann", "content": ' + escape + b'}}}')
-        response = httpx2.post(mcp_server, content=body, timeout=30, headers={
-            "Authorization": f"Bearer {raw}", "Content-Type": "application/json",
-            "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"})
+        body = (
+            b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "remember", '
+            b'"arguments": {"agent": "ann", "content": ' + escape + b"}}}"
+        )
+        response = httpx2.post(
+            mcp_server,
+            content=body,
+            timeout=30,
+            headers={
+                "Authorization": f"Bearer {raw}",
+                "Content-Type": "application/json",
+                "Accept": "application/json, text/event-stream",
+                "MCP-Protocol-Version": "2025-06-18",
+            },
+        )
         assert response.status_code < 500, response.text
         assert "error" in response.json() or response.json()["result"]["isError"], response.text
     assert AgentMemory.objects.filter(world=world).count() == before
 
 
 # Arguments as an agent framework might send them, hostile ones included.
-texts = st.one_of(st.text(max_size=30, alphabet=st.characters(exclude_categories=["Cs"])),
-                  st.sampled_from(["", " ", "\x00", "a\x00b", "{actor.__class__}",
-                                                          "x" * 3000]))
+texts = st.one_of(
+    st.text(max_size=30, alphabet=st.characters(exclude_categories=["Cs"])),
+    st.sampled_from(["", " ", "\x00", "a\x00b", "{actor.__class__}", "x" * 3000]),
+)
 ARGUMENTS = {
-    "record_event": st.fixed_dictionaries({"type": st.sampled_from(["say", "interact", "observe", "trade", "", "X"]),
-                                           "actor": texts, "text": texts},
-                                          optional={"target": texts, "location": texts,
-                                                    "nearby": st.lists(texts, max_size=60),
-                                                    "time": st.one_of(st.none(), texts),
-                                                    "importance": st.one_of(st.none(), st.floats(allow_nan=True)),
-                                                    "template": texts}),
-    "recall": st.fixed_dictionaries({"agent": st.one_of(texts, st.just("ann"))},
-                                    optional={"query": texts, "partner": texts, "location": texts,
-                                              "limit": st.integers(-5, 100),
-                                              "token_budget": st.one_of(st.none(), st.integers(-5, 10**6)),
-                                              "since": st.one_of(st.none(), texts),
-                                              "kinds": st.one_of(st.none(), st.lists(texts, max_size=3)),
-                                              "cooldown_seconds": st.one_of(st.none(), st.integers(-5, 10**6))}),
-    "remember": st.fixed_dictionaries({"agent": texts, "content": texts},
-                                      optional={"partner": texts, "location": texts,
-                                                "importance": st.floats(allow_nan=True, allow_infinity=True),
-                                                "pinned": st.booleans()}),
+    "record_event": st.fixed_dictionaries(
+        {"type": st.sampled_from(["say", "interact", "observe", "trade", "", "X"]), "actor": texts, "text": texts},
+        optional={
+            "target": texts,
+            "location": texts,
+            "nearby": st.lists(texts, max_size=60),
+            "time": st.one_of(st.none(), texts),
+            "importance": st.one_of(st.none(), st.floats(allow_nan=True)),
+            "template": texts,
+        },
+    ),
+    "recall": st.fixed_dictionaries(
+        {"agent": st.one_of(texts, st.just("ann"))},
+        optional={
+            "query": texts,
+            "partner": texts,
+            "location": texts,
+            "limit": st.integers(-5, 100),
+            "token_budget": st.one_of(st.none(), st.integers(-5, 10**6)),
+            "since": st.one_of(st.none(), texts),
+            "kinds": st.one_of(st.none(), st.lists(texts, max_size=3)),
+            "cooldown_seconds": st.one_of(st.none(), st.integers(-5, 10**6)),
+        },
+    ),
+    "remember": st.fixed_dictionaries(
+        {"agent": texts, "content": texts},
+        optional={
+            "partner": texts,
+            "location": texts,
+            "importance": st.floats(allow_nan=True, allow_infinity=True),
+            "pinned": st.booleans(),
+        },
+    ),
 }
 
 
@@ -228,10 +274,18 @@ def test_mcp_tools_hold_up_under_fuzzing(mcp_server, town, tmp_path):
     world, raw = town
     drawn = []
 
-    @settings(max_examples=40, deadline=None, derandomize=True, database=None,
-              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-    @given(st.lists(st.one_of(*[st.tuples(st.just(name), args) for name, args in ARGUMENTS.items()]),
-                    min_size=1, max_size=3))
+    @settings(
+        max_examples=40,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+    @given(
+        st.lists(
+            st.one_of(*[st.tuples(st.just(name), args) for name, args in ARGUMENTS.items()]), min_size=1, max_size=3
+        )
+    )
     def draw(calls):
         drawn.extend(calls)
 

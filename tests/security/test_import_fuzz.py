@@ -15,9 +15,36 @@ from stories.models import Action, Adventure, Branch, StoryCard
 
 pytestmark = pytest.mark.django_db
 
-HOSTILE = [None, True, False, 0, -1, -5, 1, 2**31, 2**40, 2**63, 10**20, 10**30, 1.5, -0.0, 1e300, "", "abc",
-           "12", "2020-02-30T10:00:00", "2020-13-45T99:99:99", "2026-01-01T10:00:00Z", [], [1], [1, 2], [[1, 2]],
-           {}, {"a": 1}, "x" * 5000]
+HOSTILE = [
+    None,
+    True,
+    False,
+    0,
+    -1,
+    -5,
+    1,
+    2**31,
+    2**40,
+    2**63,
+    10**20,
+    10**30,
+    1.5,
+    -0.0,
+    1e300,
+    "",
+    "abc",
+    "12",
+    "2020-02-30T10:00:00",
+    "2020-13-45T99:99:99",
+    "2026-01-01T10:00:00Z",
+    [],
+    [1],
+    [1, 2],
+    [[1, 2]],
+    {},
+    {"a": 1},
+    "x" * 5000,
+]
 
 
 def _paths(value, here=()):
@@ -47,21 +74,39 @@ _DROP = object()
 @pytest.fixture
 def exported(alice_plays):
     api = alice_plays
-    aid = api.post("/api/adventures/", {"title": "Fuzz", "opening": "The gate.", "persona_name": "Mira"},
-                   format="json").json()["id"]
+    aid = api.post(
+        "/api/adventures/", {"title": "Fuzz", "opening": "The gate.", "persona_name": "Mira"}, format="json"
+    ).json()["id"]
     for text in ("go in", "look up"):
         assert api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": text}, format="json").status_code == 201
-    api.post(f"/api/adventures/{aid}/cards/", {"type": "character", "name": "Tam", "keys": ["Tam"], "entry": "a guard"},
-             format="json")
+    api.post(
+        f"/api/adventures/{aid}/cards/",
+        {"type": "character", "name": "Tam", "keys": ["Tam"], "entry": "a guard"},
+        format="json",
+    )
     story = api.get(f"/api/adventures/{aid}/story/").json()
     rows = story["actions"]
     api.post(f"/api/adventures/{aid}/actions/{rows[1]['id']}/fork/", format="json")
     doc = api.get(f"/api/adventures/{aid}/export/").json()
     head = doc["head"]
     doc["memories"] = doc.get("memories") or []
-    doc["memories"].append({"branch": head, "depth": 1, "source_start": None, "source_end": None, "text": "a gate",
-                            "character": None, "kind": "", "importance": 0.5, "pinned": True, "forgotten": False,
-                            "stale": False, "edited": True, "offline": False})
+    doc["memories"].append(
+        {
+            "branch": head,
+            "depth": 1,
+            "source_start": None,
+            "source_end": None,
+            "text": "a gate",
+            "character": None,
+            "kind": "",
+            "importance": 0.5,
+            "pinned": True,
+            "forgotten": False,
+            "stale": False,
+            "edited": True,
+            "offline": False,
+        }
+    )
     assert api.post("/api/adventures/import/", doc, format="json").status_code == 202, "the document is valid"
     return api, doc
 
@@ -92,26 +137,29 @@ def test_every_one_place_change_to_an_import_is_a_201_or_a_400_naming_it(exporte
     one_change()
 
 
-@pytest.mark.parametrize("place, value, says", [
-    (("branches", 0, "tip_depth"), "abc", "branches[0].tip_depth"),
-    (("branches", 0, "tip_depth"), [1], "branches[0].tip_depth"),
-    (("branches", 0, "tip_depth"), -5, "branches[0].tip_depth"),
-    (("branches", 0, "tip_depth"), 10**30, "branches[0].tip_depth"),
-    (("actions", 0, "depth"), 2**31, "actions[0].depth"),
-    (("actions", 0, "depth"), 2**40, "actions[0].depth"),
-    (("actions", 0, "edited_at"), "2020-02-30T10:00:00", "actions[0].edited_at"),
-    (("actions", 0, "edited_at"), "2020-13-45T99:99:99", "actions[0].edited_at"),
-    (("head",), [1], "head"),
-    (("branches", 0, "parent"), {"id": 1}, "branches[0].parent"),
-    (("actions", 0, "branch"), [1], "actions[0].branch"),
-    (("actions", 0, "kind"), {"k": 1}, "actions[0].kind"),
-    (("memories", 0, "branch"), [], "memories[0].branch"),
-    (("branches", 1, "lineage"), [{"a": 1}], "branches[1].lineage"),
-    (("branches", 1, "lineage"), [[1, 2, 3]], "branches[1].lineage"),
-    (("branches", 1, "fork_depth"), 10**20, "branches[1].fork_depth"),
-    (("actions", 0, "live"), "yes", "actions[0].live"),
-    (("memories", 0, "importance"), "0.5", "memories[0].importance"),
-])
+@pytest.mark.parametrize(
+    "place, value, says",
+    [
+        (("branches", 0, "tip_depth"), "abc", "branches[0].tip_depth"),
+        (("branches", 0, "tip_depth"), [1], "branches[0].tip_depth"),
+        (("branches", 0, "tip_depth"), -5, "branches[0].tip_depth"),
+        (("branches", 0, "tip_depth"), 10**30, "branches[0].tip_depth"),
+        (("actions", 0, "depth"), 2**31, "actions[0].depth"),
+        (("actions", 0, "depth"), 2**40, "actions[0].depth"),
+        (("actions", 0, "edited_at"), "2020-02-30T10:00:00", "actions[0].edited_at"),
+        (("actions", 0, "edited_at"), "2020-13-45T99:99:99", "actions[0].edited_at"),
+        (("head",), [1], "head"),
+        (("branches", 0, "parent"), {"id": 1}, "branches[0].parent"),
+        (("actions", 0, "branch"), [1], "actions[0].branch"),
+        (("actions", 0, "kind"), {"k": 1}, "actions[0].kind"),
+        (("memories", 0, "branch"), [], "memories[0].branch"),
+        (("branches", 1, "lineage"), [{"a": 1}], "branches[1].lineage"),
+        (("branches", 1, "lineage"), [[1, 2, 3]], "branches[1].lineage"),
+        (("branches", 1, "fork_depth"), 10**20, "branches[1].fork_depth"),
+        (("actions", 0, "live"), "yes", "actions[0].live"),
+        (("memories", 0, "importance"), "0.5", "memories[0].importance"),
+    ],
+)
 def test_the_shapes_that_answered_500_are_400s_naming_the_field(exported, place, value, says):
     api, doc = exported
     changed = copy.deepcopy(doc)

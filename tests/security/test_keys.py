@@ -66,11 +66,22 @@ def test_a_few_hundred_mixed_jobs_on_real_workers_spend_only_their_owners_key(al
         plan = []
         for name, (user, key) in users.items():
             api = api_client_for(user)
-            assert api.patch("/api/settings/", {"endpoint_url": fake_llm.url, "api_key": key, "model": "m",
-                                                "embedding_model": "e"}, format="json").status_code == 200
-            adventures = [api.post("/api/adventures/", {"title": f"{MARK[name]} {k}",
-                                                        "opening": f"{MARK[name]} begins {k}."},
-                                   format="json").json()["id"] for k in range(2)]
+            assert (
+                api.patch(
+                    "/api/settings/",
+                    {"endpoint_url": fake_llm.url, "api_key": key, "model": "m", "embedding_model": "e"},
+                    format="json",
+                ).status_code
+                == 200
+            )
+            adventures = [
+                api.post(
+                    "/api/adventures/",
+                    {"title": f"{MARK[name]} {k}", "opening": f"{MARK[name]} begins {k}."},
+                    format="json",
+                ).json()["id"]
+                for k in range(2)
+            ]
             world = api.post("/api/worlds/", {"name": MARK[name]}, format="json").json()["id"]
             plan.append((name, api, adventures, world))
         jobs = 0
@@ -78,16 +89,28 @@ def test_a_few_hundred_mixed_jobs_on_real_workers_spend_only_their_owners_key(al
         for round_ in range(25):  # alice's and bob's turns and events interleave on the shared pool
             for name, api, adventures, world in plan:
                 for aid in adventures:
-                    response = api.post(f"/api/adventures/{aid}/turns/",
-                                        {"mode": "do", "text": f"{MARK[name]} step {round_}"}, format="json")
+                    response = api.post(
+                        f"/api/adventures/{aid}/turns/",
+                        {"mode": "do", "text": f"{MARK[name]} step {round_}"},
+                        format="json",
+                    )
                     assert response.status_code == 201, response.content
                     jobs += 2  # the turn, and the memory pass it enqueues to the pool
                 if round_ % 5 == 0:
-                    events = [{"type": "say", "actor": f"{MARK[name]}-a", "target": f"{MARK[name]}-b",
-                               "text": f"{MARK[name]} trade {round_}.{i}", "nearby": [f"{MARK[name]}-b"],
-                               "time": (when + timedelta(minutes=round_ * 10 + i)).isoformat()} for i in range(6)]
-                    assert api.post(f"/api/worlds/{world}/events/", {"events": events},
-                                    format="json").status_code == 201
+                    events = [
+                        {
+                            "type": "say",
+                            "actor": f"{MARK[name]}-a",
+                            "target": f"{MARK[name]}-b",
+                            "text": f"{MARK[name]} trade {round_}.{i}",
+                            "nearby": [f"{MARK[name]}-b"],
+                            "time": (when + timedelta(minutes=round_ * 10 + i)).isoformat(),
+                        }
+                        for i in range(6)
+                    ]
+                    assert (
+                        api.post(f"/api/worlds/{world}/events/", {"events": events}, format="json").status_code == 201
+                    )
                     jobs += 2  # an agent pass for each agent
         client = redis.Redis.from_url(settings.REDIS_URL)
         seen = {"count": -1, "since": 0.0}
@@ -114,12 +137,18 @@ def test_a_few_hundred_mixed_jobs_on_real_workers_spend_only_their_owners_key(al
         owners = [name for name in MARK if MARK[name] in text]
         assert len(owners) == 1, f"a request is not one user's work: {text[:300]}"
         assert recorded.headers["authorization"] == f"Bearer {users[owners[0]][1]}", "spent on another user's work"
-        for kind, needle in [("turn", "narrator"), ("memory", "write memories"), ("summary", "running summary"),
-                             ("consolidation", "Fold these memories"), ("embedding", '"input"')]:
+        for kind, needle in [
+            ("turn", "narrator"),
+            ("memory", "write memories"),
+            ("summary", "running summary"),
+            ("consolidation", "Fold these memories"),
+            ("embedding", '"input"'),
+        ]:
             if needle in text:
                 kinds.add((owners[0], kind))
-    assert kinds == {(name, kind) for name in MARK
-                     for kind in ("turn", "memory", "summary", "consolidation", "embedding")}
+    assert kinds == {
+        (name, kind) for name in MARK for kind in ("turn", "memory", "summary", "consolidation", "embedding")
+    }
     for key in (ALICE_KEY, BOB_KEY):
         assert key not in every_text_in_redis(settings.REDIS_URL)
         assert key not in every_row_as_text()
@@ -137,13 +166,22 @@ def test_keys_go_only_to_their_owners_work_and_never_show(alice, bob, fake_llm, 
     for name, (user, key) in users.items():
         first = len(fake_llm.requests)
         api = api_client_for(user)
-        responses.append(api.patch("/api/settings/", {"endpoint_url": fake_llm.url, "api_key": key, "model": "m",
-                                                      "embedding_model": "e"}, format="json"))
-        aid = api.post("/api/adventures/", {"title": MARK[name], "opening": f"{MARK[name]} begins."},
-                       format="json").json()["id"]
+        responses.append(
+            api.patch(
+                "/api/settings/",
+                {"endpoint_url": fake_llm.url, "api_key": key, "model": "m", "embedding_model": "e"},
+                format="json",
+            )
+        )
+        aid = api.post(
+            "/api/adventures/", {"title": MARK[name], "opening": f"{MARK[name]} begins."}, format="json"
+        ).json()["id"]
         for n in range(7):
-            responses.append(api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": f"{MARK[name]} step {n}"},
-                                      format="json"))
+            responses.append(
+                api.post(
+                    f"/api/adventures/{aid}/turns/", {"mode": "do", "text": f"{MARK[name]} step {n}"}, format="json"
+                )
+            )
             memory_pass.run(aid)  # memory passes: summaries and embeddings with the owner's key
         responses.append(api.post("/api/settings/test/"))
         responses.append(api.get(f"/api/adventures/{aid}/export/"))
@@ -151,20 +189,41 @@ def test_keys_go_only_to_their_owners_work_and_never_show(alice, bob, fake_llm, 
         responses.append(api.get("/api/settings/"))
         world = World.objects.create(owner=user, name=MARK[name])
         when = datetime(2026, 1, 1, 10, tzinfo=timezone.utc)  # long settled: consolidation may fold it
-        agent_events.events_record(world=world, events=[
-            agent_events.Event(type="say", actor=f"{MARK[name]}-a", target=f"{MARK[name]}-b", text=f"{MARK[name]} trade {n}",
-                         nearby=[f"{MARK[name]}-b"], time=when + timedelta(minutes=n))
-            for n in range(6)])
+        agent_events.events_record(
+            world=world,
+            events=[
+                agent_events.Event(
+                    type="say",
+                    actor=f"{MARK[name]}-a",
+                    target=f"{MARK[name]}-b",
+                    text=f"{MARK[name]} trade {n}",
+                    nearby=[f"{MARK[name]}-b"],
+                    time=when + timedelta(minutes=n),
+                )
+                for n in range(6)
+            ],
+        )
         for agent in Agent.objects.filter(world=world):
             agent_upkeep.agent_upkeep_run(agent_id=agent.pk)  # embeddings and consolidation with the owner's key
         spans[name] = range(first, len(fake_llm.requests))
 
     assert all(r.status_code < 300 for r in responses)
     requests = fake_llm.requests
-    kinds = {(name, kind) for r in requests for name in MARK if MARK[name] in str(r.body)
-             for kind, needle in [("turn", "narrator"), ("memory", "write memories"), ("summary", "running summary"),
-                                  ("consolidation", "Fold these memories"), ("embedding", "'input'"),
-                                  ("test", "Reply with the word")] if needle in str(r.body)}
+    kinds = {
+        (name, kind)
+        for r in requests
+        for name in MARK
+        if MARK[name] in str(r.body)
+        for kind, needle in [
+            ("turn", "narrator"),
+            ("memory", "write memories"),
+            ("summary", "running summary"),
+            ("consolidation", "Fold these memories"),
+            ("embedding", "'input'"),
+            ("test", "Reply with the word"),
+        ]
+        if needle in str(r.body)
+    }
     for name in MARK:
         for kind in ("turn", "memory", "summary", "consolidation", "embedding"):
             assert (name, kind) in kinds, f"{name}'s {kind} work reached the model"
@@ -182,8 +241,11 @@ def test_keys_go_only_to_their_owners_work_and_never_show(alice, bob, fake_llm, 
     assert BOB_KEY not in every_text_in_redis(settings.REDIS_URL)
     rows = every_row_as_text()
     assert ALICE_KEY not in rows and BOB_KEY not in rows
-    for page in ["/admin/stories/aisettings/", f"/admin/stories/aisettings/{alice.ai_settings.pk}/change/",
-                 "/admin/stories/providercall/"]:
+    for page in [
+        "/admin/stories/aisettings/",
+        f"/admin/stories/aisettings/{alice.ai_settings.pk}/change/",
+        "/admin/stories/providercall/",
+    ]:
         body = admin_client.get(page).content.decode()
         assert ALICE_KEY not in body and BOB_KEY not in body, page
 
@@ -197,8 +259,9 @@ def test_a_key_goes_only_to_the_endpoint_it_was_entered_for(alice, fake_llm):
     elsewhere = FakeLLM()
     try:
         api = api_client_for(alice)
-        saved = api.patch("/api/settings/", {"endpoint_url": fake_llm.url, "api_key": ALICE_KEY, "model": "m"},
-                          format="json").json()
+        saved = api.patch(
+            "/api/settings/", {"endpoint_url": fake_llm.url, "api_key": ALICE_KEY, "model": "m"}, format="json"
+        ).json()
         assert saved["has_api_key"] and not saved["api_key_cleared"]
         # another path on the same scheme, host and port keeps the key (and an explicit default port is that port)
         moved = api.patch("/api/settings/", {"endpoint_url": fake_llm.url + "/"}, format="json").json()
@@ -213,8 +276,9 @@ def test_a_key_goes_only_to_the_endpoint_it_was_entered_for(alice, fake_llm):
         back = api.patch("/api/settings/", {"endpoint_url": fake_llm.url}, format="json").json()
         assert not back["has_api_key"]
         # a new key in the same request as the move is kept, bound to the new endpoint
-        both = api.patch("/api/settings/", {"endpoint_url": elsewhere.url, "api_key": ALICE_KEY + "b"},
-                         format="json").json()
+        both = api.patch(
+            "/api/settings/", {"endpoint_url": elsewhere.url, "api_key": ALICE_KEY + "b"}, format="json"
+        ).json()
         assert both["has_api_key"] and not both["api_key_cleared"]
         api.post("/api/settings/test/")
         assert elsewhere.requests[-1].headers["authorization"] == f"Bearer {ALICE_KEY}b"
@@ -222,7 +286,8 @@ def test_a_key_goes_only_to_the_endpoint_it_was_entered_for(alice, fake_llm):
         AISettings.objects.filter(user=alice).update(endpoint_url=fake_llm.url)
         before = len(fake_llm.requests)
         api.post("/api/settings/test/")
-        assert fake_llm.requests[before:] and all(ALICE_KEY not in r.headers.get("authorization", "")
-                                                  for r in fake_llm.requests[before:])
+        assert fake_llm.requests[before:] and all(
+            ALICE_KEY not in r.headers.get("authorization", "") for r in fake_llm.requests[before:]
+        )
     finally:
         elsewhere.stop()

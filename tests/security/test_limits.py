@@ -27,8 +27,9 @@ BODY_LIMIT = 4096
 @pytest.fixture
 def site(tmp_path):
     """The production web server (config.web_server, as runsite starts it) on the test database."""
-    server = Site(tmp_path / "site", REQUEST_BODY_MAX_BYTES=str(BODY_LIMIT), REQUEST_BODY_TIMEOUT="2",
-                  REQUEST_HEADER_TIMEOUT="2")
+    server = Site(
+        tmp_path / "site", REQUEST_BODY_MAX_BYTES=str(BODY_LIMIT), REQUEST_BODY_TIMEOUT="2", REQUEST_HEADER_TIMEOUT="2"
+    )
     yield server.port
     server.stop()
 
@@ -36,7 +37,7 @@ def site(tmp_path):
 def post(port, path, body: bytes, *, chunked: bool):
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
     if chunked:
-        pieces = (body[i:i + 1000] for i in range(0, len(body), 1000))
+        pieces = (body[i : i + 1000] for i in range(0, len(body), 1000))
         conn.request("POST", path, body=pieces, headers={"Content-Type": "application/json"}, encode_chunked=True)
     else:
         conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
@@ -53,8 +54,12 @@ def test_a_body_over_the_limit_is_413_through_the_real_server(site, django_user_
     assert json.loads(body) == {"detail": f"the request body is over the limit of {BODY_LIMIT} bytes"}
     assert not django_user_model.objects.filter(username="dora").exists()
     # Under the limit the same way of sending is read in full (not taken for an empty body).
-    status, body = post(site, "/api/auth/signup/",
-                        json.dumps({"username": "dora", "password": "a long passphrase 42"}).encode(), chunked=chunked)
+    status, body = post(
+        site,
+        "/api/auth/signup/",
+        json.dumps({"username": "dora", "password": "a long passphrase 42"}).encode(),
+        chunked=chunked,
+    )
     assert status == 201, body
     assert django_user_model.objects.filter(username="dora").exists()
 
@@ -70,8 +75,10 @@ def test_slow_clients_hold_only_their_own_connection_and_a_body_that_never_ends_
             half_headers = socket.create_connection(("127.0.0.1", site), timeout=10)
             half_headers.sendall(b"GET /healthz/live HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
             half_body = socket.create_connection(("127.0.0.1", site), timeout=10)
-            half_body.sendall(b"POST /api/auth/signup/ HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                              b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"username\": ")
+            half_body.sendall(
+                b"POST /api/auth/signup/ HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"username": '
+            )
             slow += [half_headers, half_body]
         for i in range(5):
             signup = {"username": f"eve{i}", "password": "a long passphrase 42"}
@@ -178,14 +185,26 @@ def test_every_size_limit_answers_400_naming_the_field_and_stores_nothing(alices
     event = {"type": "say", "actor": "ann", "text": "hi"}
     over = [
         ("post", f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "x" * (models.ACTION_TEXT_MAX + 1)}, "text"),
-        ("post", f"/api/adventures/{aid}/cards/",
-         {"name": "C", "keys": ["c"], "entry": "x" * (models.CARD_ENTRY_MAX + 1)}, "entry"),
-        ("post", f"/api/adventures/{aid}/cards/",
-         {"name": "C", "keys": [f"k{i}" for i in range(models.CARD_KEYS_MAX + 1)], "entry": "e"}, "keys"),
+        (
+            "post",
+            f"/api/adventures/{aid}/cards/",
+            {"name": "C", "keys": ["c"], "entry": "x" * (models.CARD_ENTRY_MAX + 1)},
+            "entry",
+        ),
+        (
+            "post",
+            f"/api/adventures/{aid}/cards/",
+            {"name": "C", "keys": [f"k{i}" for i in range(models.CARD_KEYS_MAX + 1)], "entry": "e"},
+            "keys",
+        ),
         ("post", f"/api/adventures/{aid}/memories/", {"text": "x" * 1001}, "text"),
         ("post", f"/api/worlds/{wid}/events/", {**event, "text": "x" * (agent_events.EVENT_TEXT_MAX + 1)}, "text"),
-        ("post", f"/api/worlds/{wid}/events/", {**event, "nearby": [f"a{i}" for i in range(agent_events.NEARBY_MAX + 1)]},
-         "nearby"),
+        (
+            "post",
+            f"/api/worlds/{wid}/events/",
+            {**event, "nearby": [f"a{i}" for i in range(agent_events.NEARBY_MAX + 1)]},
+            "nearby",
+        ),
         ("post", f"/api/worlds/{wid}/events/", {"events": [event] * (agent_events.BATCH_MAX + 1)}, "events"),
         ("post", f"/api/worlds/{wid}/agents/ann/recall/", {"limit": agent_recall.RECALL_LIMIT_MAX + 1}, "limit"),
         ("post", f"/api/worlds/{wid}/agents/ann/memories/", {"content": "x" * 1001}, "content"),
@@ -239,7 +258,7 @@ def test_every_list_endpoint_pages_with_a_bounded_limit(alices_world, alice_play
         total = int(first["X-Total-Count"])
         assert total == len(alice_plays.get(url, {"limit": maximum}).json()) or total > maximum, path
         if total > 1:
-            assert "rel=\"next\"" in first["Link"] and "offset=1" in first["Link"], path
+            assert 'rel="next"' in first["Link"] and "offset=1" in first["Link"], path
 
 
 @pytest.mark.django_db

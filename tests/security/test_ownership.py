@@ -23,18 +23,44 @@ SECRETS = ["Alice's secret", "A silver key.", "Alice hid the key.", "Alice's tow
 # Routes without ids: bob only ever sees his own rows there; each is named so
 # that a new one must be looked at before the sweep passes.
 OWN_ROUTES = {
-    "", "healthz", "healthz/live", "api/schema/", "api/docs/", "api/auth/signup/", "api/auth/login/",
-    "api/auth/logout/", "api/auth/me/", "api/settings/", "api/settings/test/", "api/debug/requests/",
-    "api/adventures/", "api/adventures/import/", "api/imports/", "api/worlds/", "api/admin/workers/",
-    "accounts/login/", "accounts/logout/", "accounts/signup/", "play/", "settings/",
-    "api/auth/password/", "accounts/password/", "accounts/password/changed/", "accounts/password/reset/",
-    "accounts/password/reset/sent/", "accounts/password/reset/done/",
+    "",
+    "healthz",
+    "healthz/live",
+    "api/schema/",
+    "api/docs/",
+    "api/auth/signup/",
+    "api/auth/login/",
+    "api/auth/logout/",
+    "api/auth/me/",
+    "api/settings/",
+    "api/settings/test/",
+    "api/debug/requests/",
+    "api/adventures/",
+    "api/adventures/import/",
+    "api/imports/",
+    "api/worlds/",
+    "api/admin/workers/",
+    "accounts/login/",
+    "accounts/logout/",
+    "accounts/signup/",
+    "play/",
+    "settings/",
+    "api/auth/password/",
+    "accounts/password/",
+    "accounts/password/changed/",
+    "accounts/password/reset/",
+    "accounts/password/reset/sent/",
+    "accounts/password/reset/done/",
 }
 # Routes whose parameters are not ids of anyone's objects (a signed, one-time reset link).
 NOT_OBJECT_ROUTES = {"accounts/password/reset/<uidb64>/<token>/"}
 KNOWN_MCP_TOOLS = ["recall", "record_event", "remember"]
-HOSTILE = [b"[" * 1000 + b"]" * 1000, b'{"text": "a\\u0000b", "metadata": {"k\\u0000": 1}}',
-           b'{"text": "\\ud800"}', b'{"text": "\xff"}']
+HOSTILE = [
+    b"[" * 1000 + b"]" * 1000,
+    b'{"text": "a\\u0000b", "metadata": {"k\\u0000": 1}}',
+    b'{"text": "\\ud800"}',
+    b'{"text": "\xff"}',
+]
 
 
 def all_routes():
@@ -85,8 +111,11 @@ def fill(route, values):
         elif "<path:content_type_id>" in route:
             from django.contrib.contenttypes.models import ContentType
 
-            values = {**values, "content_type_id": ContentType.objects.get_for_model(Adventure).pk,
-                      "object_id": values["adventure_id"]}
+            values = {
+                **values,
+                "content_type_id": ContentType.objects.get_for_model(Adventure).pk,
+                "object_id": values["adventure_id"],
+            }
     agent_memory = "/agents/<str:agent_id>/memories/<int:memory_id>/" in route
 
     def value(m):
@@ -100,8 +129,17 @@ def fill(route, values):
 
 
 def body_for(ids):
-    return {"text": "pwned", "mode": "do", "name": "pwned", "take_id": ids["action_id"], "title": "pwned",
-            "content": "pwned", "type": "say", "actor": ids["agent_id"], "pinned": True}
+    return {
+        "text": "pwned",
+        "mode": "do",
+        "name": "pwned",
+        "take_id": ids["action_id"],
+        "title": "pwned",
+        "content": "pwned",
+        "type": "say",
+        "actor": ids["agent_id"],
+        "pinned": True,
+    }
 
 
 def assert_no_leak(response, what):
@@ -113,13 +151,17 @@ def assert_no_leak(response, what):
 def call(client, method, url, body):
     if method in ("get", "head", "options"):
         return getattr(client, method)(url)
-    return getattr(client, method)(url, body, format="json") if hasattr(client, "credentials") else \
-        getattr(client, method)(url, body, content_type="application/json")
+    return (
+        getattr(client, method)(url, body, format="json")
+        if hasattr(client, "credentials")
+        else getattr(client, method)(url, body, content_type="application/json")
+    )
 
 
 @pytest.mark.django_db
-def test_every_route_refuses_bob_with_alices_ids_and_nothing_changes(alices_world, bobs_world, alice, alice_api, bob,
-                                                                     bob_api, client):
+def test_every_route_refuses_bob_with_alices_ids_and_nothing_changes(
+    alices_world, bobs_world, alice, alice_api, bob, bob_api, client
+):
     from django.test import Client
     from rest_framework.test import APIClient
 
@@ -144,8 +186,10 @@ def test_every_route_refuses_bob_with_alices_ids_and_nothing_changes(alices_worl
     world_bob.credentials(HTTP_AUTHORIZATION=f"Bearer {bobs_world['raw_token']}")
     alice_ids = {k: v for k, v in alices_world.items() if k != "raw_token"}
     # bob's own outer objects with one of alice's inner ids, per inner parameter
-    mixed = {name: {**bobs_world, name: alices_world[name]}
-             for name in ("action_id", "branch_id", "card_id", "memory_id", "token_id", "agent_memory_id")}
+    mixed = {
+        name: {**bobs_world, name: alices_world[name]}
+        for name in ("action_id", "branch_id", "card_id", "memory_id", "token_id", "agent_memory_id")
+    }
 
     before = snapshot()
     tried = 0
@@ -175,15 +219,18 @@ def test_every_route_refuses_bob_with_alices_ids_and_nothing_changes(alices_worl
                     else:
                         assert response.status_code == 404, f"{what} -> {response.status_code}"
                         if is_api and method != "head":
-                            assert response.json() == {"detail": "Not found.", "error": "not_found"}, f"{what} hints the object exists"
+                            assert response.json() == {"detail": "Not found.", "error": "not_found"}, (
+                                f"{what} hints the object exists"
+                            )
                     assert_no_leak(response, what)
                     if method in ("post", "put", "patch"):
                         # A hostile body changes nothing of that: the object is still not bob's.
                         for body in HOSTILE:
                             hostile = caller.generic(method.upper(), url, body, content_type="application/json")
                             tried += 1
-                            assert hostile.status_code == response.status_code, \
+                            assert hostile.status_code == response.status_code, (
                                 f"{what} with {body[:20]!r} -> {hostile.status_code}"
+                            )
 
     # The admin is for staff: every admin route sends bob to its login page.
     for route in admin_routes:
@@ -193,8 +240,9 @@ def test_every_route_refuses_bob_with_alices_ids_and_nothing_changes(alices_worl
         for method in ("get", "post"):
             response = getattr(web_bob, method)(url)
             tried += 1
-            assert response.status_code == 302 and response["Location"].startswith("/admin/login/"), \
+            assert response.status_code == 302 and response["Location"].startswith("/admin/login/"), (
                 f"{method.upper()} {url} as bob -> {response.status_code}"
+            )
 
     for route in OWN_ROUTES:
         caller = bob_api if route.startswith("api/") else web_bob
@@ -210,8 +258,10 @@ def test_every_route_refuses_bob_with_alices_ids_and_nothing_changes(alices_worl
 @pytest.mark.slow
 def test_every_mcp_tool_refuses_what_is_not_the_callers_world(mcp_server, alice, bob):
     alice_town = World.objects.create(owner=alice, name="Alice's town")
-    agent_events.events_record(world=alice_town, events=[agent_events.Event(type="say", actor="ann", target="bo",
-                                                                text="meet at the old mill", nearby=["bo"])])
+    agent_events.events_record(
+        world=alice_town,
+        events=[agent_events.Event(type="say", actor="ann", target="bo", text="meet at the old mill", nearby=["bo"])],
+    )
     bob_town = World.objects.create(owner=bob, name="Bob's town")
     _, bob_raw = worlds.token_create(world=bob_town)
     alice_token, alice_raw = worlds.token_create(world=alice_town)
@@ -221,15 +271,18 @@ def test_every_mcp_tool_refuses_what_is_not_the_callers_world(mcp_server, alice,
         ("record_event", {"type": "say", "actor": "ann", "text": "hello from bob's world", "nearby": ["bo"]}),
         ("remember", {"agent": "ann", "content": "a note in bob's world"}),
     ]
-    before = list(AgentMemory.objects.filter(world=alice_town).order_by("id").values("id", "content",
-                                                                                      "retrieval_count"))
+    before = list(
+        AgentMemory.objects.filter(world=alice_town).order_by("id").values("id", "content", "retrieval_count")
+    )
     tools, *results = asyncio.run(session_calls(mcp_server, bob_raw, calls))
     assert tools == KNOWN_MCP_TOOLS, "a new MCP tool must be added to this sweep"
     assert {name for name, _ in calls} == set(tools)
     for (name, _), result in zip(calls, results):
         assert "old mill" not in str(result.structured_content) + str(result.content), f"{name} leaked"
-    assert list(AgentMemory.objects.filter(world=alice_town).order_by("id").values(
-        "id", "content", "retrieval_count")) == before
+    assert (
+        list(AgentMemory.objects.filter(world=alice_town).order_by("id").values("id", "content", "retrieval_count"))
+        == before
+    )
     # bob's writes landed in bob's world only
     assert set(AgentMemory.objects.filter(world=bob_town).values_list("agent__external_id", flat=True)) == {"ann", "bo"}
 
@@ -242,8 +295,10 @@ def test_every_mcp_tool_refuses_what_is_not_the_callers_world(mcp_server, alice,
     for raw in ("not-a-token", Token.objects.create(user=alice).key, alice_raw):
         _, *refused = asyncio.run(session_calls(mcp_server, raw, calls))
         assert all(r.is_error for r in refused), raw
-    assert list(AgentMemory.objects.filter(world=alice_town).order_by("id").values(
-        "id", "content", "retrieval_count")) == before
+    assert (
+        list(AgentMemory.objects.filter(world=alice_town).order_by("id").values("id", "content", "retrieval_count"))
+        == before
+    )
 
 
 @pytest.mark.django_db
@@ -257,8 +312,11 @@ def test_bob_sees_none_of_alices_adventures_or_settings(alices_world, bob_api):
 def test_a_take_or_branch_of_another_adventure_is_refused(alices_world, alice_plays):
     other = alice_plays.post("/api/adventures/", {"title": "Other", "opening": "Elsewhere."}, format="json").json()
     opening = alice_plays.get(f"/api/adventures/{other['id']}/story/").json()["actions"][0]
-    select = alice_plays.post(f"/api/adventures/{other['id']}/actions/{opening['id']}/takes/",
-                              {"take_id": alices_world["action_id"]}, format="json")
+    select = alice_plays.post(
+        f"/api/adventures/{other['id']}/actions/{opening['id']}/takes/",
+        {"take_id": alices_world["action_id"]},
+        format="json",
+    )
     assert select.status_code == 404 and "take_id" in select.json()["detail"]
     checkout = alice_plays.post(f"/api/adventures/{other['id']}/branches/{alices_world['branch_id']}/checkout/")
     assert checkout.status_code == 404

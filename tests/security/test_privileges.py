@@ -35,8 +35,18 @@ MODERATOR_ACTIONS = {
 }
 # Admin URL names the walk knows: per model, and the site's own.
 MODEL_PAGES = {"changelist", "add", "change", "delete", "history", "password_change"}
-SITE_PAGES = {"index", "login", "logout", "password_change", "password_change_done", "autocomplete", "jsi18n",
-              "view_on_site", "app_list", None}
+SITE_PAGES = {
+    "index",
+    "login",
+    "logout",
+    "password_change",
+    "password_change_done",
+    "autocomplete",
+    "jsi18n",
+    "view_on_site",
+    "app_list",
+    None,
+}
 METHODS = ["get", "head", "options", "post", "put", "patch", "delete"]
 
 
@@ -77,8 +87,11 @@ def diff(before, after):
         old = {row["id"]: row for row in before[label]}
         new = {row["id"]: row for row in after[label]}
         rows = [f"{pk}: gone" for pk in old.keys() - new.keys()] + [f"{pk}: new" for pk in new.keys() - old.keys()]
-        rows += [f"{pk}: " + ", ".join(k for k in old[pk] if old[pk][k] != new[pk][k])
-                 for pk in old.keys() & new.keys() if old[pk] != new[pk]]
+        rows += [
+            f"{pk}: " + ", ".join(k for k in old[pk] if old[pk][k] != new[pk][k])
+            for pk in old.keys() & new.keys()
+            if old[pk] != new[pk]
+        ]
         out[label] = rows
     return out
 
@@ -96,8 +109,11 @@ def hostile_form(model, *, mod_user, on: bool):
         elif isinstance(field, models.ManyToManyField):
             data[name] = [str(pk) for pk in field.related_model.objects.values_list("pk", flat=True)]
         elif isinstance(field, models.ForeignKey):
-            target = mod_user.pk if field.related_model is User else \
-                field.related_model.objects.order_by("-pk").values_list("pk", flat=True).first()
+            target = (
+                mod_user.pk
+                if field.related_model is User
+                else field.related_model.objects.order_by("-pk").values_list("pk", flat=True).first()
+            )
             data[name] = str(target or "")
         elif isinstance(field, models.DateTimeField):
             data.update({name: "2030-01-01 00:00:00", f"{name}_0": "2030-01-01", f"{name}_1": "00:00:00"})
@@ -108,10 +124,20 @@ def hostile_form(model, *, mod_user, on: bool):
         else:
             data[name] = "pwned-" + name
     # the password pages, the delete confirmation, and Django's "save" buttons
-    data.update({"password": "pwned-pass-987", "password1": "pwned-pass-987", "password2": "pwned-pass-987",
-                 "usable_password": "true", "set_usable_password": "true", "post": "yes", "_save": "Save",
-                 "old_password": "mod-pass-123", "new_password1": "pwned-pass-987",
-                 "new_password2": "pwned-pass-987"})
+    data.update(
+        {
+            "password": "pwned-pass-987",
+            "password1": "pwned-pass-987",
+            "password2": "pwned-pass-987",
+            "usable_password": "true",
+            "set_usable_password": "true",
+            "post": "yes",
+            "_save": "Save",
+            "old_password": "mod-pass-123",
+            "new_password1": "pwned-pass-987",
+            "new_password2": "pwned-pass-987",
+        }
+    )
     return data
 
 
@@ -182,7 +208,7 @@ def test_a_moderator_walking_every_admin_page_by_every_method_changes_nothing(ev
             if model is AgentMemory and name and name.endswith("_delete"):
                 continue  # a moderator may delete an agent memory: tested with the actions below
             for method in METHODS:
-                for on in ((True, False) if method == "post" else (True,)):
+                for on in (True, False) if method == "post" else (True,):
                     data = hostile_form(model or User, mod_user=mod_user, on=on)
                     if method in ("get", "head", "options"):
                         response = getattr(mod, method)(url)
@@ -199,8 +225,9 @@ def test_a_moderator_walking_every_admin_page_by_every_method_changes_nothing(ev
             every = set(model_admin.actions or []) | {"delete_selected"}
             for action in sorted(every - allowed):
                 pks = [str(pk) for pk in model.objects.values_list("pk", flat=True)]
-                response = mod.post(url_for(pattern, model, obj_pk=0), {"action": action, "_selected_action": pks,
-                                                                          "post": "yes"})
+                response = mod.post(
+                    url_for(pattern, model, obj_pk=0), {"action": action, "_selected_action": pks, "post": "yes"}
+                )
                 tried += 1
                 assert response.status_code < 500
     assert tried > 500
@@ -237,8 +264,10 @@ def test_a_moderator_cannot_deactivate_a_superuser_through_the_user_form(everyth
 
 def test_a_moderator_cannot_take_a_world(everything, mod, mod_user, alice_plays):
     world_id = everything["world_id"]
-    response = mod.post(reverse("admin:memory_world_change", args=[world_id]),
-                        {"name": "mine", "owner": mod_user.pk, "agent_capacity": 10})
+    response = mod.post(
+        reverse("admin:memory_world_change", args=[world_id]),
+        {"name": "mine", "owner": mod_user.pk, "agent_capacity": 10},
+    )
     assert response.status_code == 403
     assert World.objects.get(pk=world_id).owner_id == alice_plays.user.pk
     assert alice_plays.get(f"/api/worlds/{world_id}/").status_code == 200
@@ -250,11 +279,21 @@ def test_moderator_actions_change_exactly_what_the_readme_says(everything, mod, 
     everyone = [str(u.pk) for u in (alice, bob, staff, root, mod_user)]
     mod.post(users, {"action": "suspend", "_selected_action": everyone})
     assert dict(User.objects.values_list("username", "is_active")) == {
-        "alice": False, "bob": False, "staffer": True, "root": True, "mod": True}
+        "alice": False,
+        "bob": False,
+        "staffer": True,
+        "root": True,
+        "mod": True,
+    }
     User.objects.filter(username="staffer").update(is_active=False)
     mod.post(users, {"action": "reinstate", "_selected_action": everyone})
     assert dict(User.objects.values_list("username", "is_active")) == {
-        "alice": True, "bob": True, "staffer": False, "root": True, "mod": True}, "staff are not the moderators'"
+        "alice": True,
+        "bob": True,
+        "staffer": False,
+        "root": True,
+        "mod": True,
+    }, "staff are not the moderators'"
 
     before = snapshot()
     aid = everything["adventure_id"]
@@ -266,12 +305,20 @@ def test_moderator_actions_change_exactly_what_the_readme_says(everything, mod, 
     assert Action.objects.get(pk=action.pk).hidden
     mod.post(reverse("admin:stories_action_changelist"), {"action": "unhide", "_selected_action": [action.pk]})
     memory = Memory.objects.get(pk=everything["memory_id"])
-    for name, field, value in [("forget", "forgotten", True), ("restore", "forgotten", False),
-                               ("pin", "pinned", True), ("unpin", "pinned", False)]:
+    for name, field, value in [
+        ("forget", "forgotten", True),
+        ("restore", "forgotten", False),
+        ("pin", "pinned", True),
+        ("unpin", "pinned", False),
+    ]:
         mod.post(reverse("admin:memory_memory_changelist"), {"action": name, "_selected_action": [memory.pk]})
         assert getattr(Memory.objects.get(pk=memory.pk), field) is value, name
-    assert mod.post(reverse("admin:stories_adventure_changelist"),
-                    {"action": "rerun_memory_pass", "_selected_action": [aid]}).status_code == 302
+    assert (
+        mod.post(
+            reverse("admin:stories_adventure_changelist"), {"action": "rerun_memory_pass", "_selected_action": [aid]}
+        ).status_code
+        == 302
+    )
     changed = set(diff(before, snapshot()))
     # the hide/show of an action rewrites that branch's memories (withdrawn and written again); the log records all
     assert changed <= {"admin.LogEntry", "stories.Adventure", "stories.Action", "memory.Memory", "memory.Cursor"}
@@ -279,13 +326,18 @@ def test_moderator_actions_change_exactly_what_the_readme_says(everything, mod, 
 
     one = AgentMemory.objects.filter(world_id=everything["world_id"]).first()
     bobs = AgentMemory.objects.exclude(world_id=everything["world_id"]).count()
-    mod.post(reverse("admin:memory_agentmemory_changelist"),
-             {"action": "delete_selected", "_selected_action": [one.pk], "post": "yes"})
+    mod.post(
+        reverse("admin:memory_agentmemory_changelist"),
+        {"action": "delete_selected", "_selected_action": [one.pk], "post": "yes"},
+    )
     assert not AgentMemory.objects.filter(pk=one.pk).exists()
-    AgentMemory.objects.create(agent=one.agent, world_id=everything["world_id"], kind="note", content="more",
-                               occurred_at=one.occurred_at)
-    mod.post(reverse("admin:memory_world_changelist"),
-             {"action": "delete_agent_memories", "_selected_action": [everything["world_id"]]})
+    AgentMemory.objects.create(
+        agent=one.agent, world_id=everything["world_id"], kind="note", content="more", occurred_at=one.occurred_at
+    )
+    mod.post(
+        reverse("admin:memory_world_changelist"),
+        {"action": "delete_agent_memories", "_selected_action": [everything["world_id"]]},
+    )
     assert not AgentMemory.objects.filter(world_id=everything["world_id"]).exists()
     assert AgentMemory.objects.count() == bobs, "only the chosen world's memories go"
 
@@ -297,13 +349,16 @@ def test_nobody_edits_ai_settings_in_the_admin_not_even_a_superuser(everything, 
     page = reverse("admin:stories_aisettings_change", args=[settings_row.pk])
     assert client.get(page).status_code == 200, "superusers may look (the key is never shown)"
     assert ALICE_KEY not in client.get(page).content.decode()
-    client.post(page, {"user": alice.pk, "endpoint_url": "http://169.254.169.254/v1", "model": "stolen",
-                       "_save": "Save"})
+    client.post(
+        page, {"user": alice.pk, "endpoint_url": "http://169.254.169.254/v1", "model": "stolen", "_save": "Save"}
+    )
     settings_row.refresh_from_db()
     assert settings_row.endpoint_url == fake_llm.url and settings_row.model == "fake-model"
     assert client.get(reverse("admin:stories_aisettings_add")).status_code == 403
-    assert client.post(reverse("admin:stories_aisettings_delete", args=[settings_row.pk]),
-                       {"post": "yes"}).status_code == 403
+    assert (
+        client.post(reverse("admin:stories_aisettings_delete", args=[settings_row.pk]), {"post": "yes"}).status_code
+        == 403
+    )
     assert AISettings.objects.filter(pk=settings_row.pk).exists()
     # and no admin page shows or mints a player's API token
     assert client.get("/admin/authtoken/tokenproxy/").status_code == 404
@@ -329,8 +384,9 @@ def test_every_admin_form_a_superuser_can_open_either_saves_or_answers_a_form_er
             continue
         opened += 1
         empty = root.post(add, {})
-        assert empty.status_code == 200 and empty.context["adminform"].form.errors, \
+        assert empty.status_code == 200 and empty.context["adminform"].form.errors, (
             f"{add}: an empty form must answer with its errors, not {empty.status_code}"
+        )
         pk = model.objects.order_by("pk").values_list("pk", flat=True).first()
         if pk is not None:
             change = f"/admin/{info[0]}/{info[1]}/{pk}/change/"

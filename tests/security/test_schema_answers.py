@@ -39,34 +39,45 @@ class Walk:
     def __init__(self, schema, token):
         self.schema, self.token, self.seen = schema, token, set()
 
-    def __call__(self, method, template, status, *, body=schemathesis.core.NOT_SET, query=None, token=None,
-                 **path):
+    def __call__(self, method, template, status, *, body=schemathesis.core.NOT_SET, query=None, token=None, **path):
         operation = self.schema[template][method.upper()]
-        case = operation.Case(path_parameters=path, body=body, query=query,
-                              headers={"Authorization": f"Token {token or self.token}"},
-                              media_type="application/json" if body is not schemathesis.core.NOT_SET else None)
+        case = operation.Case(
+            path_parameters=path,
+            body=body,
+            query=query,
+            headers={"Authorization": f"Token {token or self.token}"},
+            media_type="application/json" if body is not schemathesis.core.NOT_SET else None,
+        )
         response = case.call()
         assert response.status_code == status, (method, template, response.status_code, response.content[:300])
         case.validate_response(response)
         self.seen.add((method.upper(), template))
-        return response.json() if response.content and response.headers.get("content-type", [""])[0].startswith(
-            "application/json") else None
+        return (
+            response.json()
+            if response.content and response.headers.get("content-type", [""])[0].startswith("application/json")
+            else None
+        )
 
 
 def test_a_whole_session_answers_exactly_what_the_schema_documents(schema, alice, fake_llm, one_connection):
     token = Token.objects.get_or_create(user=alice)[0].key
     walk = Walk(schema, token)
     walk("get", "/api/auth/me/", 200)
-    walk("patch", "/api/settings/", 200, body={"endpoint_url": fake_llm.url, "api_key": ALICE_KEY,
-                                               "model": "fake-model"})
+    walk(
+        "patch", "/api/settings/", 200, body={"endpoint_url": fake_llm.url, "api_key": ALICE_KEY, "model": "fake-model"}
+    )
     walk("get", "/api/settings/", 200)
     walk("put", "/api/settings/", 200, body={"temperature": 0.7})
     walk("post", "/api/settings/test/", 200)
     walk("get", "/api/debug/requests/", 200)
 
     A = "/api/adventures/{adventure_id}/"
-    adv = walk("post", "/api/adventures/", 201, body={"title": "Walk", "opening": "You stand at a gate.",
-                                                      "story_summary": "A gate."})
+    adv = walk(
+        "post",
+        "/api/adventures/",
+        201,
+        body={"title": "Walk", "opening": "You stand at a gate.", "story_summary": "A gate."},
+    )
     aid = adv["id"]
     walk("get", "/api/adventures/", 200)
     walk("get", A, 200, adventure_id=aid)
@@ -79,16 +90,35 @@ def test_a_whole_session_answers_exactly_what_the_schema_documents(schema, alice
     story = walk("get", A + "story/", 200, adventure_id=aid, query={"limit": 10})
     last, first = story["actions"][-1], played["actions"][0]
     walk("get", A + "actions/{action_id}/", 200, adventure_id=aid, action_id=first["id"])
-    walk("patch", A + "actions/{action_id}/", 200, body={"text": "open the gate slowly"}, adventure_id=aid,
-         action_id=first["id"])
+    walk(
+        "patch",
+        A + "actions/{action_id}/",
+        200,
+        body={"text": "open the gate slowly"},
+        adventure_id=aid,
+        action_id=first["id"],
+    )
     takes = walk("get", A + "actions/{action_id}/takes/", 200, adventure_id=aid, action_id=last["id"])
-    walk("post", A + "actions/{action_id}/takes/", 200, body={"take_id": takes["takes"][0]["id"]}, adventure_id=aid,
-         action_id=last["id"])
-    branch = walk("post", A + "actions/{action_id}/fork/", 201, body={"name": "side", "checkout": False},
-                  adventure_id=aid, action_id=first["id"])
+    walk(
+        "post",
+        A + "actions/{action_id}/takes/",
+        200,
+        body={"take_id": takes["takes"][0]["id"]},
+        adventure_id=aid,
+        action_id=last["id"],
+    )
+    branch = walk(
+        "post",
+        A + "actions/{action_id}/fork/",
+        201,
+        body={"name": "side", "checkout": False},
+        adventure_id=aid,
+        action_id=first["id"],
+    )
     walk("get", A + "branches/", 200, adventure_id=aid)
-    walk("patch", A + "branches/{branch_id}/", 200, body={"name": "side road"}, adventure_id=aid,
-         branch_id=branch["id"])
+    walk(
+        "patch", A + "branches/{branch_id}/", 200, body={"name": "side road"}, adventure_id=aid, branch_id=branch["id"]
+    )
     walk("post", A + "branches/{branch_id}/checkout/", 200, adventure_id=aid, branch_id=branch["id"])
     walk("post", A + "undo/", 200, adventure_id=aid)
     walk("post", A + "undo/", 409, adventure_id=aid)  # the fork point: what is left is the opening's
@@ -97,14 +127,23 @@ def test_a_whole_session_answers_exactly_what_the_schema_documents(schema, alice
     walk("delete", A + "branches/{branch_id}/", 204, adventure_id=aid, branch_id=branch["id"])
     walk("get", A + "insights/", 200, adventure_id=aid)
 
-    card = walk("post", A + "cards/", 201, body={"name": "Gatekeeper", "keys": ["gate"], "entry": "Old and wary."},
-                adventure_id=aid)
+    card = walk(
+        "post",
+        A + "cards/",
+        201,
+        body={"name": "Gatekeeper", "keys": ["gate"], "entry": "Old and wary."},
+        adventure_id=aid,
+    )
     walk("get", A + "cards/", 200, adventure_id=aid)
     walk("get", A + "cards/{card_id}/", 200, adventure_id=aid, card_id=card["id"])
-    walk("patch", A + "cards/{card_id}/", 200, body={"entry": "Old, wary, kind."}, adventure_id=aid,
-         card_id=card["id"])
-    walk("post", A + "cards/import/", 201, body=[{"keys": "moat", "value": "Deep.", "type": "location",
-                                                  "title": "Moat"}], adventure_id=aid)
+    walk("patch", A + "cards/{card_id}/", 200, body={"entry": "Old, wary, kind."}, adventure_id=aid, card_id=card["id"])
+    walk(
+        "post",
+        A + "cards/import/",
+        201,
+        body=[{"keys": "moat", "value": "Deep.", "type": "location", "title": "Moat"}],
+        adventure_id=aid,
+    )
     walk("get", A + "cards/export/", 200, adventure_id=aid)
     walk("delete", A + "cards/{card_id}/", 204, adventure_id=aid, card_id=card["id"])
 
@@ -135,17 +174,30 @@ def test_a_whole_session_answers_exactly_what_the_schema_documents(schema, alice
     walk("patch", W, 200, body={"agent_capacity": 500}, world_id=wid)
     minted = walk("post", W + "tokens/", 201, body={"name": "sim"}, world_id=wid)
     walk("get", W + "tokens/", 200, world_id=wid)
-    walk("post", W + "events/", 201, body={"type": "say", "actor": "cy", "target": "bo", "text": "The tide turns.",
-                                           "location": "pier"}, world_id=wid)
-    walk("post", W + "events/", 201, body={"events": [{"type": "observe", "actor": "bo", "text": "gulls"}]},
-         world_id=wid)
+    walk(
+        "post",
+        W + "events/",
+        201,
+        body={"type": "say", "actor": "cy", "target": "bo", "text": "The tide turns.", "location": "pier"},
+        world_id=wid,
+    )
+    walk(
+        "post", W + "events/", 201, body={"events": [{"type": "observe", "actor": "bo", "text": "gulls"}]}, world_id=wid
+    )
     walk("get", W + "agents/", 200, world_id=wid)
     G = W + "agents/{agent_id}/"
     walk("post", G + "recall/", 200, body={"query": "tide", "partner": "bo"}, world_id=wid, agent_id="cy")
     note = walk("post", G + "memories/", 201, body={"content": "Bo owes me a rope."}, world_id=wid, agent_id="cy")
     walk("get", G + "memories/", 200, world_id=wid, agent_id="cy", query={"q": "rope"})
-    walk("patch", G + "memories/{memory_id}/", 200, body={"pinned": True}, world_id=wid, agent_id="cy",
-         memory_id=note["id"])
+    walk(
+        "patch",
+        G + "memories/{memory_id}/",
+        200,
+        body={"pinned": True},
+        world_id=wid,
+        agent_id="cy",
+        memory_id=note["id"],
+    )
     walk("delete", G + "memories/{memory_id}/", 204, world_id=wid, agent_id="cy", memory_id=note["id"])
     walk("get", W + "export/", 200, world_id=wid)
     walk("delete", G, 204, world_id=wid, agent_id="bo")
@@ -155,10 +207,24 @@ def test_a_whole_session_answers_exactly_what_the_schema_documents(schema, alice
     walk("post", A + "actions/{action_id}/fork/", 404, body={"name": "x"}, adventure_id=aid, action_id=10**9)
     walk("delete", A + "actions/{action_id}/", 204, adventure_id=aid, action_id=first["id"])
     walk("delete", A, 204, adventure_id=aid)
-    walk("post", "/api/auth/password/", 200, body={"old_password": "alice-pass-123", "new_password": "a-Longer-pass-456"})
+    walk(
+        "post", "/api/auth/password/", 200, body={"old_password": "alice-pass-123", "new_password": "a-Longer-pass-456"}
+    )
 
-    documented = {(method.upper(), path) for path, item in schema.raw_schema["paths"].items() for method in item
-                  if method in ("get", "post", "put", "patch", "delete")}
-    untouched = documented - walk.seen - {("POST", "/api/auth/signup/"), ("POST", "/api/auth/login/"),
-                                          ("POST", "/api/auth/logout/"), ("GET", "/api/admin/workers/")}
+    documented = {
+        (method.upper(), path)
+        for path, item in schema.raw_schema["paths"].items()
+        for method in item
+        if method in ("get", "post", "put", "patch", "delete")
+    }
+    untouched = (
+        documented
+        - walk.seen
+        - {
+            ("POST", "/api/auth/signup/"),
+            ("POST", "/api/auth/login/"),
+            ("POST", "/api/auth/logout/"),
+            ("GET", "/api/admin/workers/"),
+        }
+    )
     assert untouched == set(), f"operations the walk does not check: {sorted(untouched)}"

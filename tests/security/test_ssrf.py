@@ -41,8 +41,9 @@ def save_endpoint(api, url):
 
 
 @pytest.mark.parametrize("form", LOOPBACK_FORMS, ids=list(LOOPBACK_FORMS))
-def test_every_spelling_of_loopback_is_refused_at_save_and_at_connect(alice_api, adventure_id, settings, form,
-                                                                      fast_provider):
+def test_every_spelling_of_loopback_is_refused_at_save_and_at_connect(
+    alice_api, adventure_id, settings, form, fast_provider
+):
     with Canary() as canary:
         url = f"http://{LOOPBACK_FORMS[form]}:{canary.port}/v1"
         # Allowed (one-machine mode): this spelling really does reach the canary.
@@ -63,11 +64,20 @@ def test_every_spelling_of_loopback_is_refused_at_save_and_at_connect(alice_api,
         assert canary.hits == reached
 
 
-@pytest.mark.parametrize("url", [
-    "http://169.254.169.254/latest/meta-data/", "http://[fe80::1]/v1", "http://240.0.0.1/v1",
-    "http://[::]/v1", "http://100.64.0.1/v1", "http://[64:ff9b::7f00:1]/v1", "http://[2002:7f00:1::]/v1",
-    "http://0/v1", "http://017700000001/v1",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[fe80::1]/v1",
+        "http://240.0.0.1/v1",
+        "http://[::]/v1",
+        "http://100.64.0.1/v1",
+        "http://[64:ff9b::7f00:1]/v1",
+        "http://[2002:7f00:1::]/v1",
+        "http://0/v1",
+        "http://017700000001/v1",
+    ],
+)
 def test_metadata_reserved_and_embedded_forms_are_refused_when_saved(alice_api, settings, url):
     settings.ALLOW_PRIVATE_ENDPOINTS = False
     response = save_endpoint(alice_api, url)
@@ -104,8 +114,9 @@ def rebinding_dns(monkeypatch):
     return script
 
 
-def test_a_dns_answer_that_turns_private_after_the_save_is_refused_at_connect(alice_api, adventure_id, settings,
-                                                                              rebinding_dns):
+def test_a_dns_answer_that_turns_private_after_the_save_is_refused_at_connect(
+    alice_api, adventure_id, settings, rebinding_dns
+):
     settings.ALLOW_PRIVATE_ENDPOINTS = False
     with Canary() as canary:
         # Public when saved (nothing is sent then), loopback from the next lookup on.
@@ -117,8 +128,9 @@ def test_a_dns_answer_that_turns_private_after_the_save_is_refused_at_connect(al
     assert canary.hits == 0
 
 
-def test_a_connection_goes_to_the_address_that_was_checked(alice_api, adventure_id, settings, rebinding_dns,
-                                                          monkeypatch, fast_provider):
+def test_a_connection_goes_to_the_address_that_was_checked(
+    alice_api, adventure_id, settings, rebinding_dns, monkeypatch, fast_provider
+):
     """The answer flips on every lookup: checked-then-resolved-again would land on the canary."""
     settings.ALLOW_PRIVATE_ENDPOINTS = False
     real_problem = netguard.address_problem

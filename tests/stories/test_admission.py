@@ -23,9 +23,12 @@ def _adventure(api, opening):
 def _turn(site, token, aid, text):
     """A streamed turn: (status, headers, body bytes)."""
     conn = http.client.HTTPConnection("127.0.0.1", site.port, timeout=60)
-    conn.request("POST", f"/api/adventures/{aid}/turns/", body=json.dumps({"mode": "do", "text": text}),
-                 headers={"Authorization": f"Token {token}", "Content-Type": "application/json",
-                          "Accept": "text/event-stream"})
+    conn.request(
+        "POST",
+        f"/api/adventures/{aid}/turns/",
+        body=json.dumps({"mode": "do", "text": text}),
+        headers={"Authorization": f"Token {token}", "Content-Type": "application/json", "Accept": "text/event-stream"},
+    )
     response = conn.getresponse()
     return response.status, dict(response.getheaders()), response.read()
 
@@ -61,7 +64,8 @@ def _play_in_background(site, token, aid, text, into):
 
 
 def test_a_turn_past_the_process_places_is_refused_at_once_with_503_and_stores_nothing(
-        tmp_path, alice, alice_plays, slow_recall):
+    tmp_path, alice, alice_plays, slow_recall
+):
     from stories.auth import api_token_for
 
     entered, release, _ = slow_recall
@@ -106,7 +110,10 @@ def test_a_turn_that_waits_for_a_place_plays_when_one_comes_free(tmp_path, alice
         assert [status for status, _, _ in played] == [200, 200, 200]
         assert all(b"event: done" in body for _, _, body in played)
         assert in_step["most"] == 1, "one place: the waiting turns began their first steps one at a time"
-        wait_for(lambda: Action.objects.filter(adventure_id__in=rooms, kind="do").count() == 3, timeout=10,
-                 what="every action stored once")
+        wait_for(
+            lambda: Action.objects.filter(adventure_id__in=rooms, kind="do").count() == 3,
+            timeout=10,
+            what="every action stored once",
+        )
     finally:
         site.stop()

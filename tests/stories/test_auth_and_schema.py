@@ -21,8 +21,9 @@ def test_signup_login_logout_with_tokens():
     assert wrong.status_code == 401 and wrong.json()["detail"] == "wrong username or password"
 
     fresh = APIClient()
-    token = fresh.post("/api/auth/login/", {"username": "eve", "password": "correct-horse-battery"},
-                       format="json").json()["token"]
+    token = fresh.post(
+        "/api/auth/login/", {"username": "eve", "password": "correct-horse-battery"}, format="json"
+    ).json()["token"]
     fresh.credentials(HTTP_AUTHORIZATION=f"Token {token}")
     assert fresh.get("/api/auth/me/").json()["username"] == "eve"
     assert fresh.post("/api/auth/logout/").status_code == 204
@@ -32,28 +33,43 @@ def test_signup_login_logout_with_tokens():
 def test_the_openapi_schema_lists_every_story_route(client):
     schema = client.get("/api/schema/?format=json").json()
     paths = set(schema["paths"])
-    for path in ["/api/auth/signup/", "/api/settings/", "/api/settings/test/", "/api/adventures/",
-                 "/api/adventures/{adventure_id}/story/", "/api/adventures/{adventure_id}/turns/",
-                 "/api/adventures/{adventure_id}/retry/", "/api/adventures/{adventure_id}/undo/",
-                 "/api/adventures/{adventure_id}/actions/{action_id}/",
-                 "/api/adventures/{adventure_id}/actions/{action_id}/takes/",
-                 "/api/adventures/{adventure_id}/actions/{action_id}/fork/",
-                 "/api/adventures/{adventure_id}/branches/",
-                 "/api/adventures/{adventure_id}/branches/{branch_id}/checkout/",
-                 "/api/adventures/{adventure_id}/cards/", "/api/adventures/{adventure_id}/cards/import/",
-                 "/api/adventures/{adventure_id}/cards/export/", "/api/adventures/{adventure_id}/insights/",
-                 "/api/adventures/{adventure_id}/export/", "/api/adventures/import/", "/api/debug/requests/"]:
+    for path in [
+        "/api/auth/signup/",
+        "/api/settings/",
+        "/api/settings/test/",
+        "/api/adventures/",
+        "/api/adventures/{adventure_id}/story/",
+        "/api/adventures/{adventure_id}/turns/",
+        "/api/adventures/{adventure_id}/retry/",
+        "/api/adventures/{adventure_id}/undo/",
+        "/api/adventures/{adventure_id}/actions/{action_id}/",
+        "/api/adventures/{adventure_id}/actions/{action_id}/takes/",
+        "/api/adventures/{adventure_id}/actions/{action_id}/fork/",
+        "/api/adventures/{adventure_id}/branches/",
+        "/api/adventures/{adventure_id}/branches/{branch_id}/checkout/",
+        "/api/adventures/{adventure_id}/cards/",
+        "/api/adventures/{adventure_id}/cards/import/",
+        "/api/adventures/{adventure_id}/cards/export/",
+        "/api/adventures/{adventure_id}/insights/",
+        "/api/adventures/{adventure_id}/export/",
+        "/api/adventures/import/",
+        "/api/debug/requests/",
+    ]:
         assert path in paths, path
-    assert "api_key" not in schema["components"]["schemas"]["AISettings"]["properties"] or \
-        schema["components"]["schemas"]["AISettings"]["properties"]["api_key"].get("writeOnly") is True
+    assert (
+        "api_key" not in schema["components"]["schemas"]["AISettings"]["properties"]
+        or schema["components"]["schemas"]["AISettings"]["properties"]["api_key"].get("writeOnly") is True
+    )
 
 
 def test_the_async_turn_routes_are_documented_for_players_with_both_answers(client):
     """The turn and retry views are async DRF views; the schema shows what a client gets (the 201 JSON or
     the event stream) and a player-facing summary, not the view's implementation notes."""
     schema = client.get("/api/schema/?format=json").json()
-    for path, summary in [("/api/adventures/{adventure_id}/turns/", "Play a turn"),
-                          ("/api/adventures/{adventure_id}/retry/", "Retry the last reply")]:
+    for path, summary in [
+        ("/api/adventures/{adventure_id}/turns/", "Play a turn"),
+        ("/api/adventures/{adventure_id}/retry/", "Retry the last reply"),
+    ]:
         operation = schema["paths"][path]["post"]
         assert operation["summary"] == summary
         assert "DRF" not in operation["description"] and "database step" not in operation["description"]

@@ -14,14 +14,17 @@ def adventure_id(alice_plays):
     return alice_plays.post("/api/adventures/", {"title": "T", "opening": "You wake."}, format="json").json()["id"]
 
 
-@pytest.mark.parametrize("body, field, says", [
-    ({"mode": "do", "text": ""}, "text", "write something"),
-    ({"mode": "do", "text": "   "}, "text", "write something"),
-    ({"mode": "do", "text": "x" * (ACTION_TEXT_MAX + 1)}, "text", f"no more than {ACTION_TEXT_MAX}"),
-    ({"mode": "shout", "text": "hi"}, "mode", "not a valid choice"),
-    ({"mode": "continue", "text": "hi"}, "text", "continue takes no text"),
-    ({"text": "hi"}, "mode", "required"),
-])
+@pytest.mark.parametrize(
+    "body, field, says",
+    [
+        ({"mode": "do", "text": ""}, "text", "write something"),
+        ({"mode": "do", "text": "   "}, "text", "write something"),
+        ({"mode": "do", "text": "x" * (ACTION_TEXT_MAX + 1)}, "text", f"no more than {ACTION_TEXT_MAX}"),
+        ({"mode": "shout", "text": "hi"}, "mode", "not a valid choice"),
+        ({"mode": "continue", "text": "hi"}, "text", "continue takes no text"),
+        ({"text": "hi"}, "mode", "required"),
+    ],
+)
 def test_bad_turns_get_field_errors_and_store_nothing(alice_plays, adventure_id, fake_llm, body, field, says):
     before = Action.objects.count()
     response = alice_plays.post(f"/api/adventures/{adventure_id}/turns/", body, format="json")
@@ -31,8 +34,9 @@ def test_bad_turns_get_field_errors_and_store_nothing(alice_plays, adventure_id,
 
 
 def test_malformed_json_is_a_400(alice_plays, adventure_id):
-    response = alice_plays.post(f"/api/adventures/{adventure_id}/turns/", data="{not json",
-                                content_type="application/json")
+    response = alice_plays.post(
+        f"/api/adventures/{adventure_id}/turns/", data="{not json", content_type="application/json"
+    )
     assert response.status_code == 400 and "JSON parse error" in response.json()["detail"]
 
 
@@ -44,24 +48,30 @@ def test_a_body_over_the_limit_is_413(alice_plays, adventure_id, settings):
     assert response.status_code == 413 and "over the limit" in response.json()["detail"]
 
 
-@pytest.mark.parametrize("payload, field", [
-    ({"title": ""}, "title"),
-    ({"title": "x" * 201}, "title"),
-    ({"title": "ok", "cards": [{"name": ""}]}, "cards"),
-    ({"title": "ok", "cards": [{"name": "c", "keys": ["k"] * 30}]}, "cards"),
-    ({"title": "ok", "opening": "x" * (ACTION_TEXT_MAX + 1)}, "opening"),
-])
+@pytest.mark.parametrize(
+    "payload, field",
+    [
+        ({"title": ""}, "title"),
+        ({"title": "x" * 201}, "title"),
+        ({"title": "ok", "cards": [{"name": ""}]}, "cards"),
+        ({"title": "ok", "cards": [{"name": "c", "keys": ["k"] * 30}]}, "cards"),
+        ({"title": "ok", "opening": "x" * (ACTION_TEXT_MAX + 1)}, "opening"),
+    ],
+)
 def test_bad_adventures_are_refused(alice_api, payload, field):
     response = alice_api.post("/api/adventures/", payload, format="json")
     assert response.status_code == 400 and field in response.json()
 
 
-@pytest.mark.parametrize("payload, field", [
-    ({"temperature": 3}, "temperature"),
-    ({"context_tokens": 10}, "context_tokens"),
-    ({"memory_top_k": -1}, "memory_top_k"),
-    ({"endpoint_url": "not a url"}, "endpoint_url"),
-])
+@pytest.mark.parametrize(
+    "payload, field",
+    [
+        ({"temperature": 3}, "temperature"),
+        ({"context_tokens": 10}, "context_tokens"),
+        ({"memory_top_k": -1}, "memory_top_k"),
+        ({"endpoint_url": "not a url"}, "endpoint_url"),
+    ],
+)
 def test_bad_settings_are_refused_and_keep_what_was_stored(alice_plays, payload, field):
     before = alice_plays.get("/api/settings/").json()
     response = alice_plays.patch("/api/settings/", payload, format="json")
@@ -80,8 +90,9 @@ def test_tree_rules_answer_409_with_the_reason_and_unknown_ids_404(alice_plays, 
     head = alice_plays.get(f"/api/adventures/{adventure_id}/branches/").json()[0]
     gone = alice_plays.delete(f"/api/adventures/{adventure_id}/branches/{head['id']}/")
     assert gone.status_code == 409 and "switch to another branch" in gone.json()["detail"]
-    take = alice_plays.post(f"/api/adventures/{adventure_id}/actions/{opening['id']}/takes/", {"take_id": 10**9},
-                            format="json")
+    take = alice_plays.post(
+        f"/api/adventures/{adventure_id}/actions/{opening['id']}/takes/", {"take_id": 10**9}, format="json"
+    )
     assert take.status_code == 404 and "take_id" in take.json()["detail"]
 
 
@@ -96,14 +107,19 @@ def test_unknown_api_urls_are_json_404s(alice_api):
     assert response.status_code == 404 and response.json() == {"detail": "Not found.", "error": "not_found"}
 
 
-@pytest.mark.parametrize("mutate, says", [
-    (lambda d: d.update(format="other"), "format: must be 'everlore.adventure'"),
-    (lambda d: d["actions"].append({"branch": 999999, "depth": 9, "kind": "do", "text": "x"}), "unknown 'branch'"),
-    (lambda d: d["actions"].__setitem__(1, {**d["actions"][1], "kind": "evil"}),
-     'actions[1].kind: "evil" is not a valid choice'),
-    (lambda d: d["actions"].pop(1), "contiguous story"),
-    (lambda d: d.update(head=424242), "'head' must name a branch"),
-])
+@pytest.mark.parametrize(
+    "mutate, says",
+    [
+        (lambda d: d.update(format="other"), "format: must be 'everlore.adventure'"),
+        (lambda d: d["actions"].append({"branch": 999999, "depth": 9, "kind": "do", "text": "x"}), "unknown 'branch'"),
+        (
+            lambda d: d["actions"].__setitem__(1, {**d["actions"][1], "kind": "evil"}),
+            'actions[1].kind: "evil" is not a valid choice',
+        ),
+        (lambda d: d["actions"].pop(1), "contiguous story"),
+        (lambda d: d.update(head=424242), "'head' must name a branch"),
+    ],
+)
 def test_a_broken_import_is_refused_whole(alice_plays, adventure_id, fake_llm, mutate, says):
     alice_plays.post(f"/api/adventures/{adventure_id}/turns/", {"mode": "do", "text": "go"}, format="json")
     data = alice_plays.get(f"/api/adventures/{adventure_id}/export/").json()

@@ -8,14 +8,35 @@ from stories.models import Action, Branch, StoryCard
 pytestmark = pytest.mark.django_db
 
 AI_DUNGEON_CARDS = [
-    {"keys": "Eldon,wizard", "value": "Eldon is an old wizard who lies about his age.", "type": "character",
-     "title": "Eldon", "description": "Met in chapter one", "useForCharacterCreation": False},
-    {"keys": "Larion", "value": "Larion is a port city ringed by white walls.", "type": "location",
-     "title": "Larion", "description": ""},
-    {"keys": "amulet, blue stone", "value": "The amulet hums near magic.", "type": "item", "title": "Amulet",
-     "description": ""},
-    {"keys": "Red Hand", "value": "A guild of thieves.", "type": "custom", "title": "The Red Hand",
-     "description": "secret"},
+    {
+        "keys": "Eldon,wizard",
+        "value": "Eldon is an old wizard who lies about his age.",
+        "type": "character",
+        "title": "Eldon",
+        "description": "Met in chapter one",
+        "useForCharacterCreation": False,
+    },
+    {
+        "keys": "Larion",
+        "value": "Larion is a port city ringed by white walls.",
+        "type": "location",
+        "title": "Larion",
+        "description": "",
+    },
+    {
+        "keys": "amulet, blue stone",
+        "value": "The amulet hums near magic.",
+        "type": "item",
+        "title": "Amulet",
+        "description": "",
+    },
+    {
+        "keys": "Red Hand",
+        "value": "A guild of thieves.",
+        "type": "custom",
+        "title": "The Red Hand",
+        "description": "secret",
+    },
 ]
 
 
@@ -24,8 +45,10 @@ def test_ai_dungeon_card_file_round_trips(alice_api):
     imported = alice_api.post(f"/api/adventures/{adventure['id']}/cards/import/", AI_DUNGEON_CARDS, format="json")
     assert imported.status_code == 201
     assert [(c["type"], c["name"], c["keys"]) for c in imported.json()] == [
-        ("character", "Eldon", ["Eldon", "wizard"]), ("place", "Larion", ["Larion"]),
-        ("item", "Amulet", ["amulet", "blue stone"]), ("other", "The Red Hand", ["Red Hand"]),
+        ("character", "Eldon", ["Eldon", "wizard"]),
+        ("place", "Larion", ["Larion"]),
+        ("item", "Amulet", ["amulet", "blue stone"]),
+        ("other", "The Red Hand", ["Red Hand"]),
     ]
     exported = alice_api.get(f"/api/adventures/{adventure['id']}/cards/export/").json()
     assert [(c["keys"].replace(", ", ","), c["value"], c["type"], c["title"], c["description"]) for c in exported] == [
@@ -53,8 +76,14 @@ def test_cards_enter_on_whole_word_keys_any_case_and_say_which_key(alice):
     card = StoryCard.objects.create(adventure=adventure, name="Eldon", keys=["wizard", "Eldon"], entry="Old wizard.")
     StoryCard.objects.create(adventure=adventure, name="Cat", keys=["cat"], entry="A cat.")
     story = story_of(adventure, "The WIZARD waves. A catapult fires.")
-    ctx = context.build(adventure=adventure, story=story, cards=list(adventure.cards.all()), memories=[],
-                        context_tokens=2000, model="gpt-4o")
+    ctx = context.build(
+        adventure=adventure,
+        story=story,
+        cards=list(adventure.cards.all()),
+        memories=[],
+        context_tokens=2000,
+        model="gpt-4o",
+    )
     cards_part = next(p for p in ctx.parts if p.name == "cards")
     assert [(i["id"], i["key"]) for i in cards_part.items] == [(card.pk, "wizard")]
     assert "catapult" not in cards_part.text and "A cat." not in cards_part.text
@@ -65,8 +94,14 @@ def test_cards_take_at_most_40_percent_of_the_flexible_budget(alice):
     for n in range(30):
         StoryCard.objects.create(adventure=adventure, name=f"Card{n}", keys=[f"k{n}"], entry="lore " * 60)
     story = story_of(adventure, " ".join(f"k{n}" for n in range(30)))
-    ctx = context.build(adventure=adventure, story=story, cards=list(adventure.cards.all()), memories=[],
-                        context_tokens=1000, model="gpt-4o")
+    ctx = context.build(
+        adventure=adventure,
+        story=story,
+        cards=list(adventure.cards.all()),
+        memories=[],
+        context_tokens=1000,
+        model="gpt-4o",
+    )
     cards_part = next(p for p in ctx.parts if p.name == "cards")
     fixed = sum(p.tokens for p in ctx.parts if p.name in {"instructions", "plot_essentials", "summary"})
     assert cards_part.tokens <= 0.4 * (1000 - fixed)
@@ -74,12 +109,20 @@ def test_cards_take_at_most_40_percent_of_the_flexible_budget(alice):
 
 
 def test_the_context_fits_the_budget_keeps_the_newest_story_and_places_the_note(alice):
-    adventure = adventure_create(owner_id=alice.pk, title="t", opening="Start.", authors_note="Be terse.",
-                                 plot_essentials="A heist.", persona_name="Kit", persona_pronouns="they/them")
+    adventure = adventure_create(
+        owner_id=alice.pk,
+        title="t",
+        opening="Start.",
+        authors_note="Be terse.",
+        plot_essentials="A heist.",
+        persona_name="Kit",
+        persona_pronouns="they/them",
+    )
     story = story_of(adventure, *[f"Paragraph number {n}. " + "words " * 40 for n in range(60)])
     memories = [MemoryItem(id=1, text="Kit stole a map from the mayor.", similarity=0.91, pinned=False)]
-    ctx = context.build(adventure=adventure, story=story, cards=[], memories=memories, context_tokens=1500,
-                        model="gpt-4o")
+    ctx = context.build(
+        adventure=adventure, story=story, cards=[], memories=memories, context_tokens=1500, model="gpt-4o"
+    )
     assert ctx.total_tokens <= 1500
     assert [p.name for p in ctx.parts] == ["instructions", "plot_essentials", "memories", "story", "authors_note"]
     story_part = next(p for p in ctx.parts if p.name == "story")
@@ -94,8 +137,14 @@ def test_the_context_fits_the_budget_keeps_the_newest_story_and_places_the_note(
 
 def test_unknown_models_count_with_cl100k(alice):
     adventure = adventure_create(owner_id=alice.pk, title="t", opening="Start.")
-    ctx = context.build(adventure=adventure, story=story_of(adventure), cards=[], memories=[],
-                        context_tokens=1000, model="my-local-llama")
+    ctx = context.build(
+        adventure=adventure,
+        story=story_of(adventure),
+        cards=[],
+        memories=[],
+        context_tokens=1000,
+        model="my-local-llama",
+    )
     assert ctx.encoding == "cl100k_base"
 
 

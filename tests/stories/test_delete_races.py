@@ -22,8 +22,9 @@ def _someone_waits_on_a_lock() -> bool:
 
     with connections["default"].cursor() as cursor:
         cursor.execute("SELECT pg_stat_clear_snapshot()")  # asked inside the delete's transaction: no stale view
-        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                       "AND wait_event_type = 'Lock'")
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
         return cursor.fetchone()[0] > 0
 
 
@@ -47,8 +48,11 @@ def test_a_pass_run_committed_mid_delete_does_not_fail_the_delete(alice):
         # the delete has gathered what to remove and removed the branches; the pass commits now
         if not writer.is_alive() and not pass_outcome:
             writer.start()
-            wait_for(lambda: pass_outcome or _someone_waits_on_a_lock(), timeout=20,
-                     what="the pass to commit or to wait for the delete")
+            wait_for(
+                lambda: pass_outcome or _someone_waits_on_a_lock(),
+                timeout=20,
+                what="the pass to commit or to wait for the delete",
+            )
 
     post_delete.connect(mid_delete, sender=Branch)
     try:

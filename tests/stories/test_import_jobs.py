@@ -16,17 +16,38 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def document(actions: int, *, title="A long road", memories: int = 0) -> dict:
     return {
-        "format": "everlore.adventure", "version": 1,
+        "format": "everlore.adventure",
+        "version": 1,
         "adventure": {"title": title, "opening": "The road begins."},
         "head": 7,
-        "branches": [{"id": 7, "parent": None, "fork_depth": 0, "lineage": [], "tip_depth": actions, "name": "",
-                      "internal": False}],
-        "actions": [{"branch": 7, "depth": d, "kind": "do" if d % 2 else "story", "live": True,
-                     "text": f"Step {d}: you walk on along the river and watch the water.",
-                     "created_at": "2026-01-01T00:00:00+00:00", "edited_at": None} for d in range(1, actions + 1)],
+        "branches": [
+            {
+                "id": 7,
+                "parent": None,
+                "fork_depth": 0,
+                "lineage": [],
+                "tip_depth": actions,
+                "name": "",
+                "internal": False,
+            }
+        ],
+        "actions": [
+            {
+                "branch": 7,
+                "depth": d,
+                "kind": "do" if d % 2 else "story",
+                "live": True,
+                "text": f"Step {d}: you walk on along the river and watch the water.",
+                "created_at": "2026-01-01T00:00:00+00:00",
+                "edited_at": None,
+            }
+            for d in range(1, actions + 1)
+        ],
         "cards": [],
-        "memories": [{"branch": 7, "depth": min(actions, 6 * k + 6), "text": f"Memory {k} of the river."}
-                     for k in range(memories)],
+        "memories": [
+            {"branch": 7, "depth": min(actions, 6 * k + 6), "text": f"Memory {k} of the river."}
+            for k in range(memories)
+        ],
     }
 
 
@@ -63,18 +84,24 @@ def test_a_small_import_is_done_in_the_request_and_its_job_says_so(alice_plays):
 
 
 def test_a_large_import_runs_in_a_worker_while_the_player_polls_its_progress(
-        alice, alice_plays, worker, queued_imports):
+    alice, alice_plays, worker, queued_imports
+):
     response = alice_plays.post("/api/adventures/import/", document(12000, memories=300), format="json")
     assert response.status_code == 202, response.content
     job = response.json()
     assert job["status"] in ("queued", "running") and job["adventure_id"] is None and job["rows"] == 12301
     assert alice_plays.get("/api/adventures/").json() == [], "nothing is imported in the request"
-    wait_for(lambda: alice_plays.get(f"/api/imports/{job['id']}/").json()["status"] == "running", timeout=60,
-             interval=0.02, what="the import to start")
+    wait_for(
+        lambda: alice_plays.get(f"/api/imports/{job['id']}/").json()["status"] == "running",
+        timeout=60,
+        interval=0.02,
+        what="the import to start",
+    )
     second = alice_plays.post("/api/adventures/import/", document(3000, title="Another road"), format="json")
     assert second.status_code == 202 and second.json()["status"] == "queued"
-    assert alice_plays.get(f"/api/imports/{job['id']}/").json()["status"] == "running", \
+    assert alice_plays.get(f"/api/imports/{job['id']}/").json()["status"] == "running", (
         "the second file was taken while the first was still being imported (its job row is the worker's)"
+    )
     seen = []
     done = poll(alice_plays, job["id"], seen)
     assert done["status"] == "done", done
@@ -92,7 +119,8 @@ def test_a_large_import_runs_in_a_worker_while_the_player_polls_its_progress(
 
 
 def test_a_document_the_worker_refuses_fails_its_job_naming_the_field_and_stores_nothing(
-        alice_plays, worker, queued_imports):
+    alice_plays, worker, queued_imports
+):
     bad = document(3000)
     bad["actions"][2500]["depth"] = "abc"
     response = alice_plays.post("/api/adventures/import/", bad, format="json")
@@ -110,10 +138,15 @@ def test_a_document_the_worker_refuses_fails_its_job_naming_the_field_and_stores
 
 
 def test_a_worker_killed_mid_import_leaves_nothing_half_done_and_the_job_is_imported_once(
-        alice_plays, worker, queued_imports):
+    alice_plays, worker, queued_imports
+):
     job = alice_plays.post("/api/adventures/import/", document(12000, title="Once"), format="json").json()
-    wait_for(lambda: alice_plays.get(f"/api/imports/{job['id']}/").json()["status"] == "running", timeout=60,
-             interval=0.02, what="the import to start")
+    wait_for(
+        lambda: alice_plays.get(f"/api/imports/{job['id']}/").json()["status"] == "running",
+        timeout=60,
+        interval=0.02,
+        what="the import to start",
+    )
     children = psutil.Process(worker.proc.pid).children()
     assert children, "the worker's pool process"
     for child in children:
@@ -137,7 +170,8 @@ def test_an_import_past_its_time_limit_fails_saying_so_and_stores_nothing(alice_
 
 
 def test_an_import_needing_more_memory_than_its_bound_fails_saying_so_and_its_worker_goes_on(
-        alice_plays, queued_imports):
+    alice_plays, queued_imports
+):
     small = Worker(extra_env={"IMPORT_MEMORY_MB": "16"}).wait_ready()
     try:
         job = alice_plays.post("/api/adventures/import/", document(20000, memories=15000), format="json").json()
@@ -165,7 +199,8 @@ def test_a_lost_delivery_is_sent_again_by_the_sweeper(alice_plays, queued_import
 
     current_app.control.purge()  # the broker lost it
     ImportJob.objects.filter(pk=job["id"]).update(
-        sent_at=timezone.now() - timedelta(seconds=settings.IMPORT_TIME_LIMIT_S + 120))
+        sent_at=timezone.now() - timedelta(seconds=settings.IMPORT_TIME_LIMIT_S + 120)
+    )
     w = Worker().wait_ready()
     try:
         assert tasks.sweep() >= 0
@@ -177,14 +212,16 @@ def test_a_lost_delivery_is_sent_again_by_the_sweeper(alice_plays, queued_import
 
 def test_a_player_has_at_most_three_imports_waiting(alice_plays, bob_api, queued_imports):
     for n in range(imports.IMPORTS_QUEUED_MAX):
-        assert alice_plays.post("/api/adventures/import/", document(20, title=f"W{n}"),
-                                format="json").json()["status"] == "queued"
+        assert (
+            alice_plays.post("/api/adventures/import/", document(20, title=f"W{n}"), format="json").json()["status"]
+            == "queued"
+        )
     refused = alice_plays.post("/api/adventures/import/", document(20), format="json")
     assert refused.status_code == 429 and int(refused["Retry-After"]) > 0
     assert "3 imports waiting" in refused.json()["detail"]
     assert ImportJob.objects.count() == 3
-    assert bob_api.post("/api/adventures/import/", document(20), format="json").status_code == 202, \
+    assert bob_api.post("/api/adventures/import/", document(20), format="json").status_code == 202, (
         "another player's imports are theirs"
+    )
     other = ImportJob.objects.filter(owner__username="alice").first()
     assert bob_api.get(f"/api/imports/{other.pk}/").status_code == 404
-

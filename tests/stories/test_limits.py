@@ -20,8 +20,10 @@ def test_turns_past_the_per_minute_limit_get_429_and_store_nothing(alice_plays, 
     settings.TURNS_PER_MINUTE = 3
     aid = alice_plays.post("/api/adventures/", {"title": "T", "opening": "Go."}, format="json").json()["id"]
     for _ in range(3):
-        assert alice_plays.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "walk"},
-                                format="json").status_code == 201
+        assert (
+            alice_plays.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "walk"}, format="json").status_code
+            == 201
+        )
     stored = Action.objects.count()
     over = alice_plays.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "run"}, format="json")
     assert over.status_code == 429 and "at most 3" in over.json()["detail"]

@@ -31,8 +31,10 @@ def _grow(owner, adventure, world, rows: int, start: int) -> None:
         Memory.objects.create(adventure=adventure, branch_id=adventure.head_branch_id, depth=1, text=f"memory {n}")
         worlds.world_create(owner_id=owner.pk, name=f"W{n}")
         worlds.token_create(world=world, name=f"t{n}")
-        agent_events.events_record(world=world, events=[agent_events.Event(
-            type="say", actor=f"agent{n}", text=f"hello {n}", nearby=[f"agent{n + 100}"])])
+        agent_events.events_record(
+            world=world,
+            events=[agent_events.Event(type="say", actor=f"agent{n}", text=f"hello {n}", nearby=[f"agent{n + 100}"])],
+        )
 
 
 def test_list_endpoints_and_the_world_export_do_not_grow_their_queries_with_their_rows(alice_plays):
@@ -42,10 +44,19 @@ def test_list_endpoints_and_the_world_export_do_not_grow_their_queries_with_thei
     adventure = adventure_create(owner_id=owner.pk, title="Lists", opening="Begin.")
     world = worlds.world_create(owner_id=owner.pk, name="Lists")
     a, w = adventure.pk, world.pk
-    urls = ["/api/adventures/", f"/api/adventures/{a}/branches/", f"/api/adventures/{a}/cards/",
-            f"/api/adventures/{a}/memories/", "/api/worlds/", f"/api/worlds/{w}/tokens/", f"/api/worlds/{w}/agents/",
-            f"/api/worlds/{w}/agents/agent1/memories/", f"/api/worlds/{w}/export/", "/api/debug/requests/",
-            f"/api/adventures/{a}/story/"]
+    urls = [
+        "/api/adventures/",
+        f"/api/adventures/{a}/branches/",
+        f"/api/adventures/{a}/cards/",
+        f"/api/adventures/{a}/memories/",
+        "/api/worlds/",
+        f"/api/worlds/{w}/tokens/",
+        f"/api/worlds/{w}/agents/",
+        f"/api/worlds/{w}/agents/agent1/memories/",
+        f"/api/worlds/{w}/export/",
+        "/api/debug/requests/",
+        f"/api/adventures/{a}/story/",
+    ]
     _grow(owner, adventure, world, 2, 0)
     few = {url: _queries(alice_plays, url) for url in urls}
     _grow(owner, adventure, world, 10, 2)

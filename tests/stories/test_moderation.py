@@ -22,15 +22,18 @@ def moderator(django_user_model, client):
 
 @pytest.fixture
 def story(alice_plays, fake_llm):
-    aid = alice_plays.post("/api/adventures/", {"title": "Harbor", "opening": "You arrive."}, format="json").json()["id"]
+    aid = alice_plays.post("/api/adventures/", {"title": "Harbor", "opening": "You arrive."}, format="json").json()[
+        "id"
+    ]
     alice_plays.post(f"/api/adventures/{aid}/turns/", {"mode": "say", "text": "ABUSIVE-WORDS here"}, format="json")
     return aid
 
 
 def test_a_hidden_action_leaves_the_owners_story_and_the_next_prompt(moderator, story, alice_plays, fake_llm):
     offending = Action.objects.get(text="ABUSIVE-WORDS here")
-    response = moderator.post(reverse("admin:stories_action_changelist"),
-                              {"action": "hide", "_selected_action": [offending.pk]})
+    response = moderator.post(
+        reverse("admin:stories_action_changelist"), {"action": "hide", "_selected_action": [offending.pk]}
+    )
     assert response.status_code == 302
     texts = [a["text"] for a in alice_plays.get(f"/api/adventures/{story}/story/").json()["actions"]]
     assert "ABUSIVE-WORDS here" not in texts and len(texts) == 2
@@ -69,7 +72,9 @@ def test_a_suspended_user_is_locked_out_at_once(moderator, alice_plays, client, 
     browser.credentials()
     browser.login(username="alice", password="alice-pass-123")
     assert browser.get("/api/auth/me/").status_code == 200
-    response = moderator.post(reverse("admin:auth_user_changelist"), {"action": "suspend", "_selected_action": [alice.pk]})
+    response = moderator.post(
+        reverse("admin:auth_user_changelist"), {"action": "suspend", "_selected_action": [alice.pk]}
+    )
     assert response.status_code == 302
     assert alice_plays.get("/api/adventures/").status_code in (401, 403), "her API token stops working"
     assert browser.get("/api/auth/me/").status_code in (401, 403), "her session ends"
@@ -78,8 +83,17 @@ def test_a_suspended_user_is_locked_out_at_once(moderator, alice_plays, client, 
 
 def test_a_moderator_cannot_make_a_superuser(moderator, bob):
     page = reverse("admin:auth_user_change", args=[bob.pk])
-    moderator.post(page, {"username": "bob", "is_active": "on", "is_staff": "on", "is_superuser": "on",
-                          "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00"})
+    moderator.post(
+        page,
+        {
+            "username": "bob",
+            "is_active": "on",
+            "is_staff": "on",
+            "is_superuser": "on",
+            "date_joined_0": "2026-01-01",
+            "date_joined_1": "00:00:00",
+        },
+    )
     bob.refresh_from_db()
     assert not bob.is_superuser and not bob.is_staff
 
@@ -99,7 +113,8 @@ def test_memory_moderation_actions(moderator, alice):
 
 
 def test_hiding_an_action_rewrites_only_its_block_and_keeps_what_the_player_set(
-        moderator, adventure, memory_llm, alice_api, django_capture_on_commit_callbacks):
+    moderator, adventure, memory_llm, alice_api, django_capture_on_commit_callbacks
+):
     from memory.story import memory_pass
     from stories import lineage
     from tests.memory.conftest import grow
@@ -112,37 +127,50 @@ def test_hiding_an_action_rewrites_only_its_block_and_keeps_what_the_player_set(
     assert len(before) == 13
     by_block = {m.source_start: m for m in before.values()}
     Memory.objects.filter(pk=by_block[13].pk).update(pinned=True)
-    alice_api.patch(f"/api/adventures/{adventure.pk}/memories/{by_block[19].pk}/", {"text": "Mira's own note"},
-                    format="json")
+    alice_api.patch(
+        f"/api/adventures/{adventure.pk}/memories/{by_block[19].pk}/", {"text": "Mira's own note"}, format="json"
+    )
     Memory.objects.filter(pk=by_block[25].pk).update(forgotten=True)
     Memory.objects.filter(pk=by_block[31].pk).update(use_count=7)
     Action.objects.filter(pk=lineage.node_at(head, 4).pk).update(text="Action 4: Mira sees ABUSIVE-WORDS.")
     Memory.objects.filter(pk=by_block[1].pk).update(text="ABUSIVE-WORDS remembered")
-    snapshot = {m.pk: (m.text, m.pinned, m.forgotten, m.use_count, m.edited)
-                for m in Memory.objects.filter(adventure=adventure) if m.source_start != 1}
+    snapshot = {
+        m.pk: (m.text, m.pinned, m.forgotten, m.use_count, m.edited)
+        for m in Memory.objects.filter(adventure=adventure)
+        if m.source_start != 1
+    }
 
     as_if_committed()  # the setup's requests committed: the passes they asked for are no longer waiting
     with django_capture_on_commit_callbacks() as queued:
-        moderator.post(reverse("admin:stories_action_changelist"),
-                       {"action": "hide", "_selected_action": [lineage.node_at(head, 4).pk]})
+        moderator.post(
+            reverse("admin:stories_action_changelist"),
+            {"action": "hide", "_selected_action": [lineage.node_at(head, 4).pk]},
+        )
     assert queued, "the memory pass is queued at once"
-    after = {m.pk: (m.text, m.pinned, m.forgotten, m.use_count, m.edited)
-             for m in Memory.objects.filter(adventure=adventure) if m.source_start != 1}
+    after = {
+        m.pk: (m.text, m.pinned, m.forgotten, m.use_count, m.edited)
+        for m in Memory.objects.filter(adventure=adventure)
+        if m.source_start != 1
+    }
     assert after == snapshot, "every other memory, and all the player set, stays"
     assert Memory.objects.get(pk=by_block[1].pk).stale
     memory_pass.run(adventure.pk)
     rewritten = Memory.objects.get(pk=by_block[1].pk)
     assert not rewritten.stale and "ABUSIVE" not in rewritten.text
-    passages = [r.body["messages"][-1]["content"] for r in memory_llm.chat_requests()
-                if r.body["messages"][0]["content"].startswith("You write memories")]
+    passages = [
+        r.body["messages"][-1]["content"]
+        for r in memory_llm.chat_requests()
+        if r.body["messages"][0]["content"].startswith("You write memories")
+    ]
     assert "ABUSIVE" not in passages[-1] and "Action 3:" in passages[-1] and "Action 5:" in passages[-1]
     assert Memory.objects.filter(adventure=adventure).count() == 13
     memory_pass.run(adventure.pk)  # embeds the rewritten memory
     from stories import accounts
 
     accounts.ai_settings_update(user_id=adventure.owner_id, memory_top_k=20)
-    answer = alice_api.post(f"/api/adventures/{adventure.pk}/turns/", {"mode": "do", "text": "rest"},
-                            format="json").json()
+    answer = alice_api.post(
+        f"/api/adventures/{adventure.pk}/turns/", {"mode": "do", "text": "rest"}, format="json"
+    ).json()
     assert "ABUSIVE" not in str(memory_llm.chat_requests()[-1].body["messages"]), "the next prompt is clean"
     assert by_block[13].pk in {m["id"] for m in answer["memories"]}, "the pin is still sent"
 
@@ -155,11 +183,13 @@ def test_hiding_a_take_while_its_reply_is_written_is_refused_with_a_message_and_
     offending = Action.objects.get(text="ABUSIVE-WORDS here")
     token = generation_claim(adventure_id=story)
     try:
-        response = moderator.post(reverse("admin:stories_action_changelist"),
-                                  {"action": "hide", "_selected_action": [offending.pk]}, follow=True)
+        response = moderator.post(
+            reverse("admin:stories_action_changelist"),
+            {"action": "hide", "_selected_action": [offending.pk]},
+            follow=True,
+        )
         assert response.status_code == 200
-        shown = [str(m) for m in get_messages(response.wsgi_request)] or [
-            str(m) for m in response.context["messages"]]
+        shown = [str(m) for m in get_messages(response.wsgi_request)] or [str(m) for m in response.context["messages"]]
         assert any("being written" in m and "not changed" in m for m in shown), shown
         offending.refresh_from_db()
         assert not offending.hidden, "nothing changed while the reply is written"

@@ -39,9 +39,12 @@ class _committed:
         from django.db import connection
 
         # Kept as the jobs they asked for; the callbacks themselves go, as after a commit.
-        self.callbacks.extend(SimpleNamespace(job=func.job) for _, func, _ in connection.run_on_commit[self.start:]
-                              if hasattr(func, "job"))
-        del connection.run_on_commit[self.start:]
+        self.callbacks.extend(
+            SimpleNamespace(job=func.job)
+            for _, func, _ in connection.run_on_commit[self.start :]
+            if hasattr(func, "job")
+        )
+        del connection.run_on_commit[self.start :]
 
 
 # ---------------------------------------------------------------------------- lost updates
@@ -51,8 +54,13 @@ def test_an_adventure_loaded_before_a_fork_and_saved_after_keeps_the_new_head_an
     stale = Adventure.objects.get(pk=adventure.pk)  # a PATCH read the row here...
     first = tree.place(adventure_id=adventure.pk, branch_id=adventure.head_branch_id, kind="do", text="go on")
     fork = tree.fork(adventure_id=adventure.pk, action_id=first.pk, name="other", checkout=True)
-    summaries.snapshot_write(adventure_id=adventure.pk, branch=Branch.objects.get(pk=fork.pk), depth=2,
-                             text="The worker's fresh summary.", player=False)
+    summaries.snapshot_write(
+        adventure_id=adventure.pk,
+        branch=Branch.objects.get(pk=fork.pk),
+        depth=2,
+        text="The worker's fresh summary.",
+        player=False,
+    )
     summaries.summary_refresh(adventure.pk)
     play.adventure_update(adventure=stale, title="Renamed")  # ...and saves here
     fresh = Adventure.objects.get(pk=adventure.pk)
@@ -75,12 +83,17 @@ def test_a_stale_card_world_agent_memory_or_settings_save_keeps_what_changed_mea
     assert type(world).objects.values_list("name", "agent_capacity").get(pk=world.pk) == ("Harbor Town", 9)
 
     agent = worlds.agent_for_note(world=world, external_id="cy")
-    memory = AgentMemory.objects.create(agent=agent, world=world, kind="note", content="the key is under the mat",
-                                        occurred_at=world.created_at)
+    memory = AgentMemory.objects.create(
+        agent=agent, world=world, kind="note", content="the key is under the mat", occurred_at=world.created_at
+    )
     stale_memory = AgentMemory.objects.get(pk=memory.pk)
     AgentMemory.objects.filter(pk=memory.pk).update(retrieval_count=4, pinned=True)
     worlds.agent_memory_update(memory=stale_memory, importance=0.9)
-    assert AgentMemory.objects.values_list("importance", "retrieval_count", "pinned").get(pk=memory.pk) == (0.9, 4, True)
+    assert AgentMemory.objects.values_list("importance", "retrieval_count", "pinned").get(pk=memory.pk) == (
+        0.9,
+        4,
+        True,
+    )
 
     accounts.ai_settings_update(user_id=owner.pk, memory_top_k=7)
     stale_settings = accounts.ai_settings_get(user_id=owner.pk)
@@ -92,8 +105,7 @@ def test_a_stale_card_world_agent_memory_or_settings_save_keeps_what_changed_mea
 # ---------------------------------------------------------------------------- one door for memory work
 
 
-def test_the_pass_is_asked_for_once_after_every_change_to_a_story_or_its_bank_and_only_then(
-        alice_plays, fake_llm):
+def test_the_pass_is_asked_for_once_after_every_change_to_a_story_or_its_bank_and_only_then(alice_plays, fake_llm):
     api = alice_plays
     aid = api.post("/api/adventures/", {"title": "Door", "opening": "You wake."}, format="json").json()["id"]
     url = f"/api/adventures/{aid}/"
@@ -102,9 +114,14 @@ def test_the_pass_is_asked_for_once_after_every_change_to_a_story_or_its_bank_an
     def asks(method, path, body=None, status=None, expect=wanted):
         with _committed() as callbacks:
             response = getattr(api, method)(url + path, body or {}, format="json")
-        assert response.status_code == (status or response.status_code) and response.status_code < 500, \
-            (path, response.status_code, response.content[:300])
-        assert _jobs(callbacks) == expect, f"{method} {path or '.'} ({response.status_code}) asked for {_jobs(callbacks)}"
+        assert response.status_code == (status or response.status_code) and response.status_code < 500, (
+            path,
+            response.status_code,
+            response.content[:300],
+        )
+        assert _jobs(callbacks) == expect, (
+            f"{method} {path or '.'} ({response.status_code}) asked for {_jobs(callbacks)}"
+        )
         return response.json() if response.content else None
 
     played = asks("post", "turns/", {"mode": "do", "text": "stand up"}, 201)
@@ -136,17 +153,29 @@ def test_the_pass_is_asked_for_once_after_every_change_to_a_story_or_its_bank_an
     assert _jobs(callbacks) == [], "a read asked for memory work"
 
 
-def test_switching_the_embedding_model_clears_story_and_agent_vectors_and_asks_for_both_passes(
-        owner, adventure):
+def test_switching_the_embedding_model_clears_story_and_agent_vectors_and_asks_for_both_passes(owner, adventure):
     from rest_framework.authtoken.models import Token
     from rest_framework.test import APIClient
 
-    memory = Memory.objects.create(adventure=adventure, branch_id=adventure.head_branch_id, depth=1, text="a door",
-                                   embedding=[0.1] * 384, embedding_model="fake-embed")
+    memory = Memory.objects.create(
+        adventure=adventure,
+        branch_id=adventure.head_branch_id,
+        depth=1,
+        text="a door",
+        embedding=[0.1] * 384,
+        embedding_model="fake-embed",
+    )
     world = worlds.world_create(owner_id=owner.pk, name="W")
     agent = worlds.agent_for_note(world=world, external_id="cy")
-    note = AgentMemory.objects.create(agent=agent, world=world, kind="note", content="a door", occurred_at=world.created_at,
-                                      embedding=[0.1] * 384, embedding_model="fake-embed")
+    note = AgentMemory.objects.create(
+        agent=agent,
+        world=world,
+        kind="note",
+        content="a door",
+        occurred_at=world.created_at,
+        embedding=[0.1] * 384,
+        embedding_model="fake-embed",
+    )
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=owner)[0].key}")
     with _committed() as callbacks:
@@ -197,7 +226,8 @@ def keys_rotated_without_the_old_one(settings):
 
 
 def test_after_the_keys_rotate_without_the_old_one_a_turn_answers_424_and_keeps_the_action(
-        alice_plays, fake_llm, settings):
+    alice_plays, fake_llm, settings
+):
     aid = alice_plays.post("/api/adventures/", {"title": "K", "opening": "You wake."}, format="json").json()["id"]
     settings.FIELD_ENCRYPTION_KEYS = [Fernet.generate_key().decode()]
     response = alice_plays.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "look up"}, format="json")
@@ -277,16 +307,24 @@ def test_a_patch_racing_another_change_keeps_that_change(alice_plays, concurrent
     aid = api.post("/api/adventures/", {"title": "Race", "opening": "You wake."}, format="json").json()["id"]
     first = api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "go"}, format="json").json()["actions"][0]
     fork = tree.fork(adventure_id=aid, action_id=first["id"], name="f", checkout=False)
-    concurrently(Adventure, lambda a: Adventure.objects.filter(pk=a.pk).update(head_branch_id=fork.pk,
-                                                                             story_summary="worker's words"))
+    concurrently(
+        Adventure,
+        lambda a: Adventure.objects.filter(pk=a.pk).update(head_branch_id=fork.pk, story_summary="worker's words"),
+    )
     assert api.patch(f"/api/adventures/{aid}/", {"title": "Renamed"}, format="json").status_code == 200
-    assert Adventure.objects.values_list("title", "head_branch_id", "story_summary").get(pk=aid) == \
-        ("Renamed", fork.pk, "worker's words")
+    assert Adventure.objects.values_list("title", "head_branch_id", "story_summary").get(pk=aid) == (
+        "Renamed",
+        fork.pk,
+        "worker's words",
+    )
 
-    card = api.post(f"/api/adventures/{aid}/cards/", {"name": "Mira", "keys": ["mira"], "entry": "A guide."},
-                    format="json").json()
+    card = api.post(
+        f"/api/adventures/{aid}/cards/", {"name": "Mira", "keys": ["mira"], "entry": "A guide."}, format="json"
+    ).json()
     concurrently(StoryCard, lambda c: StoryCard.objects.filter(pk=c.pk).update(entry="A guide who lies."))
-    assert api.patch(f"/api/adventures/{aid}/cards/{card['id']}/", {"name": "Mira Vos"}, format="json").status_code == 200
+    assert (
+        api.patch(f"/api/adventures/{aid}/cards/{card['id']}/", {"name": "Mira Vos"}, format="json").status_code == 200
+    )
     assert StoryCard.objects.values_list("name", "entry").get(pk=card["id"]) == ("Mira Vos", "A guide who lies.")
 
     world = api.post("/api/worlds/", {"name": "Harbor"}, format="json").json()
@@ -294,13 +332,22 @@ def test_a_patch_racing_another_change_keeps_that_change(alice_plays, concurrent
     assert api.patch(f"/api/worlds/{world['id']}/", {"name": "Harbor Town"}, format="json").status_code == 200
     assert World.objects.values_list("name", "agent_capacity").get(pk=world["id"]) == ("Harbor Town", 9)
 
-    assert api.post(f"/api/worlds/{world['id']}/events/", {"type": "observe", "actor": "cy", "text": "a mat"},
-                    format="json").status_code == 201
-    note = api.post(f"/api/worlds/{world['id']}/agents/cy/memories/", {"content": "the key is under the mat"},
-                    format="json").json()
+    assert (
+        api.post(
+            f"/api/worlds/{world['id']}/events/", {"type": "observe", "actor": "cy", "text": "a mat"}, format="json"
+        ).status_code
+        == 201
+    )
+    note = api.post(
+        f"/api/worlds/{world['id']}/agents/cy/memories/", {"content": "the key is under the mat"}, format="json"
+    ).json()
     concurrently(AgentMemory, lambda m: AgentMemory.objects.filter(pk=m.pk).update(retrieval_count=4))
-    assert api.patch(f"/api/worlds/{world['id']}/agents/cy/memories/{note['id']}/", {"pinned": True},
-                     format="json").status_code == 200
+    assert (
+        api.patch(
+            f"/api/worlds/{world['id']}/agents/cy/memories/{note['id']}/", {"pinned": True}, format="json"
+        ).status_code
+        == 200
+    )
     assert AgentMemory.objects.values_list("pinned", "retrieval_count").get(pk=note["id"]) == (True, 4)
 
 

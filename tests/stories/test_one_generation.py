@@ -52,8 +52,13 @@ def test_a_second_turn_while_a_reply_is_written_answers_409_and_stores_nothing(a
     api = alice_plays
     aid = _post(api, "/api/adventures/", {"title": "One", "opening": "A bell rings."}).json()["id"]
     other = _post(api, "/api/adventures/", {"title": "Two", "opening": "A door."}).json()["id"]
-    with _reply_held_at_the_model(api, fake_llm, f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "ring it"},
-                                  reply="The bell falls silent.") as first:
+    with _reply_held_at_the_model(
+        api,
+        fake_llm,
+        f"/api/adventures/{aid}/turns/",
+        {"mode": "do", "text": "ring it"},
+        reply="The bell falls silent.",
+    ) as first:
         refused = [
             _post(api, f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "ring it again"}),
             _post(api, f"/api/adventures/{aid}/turns/", {"mode": "continue", "text": ""}),
@@ -61,14 +66,16 @@ def test_a_second_turn_while_a_reply_is_written_answers_409_and_stores_nothing(a
             _post(api, f"/api/adventures/{aid}/undo/"),
         ]
         opening = Action.objects.get(adventure_id=aid, depth=1)
-        refused.append(api.patch(f"/api/adventures/{aid}/actions/{opening.pk}/", {"text": "A bell tolls."},
-                                 format="json"))
+        refused.append(
+            api.patch(f"/api/adventures/{aid}/actions/{opening.pk}/", {"text": "A bell tolls."}, format="json")
+        )
         for response in refused:
             assert response.status_code == 409, (response.status_code, response.content)
             assert "being written" in response.json()["detail"]
         fake_llm.reply = lambda body, n: "The door opens."
-        assert _post(api, f"/api/adventures/{other}/turns/", {"mode": "do", "text": "knock"}).status_code == 201, \
+        assert _post(api, f"/api/adventures/{other}/turns/", {"mode": "do", "text": "knock"}).status_code == 201, (
             "another adventure plays on"
+        )
     assert first["response"].status_code == 201
     texts = list(Action.objects.filter(adventure_id=aid).order_by("depth").values_list("text", flat=True))
     assert texts == ["A bell rings.", "ring it", "The bell falls silent."], "nothing of the refused requests was stored"
@@ -88,7 +95,8 @@ def test_a_failed_generation_frees_the_adventure_at_once(alice_plays, fake_llm):
 
 
 def test_a_branch_switch_while_a_reply_is_written_answers_409_and_the_reply_lands_where_it_was_asked(
-        alice_plays, fake_llm):
+    alice_plays, fake_llm
+):
     from stories.models import Adventure, Branch
 
     api = alice_plays
@@ -98,8 +106,13 @@ def test_a_branch_switch_while_a_reply_is_written_answers_409_and_the_reply_land
     side = _post(api, f"/api/adventures/{aid}/actions/{opening.pk}/fork/", {"name": "left", "checkout": False})
     assert side.status_code == 201, side.content
     side_id = side.json()["id"]
-    with _reply_held_at_the_model(api, fake_llm, f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "go right"},
-                                  reply="The right road climbs.") as first:
+    with _reply_held_at_the_model(
+        api,
+        fake_llm,
+        f"/api/adventures/{aid}/turns/",
+        {"mode": "do", "text": "go right"},
+        reply="The right road climbs.",
+    ) as first:
         refused = [
             _post(api, f"/api/adventures/{aid}/branches/{side_id}/checkout/"),
             _post(api, f"/api/adventures/{aid}/actions/{opening.pk}/fork/", {"name": "back", "checkout": True}),

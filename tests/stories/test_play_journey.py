@@ -21,28 +21,44 @@ def test_a_player_plays_a_whole_adventure_through_the_api(client, fake_llm):
     assert signup.status_code == 201, signup.json()
     api.credentials(HTTP_AUTHORIZATION=f"Token {signup.json()['token']}")
 
-    settings = api.patch("/api/settings/", {"endpoint_url": fake_llm.url, "api_key": "sk-dana-key-5678",
-                                            "model": "fake-model", "context_tokens": 2048}, format="json")
+    settings = api.patch(
+        "/api/settings/",
+        {"endpoint_url": fake_llm.url, "api_key": "sk-dana-key-5678", "model": "fake-model", "context_tokens": 2048},
+        format="json",
+    )
     assert settings.status_code == 200
     assert settings.json()["has_api_key"] is True and settings.json()["api_key_last4"] == "5678"
     assert "api_key" not in settings.json()
 
-    created = api.post("/api/adventures/", {
-        "title": "The Salt Road", "persona_name": "Mira", "persona_pronouns": "she/her",
-        "persona_description": "a cartographer with a broken compass",
-        "plot_essentials": "Mira must reach the coast before the salt caravans leave.",
-        "authors_note": "Keep the tone wistful.",
-        "opening": "You stand at the edge of the salt flats at dawn.",
-        "cards": [{"type": "character", "name": "Oren", "keys": ["Oren", "innkeeper"],
-                   "entry": "Oren is the one-eyed innkeeper of the Last Well."}],
-    }, format="json")
+    created = api.post(
+        "/api/adventures/",
+        {
+            "title": "The Salt Road",
+            "persona_name": "Mira",
+            "persona_pronouns": "she/her",
+            "persona_description": "a cartographer with a broken compass",
+            "plot_essentials": "Mira must reach the coast before the salt caravans leave.",
+            "authors_note": "Keep the tone wistful.",
+            "opening": "You stand at the edge of the salt flats at dawn.",
+            "cards": [
+                {
+                    "type": "character",
+                    "name": "Oren",
+                    "keys": ["Oren", "innkeeper"],
+                    "entry": "Oren is the one-eyed innkeeper of the Last Well.",
+                }
+            ],
+        },
+        format="json",
+    )
     assert created.status_code == 201, created.json()
     adventure_id = created.json()["id"]
 
     for n in range(30):
         mode = ["do", "say", "story"][n % 3]
-        turn = api.post(f"/api/adventures/{adventure_id}/turns/", {"mode": mode, "text": f"step {n} toward Oren"},
-                        format="json")
+        turn = api.post(
+            f"/api/adventures/{adventure_id}/turns/", {"mode": mode, "text": f"step {n} toward Oren"}, format="json"
+        )
         assert turn.status_code == 201, turn.json()
         kinds = [a["kind"] for a in turn.json()["actions"]]
         assert kinds == [mode, "ai"]
@@ -67,23 +83,28 @@ def test_a_player_plays_a_whole_adventure_through_the_api(client, fake_llm):
     assert new_take["take_count"] == 2 and story_texts(api, adventure_id)[-1] == new_take["text"] != before
     takes = api.get(f"/api/adventures/{adventure_id}/actions/{new_take['id']}/takes/").json()["takes"]
     assert [t["text"] for t in takes] == [before, new_take["text"]]
-    selected = api.post(f"/api/adventures/{adventure_id}/actions/{new_take['id']}/takes/",
-                        {"take_id": takes[0]["id"]}, format="json")
+    selected = api.post(
+        f"/api/adventures/{adventure_id}/actions/{new_take['id']}/takes/", {"take_id": takes[0]["id"]}, format="json"
+    )
     assert selected.status_code == 200 and story_texts(api, adventure_id)[-1] == before
 
     # undo, edit
     assert api.post(f"/api/adventures/{adventure_id}/undo/").json() == {"removed_depth": 61, "tip_depth": 60}
     page = api.get(f"/api/adventures/{adventure_id}/story/?limit=1").json()
-    edited = api.patch(f"/api/adventures/{adventure_id}/actions/{page['actions'][0]['id']}/",
-                       {"text": "You find Oren asleep behind the bar."}, format="json")
+    edited = api.patch(
+        f"/api/adventures/{adventure_id}/actions/{page['actions'][0]['id']}/",
+        {"text": "You find Oren asleep behind the bar."},
+        format="json",
+    )
     assert edited.status_code == 200
     assert story_texts(api, adventure_id)[-1] == "You find Oren asleep behind the bar."
 
     # fork at depth 11, play on the fork, switch back: main is untouched
     main_story = story_texts(api, adventure_id)
     at_11 = api.get(f"/api/adventures/{adventure_id}/story/?before=12&limit=1").json()["actions"][0]
-    fork = api.post(f"/api/adventures/{adventure_id}/actions/{at_11['id']}/fork/", {"name": "the cave path"},
-                    format="json")
+    fork = api.post(
+        f"/api/adventures/{adventure_id}/actions/{at_11['id']}/fork/", {"name": "the cave path"}, format="json"
+    )
     assert fork.status_code == 201 and fork.json()["is_head"] is True
     assert story_texts(api, adventure_id) == main_story[:11]
     api.post(f"/api/adventures/{adventure_id}/turns/", {"mode": "do", "text": "enter the cave"}, format="json")

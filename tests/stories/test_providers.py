@@ -22,11 +22,14 @@ def turn(api, adventure_id, text="look around"):
     return api.post(f"/api/adventures/{adventure_id}/turns/", {"mode": "do", "text": text}, format="json")
 
 
-@pytest.mark.parametrize("status, attempts, code, says", [
-    (401, 1, "bad_key", "refused the API key"),
-    (404, 1, "model_not_found", "has no model 'fake-model'"),
-    (500, 3, "endpoint_error", "answered 500"),  # the SDK retries 5xx twice
-])
+@pytest.mark.parametrize(
+    "status, attempts, code, says",
+    [
+        (401, 1, "bad_key", "refused the API key"),
+        (404, 1, "model_not_found", "has no model 'fake-model'"),
+        (500, 3, "endpoint_error", "answered 500"),  # the SDK retries 5xx twice
+    ],
+)
 def test_a_failed_reply_keeps_the_players_action_and_says_what_to_fix(
     alice_plays, adventure_id, fake_llm, fast_provider, status, attempts, code, says
 ):
@@ -99,11 +102,21 @@ def test_no_model_configured_is_a_clear_error(alice_api):
 # ---------------------------------------------------------------------------- SSRF
 
 
-@pytest.mark.parametrize("url", [
-    "http://127.0.0.1:8080/v1", "http://localhost/v1", "http://10.1.2.3/v1", "http://169.254.169.254/latest",
-    "http://[::1]:8000/v1", "http://0x7f.1/v1", "http://2130706433/v1", "http://0.0.0.0/v1",
-    "http://[::ffff:127.0.0.1]/v1", "http://192.168.1.10/v1",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:8080/v1",
+        "http://localhost/v1",
+        "http://10.1.2.3/v1",
+        "http://169.254.169.254/latest",
+        "http://[::1]:8000/v1",
+        "http://0x7f.1/v1",
+        "http://2130706433/v1",
+        "http://0.0.0.0/v1",
+        "http://[::ffff:127.0.0.1]/v1",
+        "http://192.168.1.10/v1",
+    ],
+)
 def test_hosted_site_refuses_endpoints_on_non_public_addresses(alice_api, settings, url):
     settings.ALLOW_PRIVATE_ENDPOINTS = False
     response = alice_api.patch("/api/settings/", {"endpoint_url": url, "model": "m"}, format="json")
@@ -112,11 +125,14 @@ def test_hosted_site_refuses_endpoints_on_non_public_addresses(alice_api, settin
     assert alice_api.get("/api/settings/").json()["endpoint_url"] == ""
 
 
-@pytest.mark.parametrize("url, says", [
-    ("ftp://example.com/v1", "http:// or https://"),
-    ("http://user:pw@example.com/v1", "user name or password"),
-    ("file:///etc/passwd", "http:// or https://"),
-])
+@pytest.mark.parametrize(
+    "url, says",
+    [
+        ("ftp://example.com/v1", "http:// or https://"),
+        ("http://user:pw@example.com/v1", "user name or password"),
+        ("file:///etc/passwd", "http:// or https://"),
+    ],
+)
 def test_endpoint_urls_must_be_plain_http(alice_api, url, says):
     response = alice_api.patch("/api/settings/", {"endpoint_url": url}, format="json")
     assert response.status_code == 400 and says in str(response.json()["endpoint_url"])
@@ -138,7 +154,9 @@ def test_connect_time_check_refuses_an_endpoint_saved_before_the_rule(alice_play
 def test_a_redirect_to_loopback_is_never_followed(alice_plays, adventure_id, fake_llm):
     canary = Canary()
     try:
-        fake_llm.queue(Reply(status=302, body={}, headers={"Location": f"http://127.0.0.1:{canary.port}/v1/chat/completions"}))
+        fake_llm.queue(
+            Reply(status=302, body={}, headers={"Location": f"http://127.0.0.1:{canary.port}/v1/chat/completions"})
+        )
         response = turn(alice_plays, adventure_id)
     finally:
         canary.stop()
@@ -157,7 +175,8 @@ def test_address_rules_cover_metadata_mapped_and_reserved_forms():
 
 
 def test_an_https_endpoint_streams_over_tls_and_an_untrusted_certificate_is_a_clear_error(
-        alice_api, adventure_id, monkeypatch, tmp_path):
+    alice_api, adventure_id, monkeypatch, tmp_path
+):
     from tests.support.fake_llm import FakeLLM
     from tests.support.tls import self_signed
 
@@ -165,15 +184,20 @@ def test_an_https_endpoint_streams_over_tls_and_an_untrusted_certificate_is_a_cl
     fake = FakeLLM(tls=server_tls)
     try:
         fake.reply = lambda body, n: "Lanterns sway above the quay."
-        assert alice_api.patch("/api/settings/", {"endpoint_url": fake.url, "api_key": ALICE_KEY,
-                                                  "model": "fake-model"}, format="json").status_code == 200
+        assert (
+            alice_api.patch(
+                "/api/settings/", {"endpoint_url": fake.url, "api_key": ALICE_KEY, "model": "fake-model"}, format="json"
+            ).status_code
+            == 200
+        )
         refused = turn(alice_api, adventure_id, "wave")  # the site trusts public certificate authorities only
         assert refused.status_code == 424, refused.json()
         assert "certificate" in refused.json()["detail"].lower() or "tls" in refused.json()["detail"].lower()
 
         monkeypatch.setattr(netguard, "_tls", lambda: trusting)  # as if a public authority had signed it
-        played = alice_api.post(f"/api/adventures/{adventure_id}/retry/", {}, format="json",
-                                HTTP_ACCEPT="text/event-stream")
+        played = alice_api.post(
+            f"/api/adventures/{adventure_id}/retry/", {}, format="json", HTTP_ACCEPT="text/event-stream"
+        )
         assert played.status_code == 200
         events = parse_events(streamed(played))
         assert "".join(d["text"] for name, d in events if name == "token") == "Lanterns sway above the quay."

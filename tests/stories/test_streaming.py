@@ -44,8 +44,9 @@ def test_a_streamed_turn_sends_the_reply_piece_by_piece_then_the_same_answer_as_
     assert name == "done"
     assert [a["text"] for a in done["actions"]] == ["listen", "The wind carries a song over the hill."]
     assert done["usage"]["completion_tokens"] == 8 and done["usage"]["model"] == "fake-model"
-    assert set(done) == set(api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "sing"},
-                                     format="json").json()), "the final event carries the plain 201 answer"
+    assert set(done) == set(
+        api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "sing"}, format="json").json()
+    ), "the final event carries the plain 201 answer"
     assert fake_llm.chat_requests()[0].body["stream"] is True
     assert "stream" not in fake_llm.chat_requests()[-1].body, "without the Accept header the API answers as before"
     texts = list(Action.objects.filter(adventure_id=aid).order_by("depth").values_list("text", flat=True))
@@ -56,18 +57,22 @@ def test_a_streamed_turn_sends_the_reply_piece_by_piece_then_the_same_answer_as_
         assert events[0][0] == "token" and events[-1][0] == "done", (path, events)
 
 
-@pytest.mark.parametrize("framing", [
-    {"wire_slice": 100_000},  # the whole reply in one read: one event carries it
-    {"wire_slice": 7, "newline": "\r\n", "terminated": False},  # cut mid-line, CRLF, no final blank line
-    {"wire_slice": 1},
-])
+@pytest.mark.parametrize(
+    "framing",
+    [
+        {"wire_slice": 100_000},  # the whole reply in one read: one event carries it
+        {"wire_slice": 7, "newline": "\r\n", "terminated": False},  # cut mid-line, CRLF, no final blank line
+        {"wire_slice": 1},
+    ],
+)
 def test_however_the_model_cuts_its_stream_the_player_gets_every_word_once(alice_plays, fake_llm, framing):
     api = alice_plays
     aid = _adventure(api)
     text = "Rain — café lights blur; the ferry's horn sounds twice."
     fake_llm.queue(Reply(text=text, **framing))
-    events = parse_events(streamed(api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "wait"},
-                                            format="json", **EVENTS)))
+    events = parse_events(
+        streamed(api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "wait"}, format="json", **EVENTS))
+    )
     tokens = [data["text"] for name, data in events if name == "token"]
     assert "".join(tokens) == text and events[-1][0] == "done"
     assert events[-1][1]["actions"][-1]["text"] == text
@@ -81,8 +86,10 @@ def test_the_event_parser_gives_every_event_once_wherever_the_bytes_are_cut():
     """The same parser as above, fed every cut of one stream: the network decides where reads end."""
     from stories.providers.awaited import _EventStream
 
-    wire = (b": keep-alive\r\n\r\ndata: {\"a\": 1}\r\n\r\nevent: message\ndata: line one\ndata: line two\n\n"
-            b"data:no-space\n\ndata: [DONE]")  # the last event is left unterminated
+    wire = (
+        b': keep-alive\r\n\r\ndata: {"a": 1}\r\n\r\nevent: message\ndata: line one\ndata: line two\n\n'
+        b"data:no-space\n\ndata: [DONE]"
+    )  # the last event is left unterminated
     expected = [b'{"a": 1}', b"line one\nline two", b"no-space", b"[DONE]"]
     for cut in range(len(wire) + 1):
         for second in (cut, min(len(wire), cut + 3), min(len(wire), cut + 11)):
@@ -100,7 +107,9 @@ def test_a_model_error_midway_ends_the_stream_with_the_424_answer_and_keeps_the_
     events = parse_events(streamed(response))
     names = [name for name, _ in events]
     assert names[-1] == "error" and set(names[:-1]) == {"token"}
-    assert "".join(data["text"] for name, data in events[:-1]) == "The bridge sways ", "what was written, then the error"
+    assert "".join(data["text"] for name, data in events[:-1]) == "The bridge sways ", (
+        "what was written, then the error"
+    )
     error = events[-1][1]
     assert error["status"] == 424 and error["error"] == "endpoint_error"
     assert "overloaded" in error["detail"]
@@ -138,9 +147,12 @@ def _stream_turn(site, token, aid, text, *, stop_after: int | None = None, timeo
     """Play a streamed turn; with ``stop_after``, leave after that many token events.
     Returns the token texts received and the final event (or None)."""
     conn = http.client.HTTPConnection("127.0.0.1", site.port, timeout=timeout)
-    conn.request("POST", f"/api/adventures/{aid}/turns/", body=json.dumps({"mode": "do", "text": text}),
-                 headers={"Authorization": f"Token {token}", "Content-Type": "application/json",
-                          "Accept": "text/event-stream"})
+    conn.request(
+        "POST",
+        f"/api/adventures/{aid}/turns/",
+        body=json.dumps({"mode": "do", "text": text}),
+        headers={"Authorization": f"Token {token}", "Content-Type": "application/json", "Accept": "text/event-stream"},
+    )
     response = conn.getresponse()
     assert response.status == 200, response.read()
     tokens, buffer = [], b""
@@ -164,8 +176,9 @@ def _stream_turn(site, token, aid, text, *, stop_after: int | None = None, timeo
         buffer = b""
 
 
-def test_stopping_a_reply_cancels_the_model_call_and_keeps_exactly_the_text_streamed(site, alice, alice_plays,
-                                                                                     fake_llm):
+def test_stopping_a_reply_cancels_the_model_call_and_keeps_exactly_the_text_streamed(
+    site, alice, alice_plays, fake_llm
+):
     aid = _adventure(alice_plays)
     token = _token(alice)
     fake_llm.stream_delay = 0.3
@@ -183,16 +196,22 @@ def test_stopping_a_reply_cancels_the_model_call_and_keeps_exactly_the_text_stre
     # stopped before a word: the player's action stays alone; the adventure is free at once
     fake_llm.first_token_delay = 30
     conn = http.client.HTTPConnection("127.0.0.1", site.port, timeout=30)
-    conn.request("POST", f"/api/adventures/{aid}/turns/", body=json.dumps({"mode": "do", "text": "wait"}),
-                 headers={"Authorization": f"Token {token}", "Content-Type": "application/json",
-                          "Accept": "text/event-stream"})
+    conn.request(
+        "POST",
+        f"/api/adventures/{aid}/turns/",
+        body=json.dumps({"mode": "do", "text": "wait"}),
+        headers={"Authorization": f"Token {token}", "Content-Type": "application/json", "Accept": "text/event-stream"},
+    )
     assert conn.getresponse().status == 200
     wait_for(lambda: fake_llm.streaming == 1, timeout=20, what="the model call to start")
     conn.sock.shutdown(2)
     conn.close()
     wait_for(lambda: len(stored()) == 4, timeout=20, what="the player's action")
-    wait_for(lambda: Adventure.objects.filter(pk=aid, generation_token="").exists(), timeout=20,
-             what="the adventure to be freed")
+    wait_for(
+        lambda: Adventure.objects.filter(pk=aid, generation_token="").exists(),
+        timeout=20,
+        what="the adventure to be freed",
+    )
     assert stored()[-1] == "wait"
     fake_llm.first_token_delay = 0
     fake_llm.stream_delay = 0
@@ -200,8 +219,9 @@ def test_stopping_a_reply_cancels_the_model_call_and_keeps_exactly_the_text_stre
     assert final[0] == "done", final
 
 
-def test_turns_waiting_on_the_model_hold_no_database_connection_and_no_thread(site, alice, alice_plays, fake_llm,
-                                                                            django_db_blocker):
+def test_turns_waiting_on_the_model_hold_no_database_connection_and_no_thread(
+    site, alice, alice_plays, fake_llm, django_db_blocker
+):
     """12 turns wait on a slow model at once through a pool of 3 connections:
     all are answered, and while they wait the server holds no connection in
     use, and no thread per turn."""

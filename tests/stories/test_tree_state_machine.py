@@ -59,8 +59,9 @@ class StoryTree(RuleBasedStateMachine):
     def retry(self):
         text = self.text()
         tip = self.db_node(len(self.nodes))
-        tree.take_add(adventure_id=self.adventure.pk, branch_id=self.head, expected_tip_id=tip.pk,
-                      kind=tip.kind, text=text)
+        tree.take_add(
+            adventure_id=self.adventure.pk, branch_id=self.head, expected_tip_id=tip.pk, kind=tip.kind, text=text
+        )
         node = self.nodes[-1]
         node["takes"].append(text)
         node["live"] = len(node["takes"]) - 1
@@ -138,8 +139,9 @@ class StoryTree(RuleBasedStateMachine):
             assert [(r.kind, r.text) for r in rows] == [(n["kind"], n["takes"][n["live"]]) for n in expected]
             # every take of every node on the path, losing ones too, in one read per branch
             takes = {}
-            for row in (Action.objects.filter(lineage.path_q(branch), adventure_id=self.adventure.pk)
-                        .order_by("depth", "created_at", "id")):
+            for row in Action.objects.filter(lineage.path_q(branch), adventure_id=self.adventure.pk).order_by(
+                "depth", "created_at", "id"
+            ):
                 takes.setdefault(row.depth, []).append(row)
             assert sorted(takes) == list(range(1, len(expected) + 1)), "no node off the path, none missing"
             for depth, node in enumerate(expected, start=1):
@@ -163,8 +165,9 @@ class StoryTree(RuleBasedStateMachine):
 def test_every_branch_reads_exactly_the_story_the_player_expects():
     run_state_machine_as_test(
         StoryTree,
-        settings=settings(max_examples=30, stateful_step_count=25, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow]),
+        settings=settings(
+            max_examples=30, stateful_step_count=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+        ),
     )
 
 

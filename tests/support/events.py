@@ -7,6 +7,7 @@ from asgiref.sync import async_to_sync
 
 def streamed(response) -> bytes:
     """The whole body of a streamed answer from Django's test client."""
+
     async def collect(content):
         return [part async for part in content]
 

@@ -196,13 +196,22 @@ class FakeLLM:
         prompt_words = sum(len(_words(m.get("content") or "")) for m in body.get("messages", []))
         if body.get("stream"):
             return self._stream(handler, body, n, text, prompt_words, script=script)
-        handler._send(200, {
-            "id": f"chatcmpl-{n}", "object": "chat.completion", "created": int(time.time()),
-            "model": body.get("model", "fake-model"),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": prompt_words, "completion_tokens": len(_words(text)),
-                      "total_tokens": prompt_words + len(_words(text))},
-        }, script.headers)
+        handler._send(
+            200,
+            {
+                "id": f"chatcmpl-{n}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model", "fake-model"),
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "usage": {
+                    "prompt_tokens": prompt_words,
+                    "completion_tokens": len(_words(text)),
+                    "total_tokens": prompt_words + len(_words(text)),
+                },
+            },
+            script.headers,
+        )
 
     def _stream(self, handler, body, n, text, prompt_words, script):
         """Server-sent chunks as OpenAI streams them: the role and first word after
@@ -211,8 +220,12 @@ class FakeLLM:
         import re
 
         pieces = re.findall(r"\S+\s*", text) or [""]
-        base = {"id": f"chatcmpl-{n}", "object": "chat.completion.chunk", "created": int(time.time()),
-                "model": body.get("model", "fake-model")}
+        base = {
+            "id": f"chatcmpl-{n}",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": body.get("model", "fake-model"),
+        }
         with self.lock:
             self.streaming += 1
             self.streaming_max = max(self.streaming_max, self.streaming)
@@ -244,15 +257,25 @@ class FakeLLM:
                 send(json.dumps({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}))
             send(json.dumps({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}))
             if (body.get("stream_options") or {}).get("include_usage"):
-                send(json.dumps({**base, "choices": [], "usage": {
-                    "prompt_tokens": prompt_words, "completion_tokens": len(_words(text)),
-                    "total_tokens": prompt_words + len(_words(text))}}))
+                send(
+                    json.dumps(
+                        {
+                            **base,
+                            "choices": [],
+                            "usage": {
+                                "prompt_tokens": prompt_words,
+                                "completion_tokens": len(_words(text)),
+                                "total_tokens": prompt_words + len(_words(text)),
+                            },
+                        }
+                    )
+                )
             send("[DONE]", last=True)
             if held:  # the whole stream, cut into slices that each go out as their own segment
                 handler.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 wire = b"".join(held)
                 for start in range(0, len(wire), script.wire_slice):
-                    handler.wfile.write(wire[start:start + script.wire_slice])
+                    handler.wfile.write(wire[start : start + script.wire_slice])
                     handler.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             with self.lock:
@@ -270,7 +293,16 @@ class FakeLLM:
         inputs = body.get("input", [])
         if isinstance(inputs, str):
             inputs = [inputs]
-        data = [{"object": "embedding", "index": i, "embedding": bag_of_words_vector(t, self.embedding_dims)}
-                for i, t in enumerate(inputs)]
-        handler._send(200, {"object": "list", "data": data, "model": body.get("model", "fake-embed"),
-                            "usage": {"prompt_tokens": sum(len(_words(t)) for t in inputs), "total_tokens": 0}})
+        data = [
+            {"object": "embedding", "index": i, "embedding": bag_of_words_vector(t, self.embedding_dims)}
+            for i, t in enumerate(inputs)
+        ]
+        handler._send(
+            200,
+            {
+                "object": "list",
+                "data": data,
+                "model": body.get("model", "fake-embed"),
+                "usage": {"prompt_tokens": sum(len(_words(t)) for t in inputs), "total_tokens": 0},
+            },
+        )

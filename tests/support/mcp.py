@@ -13,9 +13,14 @@ from tests.support.processes import ROOT, child_database_url, child_env, free_po
 def mcp_server(tmp_path):
     port = free_port()
     log = open(tmp_path / "mcp.log", "wb")
-    proc = subprocess.Popen([sys.executable, "manage.py", "runmcp", "--port", str(port)], cwd=ROOT,
-                            env=child_env(DATABASE_URL=child_database_url(), REQUEST_HEADER_TIMEOUT="2"), stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "runmcp", "--port", str(port)],
+        cwd=ROOT,
+        env=child_env(DATABASE_URL=child_database_url(), REQUEST_HEADER_TIMEOUT="2"),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
     def listening():
         assert proc.poll() is None, (tmp_path / "mcp.log").read_text()

@@ -77,8 +77,15 @@ def child_env(**overrides: str | None) -> dict[str, str]:
 class Worker:
     """A real `celery -A config worker` process on the test database."""
 
-    def __init__(self, *, redis_url: str | None = None, concurrency: int = 1, log_path: Path | None = None,
-                 extra_env: dict | None = None, include: str | None = None):
+    def __init__(
+        self,
+        *,
+        redis_url: str | None = None,
+        concurrency: int = 1,
+        log_path: Path | None = None,
+        extra_env: dict | None = None,
+        include: str | None = None,
+    ):
         from django.conf import settings
 
         self.hostname = f"test-{uuid.uuid4().hex[:8]}@localhost"
@@ -87,10 +94,28 @@ class Worker:
         self.log_path = log_path or Path(os.environ.get("TMPDIR", "/tmp")) / f"{self.hostname}.log"
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "config", "worker", "--loglevel", "info",
-             "--concurrency", str(concurrency), "--hostname", self.hostname, "--without-mingle",
-             "--without-gossip"] + (["--include", include] if include else []),
-            cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "worker",
+                "--loglevel",
+                "info",
+                "--concurrency",
+                str(concurrency),
+                "--hostname",
+                self.hostname,
+                "--without-mingle",
+                "--without-gossip",
+            ]
+            + (["--include", include] if include else []),
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
     def wait_ready(self, timeout: float = 60.0) -> "Worker":
@@ -132,9 +157,22 @@ class RedisServer:
         self.url = f"redis://127.0.0.1:{self.port}/0"
         directory.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
-            [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(directory)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            [
+                redis_server_binary(),
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(directory),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
         client = redis.Redis.from_url(self.url, socket_connect_timeout=0.5)
 
@@ -160,9 +198,23 @@ class Beat:
         env = child_env(DATABASE_URL=child_database_url(), **(extra_env or {}))
         self._log = open(self.dir / "beat.log", "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "config", "beat", "--loglevel", "info",
-             "--schedule", str(self.dir / "schedule")],
-            cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "beat",
+                "--loglevel",
+                "info",
+                "--schedule",
+                str(self.dir / "schedule"),
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
     def stop(self) -> None:
@@ -186,9 +238,17 @@ class Site:
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
             web_server_argv(host="127.0.0.1", port=self.port, workers=workers),
-            cwd=ROOT, env=child_env(DATABASE_URL=child_database_url(), ALLOWED_HOSTS="127.0.0.1,localhost",
-                                    HTTPS="false", PGAPPNAME=self.application_name, **env),
-            stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=ROOT,
+            env=child_env(
+                DATABASE_URL=child_database_url(),
+                ALLOWED_HOSTS="127.0.0.1,localhost",
+                HTTPS="false",
+                PGAPPNAME=self.application_name,
+                **env,
+            ),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
         def up():
@@ -216,8 +276,9 @@ class Site:
 
         def gone():
             with connection.cursor() as cursor:
-                cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
-                               [self.application_name])
+                cursor.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", [self.application_name]
+                )
                 return cursor.fetchone()[0] == 0
 
         wait_for(gone, timeout=timeout, what="the web server's database sessions to close")

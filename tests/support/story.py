@@ -26,14 +26,16 @@ def memory_reply(body, n):
 def cast_reply(user: str) -> str:
     """The fake model as the cast's writer: each listed character remembers the last two sentences of
     its own part that name it (plumbing: only what it was shown comes back)."""
-    parts = re.findall(r"^## ([^\n]+)\n(.*?)(?=\n\n## |\Z)", user.split("What each character was present for:", 1)[1],
-                       re.M | re.S)
+    parts = re.findall(
+        r"^## ([^\n]+)\n(.*?)(?=\n\n## |\Z)", user.split("What each character was present for:", 1)[1], re.M | re.S
+    )
     memories = []
     for name, excerpt in parts:
         sentences = re.split(r"(?<=[.!?])\s+", excerpt.strip())
         sentences = [x for x in sentences if re.search(rf"\b{re.escape(name.strip())}\b", x)] or sentences
-        memories.append({"character": name.strip(), "kind": "witnessed", "importance": 0.6,
-                         "text": " ".join(sentences[-2:])})
+        memories.append(
+            {"character": name.strip(), "kind": "witnessed", "importance": 0.6, "text": " ".join(sentences[-2:])}
+        )
     return "```json\n" + json.dumps({"memories": memories}) + "\n```"
 
 
@@ -46,8 +48,12 @@ def grow(adventure, upto, *, run=None, kind="story"):
     adventure.refresh_from_db()
     head = Branch.objects.get(pk=adventure.head_branch_id)
     while head.tip_depth < upto:
-        tree.place(adventure_id=adventure.pk, branch_id=head.pk, kind=kind,
-                   text=f"Action {head.tip_depth + 1}: Mira walks past stone {head.tip_depth + 1} near the well.")
+        tree.place(
+            adventure_id=adventure.pk,
+            branch_id=head.pk,
+            kind=kind,
+            text=f"Action {head.tip_depth + 1}: Mira walks past stone {head.tip_depth + 1} near the well.",
+        )
         head.refresh_from_db()
         if run:
             run(head.tip_depth)

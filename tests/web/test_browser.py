@@ -24,9 +24,19 @@ def browser(monkeypatch):
     # Playwright's sync API runs an event loop in this thread; the test's ORM calls are still synchronous.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     with sync_playwright() as p:
-        instance = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync"])
+        instance = p.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
         yield instance
         instance.close()
 
@@ -53,8 +63,10 @@ def watch_csp(page) -> list[str]:
     """Every Content-Security-Policy violation the page reports (console and event)."""
     seen: list[str] = []
     page.on("console", lambda m: seen.append(m.text) if "Content Security Policy" in m.text else None)
-    page.add_init_script("document.addEventListener('securitypolicyviolation', e => "
-                         "console.error('Content Security Policy violation: ' + e.violatedDirective + ' ' + e.blockedURI))")
+    page.add_init_script(
+        "document.addEventListener('securitypolicyviolation', e => "
+        "console.error('Content Security Policy violation: ' + e.violatedDirective + ' ' + e.blockedURI))"
+    )
     return seen
 
 
@@ -97,8 +109,9 @@ def test_a_player_plays_and_manages_memories_in_the_browser(site, browser, memor
             # a locator wait, not wait_for_function: that one evaluates a string, which the CSP forbids
             expect(page.locator("#story li.action")).to_have_count(n)
         except Exception:
-            raise AssertionError(f"story did not reach {n} actions; status: {page.text_content('#status')!r}; "
-                                 f"{violations}") from None
+            raise AssertionError(
+                f"story did not reach {n} actions; status: {page.text_content('#status')!r}; {violations}"
+            ) from None
 
     for n in range(15):
         before = page.locator("#story li.action").count()
@@ -285,8 +298,13 @@ def failing_embeddings(alice, fake_llm):
     from stories.adventures import adventure_create
     from tests.support.fake_llm import Reply
 
-    accounts.ai_settings_update(user_id=alice.pk, endpoint_url=fake_llm.url, api_key="sk-alice-browser",
-                                model="fake-model", embedding_model="fake-embed")
+    accounts.ai_settings_update(
+        user_id=alice.pk,
+        endpoint_url=fake_llm.url,
+        api_key="sk-alice-browser",
+        model="fake-model",
+        embedding_model="fake-embed",
+    )
     adventure = adventure_create(owner_id=alice.pk, title="Fog", opening="The fog rolls in.")
     for _ in range(2):
         fake_llm.queue(Reply(status=401, when=lambda body: "input" in body))
@@ -313,18 +331,22 @@ def streaming_site(site, alice, fake_llm):
     from stories import accounts
     from stories.adventures import adventure_create
 
-    accounts.ai_settings_update(user_id=alice.pk, api_key="sk-alice-stream-0001", endpoint_url=fake_llm.url,
-                                model="fake-model")
+    accounts.ai_settings_update(
+        user_id=alice.pk, api_key="sk-alice-stream-0001", endpoint_url=fake_llm.url, model="fake-model"
+    )
     adventure = adventure_create(owner_id=alice.pk, title="Lighthouse", opening="The lamp is dark.")
     return site, adventure.pk, session_of(alice)
 
 
-def test_the_play_page_shows_the_reply_as_it_is_written_and_stop_keeps_what_was_written(streaming_site, browser,
-                                                                                          fake_llm):
+def test_the_play_page_shows_the_reply_as_it_is_written_and_stop_keeps_what_was_written(
+    streaming_site, browser, fake_llm
+):
     site, adventure_id, session = streaming_site
     fake_llm.stream_delay = 0.25
-    fake_llm.reply = lambda body, n: ("The keeper climbs the stairs one by one and lights the great lamp, "
-                                      "and far out at sea a ship turns toward the light.")
+    fake_llm.reply = lambda body, n: (
+        "The keeper climbs the stairs one by one and lights the great lamp, "
+        "and far out at sea a ship turns toward the light."
+    )
     context, page = open_play_page(browser, site.url, session, adventure_id)
     page.wait_for_selector("#story li.action")
 
@@ -357,8 +379,7 @@ def test_the_play_page_shows_the_reply_as_it_is_written_and_stop_keeps_what_was_
     context.close()
 
 
-def test_a_large_import_shows_its_progress_and_opens_the_adventure_when_done(site, alice, browser, worker,
-                                                                           tmp_path):
+def test_a_large_import_shows_its_progress_and_opens_the_adventure_when_done(site, alice, browser, worker, tmp_path):
     """The file is too large to import while the request waits: the page follows the job (what it
     is doing, with counts) and opens the new adventure when the worker is done."""
     import json

@@ -23,8 +23,11 @@ FAST_JOBS = {"JOB_RETRY_BACKOFF_S": "1", "WORKER_LOCK_TTL_MS": "3000"}
 
 
 def blocks_of(adventure_id):
-    return list(Memory.objects.filter(adventure_id=adventure_id, source_start__isnull=False)
-                .order_by("source_start").values_list("source_start", "source_end"))
+    return list(
+        Memory.objects.filter(adventure_id=adventure_id, source_start__isnull=False)
+        .order_by("source_start")
+        .values_list("source_start", "source_end")
+    )
 
 
 def expected_blocks(actions):
@@ -34,8 +37,9 @@ def expected_blocks(actions):
 def make_adventures(owner, count, actions):
     made = []
     for n in range(count):
-        adventure = adventure_create(owner_id=owner.pk, title=f"Load {n}", opening="Action 1: dawn.",
-                                     persona_name="Mira")
+        adventure = adventure_create(
+            owner_id=owner.pk, title=f"Load {n}", opening="Action 1: dawn.", persona_name="Mira"
+        )
         grow(adventure, actions)
         made.append(adventure.pk)
     return made
@@ -50,8 +54,12 @@ def queue_drained() -> bool:
 
 
 def no_duplicates(adventure_ids):
-    dupes = (Memory.objects.filter(adventure_id__in=adventure_ids, source_start__isnull=False)
-             .values("adventure_id", "branch_id", "source_start").annotate(n=Count("id")).filter(n__gt=1))
+    dupes = (
+        Memory.objects.filter(adventure_id__in=adventure_ids, source_start__isnull=False)
+        .values("adventure_id", "branch_id", "source_start")
+        .annotate(n=Count("id"))
+        .filter(n__gt=1)
+    )
     return not dupes.exists()
 
 
@@ -81,13 +89,18 @@ def test_three_workers_catch_twelve_adventures_up_with_no_duplicate_and_no_gap(o
     for turn in range(40):  # every turn of every adventure enqueues a pass, interleaved
         for adventure_id in ids:
             post_turn.apply_async(args=[adventure_id])
-    wait_for(lambda: all(len(blocks_of(a)) == 13 for a in ids), timeout=240, interval=1,
-             what="every adventure's 13 memories")
+    wait_for(
+        lambda: all(len(blocks_of(a)) == 13 for a in ids), timeout=240, interval=1, what="every adventure's 13 memories"
+    )
     # late passes must add nothing: drop the jobs still queued (hundreds of coalesced
     # enqueues), then wait until every job already taken has run to its end
     post_turn.app.control.purge()
-    wait_for(lambda: queue_drained() and not PassRun.objects.filter(finished_at__isnull=True).exists(),
-             timeout=120, interval=0.5, what="the jobs in hand to end")
+    wait_for(
+        lambda: queue_drained() and not PassRun.objects.filter(finished_at__isnull=True).exists(),
+        timeout=120,
+        interval=0.5,
+        what="the jobs in hand to end",
+    )
     for adventure_id in ids:
         assert blocks_of(adventure_id) == expected_blocks(81)
         assert Cursor.objects.get(adventure_id=adventure_id).memory_depth == 78
@@ -101,13 +114,13 @@ def test_one_job_works_through_a_backlog_without_waiting_for_the_sweeper(owner, 
     post_turn.apply_async(args=[adventure_id])  # one job, and no beat running
     wait_for(lambda: len(blocks_of(adventure_id)) == 16, timeout=120, interval=0.5, what="the whole backlog")
     runs = PassRun.objects.filter(adventure_id=adventure_id)
-    assert runs.count() >= 4 and max(runs.values_list("memories_created", flat=True)) <= 5, \
+    assert runs.count() >= 4 and max(runs.values_list("memories_created", flat=True)) <= 5, (
         "each pass keeps the cap of five memories"
+    )
     assert blocks_of(adventure_id) == expected_blocks(100) and no_duplicates([adventure_id])
 
 
-def test_two_hundred_enqueues_of_one_adventure_never_overlap_and_call_the_model_once_per_block(
-        owner, memory_llm, pool):
+def test_two_hundred_enqueues_of_one_adventure_never_overlap_and_call_the_model_once_per_block(owner, memory_llm, pool):
     memory_llm.latency = 0.05
     (adventure_id,) = make_adventures(owner, 1, 81)
     pool(3)
@@ -115,8 +128,11 @@ def test_two_hundred_enqueues_of_one_adventure_never_overlap_and_call_the_model_
         post_turn.apply_async(args=[adventure_id])
     wait_for(lambda: len(blocks_of(adventure_id)) == 13, timeout=180, interval=0.5, what="13 memories")
     wait_for(lambda: not PassRun.objects.filter(finished_at__isnull=True).exists(), timeout=60, what="passes to end")
-    runs = list(PassRun.objects.filter(adventure_id=adventure_id).order_by("started_at")
-                .values_list("started_at", "finished_at", "worker"))
+    runs = list(
+        PassRun.objects.filter(adventure_id=adventure_id)
+        .order_by("started_at")
+        .values_list("started_at", "finished_at", "worker")
+    )
     assert len(runs) >= 3, "13 blocks at five a pass take three passes at least"
     for (_, end, _), (start, _, _) in zip(runs, runs[1:]):
         assert end <= start, "two passes of one adventure overlapped"
@@ -135,7 +151,7 @@ def test_a_lock_lost_mid_call_wastes_a_call_at_most_and_writes_no_duplicate(owne
     wait_for(lambda: len(blocks_of(adventure_id)) == 4, timeout=120, interval=0.5, what="4 memories")
     wait_for(lambda: not PassRun.objects.filter(finished_at__isnull=True).exists(), timeout=60, what="passes to end")
     runs = list(PassRun.objects.filter(adventure_id=adventure_id).values_list("started_at", "finished_at"))
-    overlapped = any(a[0] < b[1] and b[0] < a[1] for i, a in enumerate(runs) for b in runs[i + 1:])
+    overlapped = any(a[0] < b[1] and b[0] < a[1] for i, a in enumerate(runs) for b in runs[i + 1 :])
     assert overlapped, "the test must really run two passes at once"
     memory_calls = [r for r in memory_llm.chat_requests() if is_memory_request(r)]
     assert len(memory_calls) > 4, "the stale writer made a call..."
@@ -165,16 +181,21 @@ def test_a_poison_job_is_parked_after_its_attempts_and_others_keep_flowing(owner
     from tests.support.poison import poison
 
     ids = make_adventures(owner, 3, 12)
-    workers = [Worker(extra_env={**FAST_JOBS, "JOB_MAX_ATTEMPTS": "3"}, include="tests.support.poison")
-               for _ in range(2)]
+    workers = [
+        Worker(extra_env={**FAST_JOBS, "JOB_MAX_ATTEMPTS": "3"}, include="tests.support.poison") for _ in range(2)
+    ]
     try:
         for w in workers:
             w.wait_ready()
         poison.apply_async(args=[1])
         for adventure_id in ids:
             post_turn.apply_async(args=[adventure_id])
-        wait_for(lambda: ParkedJob.objects.filter(task_name="tests.poison").exists(), timeout=120, interval=0.5,
-                 what="the poison job to be parked")
+        wait_for(
+            lambda: ParkedJob.objects.filter(task_name="tests.poison").exists(),
+            timeout=120,
+            interval=0.5,
+            what="the poison job to be parked",
+        )
         wait_for(lambda: all(len(blocks_of(a)) == 2 for a in ids), timeout=60, interval=0.5, what="other work")
     finally:
         for w in workers:
@@ -194,8 +215,10 @@ def test_turns_survive_a_broker_outage_and_the_sweeper_catches_up(owner, memory_
     state = embedded._redis_state(data_dir)
     embedded.stop_redis(data_dir)
     try:
-        statuses = [api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "walk on"},
-                             format="json").status_code for _ in range(8)]
+        statuses = [
+            api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "walk on"}, format="json").status_code
+            for _ in range(8)
+        ]
     finally:
         embedded._start_redis(data_dir / "redis", state)
     assert statuses == [201] * 8, "every turn answered 2xx while Redis was down"
@@ -205,8 +228,12 @@ def test_turns_survive_a_broker_outage_and_the_sweeper_catches_up(owner, memory_
     beat = Beat(extra_env={"SWEEP_INTERVAL_S": "2"})
     try:
         actions = 1 + 2 * len(statuses)
-        wait_for(lambda: blocks_of(aid) == expected_blocks(actions), timeout=90, interval=0.5,
-                 what="the sweeper to catch the adventure up")
+        wait_for(
+            lambda: blocks_of(aid) == expected_blocks(actions),
+            timeout=90,
+            interval=0.5,
+            what="the sweeper to catch the adventure up",
+        )
     finally:
         beat.stop()
         worker.stop()

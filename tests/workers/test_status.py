@@ -19,8 +19,9 @@ def test_the_sweeper_finds_lagging_adventures_and_backs_off_on_failing_ones(adve
     memory_pass.run(adventure.pk)
     assert memory_pass.adventures_behind() == [], "caught up: nothing to do"
     grow(adventure, 18)
-    Cursor.objects.filter(adventure=adventure).update(failures=3, last_error="bad key",
-                                                      last_error_at=timezone.now() - timedelta(minutes=2))
+    Cursor.objects.filter(adventure=adventure).update(
+        failures=3, last_error="bad key", last_error_at=timezone.now() - timedelta(minutes=2)
+    )
     assert memory_pass.adventures_behind() == [], "failed 3 times: waits 8 minutes before the next try"
     Cursor.objects.filter(adventure=adventure).update(last_error_at=timezone.now() - timedelta(minutes=9))
     assert memory_pass.adventures_behind() == [adventure.pk]
@@ -82,7 +83,9 @@ def test_adventures_that_keep_failing_never_starve_the_others_out_of_the_sweep(o
     Cursor.objects.filter(adventure=failing[0]).update(last_error_at=timezone.now() - timedelta(minutes=17))
     assert memory_pass.adventures_behind(limit=2) == [failing[0].pk, healthy.pk]
     # ten failures wait the hour cap, not 2^10 minutes
-    Cursor.objects.filter(adventure=failing[1]).update(failures=10, last_error_at=timezone.now() - timedelta(minutes=61))
+    Cursor.objects.filter(adventure=failing[1]).update(
+        failures=10, last_error_at=timezone.now() - timedelta(minutes=61)
+    )
     assert failing[1].pk in memory_pass.adventures_behind()
 
 
@@ -93,7 +96,9 @@ def test_the_sweep_marks_every_run_a_dead_worker_left_running_as_crashed(adventu
     from workers.tasks import sweep
 
     dead = PassRun.objects.create(adventure=adventure, worker="killed")
-    PassRun.objects.filter(pk=dead.pk).update(started_at=timezone.now() - memory_pass.PASS_ABANDONED_AFTER - timedelta(minutes=1))
+    PassRun.objects.filter(pk=dead.pk).update(
+        started_at=timezone.now() - memory_pass.PASS_ABANDONED_AFTER - timedelta(minutes=1)
+    )
     busy = PassRun.objects.create(adventure=adventure, worker="busy")
     sweep()
     assert PassRun.objects.get(pk=dead.pk).outcome == "crashed"

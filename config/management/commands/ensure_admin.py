@@ -30,4 +30,6 @@ class Command(BaseCommand):
                 )
             )
         else:
-            self.stdout.write(self.style.SUCCESS(f"Admin account created: username {username!r} (password from ADMIN_PASSWORD)."))
+            self.stdout.write(
+                self.style.SUCCESS(f"Admin account created: username {username!r} (password from ADMIN_PASSWORD).")
+            )

@@ -56,24 +56,45 @@ class Command(BaseCommand):
 
         mcp_port = env_int("MCP_PORT", port + 1, minimum=1, maximum=65535)
         web = ChildProcess(web_server_argv(host=host, port=port, workers=web_workers))
-        worker = ChildProcess(nice=WORKER_NICE, cmd=[
-            sys.executable, "-m", "celery", "-A", "config", "worker",
-            "--loglevel", settings.LOG_LEVEL.lower(),
-            "--concurrency", str(worker_concurrency),
-            "--hostname", "worker@%h",
-            # one machine: the periodic sweeper runs inside this worker
-            "--beat", "--schedule", str(settings.DATA_DIR / "celerybeat-schedule"),
-        ])
+        worker = ChildProcess(
+            nice=WORKER_NICE,
+            cmd=[
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "worker",
+                "--loglevel",
+                settings.LOG_LEVEL.lower(),
+                "--concurrency",
+                str(worker_concurrency),
+                "--hostname",
+                "worker@%h",
+                # one machine: the periodic sweeper runs inside this worker
+                "--beat",
+                "--schedule",
+                str(settings.DATA_DIR / "celerybeat-schedule"),
+            ],
+        )
         mcp = ChildProcess([sys.executable, "manage.py", "runmcp", "--host", host, "--port", str(mcp_port)])
         children = [("web server", web), ("worker", worker), ("MCP server", mcp)]
-        parts = [Part(name, start=child.start, running=child.running, describe=child.describe,
-                      cleanup=child.reap_group) for name, child in children]
+        parts = [
+            Part(name, start=child.start, running=child.running, describe=child.describe, cleanup=child.reap_group)
+            for name, child in children
+        ]
         if settings.EMBEDDED:  # the servers manage.py started: started again on their port, with their data
             data_dir, now = settings.DATA_DIR, time.monotonic()
-            for name, revive, pid in (("embedded Redis", embedded.revive_redis, embedded.redis_pid),
-                                      ("embedded PostgreSQL", embedded.revive_postgres, embedded.postgres_pid)):
-                server = Part(name, start=lambda revive=revive: revive(data_dir),
-                              running=lambda pid=pid: pid(data_dir) is not None, describe=lambda: "died")
+            for name, revive, pid in (
+                ("embedded Redis", embedded.revive_redis, embedded.redis_pid),
+                ("embedded PostgreSQL", embedded.revive_postgres, embedded.postgres_pid),
+            ):
+                server = Part(
+                    name,
+                    start=lambda revive=revive: revive(data_dir),
+                    running=lambda pid=pid: pid(data_dir) is not None,
+                    describe=lambda: "died",
+                )
                 server.started_at = now  # already running
                 parts.append(server)
 
@@ -82,7 +103,7 @@ class Command(BaseCommand):
             self.stderr.flush()
 
         supervisor = Supervisor(parts, say)
-        for part in parts[:len(children)]:
+        for part in parts[: len(children)]:
             part.start(time.monotonic())
         shown = host if ":" not in host else f"[{host}]"
         self.stdout.write(self.style.SUCCESS(f"Everlore is running at http://{shown}:{port}/  (Ctrl-C stops it)"))
@@ -98,7 +119,9 @@ class Command(BaseCommand):
         for child in (web, mcp, worker):
             child.stop(CHILD_STOP_TIMEOUT)
         if settings.EMBEDDED:
-            self.stdout.write("Stopped. The embedded database and Redis stop with this process; data stays in DATA_DIR.")
+            self.stdout.write(
+                "Stopped. The embedded database and Redis stop with this process; data stays in DATA_DIR."
+            )
 
 
 def _check_port_free(host: str, port: int) -> None:

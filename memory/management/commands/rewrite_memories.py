@@ -36,8 +36,13 @@ class Command(BaseCommand):
                 continue
             conn = accounts.connection_for_background(user_id=owner, purpose="summary")
             try:
-                written = summarize.write_memory(conn=conn, adventure=memory.adventure, actions=actions,
-                                                 cards=list(memory.adventure.cards.all()), user_id=owner)
+                written = summarize.write_memory(
+                    conn=conn,
+                    adventure=memory.adventure,
+                    actions=actions,
+                    cards=list(memory.adventure.cards.all()),
+                    user_id=owner,
+                )
             except ProviderError as exc:
                 failed += 1
                 tqdm.write(f"#{memory.pk}: {exc.message}")

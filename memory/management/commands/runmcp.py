@@ -19,5 +19,12 @@ class Command(BaseCommand):
         self.stdout.write(f"MCP server at http://{host}:{port}/mcp")
         # One process, whatever WEB_CONCURRENCY says (uvicorn reads it, and refuses workers for an app object).
         # The site's HTTP protocol: headers bounded in size and time (config.web_protocol).
-        uvicorn.run(asgi_app(port=port), host=host, port=port, log_level="warning", workers=1,
-                    http=HeaderDeadlineProtocol, h11_max_incomplete_event_size=HEADERS_MAX_BYTES)
+        uvicorn.run(
+            asgi_app(port=port),
+            host=host,
+            port=port,
+            log_level="warning",
+            workers=1,
+            http=HeaderDeadlineProtocol,
+            h11_max_incomplete_event_size=HEADERS_MAX_BYTES,
+        )

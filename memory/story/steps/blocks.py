@@ -56,10 +56,19 @@ def create_due_memories(*, adventure: Adventure, head: Branch, report: PassRepor
         cast_written: list[cast.CastMemory] = []
         if not existing:
             try:
-                written = summarize.write_memory(conn=conn, adventure=adventure, actions=actions, cards=cards,
-                                                 user_id=adventure.owner_id)
-                cast_written = write_cast(conn=conn, adventure=adventure, head=head, members=members,
-                                          actions=actions, cards=cards, start=start, block=MEMORY_INTERVAL)
+                written = summarize.write_memory(
+                    conn=conn, adventure=adventure, actions=actions, cards=cards, user_id=adventure.owner_id
+                )
+                cast_written = write_cast(
+                    conn=conn,
+                    adventure=adventure,
+                    head=head,
+                    members=members,
+                    actions=actions,
+                    cards=cards,
+                    start=start,
+                    block=MEMORY_INTERVAL,
+                )
             except ProviderError as exc:
                 report.failed(f"memory of actions {start}-{end}: {exc.message}", exc.code)
                 return
@@ -70,10 +79,23 @@ def create_due_memories(*, adventure: Adventure, head: Branch, report: PassRepor
                 if not mark_move(adventure.pk, "memory", mark, new):
                     raise _Abort("another run moved the memory mark")
                 if not existing:
-                    Memory.objects.create(adventure=adventure, branch_id=new[0], depth=end, source_start=start,
-                                          source_end=end, text=written.text, offline=written.offline)
-                    cast_store(adventure_id=adventure.pk, branch_id=new[0], depth=end, start=start, end=end,
-                               written=cast_written)
+                    Memory.objects.create(
+                        adventure=adventure,
+                        branch_id=new[0],
+                        depth=end,
+                        source_start=start,
+                        source_end=end,
+                        text=written.text,
+                        offline=written.offline,
+                    )
+                    cast_store(
+                        adventure_id=adventure.pk,
+                        branch_id=new[0],
+                        depth=end,
+                        start=start,
+                        end=end,
+                        written=cast_written,
+                    )
                     report.memories_created += 1
         except (_Abort, IntegrityError) as exc:
             log.info("memory pass of adventure %s stopped: %s", adventure.pk, exc)

@@ -24,8 +24,11 @@ def rewrite_stale(*, adventure: Adventure, head: Branch, report: PassReport) -> 
     the model call (compare-and-set); a character no longer in the block loses
     its memory of it, one newly in it gains one."""
     stale = path_memories(head).filter(stale=True, edited=False, source_start__isnull=False)
-    blocks = list(stale.order_by("source_start").values_list("source_start", "source_end").distinct()
-                  [:max(MEMORIES_PER_RUN - report.memories_created, 0) + 1])
+    blocks = list(
+        stale.order_by("source_start")
+        .values_list("source_start", "source_end")
+        .distinct()[: max(MEMORIES_PER_RUN - report.memories_created, 0) + 1]
+    )
     if not blocks:
         return
     conn = accounts.connection_for_background(user_id=adventure.owner_id, purpose="summary")
@@ -44,10 +47,23 @@ def rewrite_stale(*, adventure: Adventure, head: Branch, report: PassReport) -> 
             continue
         own = next((m for m in rows if m.character_id is None), None)
         try:
-            written = summarize.write_memory(conn=conn, adventure=adventure, actions=actions, cards=cards,
-                                             user_id=adventure.owner_id) if own else None
-            cast_written = write_cast(conn=conn, adventure=adventure, head=head, members=members, actions=actions,
-                                      cards=cards, start=start, block=MEMORY_INTERVAL)
+            written = (
+                summarize.write_memory(
+                    conn=conn, adventure=adventure, actions=actions, cards=cards, user_id=adventure.owner_id
+                )
+                if own
+                else None
+            )
+            cast_written = write_cast(
+                conn=conn,
+                adventure=adventure,
+                head=head,
+                members=members,
+                actions=actions,
+                cards=cards,
+                start=start,
+                block=MEMORY_INTERVAL,
+            )
         except ProviderError as exc:
             report.failed(f"memory of actions {start}-{end}: {exc.message}", exc.code)
             return
@@ -56,10 +72,21 @@ def rewrite_stale(*, adventure: Adventure, head: Branch, report: PassReport) -> 
             if block_changed(head, actions, start=start, end=end):
                 continue  # edited again meanwhile: the next run writes it from the newest text
             if own is not None:
-                if Memory.objects.filter(pk=own.pk, text=own.text, stale=True, edited=False).update(
-                        text=written.text, stale=False, offline=written.offline) != 1:
+                if (
+                    Memory.objects.filter(pk=own.pk, text=own.text, stale=True, edited=False).update(
+                        text=written.text, stale=False, offline=written.offline
+                    )
+                    != 1
+                ):
                     continue
                 embeddings.vector_set(memory_id=own.pk, expected_text=written.text, vector=None, model="")
-            cast_replace(adventure_id=adventure.pk, branch_id=anchor.branch_id, depth=anchor.depth, start=start,
-                         end=end, old=[m for m in rows if m.character_id is not None], written=cast_written)
+            cast_replace(
+                adventure_id=adventure.pk,
+                branch_id=anchor.branch_id,
+                depth=anchor.depth,
+                start=start,
+                end=end,
+                old=[m for m in rows if m.character_id is not None],
+                written=cast_written,
+            )
         report.memories_created += 1

@@ -40,21 +40,33 @@ def update_summary(*, adventure: Adventure, head: Branch, report: PassReport, fo
         return
     base = summaries.summary_base(head)  # read only when a rewrite is due: the pass runs after every turn
     starting_text = base if force or snap is None else snap.text
-    memories = list(own_memories(head).filter(source_start__isnull=False, source_end__gt=since,
-                                               source_end__lte=target).order_by("source_start")
-                    .values_list("source_end", "text"))
+    memories = list(
+        own_memories(head)
+        .filter(source_start__isnull=False, source_end__gt=since, source_end__lte=target)
+        .order_by("source_start")
+        .values_list("source_end", "text")
+    )
     material = [text for _, text in memories]
     covered = max([end for end, _ in memories], default=since)
     if covered < target:
         # Only the newest raw actions can reach the summary's prompt (summarize.SUMMARY_MATERIAL_TOKENS).
-        raw = list(lineage.story(head).filter(depth__gt=max(covered, since), depth__lte=target)
-                   .order_by("-depth")[:RAW_ACTIONS_MAX])
+        raw = list(
+            lineage.story(head)
+            .filter(depth__gt=max(covered, since), depth__lte=target)
+            .order_by("-depth")[:RAW_ACTIONS_MAX]
+        )
         material += [render_action(a) for a in reversed(raw)]
     conn = accounts.connection_for_background(user_id=adventure.owner_id, purpose="summary")
     try:
-        written = summarize.write_summary(conn=conn, adventure=adventure, current=starting_text, base=base,
-                                          new_material=material, user_id=adventure.owner_id,
-                                          cards=list(adventure.cards.all()))
+        written = summarize.write_summary(
+            conn=conn,
+            adventure=adventure,
+            current=starting_text,
+            base=base,
+            new_material=material,
+            user_id=adventure.owner_id,
+            cards=list(adventure.cards.all()),
+        )
     except ProviderError as exc:
         report.failed(f"story summary: {exc.message}", exc.code)
         return
@@ -67,8 +79,9 @@ def update_summary(*, adventure: Adventure, head: Branch, report: PassReport, fo
             return  # the player wrote their own summary, or the story moved, during the call
         if not mark_move(adventure.pk, "summary", old, (node_of(head, target), target)):
             return
-        summaries.snapshot_write(adventure_id=adventure.pk, branch=head, depth=target, text=written.text,
-                                 player=False, replace_player=force)
+        summaries.snapshot_write(
+            adventure_id=adventure.pk, branch=head, depth=target, text=written.text, player=False, replace_player=force
+        )
         summaries.summary_refresh(adventure.pk)
         Cursor.objects.filter(adventure_id=adventure.pk).update(summary_written_at=timezone.now())
     adventure.story_summary = written.text

@@ -11,8 +11,11 @@ class Command(BaseCommand):
     help = "Exit 0 if the Celery worker on this host has a fresh heartbeat in Redis (container healthcheck)."
 
     def add_arguments(self, parser):
-        parser.add_argument("--hostname", default=f"celery@{socket.gethostname()}",
-                            help="the worker's node name (default: celery@<this host>)")
+        parser.add_argument(
+            "--hostname",
+            default=f"celery@{socket.gethostname()}",
+            help="the worker's node name (default: celery@<this host>)",
+        )
 
     def handle(self, *args, hostname, **options):
         try:

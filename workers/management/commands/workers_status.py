@@ -35,5 +35,7 @@ class Command(BaseCommand):
             table.add_row(name, str(value))
         Console(file=self.stdout, force_terminal=False, width=100).print(table)
         for parked in status["recent_parked"]:
-            self.stdout.write(f"parked: {parked['task']}{tuple(parked['args'])} after {parked['attempts']} attempts "
-                              f"at {parked['parked_at']}")
+            self.stdout.write(
+                f"parked: {parked['task']}{tuple(parked['args'])} after {parked['attempts']} attempts "
+                f"at {parked['parked_at']}"
+            )
