@@ -62,7 +62,7 @@ class StoryView(APIView):
     )
     def get(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
-        params = _valid_query(request)
+        params = _valid(_StoryQuery, request, query=True)
         branch = lineage.head(adventure)
         rows, next_before = lineage.story_page(branch, before_depth=params["before"], limit=params["limit"])
         return Response(
@@ -73,12 +73,6 @@ class StoryView(APIView):
                 "actions": s.ActionSerializer(rows, many=True, context={"take_counts": _take_counts(rows)}).data,
             }
         )
-
-
-def _valid_query(request):
-    serializer = _StoryQuery(data=request.query_params)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
 
 
 class UndoView(APIView):

@@ -12,8 +12,8 @@ def adventure_for(request, adventure_id, *, for_play: bool = False) -> Adventure
     return adventures.access_adventure(user_id=request.user.id, adventure_id=adventure_id, for_play=for_play)
 
 
-def valid(serializer_class, request, **kwargs) -> dict:
-    """The validated body, or a 400 naming each field to fix."""
-    serializer = serializer_class(data=request.data, **kwargs)
+def valid(serializer_class, request, *, query: bool = False, **kwargs) -> dict:
+    """The validated body (``query``: the query string), or a 400 naming each field to fix."""
+    serializer = serializer_class(data=request.query_params if query else request.data, **kwargs)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data

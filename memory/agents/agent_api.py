@@ -184,9 +184,7 @@ class AgentMemoryListView(WorldView):
     def get(self, request, world_id, agent_id):
         world = self.world(request, world_id)
         agent = worlds.access_agent(world=world, external_id=agent_id)
-        query = _MemoryQuery(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        params = query.validated_data
+        params = _valid(_MemoryQuery, request, query=True)
         qs = AgentMemory.objects.filter(agent=agent)
         if params.get("q"):
             from django.contrib.postgres.search import SearchQuery
