@@ -9,7 +9,10 @@ witnessed it (precision and recall of witnessed facts, and the share answered ri
 - offline: the extractive writer (no model);
 - model: the model writer through the fake model, which answers with the sentences of each
   member's part that name it (plumbing: the real prompt, JSON answer and parsing; not a model's
-  quality).
+  quality);
+- everyone: the baseline of a cast that knows everything (every question answered "knows").
+Every set of the data file gets its rows ("dev" and "held-out": short scripted stories; "narrator":
+stories written the way a language-model narrator writes), and the reading's cost per block.
 
     .venv/bin/python bench/cast.py
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from pathlib import Path
 
 from _setup import ROOT, django_setup, print_table, save
@@ -76,6 +80,7 @@ def main() -> None:
     answers: dict[tuple[str, str], list[tuple[bool, bool]]] = {}
     per_story: dict[tuple[str, str], list[tuple[bool, bool]]] = {}
     misses: list[str] = []
+    costs: dict[str, list[float]] = {}  # ms of the scene reading per block, per set
     try:
         for writer in ("offline", "model"):
             accounts.ai_settings_update(
@@ -116,9 +121,13 @@ def main() -> None:
                 for start in range(0, len(actions) - len(actions) % marks.MEMORY_INTERVAL, marks.MEMORY_INTERVAL):
                     block = actions[start : start + marks.MEMORY_INTERVAL]
                     before = actions[max(start - cast.LOOKBACK_BLOCKS * marks.MEMORY_INTERVAL, 0) : start]
-                    for w in cast.present(
+                    began = time.perf_counter()
+                    witnesses = cast.present(
                         cast=list(members.values()), actions=block, before=before, name=story["persona"]
-                    ):
+                    )
+                    if writer == "offline":
+                        costs.setdefault(story["set"], []).append((time.perf_counter() - began) * 1000)
+                    for w in witnesses:
                         seen[w.member.name] += w.sentences
                 for fact in story["facts"]:
                     for name, truth in fact["knows"].items():
@@ -137,6 +146,7 @@ def main() -> None:
                         answers.setdefault((writer, story["set"]), []).append((said, truth))
                         per_story.setdefault((story["title"], writer), []).append((said, truth))
                         if writer == "offline":
+                            answers.setdefault(("everyone", story["set"]), []).append((True, truth))
                             there = any(told(word, " ".join(seen[name])) for word in fact["words"])
                             answers.setdefault(("presence", story["set"]), []).append((there, truth))
                             if there != truth:
@@ -154,16 +164,23 @@ def main() -> None:
         fake.stop()
         Adventure.objects.filter(owner=user).delete()
 
-    readings, sets = ("presence", "offline", "model"), ("held-out", "dev")
+    readings = ("presence", "offline", "model", "everyone")
+    sets = list(dict.fromkeys(story.get("set", "dev") for story in data))
     results = {
         part: {
             reading: score(
                 answers.get((reading, part), [])
                 if part != "all"
-                else answers.get((reading, "held-out"), []) + answers.get((reading, "dev"), [])
+                else [row for one in sets for row in answers.get((reading, one), [])]
             )
             for reading in readings
         }
+        for part in (*sets, "all")
+    }
+    cost = {
+        part: round(sum(ms) / len(ms), 2)
+        if (ms := (costs.get(part, []) if part != "all" else [x for one in sets for x in costs.get(one, [])]))
+        else 0.0
         for part in (*sets, "all")
     }
     print_table(
@@ -177,6 +194,7 @@ def main() -> None:
             "right",
             "told while absent",
             "not told though there",
+            "reading ms/block",
         ],
         [
             [
@@ -186,8 +204,9 @@ def main() -> None:
                 r["precision"],
                 r["recall"],
                 r["accuracy"],
-                r["told_while_absent"],
+                f"{r['told_while_absent']} ({r['told_while_absent'] / max(r['questions'], 1) * 20:.1f} in 20)",
                 r["not_told_though_there"],
+                cost[part] if reading == "presence" else "",
             ]
             for part, rows in results.items()
             for reading, r in rows.items()
@@ -205,31 +224,49 @@ def main() -> None:
     def plot(path):
         import matplotlib.pyplot as plt
 
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+        fig, axes = plt.subplots(1, len(sets), figsize=(5.5 * len(sets), 4), sharey=True, squeeze=False)
         metrics = ["precision", "recall", "accuracy"]
-        for ax, part in zip(axes, sets):
+        width = 0.8 / len(readings)
+        for ax, part in zip(axes[0], sets):
             for i, reading in enumerate(readings):
                 ax.bar(
-                    [x + i * 0.27 for x in range(len(metrics))],
+                    [x + i * width for x in range(len(metrics))],
                     [results[part][reading][m] for m in metrics],
-                    width=0.27,
+                    width=width,
                     label=reading,
                 )
-            ax.set_xticks([x + 0.27 for x in range(len(metrics))], ["precision", "recall", "answered right"])
+            ax.set_xticks([x + 0.4 - width / 2 for x in range(len(metrics))], ["precision", "recall", "answered right"])
             ax.set_ylim(0, 1.05)
             ax.set_title(f"{part} stories: {results[part]['offline']['questions']} questions")
-        axes[0].legend()
+        axes[0][0].legend()
         fig.suptitle("Who knows what: a character's part against what it witnessed")
         fig.tight_layout()
         fig.savefig(path, dpi=120)
 
     save(
         "cast",
-        [{"stories": part, "reading": reading, **r} for part, rows in results.items() for reading, r in rows.items()],
+        [
+            {
+                "stories": part,
+                "reading": reading,
+                **r,
+                **({"reading_ms_per_block": cost[part]} if reading == "presence" else {}),
+            }
+            for part, rows in results.items()
+            for reading, r in rows.items()
+        ],
         plot,
     )
     print(f"plot: {(ROOT / 'bench' / 'results' / 'cast.png').relative_to(ROOT)}")
-    print(json.dumps({"bench": "cast", **{part.replace("-", "_"): rows for part, rows in results.items()}}))
+    print(
+        json.dumps(
+            {
+                "bench": "cast",
+                **{part.replace("-", "_"): rows for part, rows in results.items()},
+                "reading_ms_per_block": cost,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":
