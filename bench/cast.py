@@ -4,7 +4,7 @@ Every story is played into the database, the post-turn pass writes its memories,
 fact and cast member the bench asks the turn's own recall "ask <member> about <fact>": does the
 member's "What <member> knows" part tell the fact? The answer is scored against whether the member
 witnessed it (precision and recall of witnessed facts, and the share answered right). Three rows:
-- presence: the sentences the scene reading gives each member (memory.story.cast.present), the ceiling
+- presence: the sentences the scene reading gives each member (memory.story.presence.present), the ceiling
   of what any writer can keep;
 - offline: the extractive writer (no model);
 - model: the model writer through the fake model, which answers with the sentences of each
@@ -62,7 +62,7 @@ def main() -> None:
     from django.contrib.auth import get_user_model
     from tqdm import tqdm
 
-    from memory.story import cast, marks, memory_pass, retrieval
+    from memory.story import marks, memory_pass, presence, retrieval, scene
     from stories import accounts, lineage, tree
     from stories.adventures import adventure_create
     from stories.models import Action, Adventure, Branch, StoryCard
@@ -115,14 +115,14 @@ def main() -> None:
                 while memory_pass.run(adventure.pk).more_due:
                     pass
                 head = Branch.objects.get(pk=adventure.head_branch_id)
-                members = {m.name: m for m in cast.members(cards)}
+                members = {m.name: m for m in scene.members(cards)}
                 actions = list(lineage.story(head).order_by("depth"))
                 seen: dict[str, list[str]] = {name: [] for name in members}
                 for start in range(0, len(actions) - len(actions) % marks.MEMORY_INTERVAL, marks.MEMORY_INTERVAL):
                     block = actions[start : start + marks.MEMORY_INTERVAL]
-                    before = actions[max(start - cast.LOOKBACK_BLOCKS * marks.MEMORY_INTERVAL, 0) : start]
+                    before = actions[max(start - presence.LOOKBACK_BLOCKS * marks.MEMORY_INTERVAL, 0) : start]
                     began = time.perf_counter()
-                    witnesses = cast.present(
+                    witnesses = presence.present(
                         cast=list(members.values()), actions=block, before=before, name=story["persona"]
                     )
                     if writer == "offline":

@@ -45,6 +45,9 @@ class Memory(models.Model):
     character = models.ForeignKey(StoryCard, on_delete=models.CASCADE, null=True, blank=True, related_name="memories")
     kind = models.CharField(max_length=12, blank=True, default="")  # a character's: say, heard, interaction, witnessed
     importance = models.FloatField(default=0.5)  # 0..1; ranks a character's memories (memory.story.retrieval)
+    # a character may hold several memories of one block (the offline writer keeps everything it
+    # witnessed, 50 words a memory): their order, 0 first
+    part = models.PositiveSmallIntegerField(default=0)
     use_count = models.PositiveIntegerField(default=0)
     last_used_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -52,10 +55,10 @@ class Memory(models.Model):
 
     class Meta:
         constraints = [
-            # one memory per block and holder (the bank's own, or one character's), so a pass that
-            # runs twice writes nothing twice
+            # one memory per block, holder (the bank's own, or one character's) and part, so a pass
+            # that runs twice writes nothing twice
             models.UniqueConstraint(
-                fields=["adventure", "branch", "source_start", "character"],
+                fields=["adventure", "branch", "source_start", "character", "part"],
                 condition=Q(source_start__isnull=False),
                 name="one_memory_per_block",
                 nulls_distinct=False,

@@ -5,7 +5,7 @@ replaced). The post-turn pass (memory.story.steps) calls these in its transactio
 from __future__ import annotations
 
 from memory.models import Memory
-from memory.story import cast, summarize
+from memory.story import cast, presence, scene, summarize
 from stories import lineage
 from stories.models import Adventure, Branch
 
@@ -32,7 +32,7 @@ def write_cast(
     conn,
     adventure: Adventure,
     head: Branch,
-    members: list[cast.Member],
+    members: list[scene.Member],
     actions: list,
     cards: list,
     start: int,
@@ -44,10 +44,10 @@ def write_cast(
         return []
     before = list(
         lineage.story(head)
-        .filter(depth__gte=max(start - cast.LOOKBACK_BLOCKS * block, 1), depth__lt=start)
+        .filter(depth__gte=max(start - presence.LOOKBACK_BLOCKS * block, 1), depth__lt=start)
         .order_by("depth")
     )
-    witnesses = cast.present(cast=members, actions=actions, before=before, name=summarize.protagonist(adventure))
+    witnesses = presence.present(cast=members, actions=actions, before=before, name=summarize.protagonist(adventure))
     return cast.write_cast_memories(
         conn=conn, adventure=adventure, witnesses=witnesses, cards=cards, user_id=adventure.owner_id
     )
@@ -72,6 +72,7 @@ def cast_store(
                 character_id=w.card_id,
                 kind=w.kind,
                 importance=w.importance,
+                part=w.part,
             )
             for w in written
         ],

@@ -11,7 +11,7 @@ from config import serializer_fields as strict
 from config.errors import Conflict, InvalidRequest, NotFound
 from memory import embeddings
 from memory.models import MEMORY_TEXT_MAX, Memory
-from memory.story import blocks, cast, marks, memory_pass, summaries, summarize
+from memory.story import blocks, cast, marks, memory_pass, scene, summaries, summarize
 from memory.story.steps import summary as summary_step
 from stories import accounts, import_doc, lineage
 from stories.models import Action, Adventure, Branch, StoryCard
@@ -139,23 +139,19 @@ def memory_regenerate(*, adventure: Adventure, memory: Memory) -> Memory:
             conn=conn,
             adventure=adventure,
             head=memory.branch,
-            members=cast.members([c for c in cards if c.pk == memory.character_id]),
+            members=scene.members([c for c in cards if c.pk == memory.character_id]),
             actions=actions,
             cards=cards,
             start=memory.source_start,
             block=marks.MEMORY_INTERVAL,
         )
-        if not written:
+        mine = next((w for w in written if w.part == memory.part), None)
+        if mine is None:
             raise Conflict(
-                f"{memory.character.name} is no longer in the scenes of this block (or not in the cast); "
-                "forget or delete this memory instead"
+                f"{memory.character.name} is no longer in the scenes of this block (or not in the cast, or "
+                "remembers less of it now); forget or delete this memory instead"
             )
-        fields = {
-            "text": written[0].text,
-            "offline": written[0].offline,
-            "kind": written[0].kind,
-            "importance": written[0].importance,
-        }
+        fields = {"text": mine.text, "offline": mine.offline, "kind": mine.kind, "importance": mine.importance}
     else:
         written = summarize.write_memory(
             conn=conn, adventure=adventure, actions=actions, cards=cards, user_id=adventure.owner_id
@@ -228,6 +224,7 @@ def memories_export(*, adventure: Adventure) -> list[dict]:
             "character": cards.get(m.character_id),
             "kind": m.kind,
             "importance": m.importance,
+            "part": m.part,
             "pinned": m.pinned,
             "forgotten": m.forgotten,
             "stale": m.stale,
@@ -269,6 +266,7 @@ class MemoryDoc(serializers.Serializer):
         default=0.5,
         error_messages={key: "must be a number from 0 to 1" for key in ("invalid", "min_value", "max_value")},
     )
+    part = strict.IntegerField(min_value=0, max_value=cast.CAST_PARTS_MAX - 1, required=False, default=0)
     pinned = strict.BooleanField(required=False, default=False)
     forgotten = strict.BooleanField(required=False, default=False)
     stale = strict.BooleanField(required=False, default=False)
@@ -332,6 +330,7 @@ def memories_import(*, adventure: Adventure, rows: list[dict], branch_ids: dict[
                 character_id=card_ids[character] if character is not None else None,
                 kind=row["kind"],
                 importance=row["importance"],
+                part=row["part"],
                 **{name: row[name] for name in ("pinned", "forgotten", "stale", "edited", "offline")},
             )
         )

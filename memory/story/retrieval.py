@@ -12,7 +12,7 @@ from django.utils import timezone
 from pgvector import HalfVector
 
 from memory import embedder
-from memory.story import cast
+from memory.story import scene
 from memory.vectors import vector_cursor
 from stories import lineage, tokens
 from stories.context import Knowing, MemoryItem, render_action
@@ -159,7 +159,7 @@ ORDER BY character_id, r
 def rank_knowledge(
     *,
     branch: Branch,
-    members: list[cast.Member],
+    members: list[scene.Member],
     vector: list[float] | None,
     model: str,
     top_k: int = KNOWS_TOP_K,
@@ -249,6 +249,6 @@ def recall_for_turn(
     if cards is None:
         cards = list(adventure.cards.all())
     recent = [a for a in story if below_depth is None or a.depth < below_depth][-QUERY_ACTIONS:]
-    involved = cast.named_in(cast.members(cards), "\n".join(a.text for a in recent))[:KNOWS_CHARACTERS_MAX]
+    involved = scene.named_in(scene.members(cards), "\n".join(a.text for a in recent))[:KNOWS_CHARACTERS_MAX]
     knowledge = rank_knowledge(branch=branch, members=involved, vector=vector, model=model, record_use=record_use)
     return Recall(items, fallback, knowledge)

@@ -91,6 +91,7 @@ def on_nodes_copied(sender, *, adventure_id: int, from_branch_id: int, to_branch
             character_id=m.character_id,
             kind=m.kind,
             importance=m.importance,
+            part=m.part,
             use_count=m.use_count,
             last_used_at=m.last_used_at,
         )

@@ -8,7 +8,7 @@ import logging
 from django.db import IntegrityError, transaction
 
 from memory.models import Memory
-from memory.story import cast, summarize
+from memory.story import cast, scene, summarize
 from memory.story.blocks import block_changed, cast_store, own_memories, write_cast
 from memory.story.marks import (
     MEMORIES_PER_RUN,
@@ -39,7 +39,7 @@ def create_due_memories(*, adventure: Adventure, head: Branch, report: PassRepor
         return  # another run moved it meanwhile; it will do the work
     conn = accounts.connection_for_background(user_id=adventure.owner_id, purpose="summary")
     cards = list(adventure.cards.all())
-    members = cast.members(cards)
+    members = scene.members(cards)
     while report.memories_created < MEMORIES_PER_RUN and mark[1] + MEMORY_INTERVAL <= head.tip_depth:
         start, end = mark[1] + 1, mark[1] + MEMORY_INTERVAL
         new = (node_of(head, end), end)

@@ -7,7 +7,7 @@ from django.db import transaction
 
 from memory import embeddings
 from memory.models import Memory
-from memory.story import cast, summarize
+from memory.story import scene, summarize
 from memory.story.blocks import block_changed, cast_replace, path_memories, write_cast
 from memory.story.marks import MEMORIES_PER_RUN, MEMORY_INTERVAL
 from memory.story.report import PassReport
@@ -33,7 +33,7 @@ def rewrite_stale(*, adventure: Adventure, head: Branch, report: PassReport) -> 
         return
     conn = accounts.connection_for_background(user_id=adventure.owner_id, purpose="summary")
     cards = list(adventure.cards.all())
-    members = cast.members(cards)
+    members = scene.members(cards)
     for start, end in blocks:
         if report.memories_created >= MEMORIES_PER_RUN:
             report.more_due = True
