@@ -53,6 +53,51 @@ def score(rows: list[tuple[bool, bool]]) -> dict:
     }
 
 
+# The reading's knobs chosen by cross-validation: blocks read before a block (presence.LOOKBACK_BLOCKS)
+# and members remembering one block (presence.CAST_MEMORIES_PER_BLOCK).
+KNOBS = [(lookback, most) for lookback in (1, 2, 3) for most in (3, 4, 5)]
+
+
+def reading_right(story, members, actions, presence, marks, lookback: int, most: int) -> tuple[int, int]:
+    """Questions the scene reading answers right for ``story`` with these knobs, and questions asked."""
+    default = presence.CAST_MEMORIES_PER_BLOCK
+    presence.CAST_MEMORIES_PER_BLOCK = most
+    seen: dict[str, list[str]] = {name: [] for name in members}
+    try:
+        for start in range(0, len(actions) - len(actions) % marks.MEMORY_INTERVAL, marks.MEMORY_INTERVAL):
+            block = actions[start : start + marks.MEMORY_INTERVAL]
+            before = actions[max(start - lookback * marks.MEMORY_INTERVAL, 0) : start]
+            for w in presence.present(cast=list(members.values()), actions=block, before=before, name=story["persona"]):
+                seen[w.member.name] += w.sentences
+    finally:
+        presence.CAST_MEMORIES_PER_BLOCK = default
+    rows = [
+        (any(told(word, " ".join(seen[name])) for word in fact["words"]), truth)
+        for fact in story["facts"]
+        for name, truth in fact["knows"].items()
+    ]
+    return sum(1 for said, truth in rows if said == truth), len(rows)
+
+
+def cross_validated(grid: dict, part: str) -> tuple[float, dict]:
+    """Leave one story out: the knobs that answer the other stories best (the defaults on a tie) read
+    the one left out. The share answered right over ``part``'s stories, and how often each setting won."""
+    default = (2, 4)
+    right = asked = 0
+    chosen: dict[tuple[int, int], int] = {}
+    for key in [k for k in grid if part in ("all", k[0])]:
+        others = [k for k in grid if k != key]
+
+        def total(knobs):
+            return sum(grid[k][knobs][0] for k in others)
+
+        best = max(KNOBS, key=lambda knobs: (total(knobs), knobs == default))
+        chosen[best] = chosen.get(best, 0) + 1
+        right += grid[key][best][0]
+        asked += grid[key][best][1]
+    return (round(right / asked, 3) if asked else 0.0), chosen
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true", help="one story: the test suite runs this")
@@ -81,6 +126,7 @@ def main() -> None:
     per_story: dict[tuple[str, str], list[tuple[bool, bool]]] = {}
     misses: list[str] = []
     costs: dict[str, list[float]] = {}  # ms of the scene reading per block, per set
+    grid: dict[tuple[str, str], dict[tuple[int, int], tuple[int, int]]] = {}  # (set, story) -> knobs -> right, asked
     try:
         for writer in ("offline", "model"):
             accounts.ai_settings_update(
@@ -129,6 +175,10 @@ def main() -> None:
                         costs.setdefault(story["set"], []).append((time.perf_counter() - began) * 1000)
                     for w in witnesses:
                         seen[w.member.name] += w.sentences
+                if writer == "offline":  # the reading under each setting of its knobs, for cross-validation
+                    grid[(story["set"], story["title"])] = {
+                        knobs: reading_right(story, members, actions, presence, marks, *knobs) for knobs in KNOBS
+                    }
                 for fact in story["facts"]:
                     for name, truth in fact["knows"].items():
                         ask = Action(kind="do", text=f"ask {name} about {fact['about']}", depth=head.tip_depth + 1)
@@ -212,6 +262,15 @@ def main() -> None:
             for reading, r in rows.items()
         ],
     )
+    validated = {part: cross_validated(grid, part) for part in (*sets, "all")}
+    print_table(
+        "The scene reading, cross-validated (leave one story out over lookback blocks x members per block)",
+        ["stories", "all data (defaults 2 x 4)", "cross-validated", "knobs chosen (lookback, members): folds"],
+        [
+            [part, results[part]["presence"]["accuracy"], figure, ", ".join(f"{k}: {n}" for k, n in chosen.items())]
+            for part, (figure, chosen) in validated.items()
+        ],
+    )
     titles = list(dict.fromkeys(title for title, _ in per_story))
     print_table(
         "Share answered right, per story",
@@ -264,6 +323,7 @@ def main() -> None:
                 "bench": "cast",
                 **{part.replace("-", "_"): rows for part, rows in results.items()},
                 "reading_ms_per_block": cost,
+                "presence_cross_validated": {part: figure for part, (figure, _) in validated.items()},
             }
         )
     )

@@ -47,9 +47,17 @@ def write_cast(
         .filter(depth__gte=max(start - presence.LOOKBACK_BLOCKS * block, 1), depth__lt=start)
         .order_by("depth")
     )
-    witnesses = presence.present(cast=members, actions=actions, before=before, name=summarize.protagonist(adventure))
+    name = summarize.protagonist(adventure)
+    witnesses = presence.present(cast=members, actions=actions, before=before, name=name)
     return cast.write_cast_memories(
-        conn=conn, adventure=adventure, witnesses=witnesses, cards=cards, user_id=adventure.owner_id
+        conn=conn,
+        adventure=adventure,
+        witnesses=witnesses,
+        cards=cards,
+        user_id=adventure.owner_id,
+        cast=members,
+        sentences=scene.story_sentences(actions, name=name),
+        before=" ".join(scene.story_sentences(before[-block:], name=name)),
     )
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from memory.models import MEMORY_TEXT_MAX
 from memory.sentences import most_telling, ranked
+from memory.story import presence
 from memory.story.scene import Member, Witness
 from memory.story.summarize import (
     MEMORY_WORDS_MAX,
@@ -33,16 +34,20 @@ KINDS = ("say", "heard", "interaction", "witnessed")
 KIND_IMPORTANCE = {"say": 0.7, "interaction": 0.6, "heard": 0.5, "witnessed": 0.4}
 
 CAST_INSTRUCTIONS = (
-    "You keep the memories of each character in a long interactive story. For each character listed below, "
-    "write a memory of the passage from that character's side: what they saw, said, did and heard. 1-2 plain "
-    'sentences, past tense, third person, at most {words} words, naming everyone (never "you"); when their part '
-    "holds more facts than {words} words can keep, write up to {parts} memories for them, in story order, and "
-    "leave no fact out. A character "
-    "knows ONLY the text listed under their own name: never add anything from another character's part. "
-    'Answer with JSON only, no prose: {{"memories": [{{"character": "<name as listed>", "kind": '
-    '"say|heard|interaction|witnessed", "importance": <0 to 1>, "text": "<the memory>"}}]}}. kind: say '
-    "if the character mainly spoke, heard if they mainly listened, interaction if they acted with or on someone "
-    "or something, witnessed if they only watched. importance: how much it will matter to that character later."
+    "You keep the memories of each character in a long interactive story. Below are the cast and a passage, "
+    "one numbered sentence per line. First read the scene: for EVERY sentence, list the cast members who are "
+    "present where it happens AND able to perceive it (not asleep, not out of earshot, not only talked about, "
+    "heard of over a phone or radio, or seen from afar; a whisper reaches only those it is whispered to; someone "
+    "who left is gone until the text brings them back). Then, for each cast member who perceived at least one "
+    "sentence, write a memory of the passage from that character's side using ONLY the sentences they "
+    'perceived: 1-2 plain sentences, past tense, third person, at most {words} words, naming everyone (never "you"); '
+    "when their part holds more facts than {words} words can keep, write up to {parts} memories for them, in story "
+    "order, and leave no fact out. Answer with JSON only, no prose: "
+    '{{"scene": [{{"sentence": <number>, "present": ["<name as listed>", ...]}}, ...], "memories": '
+    '[{{"character": "<name as listed>", "kind": "say|heard|interaction|witnessed", "importance": <0 to 1>, '
+    '"text": "<the memory>"}}]}}. kind: say if the character mainly spoke, heard if they mainly listened, '
+    "interaction if they acted with or on someone or something, witnessed if they only watched. importance: how "
+    "much it will matter to that character later."
 )
 
 _SPEECH = re.compile(
@@ -128,27 +133,38 @@ def write_cast_memories(
     witnesses: list[Witness],
     cards: list[StoryCard],
     user_id: int,
+    cast: list[Member] | None = None,
+    sentences: list[str] | None = None,
+    before: str = "",
 ) -> list[CastMemory]:
-    """One memory for each witness of a block. With ``conn``, one model call writes them all
-    (raises ProviderError when the call fails); a member the answer leaves out or garbles gets
-    the offline writer's memory (flagged offline). Without ``conn``, all offline."""
+    """The cast's memories of a block. Without ``conn``, the offline writer over the offline reading
+    (``witnesses``). With ``conn``, one model call reads the scene of the block's ``sentences`` (who
+    of ``cast`` is present and able to perceive each) and writes each member's memories from the
+    sentences it says that member perceived (raises ProviderError when the call fails). Parsed
+    strictly: when the scene answer is missing or garbled, every member falls back to the offline
+    reading and writer; a member it reads as present whose memory the answer leaves out gets the
+    offline writer's memories of what the model says it perceived; both flagged offline."""
     name = protagonist(adventure)
-    if not witnesses:
-        return []
-    if conn is None:
+    cast = cast if cast is not None else [w.member for w in witnesses]
+    sentences = sentences if sentences is not None else list(dict.fromkeys(s for w in witnesses for s in w.sentences))
+    if conn is None or not cast or not sentences:
         return [m for w in witnesses for m in offline_cast_memories(w, name=name)]
-    parts = []
-    for w in witnesses:
-        excerpt = tokens.keep_end(" ".join(w.sentences), tokens=WITNESS_TOKENS, model=conn.model)
-        parts.append(f"## {w.member.name}\n{excerpt}")
-    brief = cast_brief(adventure=adventure, text="\n".join(" ".join(w.sentences) for w in witnesses), cards=cards)
+    if not witnesses and not any(m.spans(" ".join(sentences) + " " + before) for m in cast):
+        return []  # nobody of the cast anywhere near the block: no model call
+    numbered = "\n".join(f"{n}. {s}" for n, s in enumerate(sentences, start=1))
+    brief = cast_brief(adventure=adventure, text=" ".join(sentences), cards=cards)
+    context = tokens.keep_end(before, tokens=WITNESS_TOKENS // 2, model=conn.model) if before else ""
     messages = [
         {"role": "system", "content": CAST_INSTRUCTIONS.format(words=MEMORY_WORDS_MAX, parts=CAST_PARTS_MAX)},
         {
             "role": "user",
             "content": (brief + "\n\n" if brief else "")
-            + "What each character was present for:\n\n"
-            + "\n\n".join(parts),
+            + "The cast: "
+            + ", ".join(m.name for m in cast)
+            + "\n\n"
+            + (f"Just before (context only, remember nothing of it):\n{context}\n\n" if context else "")
+            + "The passage:\n"
+            + tokens.keep_end(numbered, tokens=WITNESS_TOKENS * 2, model=conn.model),
         },
     ]
     result = providers.complete(
@@ -160,9 +176,14 @@ def write_cast_memories(
         purpose=ProviderCall.Purpose.MEMORY,
         adventure_id=adventure.pk,
     )
-    answered = _parse(result.text)
+    read, answered = _parse(result.text, cast=cast, count=len(sentences))
+    if read is None:
+        log.info("cast of adventure %s read offline: the model's scene answer is missing or garbled", adventure.pk)
+        return [m for w in witnesses for m in offline_cast_memories(w, name=name)]
     out = []
-    for w in witnesses:
+    seen = [Witness(m, [sentences[i] for i in sorted(read[m])], named=len(read[m])) for m in cast if read.get(m)]
+    seen.sort(key=lambda w: (-len(w.sentences), w.member.card_id))
+    for w in seen[: presence.CAST_MEMORIES_PER_BLOCK]:
         entries = [(e, clean_memory(e["text"], name=name)) for e in answered.get(w.member.name.casefold(), [])]
         entries = [(e, text) for e, text in entries if text][:CAST_PARTS_MAX]
         if not entries:
@@ -181,18 +202,21 @@ def write_cast_memories(
     return out
 
 
-def _parse(text: str) -> dict[str, list[dict]]:
-    """The writer's answer as {character name (casefolded): its entries, in order}; empty when it is
-    not the JSON asked for."""
+def _parse(text: str, *, cast: list[Member], count: int) -> tuple[dict[Member, set[int]] | None, dict[str, list[dict]]]:
+    """The writer's answer: who of ``cast`` perceived which of the ``count`` sentences (0-based), or None
+    when the scene answer is missing or garbled (every sentence must be listed, each with a list of
+    names; names outside the cast are ignored), and {character name (casefolded): its memory entries}."""
     start, end = text.find("{"), text.rfind("}")
     if start < 0 or end <= start:
-        return {}
+        return None, {}
     try:
         data = json.loads(text[start : end + 1])
     except ValueError:
-        return {}
-    entries = data.get("memories") if isinstance(data, dict) else None
-    out: dict[str, list[dict]] = {}
+        return None, {}
+    if not isinstance(data, dict):
+        return None, {}
+    entries = data.get("memories")
+    answered: dict[str, list[dict]] = {}
     for entry in entries if isinstance(entries, list) else []:
         if (
             isinstance(entry, dict)
@@ -200,5 +224,26 @@ def _parse(text: str) -> dict[str, list[dict]]:
             and isinstance(entry.get("text"), str)
             and entry["text"].strip()
         ):
-            out.setdefault(entry["character"].strip().casefold(), []).append(entry)
-    return out
+            answered.setdefault(entry["character"].strip().casefold(), []).append(entry)
+    scene, read, listed = data.get("scene"), {m: set() for m in cast}, set()
+    if not isinstance(scene, list):
+        return None, answered
+    for item in scene:
+        number = item.get("sentence") if isinstance(item, dict) else None
+        names = item.get("present") if isinstance(item, dict) else None
+        if (
+            not isinstance(number, int)
+            or isinstance(number, bool)
+            or not 1 <= number <= count
+            or not isinstance(names, list)
+            or not all(isinstance(n, str) for n in names)
+        ):
+            return None, answered
+        listed.add(number)
+        for n in names:
+            member = next((m for m in cast if m.name.casefold() == n.strip().casefold()), None)
+            if member is not None:
+                read[member].add(number - 1)
+    if len(listed) != count:
+        return None, answered
+    return read, answered

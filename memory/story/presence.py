@@ -263,8 +263,11 @@ class Reader:
 
     def _leaves(self, told: str) -> None:
         for verb in words.LEAVE.finditer(told):
-            if words.NOT_AWAY.match(told[verb.end() :]) or words.NOT_AWAY.match(told[verb.start() :].split(" ", 1)[-1]):
+            rest = told[verb.end() :]
+            if words.NOT_AWAY.match(rest) or words.NOT_AWAY.match(told[verb.start() :].split(" ", 1)[-1]):
                 continue
+            if verb.group(0).lower().endswith("out") and words.GREETS.match(rest):
+                continue  # coming out of another room to greet the protagonist: an arrival
             who = self._subject_of(told, verb.start())
             if isinstance(who, Member):
                 for m in self._joined(told, who, verb.start()):

@@ -117,11 +117,13 @@ ELSEWHERE_OPENING = re.compile(
     I,
 )
 CUT = re.compile(
-    r"^\s*(?:(?:Out|Back|Over|Down|Up)\s+(?:in|on|at|by|inside)\s+|In\s+|Inside\s+|At\s+|On\s+)"
+    r"^\s*(?:(?:Out|Back|Over|Down|Up)\s+(?:in|on|at|by|inside|behind|beyond|past|near|under)\s+|In\s+|Inside\s+|At\s+|On\s+)"
     r"(?!(?:dawn|dusk|night|noon|midnight|first\s+light|last|once|the\s+(?:end|same|moment|morning|"
     r"evening|afternoon|night)|\d))(?:the\s+|a\s+|an\s+|[A-Z])[^,]{1,60},",
     I,
 )
+# "hurries out of the kitchen to greet you": coming out of somewhere is arriving here
+GREETS = re.compile(r"^\s+of\s+[^,.;]*?\b(?:to\s+(?:greet|meet|welcome|join|see)|toward|towards)\b", I)
 HERO_SLEEPS = re.compile(r"\b(?:sleep|go\s+to\s+bed|turn\s+in|lie\s+down\s+to\s+rest)\b", I)
 HERO_MOVE = re.compile(rf"\b{MOVE_VERB}\s+{ADVERB}(?:{PLACE}|looking\b|\w+ing\s+for)", I)
 NOT_SUBJECT_BEFORE = re.compile(

@@ -1,6 +1,9 @@
 """Characters who remember: each character of the cast keeps its own memory of the scenes it was in,
 the prompt says who knows what, and those memories follow undo, forks, edits, export and import."""
 
+import json
+import re
+
 import pytest
 
 from memory.models import Cursor, Memory
@@ -263,7 +266,7 @@ def test_the_memory_api_lists_writes_and_refuses_characters_per_character(hall, 
     assert bob_api.get(f"/api/adventures/{aid}/memories/?character={cards['Cora']}").status_code == 404
 
 
-def test_one_model_call_writes_every_characters_memory_of_a_block(hall, narrator):
+def test_one_model_call_reads_the_scene_and_writes_every_characters_memory_of_a_block(hall, narrator):
     calls = [
         r
         for r in narrator.chat_requests()
@@ -271,9 +274,86 @@ def test_one_model_call_writes_every_characters_memory_of_a_block(hall, narrator
     ]
     assert len(calls) == 2, "blocks 1-6 and 7-12, one call each"
     first = calls[0].body["messages"][-1]["content"]
-    assert "## Bram" in first and "## Aria" in first and "## Cora" in first
-    second = calls[1].body["messages"][-1]["content"]
-    assert "## Bram" not in second, "Bram left in the first block: he has no part in the second"
+    assert "The cast: Bram, Aria, Cora" in first
+    assert "1. The great hall of Tarn is cold." in first and "7. Bram leaves the hall." in first
+    assert "present" in calls[0].body["messages"][0]["content"], "the model is asked who perceives each sentence"
+
+
+def _scene_writer(narrator, answer):
+    """The narrator's model answers the cast's call with ``answer(numbered sentences, cast)``."""
+
+    def reply(body, n):
+        if not body["messages"][0]["content"].startswith("You keep the memories of each character"):
+            return memory_reply(body, n)
+        user = body["messages"][-1]["content"]
+        cast = user.split("The cast: ", 1)[1].split("\n", 1)[0].split(", ")
+        numbered = re.findall(r"^(\d+)\. (.*)$", user.split("The passage:\n", 1)[1], re.M)
+        return answer([(int(k), text) for k, text in numbered], cast)
+
+    narrator.reply = reply
+
+
+def test_the_models_reading_of_the_scene_decides_who_remembers_what(owner, narrator, alice_api):
+    """The model says Cora overheard the plan from the stairs (the offline reading has her gone) and
+    that Bram, in the room, was asleep for it: Cora's memory holds it, written by the model; Bram has none."""
+
+    def answer(numbered, cast):
+        plan = [k for k, text in numbered if "the plan" in text]
+        scene = [{"sentence": k, "present": ["Cora"] if k in plan else ["Bram"]} for k, _ in numbered]
+        return json.dumps(
+            {"scene": scene, "memories": [{"character": "Cora", "kind": "heard", "text": "Cora overheard the plan."}]}
+        )
+
+    _scene_writer(narrator, answer)
+    aid = _played(alice_api, ["Cora goes upstairs.", "Aria tells you the plan: the vault opens at midnight."])
+    cora = Memory.objects.filter(adventure_id=aid, character__name="Cora", source_start=1)
+    assert [m.text for m in cora] == ["Cora overheard the plan."] and not cora[0].offline
+    bram = " ".join(Memory.objects.filter(adventure_id=aid, character__name="Bram").values_list("text", flat=True))
+    assert "vault" not in bram
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda numbered, cast: json.dumps({"memories": [{"character": "Cora", "text": "Cora saw it all."}]}),
+        lambda numbered, cast: json.dumps({"scene": [{"sentence": 1, "present": cast}], "memories": []}),
+        lambda numbered, cast: json.dumps({"scene": [{"sentence": "one", "present": "Cora"}], "memories": []}),
+    ],
+    ids=["no scene", "sentences missing", "wrong types"],
+)
+def test_a_scene_answer_that_is_missing_or_garbled_falls_back_to_the_offline_reading(
+    owner, narrator, alice_api, answer
+):
+    _scene_writer(narrator, answer)
+    aid = _played(alice_api, ["Cora goes upstairs.", "Aria tells you the plan: the vault opens at midnight."])
+    cora = " ".join(Memory.objects.filter(adventure_id=aid, character__name="Cora").values_list("text", flat=True))
+    aria = Memory.objects.filter(adventure_id=aid, character__name="Aria", source_start=1)
+    assert "Cora saw it all" not in cora and "vault" not in cora, "the offline reading: Cora left"
+    assert aria and all(m.offline for m in aria) and "vault opens at midnight" in " ".join(m.text for m in aria)
+
+
+def _played(alice_api, replies):
+    """An adventure in the hall with Bram, Aria and Cora, its first block's replies ``replies``, remembered."""
+    from stories.models import Action
+
+    made = alice_api.post(
+        "/api/adventures/",
+        {"title": "T", "opening": "Bram, Aria and Cora sit in the hall.", "persona_name": "Mira"},
+        format="json",
+    ).json()
+    for name in ("Bram", "Aria", "Cora"):
+        alice_api.post(f"/api/adventures/{made['id']}/cards/", {"type": "character", "name": name}, format="json")
+    for text in ["listen", "wait", "nod", "wait", "nod", "wait"]:
+        assert (
+            alice_api.post(
+                f"/api/adventures/{made['id']}/turns/", {"mode": "do", "text": text}, format="json"
+            ).status_code
+            == 201
+        )
+    for depth, text in zip((3, 5), replies):
+        Action.objects.filter(adventure_id=made["id"], depth=depth, live=True).update(text=text)
+    memory_pass.run(made["id"])
+    return made["id"]
 
 
 def test_a_garbled_answer_is_written_offline_and_flagged(owner, narrator, alice_api):
@@ -341,6 +421,82 @@ def scene(text_by_kind, *names, keys=None):
             [("story", "Aria and Bram talk."), ("story", "Aria says the elder's son buries the gold.")],
             {"Rusk"},
             {"Bram"},
+        ),
+        # the narration opens somewhere else: those left behind do not see what happens there
+        (
+            [
+                ("story", "Bram and Cora sit by the hearth."),
+                ("do", "ask Bram for the map"),
+                ("story", "Out behind the stables, where nobody can hear, Aria buries the gold."),
+            ],
+            {"Bram", "Cora"},
+            {"Aria"},
+        ),
+        # the player goes somewhere with a verb no list of "go out" pairs holds
+        (
+            [
+                ("story", "Bram and Cora sit by the hearth."),
+                ("do", "go to the kitchen"),
+                ("story", "Aria is there, kneading dough. She buries the gold under the flagstones."),
+            ],
+            {"Bram", "Cora"},
+            {"Aria"},
+        ),
+        # a departure told with a pronoun
+        (
+            [
+                ("story", "Bram sharpens his axe by the fire. He slips out the back door."),
+                ("story", "Aria buries the gold."),
+            ],
+            {"Bram"},
+            {"Aria"},
+        ),
+        # asleep, or behind headphones: present and perceiving nothing
+        (
+            [
+                ("story", "Bram is asleep by the fire, snoring. Cora sits in the corner with her headphones on."),
+                ("story", "Aria buries the gold."),
+            ],
+            {"Bram", "Cora"},
+            {"Aria"},
+        ),
+        # asked about while absent, heard over the intercom: talked about is not present
+        (
+            [
+                ("say", "Aria, where is Bram?"),
+                ("story", "Cora's voice crackles over the intercom. Aria shrugs and buries the gold."),
+            ],
+            {"Bram", "Cora"},
+            {"Aria"},
+        ),
+        # coming out of another room to greet the protagonist is an arrival
+        (
+            [
+                ("story", "Bram leaves for the market."),
+                ("story", "Later Bram hurries out of the kitchen to greet you."),
+                ("story", "Aria buries the gold."),
+            ],
+            set(),
+            {"Bram", "Aria"},
+        ),
+        # whispered: only those taking part hear it
+        (
+            [
+                ("story", "Bram and Cora sit by the fire."),
+                ("story", "Aria leans close and whispers that she buries the gold."),
+            ],
+            {"Bram", "Cora"},
+            {"Aria"},
+        ),
+        # who stays behind when the protagonist goes with someone else
+        (
+            [
+                ("story", "Bram and Cora wait in the hall."),
+                ("do", "ride to the pier with Cora"),
+                ("story", "Bram stays in the hall. At the pier, Cora buries the gold."),
+            ],
+            {"Bram"},
+            {"Cora"},
         ),
     ],
 )
@@ -442,3 +598,50 @@ def test_each_characters_bank_is_evicted_on_its_own_past_the_capacity(hall, alic
     assert Memory.objects.filter(adventure_id=aid, character__isnull=True, forgotten=False).count() == 2, (
         "the adventure's own bank is not pushed out by Cora's"
     )
+
+
+def test_a_character_talked_about_while_elsewhere_learns_nothing_of_the_scene(owner, narrator, alice_api):
+    """Through the API: Tobias is asked after and heard over the intercom while the protagonist and
+    Maren talk; a sleeper in the room hears nothing; Tobias's and the sleeper's memories of the block
+    hold none of what Maren said, Maren's hold all of it."""
+    made = alice_api.post(
+        "/api/adventures/", {"title": "Night desk", "opening": "The precinct is quiet."}, format="json"
+    ).json()
+    aid = made["id"]
+    cards = {
+        name: alice_api.post(
+            f"/api/adventures/{aid}/cards/", {"type": "character", "name": name}, format="json"
+        ).json()["id"]
+        for name in ("Maren", "Tobias", "Oskar")
+    }
+    for mode, text in [
+        ("do", "sit down across from Maren"),
+        ("say", "Maren, where is Tobias?"),
+        ("do", "look at the old man on the bench"),
+        ("say", "Keep your voice down."),
+        ("do", "lean in"),
+        ("say", "Tell me everything."),
+    ]:
+        assert (
+            alice_api.post(f"/api/adventures/{aid}/turns/", {"mode": mode, "text": text}, format="json").status_code
+            == 201
+        )
+    # the narrator's replies, as a model writes them (set on the stored actions)
+    from stories.models import Action
+
+    replies = [
+        "Maren shrugs. \"Tobias won't be back until Monday.\" Tobias's voice crackles over the intercom, asking "
+        "for the night log.",
+        "Oskar is asleep on the bench, snoring softly, his hat over his eyes.",
+        "Maren nods and tells you the ledger is hidden behind the boiler in the basement.",
+    ]
+    for depth, text in zip((3, 7, 11), replies):
+        Action.objects.filter(adventure_id=aid, depth=depth, live=True).update(text=text)
+    memory_pass.run(aid)
+
+    def remembers(name):
+        rows = alice_api.get(f"/api/adventures/{aid}/memories/?character={cards[name]}").json()
+        return " ".join(m["text"] for m in rows if m["source_start"] is not None)
+
+    assert "hidden behind the boiler" in remembers("Maren")
+    assert "boiler" not in remembers("Tobias") and "boiler" not in remembers("Oskar")

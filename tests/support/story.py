@@ -24,19 +24,21 @@ def memory_reply(body, n):
 
 
 def cast_reply(user: str) -> str:
-    """The fake model as the cast's writer: each listed character remembers the last two sentences of
-    its own part that name it (plumbing: only what it was shown comes back)."""
-    parts = re.findall(
-        r"^## ([^\n]+)\n(.*?)(?=\n\n## |\Z)", user.split("What each character was present for:", 1)[1], re.M | re.S
-    )
-    memories = []
-    for name, excerpt in parts:
-        sentences = re.split(r"(?<=[.!?])\s+", excerpt.strip())
-        sentences = [x for x in sentences if re.search(rf"\b{re.escape(name.strip())}\b", x)] or sentences
-        memories.append(
-            {"character": name.strip(), "kind": "witnessed", "importance": 0.6, "text": " ".join(sentences[-2:])}
+    """The fake model as the cast's writer (plumbing, not a reader): it reads a member as present for
+    the sentences that name it, and each remembers the last two of them."""
+    cast = [n.strip() for n in user.split("The cast: ", 1)[1].split("\n", 1)[0].split(",")]
+    passage = user.split("The passage:\n", 1)[1]
+    sentences = re.findall(r"^(\d+)\. (.*)$", passage, re.M)
+    scene, memories = [], []
+    for number, sentence in sentences:
+        scene.append(
+            {"sentence": int(number), "present": [n for n in cast if re.search(rf"\b{re.escape(n)}\b", sentence)]}
         )
-    return "```json\n" + json.dumps({"memories": memories}) + "\n```"
+    for name in cast:
+        mine = [s for _, s in sentences if re.search(rf"\b{re.escape(name)}\b", s)]
+        if mine:
+            memories.append({"character": name, "kind": "witnessed", "importance": 0.6, "text": " ".join(mine[-2:])})
+    return "```json\n" + json.dumps({"scene": scene, "memories": memories}) + "\n```"
 
 
 def is_memory_request(recorded) -> bool:
