@@ -107,6 +107,7 @@ def main() -> None:
     from django.contrib.auth import get_user_model
     from tqdm import tqdm
 
+    from memory.models import Memory
     from memory.story import marks, memory_pass, presence, retrieval, scene
     from stories import accounts, lineage, tree
     from stories.adventures import adventure_create
@@ -125,6 +126,7 @@ def main() -> None:
     answers: dict[tuple[str, str], list[tuple[bool, bool]]] = {}
     per_story: dict[tuple[str, str], list[tuple[bool, bool]]] = {}
     misses: list[str] = []
+    unshown: dict[str, int] = {}  # per writer: witnessed facts held in memory but not in the part
     costs: dict[str, list[float]] = {}  # ms of the scene reading per block, per set
     grid: dict[tuple[str, str], dict[tuple[int, int], tuple[int, int]]] = {}  # (set, story) -> knobs -> right, asked
     try:
@@ -206,9 +208,20 @@ def main() -> None:
                                 )
                             per_story.setdefault((story["title"], "presence"), []).append((there, truth))
                         if said != truth:
+                            # a fact the character's memories hold but its best 4 for this question leave out
+                            held = truth and any(
+                                told(word, text)
+                                for text in Memory.objects.filter(
+                                    adventure=adventure, character__name=name
+                                ).values_list("text", flat=True)
+                                for word in fact["words"]
+                            )
+                            if held:
+                                unshown[writer] = unshown.get(writer, 0) + 1
                             misses.append(
                                 f"{writer}: {story['title']}: {name} {'was told' if said else 'was not told'}"
                                 f" {fact['about']} ({'witnessed' if truth else 'absent'})"
+                                + (" (held in its memories, not among the 4 the part shows)" if held else "")
                             )
     finally:
         fake.stop()
@@ -279,6 +292,10 @@ def main() -> None:
     )
     for miss in misses:
         print("  miss:", miss)
+    print(
+        "witnessed facts a character's memories hold but its part for the question does not show: "
+        + ", ".join(f"{writer} {n}" for writer, n in unshown.items())
+    )
 
     def plot(path):
         import matplotlib.pyplot as plt
@@ -323,6 +340,7 @@ def main() -> None:
                 "bench": "cast",
                 **{part.replace("-", "_"): rows for part, rows in results.items()},
                 "reading_ms_per_block": cost,
+                "held_not_shown": unshown,
                 "presence_cross_validated": {part: figure for part, (figure, _) in validated.items()},
             }
         )

@@ -98,6 +98,17 @@ class Cursor(models.Model):
         return f"cursor of {self.adventure_id}: memories {self.memory_depth}, summary {self.summary_depth}"
 
 
+class CastMark(models.Model):
+    """How far the cast backfill (memory.story.steps.backfill) has read the story for one character
+    card of the cast: blocks up to ``depth`` were considered. Gone when the card leaves the cast, so
+    a card that rejoins is read again from the start."""
+
+    card = models.OneToOneField(StoryCard, on_delete=models.CASCADE, related_name="+")
+    depth = models.PositiveIntegerField(default=0)
+    # blocks remembered after this were written with the member in the cast: nothing to backfill
+    created_at = models.DateTimeField(auto_now_add=True)
+
+
 class PassRun(models.Model):
     """One run of the post-turn pass, for operators (and the proof that passes
     of one adventure never overlap)."""

@@ -22,6 +22,7 @@ from memory import embeddings
 from memory.models import Cursor, Memory, PassRun
 from memory.story.marks import MEMORY_INTERVAL, MEMORY_THRESHOLD, SUMMARY_INTERVAL, cursor_for
 from memory.story.report import PassReport
+from memory.story.steps.backfill import backfill_cast
 from memory.story.steps.blocks import create_due_memories
 from memory.story.steps.eviction import evict
 from memory.story.steps.stale import rewrite_stale
@@ -102,7 +103,7 @@ def run(adventure_id: int, *, report: PassReport | None = None) -> PassReport:
     if adventure is None or adventure.head_branch_id is None or adventure.hidden:
         return report
     head = lineage.head(adventure)
-    steps = [create_due_memories, rewrite_stale] if adventure.memory_bank_enabled else []
+    steps = [create_due_memories, rewrite_stale, backfill_cast] if adventure.memory_bank_enabled else []
     steps += [update_summary] if adventure.auto_summarize else []
     steps += [lambda adventure, head, report: embeddings.embed_pending(adventure=adventure, report=report), evict]
     for step in steps:

@@ -645,3 +645,39 @@ def test_a_character_talked_about_while_elsewhere_learns_nothing_of_the_scene(ow
 
     assert "hidden behind the boiler" in remembers("Maren")
     assert "boiler" not in remembers("Tobias") and "boiler" not in remembers("Oskar")
+
+
+def test_a_card_that_joins_the_cast_later_gains_memories_of_the_blocks_it_was_in(owner, narrator, alice_api):
+    """Aria gets her card after two blocks were remembered: the next pass gives her memories of the
+    block she was in (the vault), none of the one she had left, and touches no memory the player edited."""
+    from stories.models import Action
+
+    made = alice_api.post(
+        "/api/adventures/",
+        {"title": "T", "opening": "Bram and Aria sit in the hall.", "persona_name": "Mira"},
+        format="json",
+    ).json()
+    aid = made["id"]
+    bram = alice_api.post(f"/api/adventures/{aid}/cards/", {"type": "character", "name": "Bram"}, format="json")
+    for text in ["listen"] * 6:
+        alice_api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": text}, format="json")
+    for depth, text in (
+        (3, "Aria tells you the vault opens at midnight."),
+        (7, "Aria leaves the hall."),
+        (9, "Bram shows you the hidden ledger."),
+    ):
+        Action.objects.filter(adventure_id=aid, depth=depth, live=True).update(text=text)
+    memory_pass.run(aid)
+    assert Memory.objects.filter(adventure_id=aid, character__isnull=True, source_start__isnull=False).count() == 2
+    edited = Memory.objects.filter(adventure_id=aid, character_id=bram.json()["id"], source_start=1).first()
+    alice_api.patch(f"/api/adventures/{aid}/memories/{edited.pk}/", {"text": "Bram's own words."}, format="json")
+
+    aria = alice_api.post(f"/api/adventures/{aid}/cards/", {"type": "character", "name": "Aria"}, format="json")
+    memory_pass.run(aid)
+    rows = alice_api.get(f"/api/adventures/{aid}/memories/?character={aria.json()['id']}").json()
+    assert 1 in {m["source_start"] for m in rows}, rows
+    assert "vault opens at midnight" in " ".join(m["text"] for m in rows)
+    assert "ledger" not in " ".join(m["text"] for m in rows), "she had left"
+    assert Memory.objects.get(pk=edited.pk).text == "Bram's own words."
+    memory_pass.run(aid)
+    assert len(alice_api.get(f"/api/adventures/{aid}/memories/?character={aria.json()['id']}").json()) == len(rows)

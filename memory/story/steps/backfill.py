@@ -1,0 +1,107 @@
+"""The cast backfill: a character card that joins the cast after blocks were remembered gains
+memories of the earlier blocks it was present for, a few blocks a run, in the background.
+
+Each cast member has a mark (memory.models.CastMark) of how far the story was read for it. A run
+reads, past the mark and up to the memory mark, the head path's remembered blocks that the member
+holds no memory of: where the scene reading finds it present, its memories of the block are written
+(with the owner's model when there is one, as the pass writes them) and stored beside the block's
+own. A block the member holds any memory of is never touched (what the player wrote or edited
+stays), and the mark only moves forward. A card that leaves the cast loses its mark."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import IntegrityError, transaction
+
+from memory.models import CastMark
+from memory.story import presence, scene, summarize
+from memory.story.blocks import block_changed, cast_store, own_memories, path_memories, write_cast
+from memory.story.marks import MEMORIES_PER_RUN, MEMORY_INTERVAL, memory_mark
+from memory.story.report import PassReport
+from stories import accounts, lineage
+from stories.models import Adventure, Branch
+from stories.providers import ProviderError
+
+log = logging.getLogger(__name__)
+
+BACKFILL_BLOCKS_READ = 30  # remembered blocks read for one member in one run, at most
+
+
+def backfill_cast(*, adventure: Adventure, head: Branch, report: PassReport) -> None:
+    cards = list(adventure.cards.all())
+    members = scene.members(cards)
+    CastMark.objects.filter(card__adventure=adventure).exclude(card_id__in=[m.card_id for m in members]).delete()
+    if not members:
+        return
+    _, through = memory_mark(adventure=adventure, head=head)
+    conn = None
+    name = summarize.protagonist(adventure)
+    for member in members:
+        mark, _ = CastMark.objects.get_or_create(card_id=member.card_id)
+        if mark.depth >= through:
+            continue
+        blocks = list(
+            own_memories(head)
+            .filter(
+                source_start__isnull=False,
+                source_end__gt=mark.depth,
+                source_end__lte=through,
+                created_at__lt=mark.created_at,
+            )
+            .order_by("source_start")
+            .values_list("source_start", "source_end", "branch_id", "depth")[:BACKFILL_BLOCKS_READ]
+        )
+        held = set(
+            path_memories(head)
+            .filter(character_id=member.card_id, source_start__isnull=False)
+            .values_list("source_start", flat=True)
+        )
+        read_to = mark.depth
+        for start, end, branch_id, depth in blocks:
+            if start not in held:
+                actions = list(lineage.story(head).filter(depth__gte=start, depth__lte=end))
+                before = list(
+                    lineage.story(head)
+                    .filter(depth__gte=max(start - presence.LOOKBACK_BLOCKS * MEMORY_INTERVAL, 1), depth__lt=start)
+                    .order_by("depth")
+                )
+                if actions and presence.present(cast=[member], actions=actions, before=before, name=name):
+                    if report.memories_created >= MEMORIES_PER_RUN:
+                        report.more_due = True
+                        break
+                    if conn is None:
+                        conn = accounts.connection_for_background(user_id=adventure.owner_id, purpose="summary")
+                    try:
+                        written = write_cast(
+                            conn=conn,
+                            adventure=adventure,
+                            head=head,
+                            members=[member],
+                            actions=actions,
+                            cards=cards,
+                            start=start,
+                            block=MEMORY_INTERVAL,
+                        )
+                    except ProviderError as exc:
+                        report.failed(f"{member.name}'s memory of actions {start}-{end}: {exc.message}", exc.code)
+                        return
+                    try:
+                        with transaction.atomic():
+                            if block_changed(head, actions, start=start, end=end):
+                                break  # edited meanwhile: a later run reads it again
+                            if not path_memories(head).filter(character_id=member.card_id, source_start=start).exists():
+                                cast_store(
+                                    adventure_id=adventure.pk,
+                                    branch_id=branch_id,
+                                    depth=depth,
+                                    start=start,
+                                    end=end,
+                                    written=written,
+                                )
+                                report.memories_created += 1 if written else 0
+                    except IntegrityError as exc:
+                        log.info("cast backfill of adventure %s stopped: %s", adventure.pk, exc)
+                        return
+            read_to = end
+        CastMark.objects.filter(pk=mark.pk, depth__lt=read_to).update(depth=read_to)
