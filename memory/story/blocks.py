@@ -37,10 +37,12 @@ def write_cast(
     cards: list,
     start: int,
     block: int,
+    only: int | None = None,
 ) -> list[cast.CastMemory]:
     """The cast's memories of the block ``actions`` starting at ``start`` on ``head``'s path
-    (``block``: actions per block). No model call when no member is in the block."""
-    if not members:
+    (``block``: actions per block). No model call when no member is in the block. ``only``: the
+    scene is read with the whole cast (``members``), and only that card's memories are written."""
+    if not members or (only is not None and only not in {m.card_id for m in members}):
         return []
     before = list(
         lineage.story(head)
@@ -49,7 +51,11 @@ def write_cast(
     )
     name = summarize.protagonist(adventure)
     witnesses = presence.present(cast=members, actions=actions, before=before, name=name)
-    return cast.write_cast_memories(
+    if only is not None:
+        witnesses = [w for w in witnesses if w.member.card_id == only]
+        if conn is None and not witnesses:
+            return []
+    written = cast.write_cast_memories(
         conn=conn,
         adventure=adventure,
         witnesses=witnesses,
@@ -59,6 +65,7 @@ def write_cast(
         sentences=scene.story_sentences(actions, name=name),
         before=" ".join(scene.story_sentences(before[-block:], name=name)),
     )
+    return [w for w in written if only is None or w.card_id == only]
 
 
 def cast_store(

@@ -66,7 +66,8 @@ def backfill_cast(*, adventure: Adventure, head: Branch, report: PassReport) -> 
                     .filter(depth__gte=max(start - presence.LOOKBACK_BLOCKS * MEMORY_INTERVAL, 1), depth__lt=start)
                     .order_by("depth")
                 )
-                if actions and presence.present(cast=[member], actions=actions, before=before, name=name):
+                seen = presence.present(cast=members, actions=actions, before=before, name=name) if actions else []
+                if any(w.member.card_id == member.card_id for w in seen):
                     if report.memories_created >= MEMORIES_PER_RUN:
                         report.more_due = True
                         break
@@ -77,11 +78,12 @@ def backfill_cast(*, adventure: Adventure, head: Branch, report: PassReport) -> 
                             conn=conn,
                             adventure=adventure,
                             head=head,
-                            members=[member],
+                            members=members,
                             actions=actions,
                             cards=cards,
                             start=start,
                             block=MEMORY_INTERVAL,
+                            only=member.card_id,
                         )
                     except ProviderError as exc:
                         report.failed(f"{member.name}'s memory of actions {start}-{end}: {exc.message}", exc.code)
