@@ -177,19 +177,8 @@ def _recorded_failure(*, user_id, adventure_id, purpose, conn: Connection, start
     """A call that fails inside is recorded for the user's debug log and raised as a ProviderError."""
     try:
         yield
-    except ProviderError as exc:
-        record_call(
-            user_id=user_id,
-            adventure_id=adventure_id,
-            purpose=purpose,
-            conn=conn,
-            outcome=exc.code,
-            started=started,
-            error=exc.message,
-        )
-        raise
-    except FAILURES as exc:
-        error = failed(exc, conn)
+    except (ProviderError, *FAILURES) as exc:
+        error = exc if isinstance(exc, ProviderError) else failed(exc, conn)
         record_call(
             user_id=user_id,
             adventure_id=adventure_id,
