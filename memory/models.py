@@ -47,7 +47,7 @@ class Memory(models.Model):
     importance = models.FloatField(default=0.5)  # 0..1; ranks a character's memories (memory.story.retrieval)
     # a character may hold several memories of one block (the offline writer keeps everything it
     # witnessed, 50 words a memory): their order, 0 first
-    part = models.PositiveSmallIntegerField(default=0)
+    part = models.PositiveSmallIntegerField(default=0, db_default=0)  # (raw inserts, e.g. bench COPY, get 0)
     use_count = models.PositiveIntegerField(default=0)
     last_used_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
