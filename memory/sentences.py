@@ -24,8 +24,16 @@ def strip_preamble(text: str) -> str:
     return _PREAMBLE.sub("", text)
 
 
+# a title's full stop ends no sentence ("Dr. Baptiste climbs out")
+_TITLES = "".join(
+    rf"(?<!\b{t}\.)"
+    for t in ("Dr", "Mr", "Mrs", "Ms", "St", "Mt", "Jr", "Sr", "Lt", "Sgt", "Capt", "Prof", "Rev", "Gen", "Col", "vs")
+)
+_SENTENCE_END = re.compile(rf"(?<=[.!?][\"'”)\]])\s+|(?<=[.!?]){_TITLES}\s+")
+
+
 def split_sentences(text: str) -> list[str]:
-    return [s.strip() for s in re.split(r"(?<=[.!?])[\"'”)\]]?\s+", text) if s.strip()]
+    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
 
 
 def limit_words(text: str, limit: int) -> str:

@@ -49,6 +49,7 @@ class Reader:
         self.asleep: set[Member] = set()
         self.deaf: set[Member] = set()
         self.recent: list[Member] = []  # the members mentioned, the most recent last
+        self.loud = False  # the scene is loud: what two say to each other, only they hear
         self.genders = self._genders(sentences)
 
     # ---------------------------------------------------------------- the text
@@ -60,7 +61,7 @@ class Reader:
             if title in words.TITLES:
                 votes[m][words.TITLES[title]] += 100
         for s in sentences:
-            named = [m for m in self.cast if m.spans(s.narration)]
+            named = [m for m in self.cast if any(not self._possessive(s.narration, e) for _, e in m.spans(s.narration))]
             if len(named) != 1:
                 continue
             for p in words.PRONOUN.finditer(s.narration):
@@ -99,7 +100,11 @@ class Reader:
                 continue
             best = (s, e, m)
         hero = [
-            h for h in self.hero.finditer(before) if h.start() > clause_start and not self._possessive(before, h.end())
+            h
+            for h in self.hero.finditer(before)
+            if h.start() > clause_start
+            and not self._possessive(before, h.end())
+            and words.CLAUSE_OPENS.search(before[: h.start()])  # "hands you a glass": you are no subject
         ]
         if hero and (best is None or hero[-1].start() > best[0]):
             return True
@@ -114,16 +119,21 @@ class Reader:
         private: set[Member] | None = None
         absorbed: set[Member] = set()
         passage = -1
+        passages: dict[int, str] = {}
+        for s in sentences:
+            passages[s.passage] = passages.get(s.passage, "") + " " + s.narration
         for s in sentences:
             if s.passage != passage:
-                passage, private, absorbed = s.passage, None, set()
+                passage, private, absorbed, heard = s.passage, None, set(), []
+                gone_before = set(self.gone)
             text = s.narration
             reported = self._reported_from(text)
             told = text[:reported]  # what the narration itself tells (not what someone says happened)
             remote = bool(words.REMOTE.search(told)) or bool(words.ELSEWHERE_OPENING.match(told))
             moved, companions, targets = self._hero_moves(s, told)
             if moved:
-                self.here, self.gone = set(companions), set()
+                self.here, self.gone, self.loud = set(companions), set(), False
+            self.loud = self.loud or bool(words.LOUD.search(told))
             entering: set[Member] = set()
             if not remote:
                 for st, en, m in self._mentions(told):
@@ -139,11 +149,26 @@ class Reader:
                     if m not in self.gone:
                         entering.add(m)
                 entering |= {m for m in self._spoken_to(s) if m not in self.gone}
-            for verb in words.ARRIVE.finditer(told):
+            arrivals = list(words.ARRIVE.finditer(told))
+            vehicle = bool(words.VEHICLE_COMES.search(passages[passage]))
+            if vehicle:
+                arrivals += list(words.GETS_OUT.finditer(told))
+            # found there: named in the narration after the passage began, without coming in, it was
+            # there all along and heard what everyone heard ("... a sealed chamber. Helen photographs it.")
+            # (by name: a pronoun for someone the text has not brought in finds no one)
+            found = set()
+            if s.kind not in (Action.Kind.DO, Action.Kind.SAY):
+                found = {m for m in entering - self.here if m not in gone_before and m.spans(told)}
+            for verb in arrivals:
                 who = self._subject_of(told, verb.start())
                 if isinstance(who, Member):
                     self.gone.discard(who)
                     entering.add(who)
+                    found.discard(who)
+            for m in found:
+                if m not in self.asleep and m not in self.deaf:
+                    witnesses[m].sentences += heard
+                    witnesses[m].passages += [passage] * len(heard)
             self.here |= entering
             for st, en, m in self._mentions(told):
                 if m is not None and m not in self.recent[-1:]:
@@ -153,6 +178,11 @@ class Reader:
                 private = (private or set()) | ({speaker} if isinstance(speaker, Member) else set())
             elif private is not None and isinstance(speaker, Member):
                 private.add(speaker)
+            talk = None  # in a loud scene, what is said to someone reaches the speaker and whom it is said to
+            if self.loud and speaker is not None and told != text and not words.ANNOUNCE.search(text):
+                talk = {m for m in self.cast for _ in m.spans(told)} | (
+                    {speaker} if isinstance(speaker, Member) else set()
+                )
             for verb in words.ABSORBED.finditer(told):
                 who = self._subject_of(told, verb.start())
                 if isinstance(who, Member):
@@ -163,14 +193,16 @@ class Reader:
             for m in self.here:
                 if m in self.asleep or m in self.deaf or m in absorbed:
                     continue
-                if private is not None and m not in private:
+                if (private is not None and m not in private) or (talk is not None and m not in talk):
                     continue
                 witnesses[m].sentences.append(s.text)
                 witnesses[m].passages.append(passage)
+            if private is None and talk is None:
+                heard.append(s.text)
             for m in entering:
                 witnesses[m].named += 1
             self._states(told)
-            self._leaves(told)
+            self._leaves(told, vehicle=vehicle)
         return witnesses
 
     def _reported_from(self, text: str) -> int:
@@ -261,8 +293,10 @@ class Reader:
                 break
         return out
 
-    def _leaves(self, told: str) -> None:
+    def _leaves(self, told: str, *, vehicle: bool = False) -> None:
         for verb in words.LEAVE.finditer(told):
+            if vehicle and words.GETS_OUT.match(told[verb.start() :]):
+                continue  # out of the jeep that just pulled up: an arrival
             rest = told[verb.end() :]
             if words.NOT_AWAY.match(rest) or words.NOT_AWAY.match(told[verb.start() :].split(" ", 1)[-1]):
                 continue

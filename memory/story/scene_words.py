@@ -50,10 +50,11 @@ NOT_AWAY = re.compile(
     I,
 )
 LEAVE = re.compile(
-    rf"\b(?:leaves?|left|departs?|exits?|{MOVE_VERB}\s+{ADVERB}{PLACE}|excuses?\s+(?:herself|himself|themselves)|"
+    rf"\b(?:leaves?|(?<!\bis\s)(?<!\bare\s)(?<!\bwas\s)left(?!\s+(?:alone|behind\s+the|over))|departs?|exits?|{MOVE_VERB}\s+{ADVERB}{PLACE}|excuses?\s+(?:herself|himself|themselves)|"
     r"(?:is|was|has|'s|’s)\s+(?:already\s+)?gone|is\s+nowhere\s+(?:in\s+sight|to\s+be\s+(?:seen|found))|"
     r"disappears?|vanish(?:es)?|takes?\s+(?:his|her|their)\s+leave|stays?\s+(?:behind|in\s+the|at\s+the|with\s+the|"
-    r"put|outside)|(?:and|then)\s+goes(?=\s*[.,;]))",
+    r"put|outside)|(?:and|then)\s+goes(?=\s*[.,;])|(?:moves?|moved|drifts?|drifted)\s+on\b|"
+    r"cross(?:es|ed)?\s+the\s+\w+\s+(?:toward|towards|to)\b(?!\s+(?:you|him|her|them)\b))",
     I,
 )
 ARRIVE = re.compile(
@@ -64,7 +65,7 @@ ARRIVE = re.compile(
     I,
 )
 SLEEP = re.compile(
-    r"\b(?:asleep|dozes?|dozing|snor(?:es|ing)|sleeps?\b|sleeping|closes?\s+(?:his|her|their)\s+eyes|"
+    r"\b(?:asleep|dozes?|dozing|snor(?:es|ing)|sleeps?\b|sleeping(?!\s+(?:bag|quarters|car|pad|mat|berth))|closes?\s+(?:his|her|their)\s+eyes|"
     r"drifts?\s+back\s+to\s+sleep|goes\s+back\s+to\s+sleep|nods?\s+off|passe?s?\s+out)",
     I,
 )
@@ -78,7 +79,8 @@ DEAF = re.compile(
 )
 HEAR = re.compile(
     r"\b(?:takes?|pulls?|slides?|yanks?)\s+(?:his|her|their|the)\s+(?:headphones|earbuds)\s+"
-    r"(?:off|out|down)",
+    r"(?:off|out|down)|\b(?:takes?|pulls?|slides?|yanks?)\s+(?:off|out|down)\s+(?:his|her|their|the)\s+"
+    r"(?:headphones|earbuds)|\bremoves?\s+(?:his|her|their|the)\s+(?:headphones|earbuds)",
     I,
 )
 ABSORBED = re.compile(
@@ -90,7 +92,10 @@ ABSORBED = re.compile(
 PRIVATE = re.compile(
     r"\b(?:whispers?|whispered|murmurs?|murmured|so\s+low\s+that|in\s+confidence|lowers?\s+"
     r"(?:his|her|their)\s+voice|leans?\s+(?:close|in)\b|pulls?\s+\w+\s+aside|quietly\s+that|"
-    r"tells?\s+\w+\s+quietly|between\s+us|under\s+(?:his|her|their)\s+breath)",
+    r"tells?\s+\w+\s+quietly|between\s+us|under\s+(?:his|her|their)\s+breath|without\s+moving\s+"
+    r"(?:his|her|their)\s+lips|under\s+the\s+(?:music|noise|din|roar|clatter|chatter)|low\s+enough\s+that|"
+    r"out\s+of\s+earshot|only\s+you\s+(?:can\s+)?hear|for\s+your\s+ears\s+only|in\s+a\s+low\s+voice|"
+    r"quietly\s+(?:tells?|says?|adds?|asks?|explains?|admits?)|(?:says?|said|adds?)\s+quietly|sotto\s+voce)",
     I,
 )
 SPEECH = re.compile(
@@ -125,7 +130,25 @@ CUT = re.compile(
 # "hurries out of the kitchen to greet you": coming out of somewhere is arriving here
 GREETS = re.compile(r"^\s+of\s+[^,.;]*?\b(?:to\s+(?:greet|meet|welcome|join|see)|toward|towards)\b", I)
 HERO_SLEEPS = re.compile(r"\b(?:sleep|go\s+to\s+bed|turn\s+in|lie\s+down\s+to\s+rest)\b", I)
-HERO_MOVE = re.compile(rf"\b{MOVE_VERB}\s+{ADVERB}(?:{PLACE}|looking\b|\w+ing\s+for)", I)
+HERO_MOVE = re.compile(
+    rf"\b(?:{MOVE_VERB}|cross|crosses|crossed)\s+{ADVERB}(?:(?:the|a)\s+(?:\w+\s+)?(?:stairs|steps|"
+    rf"staircase|ladder|hall|hallway|corridor|courtyard|yard|room|street|road|square|field|bridge|deck|lawn|"
+    rf"garden|camp|site)\s+)?(?:{PLACE}|looking\b|\w+ing\s+for)",
+    I,
+)
+# "A jeep pulls up ... Baptiste climbs out": getting out of a vehicle that came is arriving
+VEHICLE_COMES = re.compile(r"\b(?:pulls?|draws?|rolls?)\s+(?:up|in)\b|\b(?:lands|docks|taxis\s+in)\b", I)
+GETS_OUT = re.compile(r"\b(?:climbs?|gets?|steps?|hops?|jumps?|clambers?)\s+out\b", I)
+# the scene is loud: what two people say to each other there is heard by them alone
+LOUD = re.compile(
+    r"\b(?:too\s+loud|louder\s+than\s+ever|(?:the\s+)?(?:music|band|quartet|orchestra)\s+(?:is\s+|was\s+)?"
+    r"(?:blares?|blaring|loud|thumps?|thumping|pounds?|pounding|too\s+loud|plays?|playing|swells?)|"
+    r"deafening|can\s+barely\s+hear|roar\s+of\s+the\s+crowd|over\s+the\s+(?:music|noise|din))",
+    I,
+)
+ANNOUNCE = re.compile(
+    r"\b(?:announces?|shouts?|calls?\s+out|toast|addresses\s+the|to\s+all\s+of\s+you|to\s+everyone)\b", I
+)
 NOT_SUBJECT_BEFORE = re.compile(
     r"\b(?:to|with|at|from|for|of|by|toward|towards|beside|behind|past|after|before|near|"
     r"about|like|than|upon|on|in|into|onto|asks?|tells?|sends?)\s+$",
@@ -134,6 +157,12 @@ NOT_SUBJECT_BEFORE = re.compile(
 PERCEIVED = re.compile(
     r"\b(?:sees?|saw|glimpses?|glimpsed|watch(?:es)?|watched|finds?|found|spots?|spotted|"
     r"notices?|noticed|hears?|heard)\s+$",
+    I,
+)
+# what may stand before the protagonist's name when it is the subject ("..., and you", "When you")
+CLAUSE_OPENS = re.compile(
+    r"(?:^|[,;:.!?\"“”—–-]|\b(?:and|but|then|when|as|while|before|after|until|once|if|so|because|where|"
+    r"whom|who|that|till|since|though|although|now))\s*$",
     I,
 )
 WITH = re.compile(r"\b(?:with|follows?|followed|after|behind|takes?|brings?)\s+$", I)

@@ -681,3 +681,88 @@ def test_a_card_that_joins_the_cast_later_gains_memories_of_the_blocks_it_was_in
     assert Memory.objects.get(pk=edited.pk).text == "Bram's own words."
     memory_pass.run(aid)
     assert len(alice_api.get(f"/api/adventures/{aid}/memories/?character={aria.json()['id']}").json()) == len(rows)
+
+
+READING_CASES = {
+    # the narration opens somewhere else: those left in the hall see nothing of it
+    "a move told by the narration": (
+        "Bram and Cora sit by the hearth in the hall.",
+        ["ask Bram for the map", "listen"],
+        ["Bram shrugs and stares at the fire.", "Out behind the stables, where nobody can hear, Aria buries the gold."],
+        {"Bram", "Cora"},
+        {"Aria"},
+    ),
+    "a departure told with a pronoun": (
+        "Bram sharpens his axe by the fire. Aria sits at the table.",
+        ["wait", "wait"],
+        ["He slips out the back door without a word.", "Aria buries the gold under the hearth."],
+        {"Bram"},
+        {"Aria"},
+    ),
+    "a sleeper in the room": (
+        "Bram is asleep by the fire, snoring. Aria sits at the table.",
+        ["wait", "wait"],
+        ["Aria glances at Bram.", "Aria buries the gold under the hearth."],
+        {"Bram"},
+        {"Aria"},
+    ),
+    "an arrival out of another room": (
+        "Aria waits in the hall.",
+        ["call for Bram", "wait"],
+        ["Bram hurries out of the kitchen to greet you.", "Aria buries the gold under the hearth."],
+        set(),
+        {"Bram", "Aria"},
+    ),
+    "someone found where the protagonist goes": (
+        "Cora mends a net in the hall.",
+        ["go down to the cellar", "wait"],
+        ["Aria buries the gold beneath the flagstones. Bram, sorting bottles in the corner, watches her.", "Dust."],
+        {"Cora"},
+        {"Aria", "Bram"},
+    ),
+    "a word said in a loud room": (
+        "The tavern is packed and the band is playing. Bram and Cora sit at the bar.",
+        ["find Aria", "listen"],
+        ["Aria waves from a corner table.", "Aria tells you that she buries the gold under the hearth tonight."],
+        {"Bram", "Cora"},
+        {"Aria"},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(READING_CASES))
+def test_through_the_api_only_who_perceived_a_scene_remembers_it(case, owner, narrator, alice_api):
+    """Each class of the scene reading, played through the API: the narrator's replies are stored as
+    the model would write them, the post-turn pass writes the cast's memories, and the memory API
+    shows the fact to those in the scene and able to perceive it, and to no one else."""
+    from stories.models import Action
+
+    opening, acts, replies, absent, present = READING_CASES[case]
+    aid = alice_api.post(
+        "/api/adventures/", {"title": case, "opening": opening, "persona_name": "Mira"}, format="json"
+    ).json()["id"]
+    cards = {
+        name: alice_api.post(
+            f"/api/adventures/{aid}/cards/", {"type": "character", "name": name}, format="json"
+        ).json()["id"]
+        for name in ("Aria", "Bram", "Cora")
+    }
+    for text in [*acts, "wait", "wait", "wait", "wait"]:  # two blocks: the first is remembered
+        assert (
+            alice_api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": text}, format="json").status_code
+            == 201
+        )
+    for depth, text in zip((3, 5), replies):
+        Action.objects.filter(adventure_id=aid, depth=depth, live=True).update(text=text)
+    # the player takes their model away: the pass reads the scene and writes the memories offline
+    assert alice_api.patch("/api/settings/", {"endpoint_url": "", "api_key": ""}, format="json").status_code == 200
+    memory_pass.run(aid)
+
+    def remembers(name):
+        rows = alice_api.get(f"/api/adventures/{aid}/memories/?character={cards[name]}").json()
+        return " ".join(m["text"] for m in rows)
+
+    for name in present:
+        assert "buries the gold" in remembers(name), (name, remembers(name))
+    for name in absent:
+        assert "buries the gold" not in remembers(name), (name, remembers(name))
