@@ -32,7 +32,7 @@ ADVENTURE_TEXT_FIELDS = {
     "ai_instructions": LONG_TEXT_MAX,
     "story_summary": LONG_TEXT_MAX,
 }
-ADVENTURE_BOOL_FIELDS = ("auto_summarize", "memory_bank_enabled")
+ADVENTURE_BOOL_FIELDS = ("auto_summarize", "memory_bank_enabled", "memories_before_story")
 
 
 def access_adventure(*, user_id: int, adventure_id: int, for_play: bool = False) -> Adventure:

@@ -1,10 +1,21 @@
 """Build the prompt from its parts under a token budget, and say what each part
 costs and why it is there (the same object powers Insights).
 
-Order: AI instructions, plot essentials (with the protagonist), story summary,
-memories, what each character named in the recent story knows, triggered story
-cards (at most 40% of the flexible budget), the recent story (newest kept,
-oldest dropped), with the author's note placed a few actions from the end.
+Order (what changes rarely first, so that a model server's prefix cache serves most
+of each prompt): AI instructions, plot essentials (with the protagonist), story
+summary; then the recent story, whose window starts at an action of a fixed grid
+(every STORY_STEP actions) and keeps that start for as long as the story from there
+fits, then jumps; then what changes every turn, next to the newest action: the
+memories recalled for this moment, what each character named in the recent story
+knows, triggered story cards (at most 40% of the flexible budget), the author's note.
+
+An adventure with ``memories_before_story`` keeps the older order: instructions, plot
+essentials, summary, memories, what characters know, cards in the system message,
+then the recent story (newest kept, oldest dropped one action at a time) with the
+author's note a few actions from the end.
+
+Budgets are the same either way: the fixed parts are capped first, then memories,
+what characters know and cards take their share, and the story gets the rest.
 """
 
 from __future__ import annotations
@@ -29,8 +40,14 @@ AUTHORS_NOTE_OFFSET = 3  # actions from the end where the author's note is place
 CARD_SHARE = 0.4  # of the flexible budget, at most, for story cards
 FIXED_PART_SHARE = 0.15  # of the budget, at most, for each of instructions / plot essentials / summary / note
 CARD_SCAN_ACTIONS = 6  # newest actions whose text can trigger a card
+STORY_STEP = 8  # actions: the grid the story window's start moves on (prefix-cache layout)
 MESSAGE_OVERHEAD = 4  # tokens per chat message (role and separators)
 REPLY_PRIMING = 3  # tokens the API adds to prime the reply
+
+
+SYSTEM_FIXED = ("instructions", "plot_essentials", "summary")
+TURN_PARTS = ("memories", "knows", "cards", "authors_note")  # after the story, in this order
+SYSTEM_BEFORE = (*SYSTEM_FIXED, "memories", "knows", "cards")  # the older order's system message
 
 
 @dataclass(frozen=True)
@@ -223,6 +240,7 @@ def _layout(
     if adventure.authors_note.strip():
         note = cap(f"[Author's note: {adventure.authors_note.strip()}]", per_fixed)
 
+    fixed_parts = len(parts)
     overhead = 2 * MESSAGE_OVERHEAD + REPLY_PRIMING
     fixed = sum(p.tokens for p in parts) + count(note) + overhead + 4  # + section separators
     flexible = max(budget - fixed, 0)
@@ -292,23 +310,18 @@ def _layout(
             parts.append(Part("cards", text, count(text), reason, items))
             left -= count(text)
 
-    # Recent story, newest first until the budget is spent.
-    kept: list[Action] = []
-    used = 0
-    for action in reversed(story):
-        cost = count(render_action(action) + "\n\n")
-        if used + cost > left:
-            break
-        kept.append(action)
-        used += cost
-    kept.reverse()
+    before = adventure.memories_before_story
+    kept = _window(story, [count(render_action(a) + "\n\n") for a in story], left, stepped=not before)
     rendered = [render_action(a) for a in kept]
     dropped = len(story) - len(kept)
-    if note:
+    if note and before:
         at = max(len(rendered) - AUTHORS_NOTE_OFFSET, 0)
         rendered.insert(at, note)
     story_text = "\n\n".join(x for x in rendered if x != note)
     story_reason = f"the newest {len(kept)} actions" + (f"; {dropped} older ones did not fit" if dropped else "")
+    if not before and kept and dropped:
+        story_reason += f" (the window starts on a step of {STORY_STEP} actions, so the prompt's start holds)"
+    story_part = len(parts)
     parts.append(
         Part(
             "story",
@@ -325,21 +338,39 @@ def _layout(
         )
     )
     if note:
-        parts.append(
-            Part(
-                "authors_note",
-                note,
-                count(note),
-                f"the author's note, placed {min(AUTHORS_NOTE_OFFSET, len(kept))} actions from the end",
-            )
-        )
+        where = f"placed {min(AUTHORS_NOTE_OFFSET, len(kept))} actions from the end" if before else "after the story"
+        parts.append(Part("authors_note", note, count(note), f"the author's note, {where}"))
 
-    system = "\n\n".join(
-        p.text for p in parts if p.name in {"instructions", "plot_essentials", "summary", "memories", "knows", "cards"}
-    )
-    user = "\n\n".join(rendered) if rendered else "(The story begins.)"
+    if before:
+        system = "\n\n".join(p.text for p in parts if p.name in SYSTEM_BEFORE)
+        user = "\n\n".join(rendered) if rendered else "(The story begins.)"
+    else:  # the story right after the rarely changing parts, what changes every turn after it
+        parts.insert(fixed_parts, parts.pop(story_part))
+        system = "\n\n".join(p.text for p in parts if p.name in SYSTEM_FIXED)
+        user = "\n\n".join(rendered) if rendered else "(The story begins.)"
+        user += "".join("\n\n" + p.text for p in parts if p.name in TURN_PARTS)
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
     total = count(system) + count(user) + overhead
     return Context(
         messages=messages, parts=parts, total_tokens=total, budget=budget, encoding=enc.name, recall_note=recall_note
     )
+
+
+def _window(story: list[Action], costs: list[int], left: int, *, stepped: bool) -> list[Action]:
+    """The recent story that fits in ``left`` tokens. Not ``stepped``: the newest actions, one
+    dropped at a time. ``stepped``: from the earliest action on the STORY_STEP grid (depth 1,
+    1 + STORY_STEP, ...) from which the story to the newest action fits, so the start stays put
+    turn after turn and then jumps a step; when not even the newest step fits, the newest actions."""
+    if stepped:
+        total = sum(costs)
+        for i, action in enumerate(story):
+            if total <= left and (action.depth - 1) % STORY_STEP == 0:
+                return story[i:]
+            total -= costs[i]
+    kept, used = [], 0
+    for action, cost in zip(reversed(story), reversed(costs)):
+        if used + cost > left:
+            break
+        kept.append(action)
+        used += cost
+    return kept[::-1]

@@ -81,6 +81,7 @@ class AdventureFieldsDoc(serializers.Serializer):
     )
     auto_summarize = strict.BooleanField(required=False, default=True)
     memory_bank_enabled = strict.BooleanField(required=False, default=True)
+    memories_before_story = strict.BooleanField(required=False, default=True)
 
     def validate_title(self, value):
         if not value.strip():

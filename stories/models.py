@@ -62,6 +62,9 @@ class Adventure(models.Model):
     story_summary = models.TextField(blank=True, default="")
     auto_summarize = models.BooleanField(default=True)
     memory_bank_enabled = models.BooleanField(default=True)
+    # the prompt's older order: memories, what characters know and cards before the story (stories.context);
+    # on by default until the prefix-cache layout meets its target (issue 32: the summary still moves)
+    memories_before_story = models.BooleanField(default=True)
     hidden = models.BooleanField(default=False)  # by a moderator: seen only by staff, no memory work
     # Where play continues; the depth is head_branch.tip_depth.
     head_branch = models.ForeignKey("Branch", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")

@@ -237,6 +237,7 @@ class AdventureSerializer(strict.StrictModelSerializer):
             "story_summary",
             "auto_summarize",
             "memory_bank_enabled",
+            "memories_before_story",
             "head_branch",
             "head_depth",
             "generating",

@@ -20,6 +20,7 @@ BENCHES = [
     "evening.py",
     "imports.py",
     "locomo.py",
+    "prompt_cache.py",
     "recall.py",
     "story_query.py",
     "turn.py",

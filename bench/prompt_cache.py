@@ -1,0 +1,188 @@
+"""How much of each turn's prompt a model server's prefix cache has already seen (issue 32).
+
+A long story (cards that trigger, a cast of characters, a memory bank the post-turn pass grows
+and a running summary) is played into the database; at every turn the prompt the turn would send
+is built exactly as a turn builds it (the turn's own recall, then stories.context.build) for each
+layout (the prefix-cache layout and the older "memories before the story" one) and context size
+(2k, 8k, 32k tokens). Each prompt is tokenized as the model server sees it (system, then user);
+the share of the previous turn's prompt that the new one starts with is what a prefix cache
+serves. Printed per layout and size: the mean and the worst share (all turns, and outside the
+window's jumps), tokens spared per turn, and the time to first token saved under a cost model
+(prefill at PREFILL_MS_PER_TOKEN); a plot over the turns and a final JSON line.
+
+    .venv/bin/python bench/prompt_cache.py [--turns 300] [--smoke]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+
+from _setup import ROOT, django_setup, print_table, save
+
+SIZES = (2048, 8192, 32768)
+PREFILL_MS_PER_TOKEN = 0.25  # an 8B model's prefill on one GPU, about 4,000 tokens a second
+NAMES = ("Maren", "Tobias", "Oskar")
+PLACES = ("the lighthouse", "the harbor", "the chapel", "the market", "the old mill")
+VERBS = ("studies", "points at", "hides", "finds", "mends", "carries", "opens", "burns", "counts", "buries")
+THINGS = ("the map", "a brass key", "the ledger", "a lantern", "the letters", "a knife", "the nets", "a coin")
+ACTS = ("look around", "follow the path", "ask about the ship", "open the door", "wait", "search the room")
+
+
+def reply(rng: random.Random, turn: int) -> str:
+    """A narrator's passage: three to five sentences naming the cast, places and things."""
+    out = []
+    for _ in range(rng.randint(3, 5)):
+        who, what, where = rng.choice(NAMES), rng.choice(THINGS), rng.choice(PLACES)
+        out.append(
+            f"{who} {rng.choice(VERBS)} {what} near {where} while the wind rises over the roofs for the {turn}th time."
+        )
+    return " ".join(out)
+
+
+def shared_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--turns", type=int, default=300)
+    parser.add_argument("--smoke", action="store_true", help="a short story: the test suite runs this")
+    args = parser.parse_args()
+    turns = 30 if args.smoke else args.turns
+    django_setup()
+
+    from django.contrib.auth import get_user_model
+    from tqdm import tqdm
+
+    from memory.story import memory_pass, retrieval
+    from stories import context, lineage, tokens, tree
+    from stories.adventures import adventure_create
+    from stories.models import Adventure, Branch, StoryCard
+
+    user, _ = get_user_model().objects.get_or_create(username="bench-prompt-cache")
+    Adventure.objects.filter(owner=user).delete()
+    adventure = adventure_create(
+        owner_id=user.pk,
+        title="The harbor of Vell",
+        persona_name="Ilse",
+        opening="The harbor of Vell lies under fog. Maren waits on the pier with a lantern.",
+    )
+    Adventure.objects.filter(pk=adventure.pk).update(
+        plot_essentials="Ilse searches for her brother, lost at sea a year ago. The harbor master lies.",
+        authors_note="Keep the tone quiet and eerie.",
+    )
+    adventure.refresh_from_db()
+    for name in NAMES:
+        StoryCard.objects.create(adventure=adventure, type="character", name=name, entry=f"{name} of Vell.")
+    for place in PLACES[:3]:
+        StoryCard.objects.create(
+            adventure=adventure, type="location", name=place.title(), keys=[place.split()[-1]], entry=f"{place}: old."
+        )
+    rng = random.Random(7)
+    enc = tokens.encoding_for("fake-model")
+    previous: dict[tuple[bool, int], list[int]] = {}
+    shares: dict[tuple[bool, int], list[tuple[int, float, bool]]] = {}
+    tokens_per_turn: dict[tuple[bool, int], list[int]] = {}
+    for turn in tqdm(range(1, turns + 1), desc="turns", unit="turn"):
+        head = Branch.objects.get(pk=adventure.head_branch_id)
+        tree.place(adventure_id=adventure.pk, branch_id=head.pk, kind="do", text=rng.choice(ACTS), ask_pass=False)
+        head.refresh_from_db()
+        cards = list(adventure.cards.all())
+        for size in SIZES:
+            story = lineage.recent(head, count=max(size // 40, 20))
+            recalled = retrieval.recall_for_turn(
+                adventure=adventure,
+                branch=head,
+                user_id=user.pk,
+                top_k=5,
+                story=story,
+                record_use=False,
+                cards=cards,
+            )
+            for before in (False, True):
+                adventure.memories_before_story = before
+                ctx = context.build(
+                    adventure=adventure,
+                    story=story,
+                    cards=cards,
+                    memories=recalled.items,
+                    context_tokens=size,
+                    model="fake-model",
+                    knowledge=recalled.knowledge,
+                )
+                ids = [t for m in ctx.messages for t in [-1, *enc.encode(m["content"], disallowed_special=())]]
+                key = (before, size)
+                story_part = next(p for p in ctx.parts if p.name == "story")
+                dropped = story_part.items[0]["dropped"]
+                if key in previous:
+                    prev, prev_first = previous[key]
+                    first = story_part.items[0]["first_depth"]
+                    share = shared_prefix(prev, ids) / len(prev)
+                    shares.setdefault(key, []).append((turn, share, first != prev_first))
+                    tokens_per_turn.setdefault(key, []).append(len(prev))
+                previous[key] = (ids, story_part.items[0]["first_depth"])
+                del dropped
+        tree.place(adventure_id=adventure.pk, branch_id=head.pk, kind="story", text=reply(rng, turn), ask_pass=False)
+        if turn % 3 == 0:
+            while memory_pass.run(adventure.pk).more_due:
+                pass
+            adventure.refresh_from_db()
+
+    rows, table = [], []
+    for (before, size), values in sorted(shares.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        layout = "memories before story" if before else "prefix cache"
+        full = [s for t, s, jump in values if t > turns // 3]  # the window is full by then at 2k and 8k
+        steady = [s for t, s, jump in values if t > turns // 3 and not jump]
+        spared = [s * n for (_, s, _), n in zip(values, tokens_per_turn[(before, size)])]
+        row = {
+            "layout": layout,
+            "context": size,
+            "mean_share": round(sum(s for _, s, _ in values) / len(values), 3),
+            "mean_share_late": round(sum(full) / len(full), 3) if full else None,
+            "worst_share_late_outside_jumps": round(min(steady), 3) if steady else None,
+            "worst_share": round(min(s for _, s, _ in values), 3),
+            "jumps": sum(1 for _, _, jump in values if jump),
+            "tokens_spared_per_turn": round(sum(spared) / len(spared)),
+            "ttft_saved_ms": round(sum(spared) / len(spared) * PREFILL_MS_PER_TOKEN),
+        }
+        rows.append(row)
+        table.append(list(row.values()))
+    print_table(
+        f"Prefix a cache serves, over {turns} turns (late: the last two thirds, when the 2k and 8k windows are full)",
+        list(rows[0]),
+        table,
+    )
+
+    def plot(path):
+        import matplotlib.pyplot as plt
+
+        fig, axes = plt.subplots(1, len(SIZES), figsize=(5.5 * len(SIZES), 3.8), sharey=True)
+        for ax, size in zip(axes, SIZES):
+            for before in (False, True):
+                values = shares.get((before, size), [])
+                ax.plot(
+                    [t for t, _, _ in values],
+                    [s for _, s, _ in values],
+                    label=("older order" if before else "prefix cache"),
+                )
+            ax.set_title(f"{size} tokens of context")
+            ax.set_xlabel("turn")
+            ax.set_ylim(0, 1.02)
+        axes[0].set_ylabel("share of the previous prompt reused")
+        axes[0].legend()
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+
+    save("prompt_cache", rows, plot)
+    print(f"plot: {(ROOT / 'bench' / 'results' / 'prompt_cache.png').relative_to(ROOT)}")
+    print(json.dumps({"bench": "prompt_cache", "turns": turns, "rows": rows}))
+
+
+if __name__ == "__main__":
+    main()
