@@ -11,12 +11,17 @@ window's jumps), tokens spared per turn, and the time to first token saved under
 (prefill at PREFILL_MS_PER_TOKEN); a plot over the turns and a final JSON line.
 
     .venv/bin/python bench/prompt_cache.py [--turns 300] [--smoke]
+
+STEP_TOKENS=N tries another grid for the story window (stories.context.STEP_TOKENS); EXPLAIN=1
+prints where a prompt parted from the last one on each turn that reused less than half of it
+without a jump of the window.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 
 from _setup import ROOT, django_setup, print_table, save
@@ -60,7 +65,7 @@ def main() -> None:
     from django.contrib.auth import get_user_model
     from tqdm import tqdm
 
-    from memory.story import memory_pass, retrieval
+    from memory.story import memory_pass, retrieval, summaries
     from stories import context, lineage, tokens, tree
     from stories.adventures import adventure_create
     from stories.models import Adventure, Branch, StoryCard
@@ -84,26 +89,23 @@ def main() -> None:
         StoryCard.objects.create(
             adventure=adventure, type="location", name=place.title(), keys=[place.split()[-1]], entry=f"{place}: old."
         )
+    if os.environ.get("STEP_TOKENS"):  # to try another grid
+        context.STEP_TOKENS = int(os.environ["STEP_TOKENS"])
     rng = random.Random(7)
     enc = tokens.encoding_for("fake-model")
-    previous: dict[tuple[bool, int], list[int]] = {}
-    shares: dict[tuple[bool, int], list[tuple[int, float, bool]]] = {}
-    tokens_per_turn: dict[tuple[bool, int], list[int]] = {}
+    previous: dict[tuple[bool, int], tuple[list[int], int | None, bool]] = {}
+    # per (older order?, context): (turn, share reused, the window moved, the window full, tokens before)
+    seen: dict[tuple[bool, int], list[tuple[int, float, bool, bool, int]]] = {}
+    turn_parts: dict[tuple[bool, int], list[float]] = {}  # share of the prompt that changes every turn
     for turn in tqdm(range(1, turns + 1), desc="turns", unit="turn"):
         head = Branch.objects.get(pk=adventure.head_branch_id)
         tree.place(adventure_id=adventure.pk, branch_id=head.pk, kind="do", text=rng.choice(ACTS), ask_pass=False)
         head.refresh_from_db()
         cards = list(adventure.cards.all())
         for size in SIZES:
-            story = lineage.recent(head, count=max(size // 40, 20))
+            story = lineage.recent(head, count=min(500, max(50, size // 40)))  # as a turn hands it over
             recalled = retrieval.recall_for_turn(
-                adventure=adventure,
-                branch=head,
-                user_id=user.pk,
-                top_k=5,
-                story=story,
-                record_use=False,
-                cards=cards,
+                adventure=adventure, branch=head, user_id=user.pk, top_k=5, story=story, record_use=False, cards=cards
             )
             for before in (False, True):
                 adventure.memories_before_story = before
@@ -115,48 +117,73 @@ def main() -> None:
                     context_tokens=size,
                     model="fake-model",
                     knowledge=recalled.knowledge,
+                    summary_before=lambda depth: summaries.summary_before(head, depth, current=adventure.story_summary),
                 )
+                # the prompt as the server tokenizes it: each message, then the next (-1: a separator)
                 ids = [t for m in ctx.messages for t in [-1, *enc.encode(m["content"], disallowed_special=())]]
                 key = (before, size)
-                story_part = next(p for p in ctx.parts if p.name == "story")
-                dropped = story_part.items[0]["dropped"]
+                window = next(p for p in ctx.parts if p.name == "story").items[0]
+                full = window["dropped"] > 0
+                moving = sum(p.tokens for p in ctx.parts if p.name in context.TURN_PARTS)
+                turn_parts.setdefault(key, []).append(moving / max(ctx.total_tokens, 1))
                 if key in previous:
-                    prev, prev_first = previous[key]
-                    first = story_part.items[0]["first_depth"]
-                    share = shared_prefix(prev, ids) / len(prev)
-                    shares.setdefault(key, []).append((turn, share, first != prev_first))
-                    tokens_per_turn.setdefault(key, []).append(len(prev))
-                previous[key] = (ids, story_part.items[0]["first_depth"])
-                del dropped
+                    prev, prev_first, prev_full = previous[key]
+                    at = shared_prefix(prev, ids)
+                    moved = window["first_depth"] != prev_first
+                    seen.setdefault(key, []).append((turn, at / len(prev), moved, full and prev_full, len(prev)))
+                    if os.environ.get("EXPLAIN") and at / len(prev) < 0.5 and not moved:
+                        print(
+                            size,
+                            before,
+                            turn,
+                            window["first_depth"],
+                            prev_first,
+                            repr(enc.decode([t for t in prev[at : at + 20] if t >= 0])),
+                            "NEW",
+                            repr(enc.decode([t for t in ids[at : at + 30] if t >= 0])),
+                        )
+                previous[key] = (ids, window["first_depth"], full)
         tree.place(adventure_id=adventure.pk, branch_id=head.pk, kind="story", text=reply(rng, turn), ask_pass=False)
-        if turn % 3 == 0:
+        if turn % 3 == 0:  # the post-turn pass, as the workers run it (memories, characters, summary)
             while memory_pass.run(adventure.pk).more_due:
                 pass
             adventure.refresh_from_db()
 
-    rows, table = [], []
-    for (before, size), values in sorted(shares.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        layout = "memories before story" if before else "prefix cache"
-        full = [s for t, s, jump in values if t > turns // 3]  # the window is full by then at 2k and 8k
-        steady = [s for t, s, jump in values if t > turns // 3 and not jump]
-        spared = [s * n for (_, s, _), n in zip(values, tokens_per_turn[(before, size)])]
-        row = {
-            "layout": layout,
-            "context": size,
-            "mean_share": round(sum(s for _, s, _ in values) / len(values), 3),
-            "mean_share_late": round(sum(full) / len(full), 3) if full else None,
-            "worst_share_late_outside_jumps": round(min(steady), 3) if steady else None,
-            "worst_share": round(min(s for _, s, _ in values), 3),
-            "jumps": sum(1 for _, _, jump in values if jump),
-            "tokens_spared_per_turn": round(sum(spared) / len(spared)),
-            "ttft_saved_ms": round(sum(spared) / len(spared) * PREFILL_MS_PER_TOKEN),
-        }
-        rows.append(row)
-        table.append(list(row.values()))
+    def mean(values):
+        return round(sum(values) / len(values), 3) if values else None
+
+    rows = []
+    for (before, size), values in sorted(seen.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        full = [v for v in values if v[3]]
+        growing = [v for v in values if not v[3]]
+        spared = [share * n for _, share, _, _, n in values]
+        rows.append(
+            {
+                "layout": "memories before story" if before else "prefix cache",
+                "context": size,
+                "turns_full": len(full),
+                "mean_full": mean([v[1] for v in full]),
+                "worst_full_outside_jumps": min((v[1] for v in full if not v[2]), default=None),
+                "jumps_full": sum(1 for v in full if v[2]),
+                "mean_full_outside_jumps": mean([v[1] for v in full if not v[2]]),
+                "prompt_tokens_full": round(sum(v[4] for v in full) / len(full)) if full else None,
+                "mean_growing": mean([v[1] for v in growing]),
+                "worst_growing": min((v[1] for v in growing), default=None),
+                "turn_parts_share": mean(turn_parts[(before, size)]),
+                "tokens_spared_per_turn": round(sum(spared) / len(spared)),
+                "ttft_saved_ms": round(sum(spared) / len(spared) * PREFILL_MS_PER_TOKEN),
+            }
+        )
+        if rows[-1]["worst_full_outside_jumps"] is not None:
+            rows[-1]["worst_full_outside_jumps"] = round(rows[-1]["worst_full_outside_jumps"], 3)
+        if rows[-1]["worst_growing"] is not None:
+            rows[-1]["worst_growing"] = round(rows[-1]["worst_growing"], 3)
     print_table(
-        f"Prefix a cache serves, over {turns} turns (late: the last two thirds, when the 2k and 8k windows are full)",
+        f"Share of the previous prompt each prompt starts with, over {turns} turns ("
+        "full: the story window is full, as after a long story; growing: before that; "
+        "turn parts: memories, characters, cards and note, the share of a prompt that changes every turn)",
         list(rows[0]),
-        table,
+        [list(r.values()) for r in rows],
     )
 
     def plot(path):
@@ -165,11 +192,9 @@ def main() -> None:
         fig, axes = plt.subplots(1, len(SIZES), figsize=(5.5 * len(SIZES), 3.8), sharey=True)
         for ax, size in zip(axes, SIZES):
             for before in (False, True):
-                values = shares.get((before, size), [])
+                values = seen.get((before, size), [])
                 ax.plot(
-                    [t for t, _, _ in values],
-                    [s for _, s, _ in values],
-                    label=("older order" if before else "prefix cache"),
+                    [v[0] for v in values], [v[1] for v in values], label=("older order" if before else "prefix cache")
                 )
             ax.set_title(f"{size} tokens of context")
             ax.set_xlabel("turn")

@@ -114,3 +114,10 @@ class FloatField(serializers.FloatField):
         if isinstance(data, bool) or not isinstance(data, (int, float)):
             self.fail("invalid")
         return super().to_internal_value(data)
+
+
+def list_of(serializer_class, **kwargs) -> serializers.ListSerializer:
+    """A list of ``serializer_class`` objects whose items are never null. ``Serializer(many=True,
+    allow_null=True)`` is not that: DRF hands ``allow_null`` to the item serializer too, so a list
+    that may itself be null would take ``[null]`` and hand None on as an item."""
+    return serializers.ListSerializer(child=serializer_class(), **kwargs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.db.models import OuterRef, Subquery
 
 from config import jobs
 from config.errors import InvalidRequest, NotFound
@@ -17,6 +18,7 @@ from stories.models import (
     Action,
     Adventure,
     Branch,
+    ProviderCall,
     StoryCard,
 )
 
@@ -39,8 +41,11 @@ def access_adventure(*, user_id: int, adventure_id: int, for_play: bool = False)
     """The adventure if ``user_id`` owns it; NotFound otherwise (never 403).
     ``for_play``: the owner's AI settings come in the same query (a turn reads them)."""
     found = Adventure.objects.filter(pk=adventure_id, owner_id=user_id, hidden=False)
-    if for_play:
-        found = found.select_related("owner__ai_settings")
+    if for_play:  # with the last turn's prompt, as stories.prompt_prefix keeps it
+        last_turn = ProviderCall.objects.filter(adventure_id=OuterRef("pk"), purpose=ProviderCall.Purpose.TURN)
+        found = found.select_related("owner__ai_settings").annotate(
+            last_prompt=Subquery(last_turn.order_by("-created_at", "-id").values("prompt_fingerprint")[:1])
+        )
     adventure = found.first()
     if adventure is None:
         raise NotFound()

@@ -201,6 +201,8 @@ def _answer(result: turns.TurnResult, retried: bool) -> dict:
                 "model": result.completion.model,
                 "prompt_tokens": result.completion.prompt_tokens,
                 "completion_tokens": result.completion.completion_tokens,
+                "cached_tokens": result.completion.cached_tokens,
+                "prefix_reused": result.context.prefix_reused,
                 "latency_ms": result.completion.latency_ms,
                 "demo": result.demo,
             },

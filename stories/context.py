@@ -4,7 +4,7 @@ costs and why it is there (the same object powers Insights).
 Order (what changes rarely first, so that a model server's prefix cache serves most
 of each prompt): AI instructions, plot essentials (with the protagonist), story
 summary; then the recent story, whose window starts at an action of a fixed grid
-(every STORY_STEP actions) and keeps that start for as long as the story from there
+(every ``story_step(context)`` actions) and keeps that start for as long as the story from there
 fits, then jumps; then what changes every turn, next to the newest action: the
 memories recalled for this moment, what each character named in the recent story
 knows, triggered story cards (at most 40% of the flexible budget), the author's note.
@@ -20,6 +20,7 @@ what characters know and cards take their share, and the story gets the rest.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from stories import tokens
@@ -40,7 +41,7 @@ AUTHORS_NOTE_OFFSET = 3  # actions from the end where the author's note is place
 CARD_SHARE = 0.4  # of the flexible budget, at most, for story cards
 FIXED_PART_SHARE = 0.15  # of the budget, at most, for each of instructions / plot essentials / summary / note
 CARD_SCAN_ACTIONS = 6  # newest actions whose text can trigger a card
-STORY_STEP = 8  # actions: the grid the story window's start moves on (prefix-cache layout)
+STEP_TOKENS = 192  # of context per action of the grid the story window's start moves on (prefix-cache layout)
 MESSAGE_OVERHEAD = 4  # tokens per chat message (role and separators)
 REPLY_PRIMING = 3  # tokens the API adds to prime the reply
 
@@ -91,6 +92,8 @@ class Context:
     budget: int
     encoding: str
     recall_note: str = ""  # why recall fell back to pinned memories only; empty when it ranked as usual
+    prefix_reused: float | None = None  # share of the last prompt sent that this one starts with
+    last_cached_tokens: int | None = None  # Insights: the prompt tokens the last turn's endpoint had cached
 
     @property
     def memory_ids(self) -> set[int]:
@@ -108,6 +111,8 @@ class Context:
             "total_tokens": self.total_tokens,
             "encoding": self.encoding,
             "recall_note": self.recall_note,
+            "prefix_reused": self.prefix_reused,
+            "last_cached_tokens": self.last_cached_tokens,
             "parts": [p.as_dict() for p in self.parts],
         }
 
@@ -139,24 +144,48 @@ def build(
     model: str,
     recall_note: str = "",
     knowledge: list[Knowing] | None = None,
+    summary_before: Callable[[int], str] | None = None,
 ) -> Context:
     """The prompt for the next model reply after ``story`` (oldest first).
+
+    ``summary_before(depth)``: in the prefix-cache layout, the summary of the story before a
+    window starting at ``depth`` (memory.story.summaries.summary_before), so the summary changes
+    when the window jumps rather than whenever the pass rewrites it; the adventure's current
+    summary otherwise.
 
     A memory of a block whose actions are all in the prompt's story part, word
     for word, is left out (pins are always sent): the same events are not paid
     twice. Leaving memories out only frees room, so the story part can only
     grow, and one more layout settles it."""
     knowledge = knowledge or []
-    ctx = _layout(
-        adventure=adventure,
-        story=story,
-        cards=cards,
-        memories=memories,
-        context_tokens=context_tokens,
-        model=model,
-        recall_note=recall_note,
-        knowledge=knowledge,
-    )
+    summary = adventure.story_summary
+
+    def laid_out(recalled: list[MemoryItem]) -> Context:
+        """The layout with ``recalled``; in the prefix-cache layout with the summary of what its
+        window does not show (the summary's length moves the window: again until they agree)."""
+        nonlocal summary
+        for _ in range(4):
+            ctx = _layout(
+                adventure=adventure,
+                story=story,
+                cards=cards,
+                memories=recalled,
+                context_tokens=context_tokens,
+                model=model,
+                recall_note=recall_note,
+                knowledge=knowledge,
+                summary=summary,
+            )
+            shown = _story_depths(ctx)
+            if shown is None or summary_before is None or adventure.memories_before_story:
+                break
+            before = summary_before(shown[0])
+            if before == summary:
+                break
+            summary = before
+        return ctx
+
+    ctx = laid_out(memories)
     shown = _story_depths(ctx)
     if shown is None:
         return ctx
@@ -167,17 +196,7 @@ def build(
     ]
     if not covered:
         return ctx
-    left = [m for m in memories if m not in covered]
-    ctx = _layout(
-        adventure=adventure,
-        story=story,
-        cards=cards,
-        memories=left,
-        context_tokens=context_tokens,
-        model=model,
-        recall_note=recall_note,
-        knowledge=knowledge,
-    )
+    ctx = laid_out([m for m in memories if m not in covered])
     for part in ctx.parts:
         if part.name == "story":
             part.reason += f"; {len(covered)} recalled memories left out: their events are here word for word"
@@ -201,6 +220,7 @@ def _layout(
     model: str,
     recall_note: str = "",
     knowledge: list[Knowing] = (),
+    summary: str = "",
 ) -> Context:
     enc = tokens.encoding_for(model)
 
@@ -218,7 +238,10 @@ def _layout(
     parts: list[Part] = []
 
     instructions = adventure.ai_instructions.strip() or DEFAULT_INSTRUCTIONS
-    if any(k.items for k in knowledge):
+    # the rule stands with the characters' parts in the prefix-cache layout: instructions that change
+    # as characters come and go would change the prompt's very start
+    rule_first = any(k.items for k in knowledge) and not adventure.memories_before_story
+    if any(k.items for k in knowledge) and adventure.memories_before_story:
         instructions += "\n" + KNOWS_RULE
     instructions = cap(instructions, per_fixed)
     parts.append(
@@ -233,9 +256,12 @@ def _layout(
     if plot:
         plot = cap("[Plot essentials]\n" + plot, per_fixed)
         parts.append(Part("plot_essentials", plot, count(plot), "always included: protagonist and plot essentials"))
-    if adventure.story_summary.strip():
-        summary = cap("[Story so far]\n" + adventure.story_summary.strip(), per_fixed, keep_end=True)
-        parts.append(Part("summary", summary, count(summary), "always included: the running story summary"))
+    if summary.strip():
+        summary = cap("[Story so far]\n" + summary.strip(), per_fixed, keep_end=True)
+        why = "always included: the running story summary"
+        if not adventure.memories_before_story and summary != "[Story so far]\n" + adventure.story_summary.strip():
+            why += " of the story before the window (it changes when the window moves on)"
+        parts.append(Part("summary", summary, count(summary), why))
     note = ""
     if adventure.authors_note.strip():
         note = cap(f"[Author's note: {adventure.authors_note.strip()}]", per_fixed)
@@ -269,10 +295,12 @@ def _layout(
             left -= count(text)
 
     for knows in knowledge:
-        text, items = memory_lines(
-            f"[What {knows.name} knows]", knows.items, min(int(flexible * KNOWS_SHARE), left), character=knows.card_id
-        )
+        header = f"[What {knows.name} knows]"
+        if rule_first:
+            header = KNOWS_RULE + "\n" + header
+        text, items = memory_lines(header, knows.items, min(int(flexible * KNOWS_SHARE), left), character=knows.card_id)
         if text:
+            rule_first = False
             parts.append(
                 Part(
                     "knows",
@@ -311,7 +339,8 @@ def _layout(
             left -= count(text)
 
     before = adventure.memories_before_story
-    kept = _window(story, [count(render_action(a) + "\n\n") for a in story], left, stepped=not before)
+    costs = [count(render_action(a) + "\n\n") for a in story]
+    kept = _window(story, costs, left, step=0 if before else story_step(budget))
     rendered = [render_action(a) for a in kept]
     dropped = len(story) - len(kept)
     if note and before:
@@ -320,7 +349,7 @@ def _layout(
     story_text = "\n\n".join(x for x in rendered if x != note)
     story_reason = f"the newest {len(kept)} actions" + (f"; {dropped} older ones did not fit" if dropped else "")
     if not before and kept and dropped:
-        story_reason += f" (the window starts on a step of {STORY_STEP} actions, so the prompt's start holds)"
+        story_reason += f" (the window starts on a step of {story_step(budget)} actions, so the prompt's start holds)"
     story_part = len(parts)
     parts.append(
         Part(
@@ -356,15 +385,22 @@ def _layout(
     )
 
 
-def _window(story: list[Action], costs: list[int], left: int, *, stepped: bool) -> list[Action]:
-    """The recent story that fits in ``left`` tokens. Not ``stepped``: the newest actions, one
-    dropped at a time. ``stepped``: from the earliest action on the STORY_STEP grid (depth 1,
-    1 + STORY_STEP, ...) from which the story to the newest action fits, so the start stays put
-    turn after turn and then jumps a step; when not even the newest step fits, the newest actions."""
-    if stepped:
+def story_step(context_tokens: int) -> int:
+    """Actions of the grid the story window's start moves on: one per STEP_TOKENS of context (11 at
+    2k, 43 at 8k). The start holds for half a step's worth of turns, then jumps a step; the window
+    is on average half a step short of full (bench/prompt_cache.py weighs one against the other)."""
+    return max(4, round(context_tokens / STEP_TOKENS))
+
+
+def _window(story: list[Action], costs: list[int], left: int, *, step: int) -> list[Action]:
+    """The recent story that fits in ``left`` tokens. No ``step``: the newest actions, one dropped
+    at a time. A ``step``: from the earliest action on the grid of depths 1, 1 + step, 1 + 2 step,
+    ... from which the story to the newest action fits, so the start stays put turn after turn and
+    then jumps a step; when not even the newest step fits, the newest actions."""
+    if step:
         total = sum(costs)
         for i, action in enumerate(story):
-            if total <= left and (action.depth - 1) % STORY_STEP == 0:
+            if total <= left and (action.depth - 1) % step == 0:
                 return story[i:]
             total -= costs[i]
     kept, used = [], 0

@@ -81,7 +81,7 @@ class AdventureFieldsDoc(serializers.Serializer):
     )
     auto_summarize = strict.BooleanField(required=False, default=True)
     memory_bank_enabled = strict.BooleanField(required=False, default=True)
-    memories_before_story = strict.BooleanField(required=False, default=True)
+    memories_before_story = strict.BooleanField(required=False, default=False)
 
     def validate_title(self, value):
         if not value.strip():
@@ -154,7 +154,7 @@ class AdventureDocSerializer(serializers.Serializer):
     head = _id()
     branches = BranchDoc(many=True, min_length=1, max_length=IMPORT_BRANCHES_MAX)
     actions = ActionDoc(many=True, max_length=IMPORT_ACTIONS_MAX)
-    cards = CardDoc(many=True, required=False, allow_null=True, default=list, max_length=IMPORT_CARDS_MAX)
+    cards = strict.list_of(CardDoc, required=False, allow_null=True, default=list, max_length=IMPORT_CARDS_MAX)
     # declared beside the memories; only its outer shape is read here
     memories = serializers.ListField(required=False, allow_null=True, default=None)
 

@@ -62,9 +62,8 @@ class Adventure(models.Model):
     story_summary = models.TextField(blank=True, default="")
     auto_summarize = models.BooleanField(default=True)
     memory_bank_enabled = models.BooleanField(default=True)
-    # the prompt's older order: memories, what characters know and cards before the story (stories.context);
-    # on by default until the prefix-cache layout meets its target (issue 32: the summary still moves)
-    memories_before_story = models.BooleanField(default=True)
+    # the prompt's older order: memories, what characters know and cards before the story (stories.context)
+    memories_before_story = models.BooleanField(default=False)
     hidden = models.BooleanField(default=False)  # by a moderator: seen only by staff, no memory work
     # Where play continues; the depth is head_branch.tip_depth.
     head_branch = models.ForeignKey("Branch", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
@@ -184,6 +183,9 @@ class ProviderCall(models.Model):
     model = models.CharField(max_length=200, blank=True, default="")
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
+    cached_tokens = models.PositiveIntegerField(default=0)  # of the prompt, served from the endpoint's prefix cache
+    # a turn's prompt as stories.prompt_prefix keeps it: the next turn says how much of it it repeats
+    prompt_fingerprint = models.BinaryField(default=b"", editable=False)
     latency_ms = models.PositiveIntegerField(default=0)
     outcome = models.CharField(max_length=20)  # ok, or the ProviderError code
     error = models.CharField(max_length=500, blank=True, default="")
@@ -191,7 +193,10 @@ class ProviderCall(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
-        indexes = [models.Index(fields=["user", "-created_at"])]
+        indexes = [
+            models.Index(fields=["user", "-created_at"]),
+            models.Index(fields=["adventure", "purpose", "-created_at"]),  # the adventure's last turn
+        ]
 
     def __str__(self) -> str:
         return f"{self.purpose} {self.model} {self.outcome}"

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from django.contrib.auth import get_user_model, password_validation
-from django.core.exceptions import ValidationError as DjangoValidationError
+from django.contrib.auth import get_user_model
 from django.utils import timezone
 from drf_spectacular.utils import PolymorphicProxySerializer
 from rest_framework import serializers
@@ -22,152 +21,11 @@ from stories.models import (
     TITLE_MAX,
     Action,
     Adventure,
-    AISettings,
     Branch,
-    ProviderCall,
     StoryCard,
 )
-from stories.providers.netguard import EndpointRefused, check_url_shape
 
 User = get_user_model()
-
-
-# ---------------------------------------------------------------------------- accounts
-
-
-class SignupSerializer(serializers.Serializer):
-    username = strict.PatternField(
-        r"^[\w.@+-]{3,150}$", max_length=150, error_messages={"invalid": "3-150 letters, digits and @/./+/-/_ only"}
-    )
-    password = strict.TextField(write_only=True, max_length=128, trim_whitespace=False)
-    email = strict.EmailField(required=False, allow_blank=True, max_length=254)
-
-    def validate_username(self, value):
-        if User.objects.filter(username__iexact=value).exists():
-            raise serializers.ValidationError("that username is taken")
-        return value
-
-    def validate(self, attrs):
-        try:
-            password_validation.validate_password(attrs["password"], User(username=attrs["username"]))
-        except DjangoValidationError as exc:
-            raise serializers.ValidationError({"password": list(exc.messages)}) from None
-        return attrs
-
-
-class PasswordChangeSerializer(serializers.Serializer):
-    old_password = strict.TextField(max_length=128, trim_whitespace=False, write_only=True)
-    new_password = strict.TextField(max_length=128, trim_whitespace=False, write_only=True)
-
-    def validate(self, attrs):
-        try:
-            password_validation.validate_password(attrs["new_password"], self.context["user"])
-        except DjangoValidationError as exc:
-            raise serializers.ValidationError({"new_password": list(exc.messages)}) from None
-        return attrs
-
-
-class LoginSerializer(serializers.Serializer):
-    username = strict.TextField(max_length=150)
-    password = strict.TextField(max_length=128, trim_whitespace=False, write_only=True)
-
-
-class TokenSerializer(serializers.Serializer):
-    token = strict.TextField()
-    username = strict.TextField()
-
-
-class MeSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
-    username = strict.TextField()
-    email = strict.TextField()
-
-
-class AISettingsSerializer(strict.StrictModelSerializer):
-    api_key = strict.TextField(
-        write_only=True,
-        required=False,
-        allow_blank=True,
-        max_length=500,
-        trim_whitespace=True,
-        help_text="Write-only. Empty string removes the stored key; omit to keep it.",
-    )
-    endpoint_url = strict.TextField(
-        max_length=500,
-        allow_blank=True,
-        required=False,
-        help_text="OpenAI-compatible base URL, e.g. https://api.openai.com/v1",
-    )
-    has_api_key = serializers.BooleanField(read_only=True)
-    api_key_last4 = strict.TextField(read_only=True)
-    api_key_cleared = serializers.SerializerMethodField(
-        help_text="True when this change moved the endpoint to another scheme, host or port without a new key: "
-        "a key is sent only to the endpoint it was entered for, so the stored key was removed."
-    )
-    context_tokens = serializers.IntegerField(min_value=256, max_value=2_000_000, required=False)
-    max_output_tokens = serializers.IntegerField(min_value=1, max_value=64_000, required=False)
-    temperature = serializers.FloatField(min_value=0.0, max_value=2.0, required=False)
-    reasoning_max_tokens = serializers.IntegerField(min_value=0, max_value=200_000, required=False)
-    memory_top_k = serializers.IntegerField(min_value=0, max_value=50, required=False)
-    memory_bank_capacity = serializers.IntegerField(min_value=1, max_value=100_000, required=False)
-
-    class Meta:
-        model = AISettings
-        fields = [
-            "endpoint_url",
-            "api_key",
-            "has_api_key",
-            "api_key_last4",
-            "api_key_cleared",
-            "model",
-            "summary_model",
-            "embedding_model",
-            "context_tokens",
-            "max_output_tokens",
-            "temperature",
-            "reasoning_max_tokens",
-            "memory_top_k",
-            "memory_bank_capacity",
-            "updated_at",
-        ]
-        read_only_fields = ["updated_at"]
-
-    def get_api_key_cleared(self, obj) -> bool:
-        return bool(getattr(obj, "api_key_cleared", False))
-
-    def validate_endpoint_url(self, value):
-        if value:
-            try:
-                check_url_shape(value)
-            except EndpointRefused as exc:
-                raise serializers.ValidationError(str(exc)) from None
-        return value
-
-
-class TestConnectionResultSerializer(serializers.Serializer):
-    ok = serializers.BooleanField()
-    model = strict.TextField()
-    latency_ms = serializers.IntegerField()
-    reply = strict.TextField()
-
-
-class ProviderCallSerializer(strict.StrictModelSerializer):
-    class Meta:
-        model = ProviderCall
-        fields = [
-            "id",
-            "created_at",
-            "purpose",
-            "adventure",
-            "endpoint_host",
-            "model",
-            "prompt_tokens",
-            "completion_tokens",
-            "latency_ms",
-            "outcome",
-            "error",
-            "demo",
-        ]
 
 
 # ---------------------------------------------------------------------------- adventures
@@ -347,6 +205,12 @@ class UsageSerializer(serializers.Serializer):
     model = strict.TextField()
     prompt_tokens = serializers.IntegerField()
     completion_tokens = serializers.IntegerField()
+    cached_tokens = serializers.IntegerField(
+        help_text="prompt tokens the endpoint served from its prefix cache (0 when it does not say)"
+    )
+    prefix_reused = serializers.FloatField(
+        allow_null=True, help_text="share of the last prompt sent for this adventure that this one started with"
+    )
     latency_ms = serializers.IntegerField()
     demo = serializers.BooleanField()
 
@@ -366,6 +230,14 @@ class ContextSerializer(serializers.Serializer):
     recall_note = strict.TextField(
         allow_blank=True,
         help_text="why recall fell back to pinned memories only (empty when it ranked the bank as usual)",
+    )
+    prefix_reused = serializers.FloatField(
+        allow_null=True,
+        help_text="share of the last prompt sent for this adventure that this one starts with (what a prefix "
+        "cache can serve; null before the first turn)",
+    )
+    last_cached_tokens = serializers.IntegerField(
+        allow_null=True, help_text="Insights: prompt tokens the endpoint said it had cached on the last turn"
     )
     parts = ContextPartSerializer(many=True)
 

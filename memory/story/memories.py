@@ -286,7 +286,7 @@ class MemoryDoc(serializers.Serializer):
 
 
 class _MemoriesDoc(serializers.Serializer):
-    memories = MemoryDoc(many=True, max_length=IMPORT_MEMORIES_MAX, allow_null=True, required=False, default=None)
+    memories = strict.list_of(MemoryDoc, max_length=IMPORT_MEMORIES_MAX, allow_null=True, required=False, default=None)
 
 
 def memories_document(data) -> list[dict] | None:

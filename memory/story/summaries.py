@@ -41,6 +41,25 @@ def summary_base(branch: Branch) -> str:
     return cursor.summary_base if cursor else ""
 
 
+def summary_before(branch: Branch, depth: int, *, current: str) -> str:
+    """The summary for a prompt whose story window starts at ``depth`` on ``branch``'s path: the
+    newest snapshot below the window (it tells what the window does not show, and stays the same
+    until the window moves on, so a model server's prefix cache keeps serving the prompt's start).
+    ``current`` (the path's summary) when the player's own text hangs in the window or after it:
+    what the player wrote is shown as written, at once; and when the path has no snapshot. One
+    query: the snapshots in the window and the newest below it."""
+    path = SummarySnapshot.objects.filter(
+        lineage.path_q(branch), adventure_id=branch.adventure_id, depth__lte=branch.tip_depth
+    ).values_list("depth", "id", "player", "text")
+    rows = list(path.filter(depth__gte=depth).union(path.filter(depth__lt=depth).order_by("-depth", "-id")[:1]))
+    if not rows:
+        return current
+    below = [r for r in rows if r[0] < depth]
+    if any(r[2] for r in rows if r[0] >= depth) or max(rows)[2]:
+        return current
+    return below[0][3] if below else summary_base(branch)
+
+
 def summary_refresh(adventure_id: int) -> str:
     """The one write path of ``Adventure.story_summary``: the newest snapshot on
     the head's path, else the adventure's base text. Runs in the caller's

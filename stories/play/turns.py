@@ -20,8 +20,8 @@ from django.db import DatabaseError
 from config import jobs
 from config.async_db import db_step, release_request_thread
 from config.errors import Conflict, DomainError, InvalidRequest, as_domain_error
-from memory.story import retrieval
-from stories import accounts, context, limits, lineage, tree
+from memory.story import retrieval, summaries
+from stories import accounts, context, limits, lineage, prompt_prefix, tree
 from stories.adventures import access_adventure
 from stories.context import Context, MemoryItem
 from stories.generation import generation_claim, generation_release, held, keep_claimed
@@ -68,6 +68,11 @@ class Prepared:
     reply_kind: str
     retake_of: Action | None = None  # a retry adds a take to this reply
 
+    @property
+    def sent(self) -> bytes:
+        """The prompt's fingerprint, for the model call's log row (stories.prompt_prefix)."""
+        return prompt_prefix.fingerprint(self.ctx.messages)
+
 
 def _story_window(context_tokens: int) -> int:
     """How many recent actions to hand the builder (it drops what does not fit)."""
@@ -109,7 +114,11 @@ def _prepare(
         model=conn.model,
         recall_note=recalled.fallback,
         knowledge=recalled.knowledge,
+        summary_before=lambda depth: summaries.summary_before(branch, depth, current=adventure.story_summary),
     )
+    # what of the last turn's prompt this one repeats (a prefix cache serves it): the access query
+    # brought the last one's fingerprint, this one's goes into the model call's log row
+    ctx.prefix_reused = prompt_prefix.reused(bytes(getattr(adventure, "last_prompt", None) or b""), ctx.messages)
     return Prepared(
         user_id=user_id,
         adventure=adventure,
@@ -246,7 +255,11 @@ def _finish(p: Prepared, call: ModelCall, stopped: bool) -> TurnResult | None:
     try:
         with held(p.token), _failing_as_turn(p.placed):
             call.record(
-                user_id=p.user_id, purpose=ProviderCall.Purpose.TURN, adventure_id=p.adventure.pk, stopped=stopped
+                user_id=p.user_id,
+                purpose=ProviderCall.Purpose.TURN,
+                adventure_id=p.adventure.pk,
+                stopped=stopped,
+                sent=p.sent,
             )
             if call.error is not None:
                 if p.conn.demo:
@@ -306,7 +319,7 @@ def insights(*, user_id: int, adventure_id: int) -> Context:
         ai=ai,
         cards=cards,
     )
-    return context.build(
+    ctx = context.build(
         adventure=adventure,
         story=story,
         cards=cards,
@@ -315,4 +328,15 @@ def insights(*, user_id: int, adventure_id: int) -> Context:
         model=model,
         recall_note=recalled.fallback,
         knowledge=recalled.knowledge,
+        summary_before=lambda depth: summaries.summary_before(branch, depth, current=adventure.story_summary),
     )
+    last = (
+        ProviderCall.objects.filter(adventure_id=adventure.pk, purpose=ProviderCall.Purpose.TURN)
+        .order_by("-created_at", "-id")
+        .values_list("prompt_fingerprint", "cached_tokens", "outcome")
+        .first()
+    )
+    if last is not None:
+        ctx.prefix_reused = prompt_prefix.reused(bytes(last[0]), ctx.messages)
+        ctx.last_cached_tokens = last[1] if last[2] == "ok" else None
+    return ctx

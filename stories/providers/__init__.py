@@ -66,6 +66,17 @@ class Completion:
     completion_tokens: int
     latency_ms: int
     finish_reason: str | None
+    cached_tokens: int = 0  # of the prompt, served from the server's prefix cache (when it says)
+
+
+def cached_tokens(usage) -> int:
+    """``usage.prompt_tokens_details.cached_tokens`` (OpenAI's field, which vLLM, llama.cpp and
+    others also send), from the SDK's object or a stream's plain dict; 0 when it is not there."""
+    details = (
+        usage.get("prompt_tokens_details") if isinstance(usage, dict) else getattr(usage, "prompt_tokens_details", None)
+    )
+    value = details.get("cached_tokens") if isinstance(details, dict) else getattr(details, "cached_tokens", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def _timeout() -> httpx2.Timeout:
@@ -144,7 +155,10 @@ def _translate(exc: Exception, conn: Connection) -> ProviderError:
     return ProviderError("bad_response", "the model endpoint sent a response that is not OpenAI-compatible")
 
 
-def record_call(*, user_id, adventure_id, purpose, conn, outcome, started, error="", prompt=0, completion=0) -> None:
+def record_call(
+    *, user_id, adventure_id, purpose, conn, outcome, started, error="", prompt=0, completion=0, cached=0, sent=b""
+) -> None:
+    """A row of the user's debug log; ``sent``: the prompt's fingerprint (stories.prompt_prefix)."""
     ProviderCall.objects.create(
         user_id=user_id,
         adventure_id=adventure_id,
@@ -153,6 +167,8 @@ def record_call(*, user_id, adventure_id, purpose, conn, outcome, started, error
         model=conn.model[:200],
         prompt_tokens=prompt,
         completion_tokens=completion,
+        cached_tokens=min(cached, prompt) if prompt else cached,
+        prompt_fingerprint=sent,
         latency_ms=int((time.monotonic() - started) * 1000),
         outcome=outcome,
         error=error[:500],
@@ -227,6 +243,7 @@ def complete(
         completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
         latency_ms=int((time.monotonic() - started) * 1000),
         finish_reason=choice.finish_reason,
+        cached_tokens=cached_tokens(usage),
     )
     if not text:
         record_call(
@@ -249,6 +266,7 @@ def complete(
         started=started,
         prompt=result.prompt_tokens,
         completion=result.completion_tokens,
+        cached=result.cached_tokens,
     )
     return result
 

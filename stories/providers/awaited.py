@@ -10,7 +10,17 @@ from collections.abc import AsyncIterator
 
 import openai
 
-from stories.providers import FAILURES, Completion, Connection, ProviderError, _client, _scrub, failed, record_call
+from stories.providers import (
+    FAILURES,
+    Completion,
+    Connection,
+    ProviderError,
+    _client,
+    _scrub,
+    cached_tokens,
+    failed,
+    record_call,
+)
 
 
 def _stream_error(error, conn: Connection) -> ProviderError:
@@ -151,6 +161,7 @@ class ModelCall:
         except FAILURES as exc:
             self.error = failed(exc, conn)
             raise self.error from None
+        cached = cached_tokens(usage)
         if isinstance(usage, dict):
             usage = openai.types.CompletionUsage.model_construct(**usage)
         self.completion = Completion(
@@ -160,13 +171,17 @@ class ModelCall:
             completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
             latency_ms=int((time.monotonic() - self.started) * 1000),
             finish_reason=finish,
+            cached_tokens=cached,
         )
         if not self.completion.text:
             self.error = ProviderError("empty", "the model returned no text; try again")
             raise self.error
 
-    def record(self, *, user_id: int, purpose: str, adventure_id: int | None, stopped: bool = False) -> None:
-        """Write the call to the user's debug log (a database step)."""
+    def record(
+        self, *, user_id: int, purpose: str, adventure_id: int | None, stopped: bool = False, sent: bytes = b""
+    ) -> None:
+        """Write the call to the user's debug log (a database step); ``sent``: the prompt's
+        fingerprint (stories.prompt_prefix)."""
         c = self.completion
         if self.error is not None:
             record_call(
@@ -176,6 +191,7 @@ class ModelCall:
                 conn=self.conn,
                 outcome=self.error.code,
                 started=self.started,
+                sent=sent,
                 error=self.error.message,
                 prompt=c.prompt_tokens if c else 0,
             )
@@ -187,6 +203,7 @@ class ModelCall:
                 conn=self.conn,
                 outcome="stopped",
                 started=self.started,
+                sent=sent,
                 error=f"stopped by the player after {len(self.text)} characters",
             )
         else:
@@ -197,6 +214,8 @@ class ModelCall:
                 conn=self.conn,
                 outcome="ok",
                 started=self.started,
+                sent=sent,
                 prompt=c.prompt_tokens,
                 completion=c.completion_tokens,
+                cached=c.cached_tokens,
             )

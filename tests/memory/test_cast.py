@@ -90,11 +90,11 @@ def knows(alice_api, aid, card_id):
 
 
 def prompt_part(request, name):
-    system = request.body["messages"][0]["content"]
+    prompt = "\n\n".join(m["content"] for m in request.body["messages"])
     header = f"[What {name} knows]"
-    if header not in system:
+    if header not in prompt:
         return None
-    return system.split(header, 1)[1].split("\n\n", 1)[0]
+    return prompt.split(header, 1)[1].split("\n\n", 1)[0]
 
 
 def test_an_absent_character_is_not_told_what_happened_while_a_witness_is(hall, alice_api, narrator):
@@ -122,7 +122,7 @@ def test_an_absent_character_is_not_told_what_happened_while_a_witness_is(hall, 
     assert bram_part is not None and "harbor" in bram_part and HIDING not in bram_part
     assert cora_part is not None and HIDING in cora_part
     assert prompt_part(asked, "Aria") is None, "Aria is not named in the recent story"
-    assert "Each character knows only what the story showed them" in asked.body["messages"][0]["content"]
+    assert "Each character knows only what the story showed them" in asked.body["messages"][-1]["content"]
     parts = {p["name"]: p for p in turn.json()["context"]["parts"]}
     assert "knows" in parts
     insights = alice_api.get(f"/api/adventures/{aid}/insights/").json()
@@ -563,7 +563,7 @@ def test_what_a_character_knows_is_ranked_for_the_moment_with_pins_first(hall, a
     )
     assert turn.status_code == 201, turn.json()
     part = next(p for p in turn.json()["context"]["parts"] if p["name"] == "knows")
-    lines = part["text"].splitlines()[1:]
+    lines = part["text"].split("[What Cora knows]\n", 1)[1].splitlines()  # (the rule may stand before it)
     assert len(lines) == 4, "the best 4 of Cora's 8 memories"
     assert lines[0] == "- Cora is afraid of the dark crypt.", "pins first"
     assert any(HIDING in line for line in lines[1:3]), lines

@@ -158,6 +158,11 @@ def test_every_one_place_change_to_an_import_is_a_201_or_a_400_naming_it(exporte
         (("branches", 1, "fork_depth"), 10**20, "branches[1].fork_depth"),
         (("actions", 0, "live"), "yes", "actions[0].live"),
         (("memories", 0, "importance"), "0.5", "memories[0].importance"),
+        # a null item in a list that may itself be null (DRF let the item through as None)
+        (("memories", 0), None, "memories[0]"),
+        (("cards", 0), None, "cards[0]"),
+        (("branches", 0), None, "branches[0]"),
+        (("actions", 0), None, "actions[0]"),
     ],
 )
 def test_the_shapes_that_answered_500_are_400s_naming_the_field(exported, place, value, says):

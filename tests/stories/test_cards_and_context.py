@@ -109,7 +109,10 @@ def test_cards_take_at_most_40_percent_of_the_flexible_budget(alice):
 
 
 def test_the_context_fits_the_budget_keeps_the_newest_story_and_places_the_note(alice):
+    """The older order (the adventure's memories_before_story); the prefix-cache layout is in
+    tests/stories/test_prompt_layout.py."""
     adventure = adventure_create(
+        memories_before_story=True,
         owner_id=alice.pk,
         title="t",
         opening="Start.",

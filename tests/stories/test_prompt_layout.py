@@ -56,15 +56,19 @@ def harbor(owner, alice_api):
     return make
 
 
-def play(alice_api, aid: int, *acts: str) -> None:
+def play(alice_api, aid: int, *acts: str) -> list[dict]:
+    """Each turn's usage."""
+    usages = []
     for text in acts:
         turn = alice_api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": text}, format="json")
         assert turn.status_code == 201, turn.json()
+        usages.append(turn.json()["usage"])
+    return usages
 
 
 def test_a_turns_prompt_starts_with_all_of_the_last_ones_but_what_changes_every_turn(harbor, alice_api, memory_llm):
     aid = harbor(False)
-    play(alice_api, aid, "walk to the pier", "ask Maren about the Gull")
+    usages = play(alice_api, aid, "walk to the pier", "ask Maren about the Gull")
     first, second = narrator_prompts(memory_llm)[-2:]
     assert first[0] == second[0], "the system message (instructions, plot essentials, summary) is the same"
     story_then_turn = first[1]["content"].split("\n\n[Memories]", 1)
@@ -79,17 +83,49 @@ def test_a_turns_prompt_starts_with_all_of_the_last_ones_but_what_changes_every_
     names = [p["name"] for p in insights["parts"]]
     assert names.index("story") < names.index("memories") < names.index("authors_note"), names
 
+    # what the cache gave: the site's figure (its share of the last prompt) and the endpoint's own
+    # count of cached prompt tokens, on the turn, in Insights and in the debug log
+    assert usages[0]["prefix_reused"] is None, "nothing was sent before the first turn"
+    shared = len(story_then_turn[0]) + len(first[0]["content"])
+    whole = shared + len(first[1]["content"]) - len(story_then_turn[0])
+    assert usages[1]["prefix_reused"] >= round(shared / whole, 3) - 0.05, (usages[1], shared / whole)
+    assert usages[1]["cached_tokens"] > 0.5 * usages[1]["prompt_tokens"], usages[1]
+    assert insights["prefix_reused"] > 0.5 and insights["last_cached_tokens"] == usages[1]["cached_tokens"]
+    logged = alice_api.get("/api/debug/requests/").json()
+    assert next(c for c in logged if c["purpose"] == "turn")["cached_tokens"] == usages[1]["cached_tokens"]
+
 
 def test_the_older_order_keeps_memories_and_cards_before_the_story(harbor, alice_api, memory_llm):
     aid = harbor(True)
-    play(alice_api, aid, "walk to the pier")
+    usages = play(alice_api, aid, "walk to the pier", "ask Maren about the Gull")
     system, user = narrator_prompts(memory_llm)[-1][0]["content"], narrator_prompts(memory_llm)[-1][1]["content"]
     assert "[Memories]" in system and "[World info]" in system
     assert "[Memories]" not in user and "[Author's note" in user
+    assert usages[1]["prefix_reused"] is not None, "the site's figure is shown in either order"
 
 
-def test_a_new_adventure_keeps_the_older_order_until_the_cache_layout_meets_its_target(alice_api):
+def test_a_new_adventure_gets_the_prefix_cache_layout_and_the_older_order_is_a_setting(alice_api):
     made = alice_api.post("/api/adventures/", {"title": "T"}, format="json").json()
-    assert made["memories_before_story"] is True
+    assert made["memories_before_story"] is False
     refused = alice_api.patch(f"/api/adventures/{made['id']}/", {"memories_before_story": "sometimes"}, format="json")
     assert refused.status_code == 400 and "memories_before_story" in str(refused.json())
+
+
+@pytest.mark.parametrize(
+    "usage, cached",
+    [
+        ({"prompt_tokens": 10, "prompt_tokens_details": {"cached_tokens": 8}}, 8),
+        ({"prompt_tokens": 10}, 0),
+        ({"prompt_tokens": 10, "prompt_tokens_details": None}, 0),
+        ({"prompt_tokens_details": {"cached_tokens": "8"}}, 0),
+        ({"prompt_tokens_details": {"cached_tokens": -3}}, 0),
+        ({"prompt_tokens_details": {"cached_tokens": True}}, 0),
+        ({"prompt_tokens_details": []}, 0),
+        (None, 0),
+    ],
+)
+def test_an_endpoints_cached_token_count_is_read_when_it_is_a_count(usage, cached):
+    """Servers that send no details, or odd ones, count as nothing cached; never an error."""
+    from stories.providers import cached_tokens
+
+    assert cached_tokens(usage) == cached

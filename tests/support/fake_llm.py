@@ -49,6 +49,12 @@ def _words(text: str) -> list[str]:
     return re.findall(r"[a-z0-9']+", text.lower())
 
 
+def _shared(a: list[str], b: list[str]) -> int:
+    """How many first items ``a`` and ``b`` share."""
+    n = min(len(a), len(b))
+    return next((i for i in range(n) if a[i] != b[i]), n)
+
+
 def bag_of_words_vector(text: str, dims: int) -> list[float]:
     vec = [0.0] * dims
     for word in _words(text):
@@ -76,6 +82,9 @@ class FakeLLM:
         self.streams_cut = 0
         self.in_flight = 0  # chat calls being answered now (streamed or not)
         self.in_flight_max = 0
+        # a prefix cache as model servers keep one: the words of the last 8 chat prompts; each answer's
+        # usage says how many of its prompt's first words one of them shares (prompt_tokens_details)
+        self.cached_prompts: deque[list[str]] = deque(maxlen=8)
         self.reply = reply or (lambda body, n: f"The story goes on, and something new happens (reply {n}).")
         server = self
 
@@ -193,9 +202,14 @@ class FakeLLM:
             self.counter += 1
             n = self.counter
         text = script.text if script.text is not None else self.reply(body, n)
-        prompt_words = sum(len(_words(m.get("content") or "")) for m in body.get("messages", []))
+        words = [w for m in body.get("messages", []) for w in ["\x1e", *_words(m.get("content") or "")]]
+        prompt_words = len(words) - len(body.get("messages", []))
+        with self.lock:
+            shared = max((_shared(seen, words) for seen in self.cached_prompts), default=0)
+            cached = max(shared - sum(1 for w in words[:shared] if w == "\x1e"), 0)
+            self.cached_prompts.append(words)
         if body.get("stream"):
-            return self._stream(handler, body, n, text, prompt_words, script=script)
+            return self._stream(handler, body, n, text, prompt_words, script=script, cached=cached)
         handler._send(
             200,
             {
@@ -208,12 +222,13 @@ class FakeLLM:
                     "prompt_tokens": prompt_words,
                     "completion_tokens": len(_words(text)),
                     "total_tokens": prompt_words + len(_words(text)),
+                    "prompt_tokens_details": {"cached_tokens": cached},
                 },
             },
             script.headers,
         )
 
-    def _stream(self, handler, body, n, text, prompt_words, script):
+    def _stream(self, handler, body, n, text, prompt_words, script, cached=0):
         """Server-sent chunks as OpenAI streams them: the role and first word after
         first_token_delay, one word a chunk every stream_delay seconds, a final chunk
         with the finish reason, usage when stream_options asks, then [DONE]."""
@@ -266,6 +281,7 @@ class FakeLLM:
                                 "prompt_tokens": prompt_words,
                                 "completion_tokens": len(_words(text)),
                                 "total_tokens": prompt_words + len(_words(text)),
+                                "prompt_tokens_details": {"cached_tokens": cached},
                             },
                         }
                     )

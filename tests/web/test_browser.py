@@ -320,6 +320,8 @@ def test_the_play_page_says_when_recall_fell_back_to_pinned_memories(site, faili
     assert "embedding model failed" in page.text_content("#status")
     page.click("#toggle-insights")
     page.wait_for_selector("#parts li.warn:has-text('only pinned memories were used')")
+    # the next prompt against the last one sent: what a model server's prefix cache can serve
+    page.wait_for_selector("#prefix-reused:has-text('of the last prompt sent')")
     context.close()
 
 

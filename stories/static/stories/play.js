@@ -301,7 +301,11 @@ function toggle(buttonId, panelId, onOpen) {
 toggle("toggle-drawer", "drawer", loadBank);
 toggle("toggle-insights", "insights", async () => {
   const r = await apiFetch(`${base}/insights/`);
+  const cache = [];
+  if (r.data.prefix_reused !== null) cache.push(`starts with ${Math.round(r.data.prefix_reused * 100)}% of the last prompt sent`);
+  if (r.data.last_cached_tokens) cache.push(`the model served ${r.data.last_cached_tokens} tokens of the last turn's prompt from its cache`);
   $("parts").replaceChildren(el("li", {class: "muted"}, `${r.data.total_tokens} of ${r.data.budget} tokens (${r.data.encoding})`),
+    ...(cache.length ? [el("li", {class: "muted", id: "prefix-reused"}, `Prompt cache: ${cache.join("; ")}.`)] : []),
     ...(r.data.recall_note ? [el("li", {class: "warn", role: "alert"}, `Memory: ${r.data.recall_note}`)] : []),
     ...r.data.parts.map((p) => el("li", {}, el("strong", {}, `${p.name} · ${p.tokens} tokens`), el("p", {class: "muted"}, p.reason))));
 });
