@@ -63,6 +63,14 @@ class BooleanField(serializers.BooleanField):
 
 
 class ChoiceField(serializers.ChoiceField):
+    def get_value(self, dictionary):
+        # DRF reads a blank form or query value ("?turn=") as absent, so the default would answer
+        # it; a blank is no choice: it is refused like any other value that is not one
+        value = super().get_value(dictionary)
+        if value is serializers.empty and self.field_name in dictionary and dictionary.get(self.field_name) == "":
+            return ""
+        return value
+
     def to_internal_value(self, data):
         if not isinstance(data, str):
             self.fail("invalid_choice", input=str(data)[:40])

@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
 from config import serializer_fields as strict
+from stories import sampling
 from stories.models import AISettings, ProviderCall
 from stories.providers.netguard import EndpointRefused, check_url_shape
 
@@ -86,6 +87,25 @@ class AISettingsSerializer(strict.StrictModelSerializer):
     context_tokens = serializers.IntegerField(min_value=256, max_value=2_000_000, required=False)
     max_output_tokens = serializers.IntegerField(min_value=1, max_value=64_000, required=False)
     temperature = serializers.FloatField(min_value=0.0, max_value=2.0, required=False)
+    top_p = serializers.FloatField(min_value=0.0, max_value=1.0, required=False, allow_null=True)
+    top_k = serializers.IntegerField(min_value=0, max_value=1000, required=False, allow_null=True)
+    min_p = serializers.FloatField(min_value=0.0, max_value=1.0, required=False, allow_null=True)
+    frequency_penalty = serializers.FloatField(min_value=-2.0, max_value=2.0, required=False, allow_null=True)
+    presence_penalty = serializers.FloatField(min_value=-2.0, max_value=2.0, required=False, allow_null=True)
+    repetition_penalty = serializers.FloatField(min_value=0.0, max_value=3.0, required=False, allow_null=True)
+    stop = serializers.ListField(
+        child=strict.TextField(min_length=1, max_length=sampling.STOP_LENGTH_MAX, trim_whitespace=False),
+        max_length=sampling.STOP_MAX,
+        required=False,
+        help_text="Up to 4 strings that end the model's reply (not sent when empty).",
+    )
+    preset = strict.ChoiceField(
+        choices=sorted(sampling.PRESETS),
+        write_only=True,
+        required=False,
+        help_text="Set temperature and the sampling fields from a named preset (GET /api/settings/presets/); "
+        "fields given in the same change win.",
+    )
     reasoning_max_tokens = serializers.IntegerField(min_value=0, max_value=200_000, required=False)
     memory_top_k = serializers.IntegerField(min_value=0, max_value=50, required=False)
     memory_bank_capacity = serializers.IntegerField(min_value=1, max_value=100_000, required=False)
@@ -104,6 +124,14 @@ class AISettingsSerializer(strict.StrictModelSerializer):
             "context_tokens",
             "max_output_tokens",
             "temperature",
+            "top_p",
+            "top_k",
+            "min_p",
+            "frequency_penalty",
+            "presence_penalty",
+            "repetition_penalty",
+            "stop",
+            "preset",
             "reasoning_max_tokens",
             "memory_top_k",
             "memory_bank_capacity",
@@ -114,6 +142,12 @@ class AISettingsSerializer(strict.StrictModelSerializer):
     def get_api_key_cleared(self, obj) -> bool:
         return bool(getattr(obj, "api_key_cleared", False))
 
+    def validate(self, attrs):
+        preset = attrs.pop("preset", None)
+        if preset is not None:
+            attrs = {**sampling.PRESETS[preset], **attrs}
+        return attrs
+
     def validate_endpoint_url(self, value):
         if value:
             try:
@@ -121,6 +155,20 @@ class AISettingsSerializer(strict.StrictModelSerializer):
             except EndpointRefused as exc:
                 raise serializers.ValidationError(str(exc)) from None
         return value
+
+
+class PresetSerializer(serializers.Serializer):
+    name = strict.TextField()
+    note = strict.TextField()
+    values = serializers.DictField(help_text="the settings the preset sets (null: not sent)")
+
+
+class PresetsSerializer(serializers.Serializer):
+    presets = PresetSerializer(many=True, help_text="the named presets (a fixed, short list)")
+
+
+class ModelListSerializer(serializers.Serializer):
+    models = serializers.ListField(child=strict.TextField(), help_text="the ids the endpoint lists, sorted")
 
 
 class TestConnectionResultSerializer(serializers.Serializer):

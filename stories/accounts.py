@@ -29,6 +29,13 @@ SETTINGS_FIELDS = (
     "context_tokens",
     "max_output_tokens",
     "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "frequency_penalty",
+    "presence_penalty",
+    "repetition_penalty",
+    "stop",
     "reasoning_max_tokens",
     "memory_top_k",
     "memory_bank_capacity",
@@ -131,6 +138,14 @@ def connection_for_turn(*, user_id: int, ai: AISettings | None = None) -> Connec
             endpoint_url=settings.DEMO_ENDPOINT_URL, api_key=settings.DEMO_API_KEY, model=model, demo=True
         )
     raise ProviderError("not_configured", "no model is set up: add an endpoint URL and model in your settings")
+
+
+def connection_for_listing(*, user_id: int) -> Connection:
+    """The player's endpoint, to list its models: a model need not be chosen yet."""
+    obj = ai_settings_get(user_id=user_id)
+    if not obj.endpoint_url:
+        raise ProviderError("not_configured", "set an endpoint URL first")
+    return _own(obj, obj.model)
 
 
 def connection_for_test(*, user_id: int) -> Connection:

@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from stories import account_serializers as s
-from stories import accounts, auth, limits, providers
+from stories import accounts, auth, limits, providers, sampling
 from stories.api_support import valid as _valid
 from stories.models import ProviderCall
 from stories.play import changes
@@ -100,6 +100,23 @@ class SettingsView(APIView):
         return Response(s.AISettingsSerializer(obj).data)
 
     put = patch
+
+
+class SettingsPresetsView(APIView):
+    @extend_schema(responses=s.PresetsSerializer, tags=["settings"], summary="Sampling presets")
+    def get(self, request):
+        presets = [
+            {"name": name, "note": sampling.PRESET_NOTES[name], "values": values}
+            for name, values in sampling.PRESETS.items()
+        ]
+        return Response(s.PresetsSerializer({"presets": presets}).data)
+
+
+class SettingsModelsView(APIView):
+    @extend_schema(responses=s.ModelListSerializer, tags=["settings"], summary="The models your endpoint lists")
+    def get(self, request):
+        conn = accounts.connection_for_listing(user_id=request.user.id)
+        return Response(s.ModelListSerializer({"models": providers.models(conn=conn, user_id=request.user.id)}).data)
 
 
 class SettingsTestView(APIView):

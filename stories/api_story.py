@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config import paging
+from config import serializer_fields as strict
 from config.errors import NotFound
 from stories import lineage, tree
 from stories import serializers as s
@@ -201,8 +202,26 @@ class BranchCheckoutView(APIView):
         return Response(s.BranchSerializer(branch, context={"head_id": branch.pk}).data)
 
 
+class _InsightsQuery(serializers.Serializer):
+    turn = strict.ChoiceField(
+        choices=["next", "last"],
+        required=False,
+        default="next",
+        help_text="next: a dry run of the next turn's prompt; last: the prompt the last turn sent (6 hours)",
+    )
+
+
 class InsightsView(APIView):
-    @extend_schema(responses=s.ContextSerializer, tags=["story"])
+    @extend_schema(
+        parameters=[_InsightsQuery],
+        responses=s.ContextSerializer,
+        tags=["story"],
+        summary="The prompt, part by part",
+        description="Each part's text, tokens and reason in the order the model reads them: the next "
+        "turn's (a dry run, nothing spent) or the last turn's as it was sent.",
+    )
     def get(self, request, adventure_id):
         _adventure(request, adventure_id)
+        if _valid(_InsightsQuery, request, query=True)["turn"] == "last":
+            return Response(turns.last_insights(user_id=request.user.id, adventure_id=adventure_id))
         return Response(turns.insights(user_id=request.user.id, adventure_id=adventure_id).as_dict())

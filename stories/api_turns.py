@@ -19,23 +19,27 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from dataclasses import dataclass
 
 from django.http import HttpResponse, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config import errors
 from config.async_db import db_step
+from config.errors import InvalidRequest
 from stories import admission, limits
 from stories import serializers as s
 from stories.api_story import _take_counts
 from stories.api_support import adventure_for as _adventure
 from stories.api_support import valid as _valid
 from stories.play import turns
+
+TURN_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")  # an Idempotency-Key header's shape
 
 EVENTS = "text/event-stream"
 _STREAM_DOC = OpenApiResponse(
@@ -120,15 +124,32 @@ class TurnView(_TurnView):
         summary="Play a turn",
         description="Stores the player's action (`do`, `say`, `story`; `continue` with no text) and the "
         "model's reply on the current branch. 409 while another reply is being written; "
-        "when the model fails, the action is kept (`stored_actions`) and retry gets the reply.",
+        "when the model fails, the action is kept (`stored_actions`) and retry gets the reply. "
+        "Send an `Idempotency-Key` per action: the same key sent again uses the action already stored "
+        "(while it still waits for its reply) instead of storing it twice.",
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                OpenApiTypes.STR,
+                OpenApiParameter.HEADER,
+                required=False,
+                description="1 to 64 letters, digits, '-' or '_', new for each action the player writes; "
+                "remembered 10 minutes",
+            )
+        ],
     )
     def post(self, request, adventure_id):
         adventure = _adventure(request, adventure_id, for_play=True)
         data = _valid(s.TurnInputSerializer, request)
         limits.turn(user_id=request.user.id)
+        key = request.headers.get("Idempotency-Key", "")
+        if key and not TURN_KEY.fullmatch(key):
+            raise InvalidRequest(
+                "Idempotency-Key: 1 to 64 letters, digits, '-' or '_' (one per action the player sends)"
+            )
         try:
             prepared = turns.begin_play(
-                user_id=request.user.id, adventure=adventure, mode=data["mode"], text=data["text"].strip()
+                user_id=request.user.id, adventure=adventure, mode=data["mode"], text=data["text"].strip(), key=key
             )
         except turns.TurnFailed as exc:
             return _failed_response(exc)

@@ -284,7 +284,15 @@ def _layout(
             lines.append(line)
             used += cost
             items.append(
-                {"id": memory.id, "similarity": memory.similarity, "pinned": memory.pinned, "tokens": cost, **extra}
+                {
+                    "id": memory.id,
+                    "similarity": memory.similarity,
+                    "pinned": memory.pinned,
+                    "tokens": cost,
+                    "source_start": memory.source_start,  # the story depths it tells of (None: hand-written)
+                    "source_end": memory.source_end,
+                    **extra,
+                }
             )
         return (header + "\n" + "\n".join(lines) if lines else ""), items
 

@@ -33,6 +33,14 @@ class AISettings(models.Model):
     context_tokens = models.PositiveIntegerField(default=4096)
     max_output_tokens = models.PositiveIntegerField(default=300)
     temperature = models.FloatField(default=0.8)
+    # sampling beyond temperature (stories.sampling): empty is not sent
+    top_p = models.FloatField(null=True, blank=True)
+    top_k = models.PositiveIntegerField(null=True, blank=True)
+    min_p = models.FloatField(null=True, blank=True)
+    frequency_penalty = models.FloatField(null=True, blank=True)
+    presence_penalty = models.FloatField(null=True, blank=True)
+    repetition_penalty = models.FloatField(null=True, blank=True)
+    stop = models.JSONField(default=list, blank=True)  # up to 4 strings that end a reply
     reasoning_max_tokens = models.PositiveIntegerField(default=0)
     memory_top_k = models.PositiveSmallIntegerField(default=5)
     memory_bank_capacity = models.PositiveIntegerField(default=80)

@@ -239,6 +239,10 @@ class ContextSerializer(serializers.Serializer):
     last_cached_tokens = serializers.IntegerField(
         allow_null=True, help_text="Insights: prompt tokens the endpoint said it had cached on the last turn"
     )
+    sent_at = serializers.DateTimeField(required=False, help_text="the last turn's view: when it was sent")
+    cached_tokens = serializers.IntegerField(
+        required=False, help_text="the last turn's view: prompt tokens the endpoint served from its cache"
+    )
     parts = ContextPartSerializer(many=True)
 
 

@@ -12,22 +12,29 @@ what was written before the player stopped it, and frees the adventure.
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import redis
 from django.db import DatabaseError
+from django.utils import timezone
 
 from config import jobs
 from config.async_db import db_step, release_request_thread
-from config.errors import Conflict, DomainError, InvalidRequest, as_domain_error
+from config.errors import Conflict, DomainError, InvalidRequest, NotFound, as_domain_error
+from config.redis_pool import redis_client
 from memory.story import retrieval, summaries
-from stories import accounts, context, limits, lineage, prompt_prefix, tree
+from stories import accounts, context, limits, lineage, prompt_prefix, sampling, tree
 from stories.adventures import access_adventure
 from stories.context import Context, MemoryItem
 from stories.generation import generation_claim, generation_release, held, keep_claimed
 from stories.models import ACTION_TEXT_MAX, Action, Adventure, AISettings, Branch, ProviderCall
 from stories.providers import Completion, Connection, ProviderError
 from stories.providers.awaited import ModelCall
+
+log = logging.getLogger(__name__)
 
 PLAYER_MODES = ("do", "say", "story")
 
@@ -146,18 +153,27 @@ def _claimed(adventure_id: int):
         raise
 
 
-def begin_play(*, user_id: int, adventure: Adventure, mode: str, text: str) -> Prepared:
+def begin_play(*, user_id: int, adventure: Adventure, mode: str, text: str, key: str = "") -> Prepared:
     """A turn's first step: the player's action (unless ``mode`` is continue)
     and the context. ``adventure`` comes from access_adventure for ``user_id``.
     Raises TurnFailed when the key or the database fails after the action was
-    stored; the action stays, and retry gets the reply."""
+    stored; the action stays, and retry gets the reply.
+
+    ``key``: the client's idempotency key for this action. Sent again (the page resends the same
+    text after a failed reply), the action it stored is used again while it still waits for its
+    reply at the story's end: never the same action twice; once answered, a 409."""
     if mode not in PLAYER_MODES and mode != "continue":
         raise InvalidRequest(f"unknown mode {mode!r}")
     kind = Action.Kind.CONTINUE if mode == "continue" else Action.Kind.AI
     with _claimed(adventure.pk) as token:
         placed = []
-        if mode in PLAYER_MODES:  # on the head as it stands once the claim holds the tree still
+        again = _sent_before(user_id=user_id, adventure=adventure, key=key) if key and mode in PLAYER_MODES else None
+        if again is not None:
+            placed.append(again)
+        elif mode in PLAYER_MODES:  # on the head as it stands once the claim holds the tree still
             placed.append(tree.place(adventure_id=adventure.pk, branch_id=None, kind=mode, text=text, ask_pass=False))
+            if key:
+                redis_client().set(_key(user_id, adventure.pk, key), placed[0].pk, ex=TURN_KEY_TTL_S)
         with _failing_as_turn(placed):
             branch = placed[0].branch if placed else lineage.head(adventure)
             return _prepare(
@@ -169,6 +185,27 @@ def begin_play(*, user_id: int, adventure: Adventure, mode: str, text: str) -> P
                 placed=placed,
                 reply_kind=kind,
             )
+
+
+TURN_KEY_TTL_S = 600  # how long a turn's idempotency key is remembered
+
+
+def _key(user_id: int, adventure_id: int, key: str) -> str:
+    return f"turn-key:{user_id}:{adventure_id}:{key}"
+
+
+def _sent_before(*, user_id: int, adventure: Adventure, key: str) -> Action | None:
+    """The action an earlier request with ``key`` stored, if it still waits for its reply at the
+    end of the story; None when the key is new (or forgotten). An action already answered, or
+    no longer at the end, is a 409: the story moved on since."""
+    stored = redis_client().get(_key(user_id, adventure.pk, key))
+    if stored is None:
+        return None
+    branch = lineage.head(adventure)
+    tip = lineage.node_at(branch, branch.tip_depth)
+    if tip is None or tip.pk != int(stored):
+        raise Conflict("this action was already played (the request was sent twice): reload the story")
+    return tip
 
 
 def begin_retry(*, user_id: int, adventure: Adventure) -> Prepared:
@@ -224,6 +261,7 @@ class Reply:
             temperature=p.ai.temperature,
             reasoning_max_tokens=p.ai.reasoning_max_tokens,
             stream=stream,
+            sampling=sampling.request_fields(p.ai, p.conn.endpoint_url),
         )
 
     async def deltas(self):
@@ -295,10 +333,38 @@ def _finish(p: Prepared, call: ModelCall, stopped: bool) -> TurnResult | None:
                     adventure_id=p.adventure.pk, branch_id=p.branch.pk, kind=p.reply_kind, text=text, release=p.token
                 )
                 released = True  # the reply's write freed the claim
+            _keep_last_context(p.adventure, p.ctx, completion)
             return TurnResult(p.placed + [reply], p.ctx, completion, p.memories, p.conn.demo)
     finally:
         if not released:
             generation_release(adventure_id=p.adventure.pk, token=p.token)
+
+
+LAST_CONTEXT_TTL_S = 6 * 3600  # how long Insights can show the last turn's prompt
+
+
+def _last_context_key(adventure: Adventure) -> str:
+    # with the row's creation time: an id a wiped database gives again never finds another's prompt
+    return f"last-context:{adventure.pk}:{adventure.created_at.timestamp()}"
+
+
+def _keep_last_context(adventure: Adventure, ctx: Context, completion: Completion) -> None:
+    """The prompt the turn sent, part by part, for Insights' "last turn" view (in Redis, for
+    LAST_CONTEXT_TTL_S; a Redis that fails loses the view, never the turn)."""
+    shown = {**ctx.as_dict(), "sent_at": timezone.now().isoformat(), "cached_tokens": completion.cached_tokens}
+    try:
+        redis_client().set(_last_context_key(adventure), json.dumps(shown), ex=LAST_CONTEXT_TTL_S)
+    except redis.RedisError as exc:
+        log.warning("the last context of adventure %s was not kept: %s", adventure.pk, exc)
+
+
+def last_insights(*, user_id: int, adventure_id: int) -> dict:
+    """The prompt the last turn sent, as Insights shows it; NotFound when none was sent in the
+    last LAST_CONTEXT_TTL_S (or it was not kept)."""
+    kept = redis_client().get(_last_context_key(access_adventure(user_id=user_id, adventure_id=adventure_id)))
+    if kept is None:
+        raise NotFound("no turn was sent in the last 6 hours: play one and its prompt shows here")
+    return json.loads(kept)
 
 
 def insights(*, user_id: int, adventure_id: int) -> Context:

@@ -297,3 +297,18 @@ def embed(
         prompt=getattr(usage, "prompt_tokens", 0) or 0,
     )
     return vectors
+
+
+MODELS_LISTED_MAX = 500
+
+
+def models(*, conn: Connection, user_id: int) -> list[str]:
+    """The model ids the endpoint lists (``GET {endpoint}/models``), sorted; at most
+    MODELS_LISTED_MAX. Raises ProviderError; records the call (as a connection test)."""
+    started = time.monotonic()
+    purpose = ProviderCall.Purpose.TEST
+    with _recorded_failure(user_id=user_id, adventure_id=None, purpose=purpose, conn=conn, started=started):
+        listed = _client(conn).models.list()
+        ids = sorted({str(m.id) for m in listed.data if getattr(m, "id", None)})[:MODELS_LISTED_MAX]
+    record_call(user_id=user_id, adventure_id=None, purpose=purpose, conn=conn, outcome="ok", started=started)
+    return ids

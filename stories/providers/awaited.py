@@ -82,11 +82,12 @@ class ModelCall:
         temperature: float,
         reasoning_max_tokens: int = 0,
         stream: bool = False,
+        sampling: dict | None = None,
     ):
         self.conn = conn
         # The messages go in as extra_body, which the SDK sends as they are: passed as ``messages``
         # the SDK walks every part of the prompt to transform it, ~10 ms of CPU for a full context.
-        body = {"messages": messages}
+        body = {"messages": messages, **(sampling or {})}  # top_p, stop, ... as the player set them
         if reasoning_max_tokens:
             body["reasoning"] = {"max_tokens": reasoning_max_tokens}
         self.request = {

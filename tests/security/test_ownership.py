@@ -34,6 +34,8 @@ OWN_ROUTES = {
     "api/auth/me/",
     "api/settings/",
     "api/settings/test/",
+    "api/settings/presets/",
+    "api/settings/models/",
     "api/debug/requests/",
     "api/adventures/",
     "api/adventures/import/",

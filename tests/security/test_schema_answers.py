@@ -69,6 +69,9 @@ def test_a_whole_session_answers_exactly_what_the_schema_documents(schema, alice
     walk("get", "/api/settings/", 200)
     walk("put", "/api/settings/", 200, body={"temperature": 0.7})
     walk("post", "/api/settings/test/", 200)
+    walk("get", "/api/settings/presets/", 200)
+    walk("get", "/api/settings/models/", 200)
+    walk("patch", "/api/settings/", 200, body={"preset": "balanced", "stop": ["THE END"]})
     walk("get", "/api/debug/requests/", 200)
 
     A = "/api/adventures/{adventure_id}/"

@@ -129,3 +129,21 @@ def test_an_endpoints_cached_token_count_is_read_when_it_is_a_count(usage, cache
     from stories.providers import cached_tokens
 
     assert cached_tokens(usage) == cached
+
+
+def test_insights_shows_the_last_turns_prompt_as_sent_and_the_next_ones(harbor, alice_api, memory_llm):
+    aid = harbor(False)
+    none_yet = alice_api.get(f"/api/adventures/{aid}/insights/?turn=last")
+    assert none_yet.status_code == 404 and "no turn was sent" in none_yet.json()["detail"]
+    play(alice_api, aid, "walk to the pier")
+    sent = narrator_prompts(memory_llm)[-1]
+    last = alice_api.get(f"/api/adventures/{aid}/insights/?turn=last").json()
+    prompt = "\n\n".join(m["content"] for m in sent)
+    assert all(part["text"] in prompt for part in last["parts"]), "every part as it was sent"
+    assert [p["name"] for p in last["parts"]][:2] == ["instructions", "plot_essentials"]
+    memories = next(p for p in last["parts"] if p["name"] == "memories")
+    assert memories["items"][0]["pinned"] is True and memories["items"][0]["source_start"] is None
+    following = alice_api.get(f"/api/adventures/{aid}/insights/").json()
+    assert "walk to the pier" in next(p for p in following["parts"] if p["name"] == "story")["text"]
+    refused = alice_api.get(f"/api/adventures/{aid}/insights/?turn=first")
+    assert refused.status_code == 400 and "turn" in str(refused.json())

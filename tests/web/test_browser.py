@@ -161,14 +161,22 @@ def test_a_player_plays_and_manages_memories_in_the_browser(site, browser, memor
     page.click("#card-form button[type=submit]")
     page.wait_for_selector("#cards li.memory:has-text('Last Well')")
 
-    # a model error shows the provider's message and keeps the player's text
+    # a model error shows the provider's message; the action is kept in the story, the box is
+    # cleared and Retry is offered; sending the same text again uses the kept action, never a second
     from tests.support.fake_llm import Reply
 
     memory_llm.queue(Reply(status=401, when=lambda body: "narrator" in body["messages"][0]["content"]))
     page.fill("#text", "knock on the inn door")
     page.press("#text", "Enter")
     page.wait_for_selector("#status.error:has-text('refused the API key')")
-    assert page.input_value("#text") == "knock on the inn door"
+    assert "kept in the story: press Retry" in page.text_content("#status")
+    assert page.input_value("#text") == ""
+    page.wait_for_selector("#story li:has-text('knock on the inn door')")
+    page.fill("#text", "knock on the inn door")
+    page.press("#text", "Enter")
+    page.wait_for_selector("#story li.reply:last-child, #story li.kind-ai:last-child")
+    page.wait_for_function("() => !document.querySelector('#story li.pending')")
+    assert page.locator("#story li:has-text('knock on the inn door')").count() == 1, "the action is in the story once"
 
     page.set_viewport_size({"width": 390, "height": 800})  # a phone-width screen still works
     assert page.locator("#send").is_visible()
@@ -322,6 +330,13 @@ def test_the_play_page_says_when_recall_fell_back_to_pinned_memories(site, faili
     page.wait_for_selector("#parts li.warn:has-text('only pinned memories were used')")
     # the next prompt against the last one sent: what a model server's prefix cache can serve
     page.wait_for_selector("#prefix-reused:has-text('of the last prompt sent')")
+    # each part's exact text, a click away, for the next turn and for the last one sent
+    page.click("#parts li.part-story summary")
+    assert "listen" in page.text_content("#parts li.part-story pre")
+    page.click("#insights-last")
+    page.wait_for_selector("#parts li.muted:has-text('sent')")
+    page.click("#parts li.part-instructions summary")
+    assert "narrator" in page.text_content("#parts li.part-instructions pre")
     context.close()
 
 

@@ -115,11 +115,12 @@ async function readEvents(response, onToken) {
   }
 }
 
-// Resolves true when the reply was written (or stopped), false when it failed; ``failed``
-// runs first, before the error is shown.
+// Resolves true when the reply was written (or stopped), false when it failed; ``failed(stored)``
+// runs first, before the error is shown (``stored``: the player's action was kept all the same).
 const BUSY_RETRIES = 5;  // times a turn the busy site refused is sent again by itself
+const KEPT = " Your action is kept in the story: press Retry for its reply.";
 
-async function play(path, body, failed = () => {}) {
+async function play(path, body, failed = () => {}, key = "") {
   const buttons = document.querySelectorAll(".turn button:not(#stop)");
   buttons.forEach((b) => (b.disabled = true));
   writing = new AbortController();
@@ -132,7 +133,8 @@ async function play(path, body, failed = () => {}) {
     for (let attempt = 1; ; attempt++) {
       response = await fetch(`${base}${path}`, {
         method: "POST", credentials: "same-origin", signal: writing.signal, body: body ? JSON.stringify(body) : undefined,
-        headers: {"Content-Type": "application/json", "X-CSRFToken": csrfToken(), "Accept": "text/event-stream"},
+        headers: {"Content-Type": "application/json", "X-CSRFToken": csrfToken(), "Accept": "text/event-stream",
+                  ...(key ? {"Idempotency-Key": key} : {})},
       });
       // The site refused to start the turn (it is busy; nothing was stored): wait as told, then try again.
       if (response.status !== 503 || attempt > BUSY_RETRIES) break;
@@ -149,8 +151,9 @@ async function play(path, body, failed = () => {}) {
     if (!(response.headers.get("Content-Type") || "").startsWith("text/event-stream")) {
       let data = null;
       try { data = await response.json(); } catch (e) { data = null; }
-      failed();
-      say(errorText({status: response.status, data}), "error");
+      const stored = Boolean(data && data.stored_actions && data.stored_actions.length);
+      failed(stored);
+      say(errorText({status: response.status, data}) + (stored ? KEPT : ""), "error");
       return false;
     }
     if (body && body.mode && body.mode !== "continue") {  // the player's action is stored: show it at once
@@ -163,7 +166,12 @@ async function play(path, body, failed = () => {}) {
       live.scrollIntoView({block: "end"});
     });
     if (!last) { say("The connection closed before the reply was finished; what was written is kept.", "error"); return true; }
-    if (last.name === "error") { failed(); say(errorText({status: last.data.status, data: last.data}), "error"); return false; }
+    if (last.name === "error") {  // the reply failed once it had begun: the action is stored
+      const stored = Boolean(body && body.mode && body.mode !== "continue");
+      failed(stored);
+      say(errorText({status: last.data.status, data: last.data}) + (stored ? KEPT : ""), "error");
+      return false;
+    }
     // A recall that could not embed its query says so (it used pinned memories only).
     if (last.data.recall_note) say(`Memory: ${last.data.recall_note}`, "warn"); else say("");
     showUsed(last.data.memories || []);
@@ -190,13 +198,25 @@ async function storedAfterStop() {
   }
 }
 $("stop").addEventListener("click", () => { if (writing) writing.abort(); });
+let sending = null;  // the action being sent: its text, mode and idempotency key
+function newKey() {
+  return (crypto.randomUUID ? crypto.randomUUID() : `${Date.now()}-${Math.random().toString(36).slice(2)}`).replaceAll(".", "");
+}
 $("turn").addEventListener("submit", async (e) => {
   e.preventDefault();
   if (writing) return say("A reply is being written: wait for it, or press Stop.", "error");
   const text = $("text").value.trim();
   if (!text) return say("Write something first, or press Continue.", "error");
-  $("text").value = "";  // sent; given back below when the reply failed, as the error says what to fix
-  await play("/turns/", {mode: $("mode").value, text}, () => { if (!$("text").value) $("text").value = text; });
+  const mode = $("mode").value;
+  // one key per action the player writes: sent again (the same text after a failure), the stored
+  // action is used again instead of being stored twice
+  if (!sending || sending.text !== text || sending.mode !== mode) sending = {text, mode, key: newKey()};
+  $("text").value = "";  // sent; given back when nothing was stored, as the error says what to fix
+  const done = await play("/turns/", {mode, text}, (stored) => {
+    if (!stored && !$("text").value) $("text").value = text;
+    if (stored) $("retry").focus();
+  }, sending.key);
+  if (done) sending = null;
 });
 $("text").addEventListener("keydown", (e) => { if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("turn").requestSubmit(); } });
 $("continue").addEventListener("click", () => play("/turns/", {mode: "continue", text: ""}));
@@ -299,16 +319,58 @@ function toggle(buttonId, panelId, onOpen) {
   });
 }
 toggle("toggle-drawer", "drawer", loadBank);
-toggle("toggle-insights", "insights", async () => {
-  const r = await apiFetch(`${base}/insights/`);
+// Insights: the prompt the model reads, part by part in its order, each part's exact text a click away.
+const PART_NAMES = {instructions: "Instructions", plot_essentials: "Plot essentials", summary: "Story so far",
+  story: "Recent story", memories: "Memories recalled", knows: "What a character knows", cards: "Story cards",
+  authors_note: "Author's note"};
+
+function partItems(p) {
+  if (p.name === "memories" || p.name === "knows") {
+    return el("ul", {class: "items"}, ...p.items.map((m) => {
+      const score = m.pinned ? "pinned" : m.similarity === null ? "no score" : `similarity ${m.similarity.toFixed(2)}`;
+      const from = m.source_start === null ? "written by hand" : `from actions ${m.source_start}–${m.source_end}`;
+      const link = m.source_start === null ? from : el("a", {href: "#", onclick: (e) => { e.preventDefault(); showPassage(m.source_start); }}, from);
+      return el("li", {}, `#${m.id} · ${score} · ${m.tokens} tokens · `, link);
+    }));
+  }
+  if (p.name === "cards") {
+    return el("ul", {class: "items"}, ...p.items.map((c) => el("li", {class: c.included ? "" : "muted"},
+      `${c.name} (key "${c.key}") · ${c.tokens} tokens${c.included ? "" : " · left out: over the cards' share"}`)));
+  }
+  return null;
+}
+
+function showPassage(depth) {
+  const item = document.querySelector(`#story li[data-depth="${depth}"]`);
+  if (item) { item.scrollIntoView({block: "center"}); item.classList.add("flash"); setTimeout(() => item.classList.remove("flash"), 1500); }
+  else say(`Action ${depth} is further back than the story loaded here.`, "warn");
+}
+
+async function loadInsights(which) {
+  $("insights-next").setAttribute("aria-pressed", String(which === "next"));
+  $("insights-last").setAttribute("aria-pressed", String(which === "last"));
+  const r = await apiFetch(`${base}/insights/?turn=${which}`);
+  if (!r.ok) { $("parts").replaceChildren(el("li", {class: "muted"}, errorText(r))); return; }
   const cache = [];
   if (r.data.prefix_reused !== null) cache.push(`starts with ${Math.round(r.data.prefix_reused * 100)}% of the last prompt sent`);
-  if (r.data.last_cached_tokens) cache.push(`the model served ${r.data.last_cached_tokens} tokens of the last turn's prompt from its cache`);
-  $("parts").replaceChildren(el("li", {class: "muted"}, `${r.data.total_tokens} of ${r.data.budget} tokens (${r.data.encoding})`),
+  const cached = which === "last" ? r.data.cached_tokens : r.data.last_cached_tokens;
+  if (cached) cache.push(`the model served ${cached} tokens of ${which === "last" ? "this" : "the last turn's"} prompt from its cache`);
+  const when = r.data.sent_at ? ` · sent ${new Date(r.data.sent_at).toLocaleTimeString()}` : "";
+  $("parts").replaceChildren(el("li", {class: "muted"}, `${r.data.total_tokens} of ${r.data.budget} tokens (${r.data.encoding})${when}`),
     ...(cache.length ? [el("li", {class: "muted", id: "prefix-reused"}, `Prompt cache: ${cache.join("; ")}.`)] : []),
     ...(r.data.recall_note ? [el("li", {class: "warn", role: "alert"}, `Memory: ${r.data.recall_note}`)] : []),
-    ...r.data.parts.map((p) => el("li", {}, el("strong", {}, `${p.name} · ${p.tokens} tokens`), el("p", {class: "muted"}, p.reason))));
-});
+    ...r.data.parts.map((p) => {
+      const items = partItems(p);
+      return el("li", {class: `part part-${p.name}`},
+        el("details", {},
+          el("summary", {}, el("strong", {}, `${PART_NAMES[p.name] || p.name} · ${p.tokens} tokens`), el("span", {class: "muted"}, ` — ${p.reason}`)),
+          el("pre", {class: "part-text"}, p.text),
+          ...(items ? [items] : [])));
+    }));
+}
+toggle("toggle-insights", "insights", () => loadInsights("next"));
+$("insights-next").addEventListener("click", () => loadInsights("next"));
+$("insights-last").addEventListener("click", () => loadInsights("last"));
 
 const adventureForm = $("adventure-form");
 async function loadWorld() {
