@@ -6,6 +6,8 @@ tree or of the turn use case, which ask for the memory pass themselves."""
 from __future__ import annotations
 
 from django.db.models import Count
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -14,12 +16,12 @@ from rest_framework.views import APIView
 from config import paging
 from config import serializer_fields as strict
 from config.errors import NotFound
-from stories import lineage, tree
+from stories import lineage, story_text, tree
 from stories import serializers as s
 from stories.api_support import adventure_for as _adventure
 from stories.api_support import valid as _valid
 from stories.models import Action, Adventure, Branch
-from stories.play import turns
+from stories.play import history, turns
 
 STORY_PAGE_DEFAULT = 50  # actions per page
 STORY_PAGE_MAX = 200
@@ -76,12 +78,76 @@ class StoryView(APIView):
         )
 
 
-class UndoView(APIView):
-    @extend_schema(request=None, responses=s.UndoResultSerializer, tags=["story"])
-    def post(self, request, adventure_id):
+SEARCH_LIMIT_MAX = 50
+
+
+class _SearchQuery(serializers.Serializer):
+    q = strict.TextField(min_length=1, max_length=200, help_text='words, "a phrase", -word, or')
+    limit = serializers.IntegerField(min_value=1, max_value=SEARCH_LIMIT_MAX, required=False, default=20)
+
+
+class StorySearchView(APIView):
+    @extend_schema(
+        parameters=[_SearchQuery],
+        responses=s.StorySearchSerializer,
+        tags=["story"],
+        summary="Search the story",
+        description="The actions of the current branch's story that match, the best first, with a snippet.",
+    )
+    def get(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
-        depth = tree.undo(adventure_id=adventure.pk)
-        return Response({"removed_depth": depth, "tip_depth": depth - 1})
+        params = _valid(_SearchQuery, request, query=True)
+        found = story_text.search(lineage.head(adventure), params["q"], limit=params["limit"])
+        return Response({"query": params["q"], "results": found})
+
+
+class _ExportQuery(serializers.Serializer):
+    type = strict.ChoiceField(choices=["text", "markdown"], required=False, default="text")
+
+
+class StoryExportView(APIView):
+    @extend_schema(
+        parameters=[_ExportQuery],
+        responses={(200, "text/plain"): OpenApiTypes.STR, (200, "text/markdown"): OpenApiTypes.STR},
+        tags=["story"],
+        summary="The story as text",
+        description="The current branch's story, oldest first, as plain text or Markdown, to read or keep.",
+    )
+    def get(self, request, adventure_id):
+        adventure = _adventure(request, adventure_id)
+        markdown = _valid(_ExportQuery, request, query=True)["type"] == "markdown"
+        body = story_text.written(adventure, lineage.head(adventure), markdown=markdown)
+        kind, ext = ("text/markdown", "md") if markdown else ("text/plain", "txt")
+        response = StreamingHttpResponse(body, content_type=f"{kind}; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="story-{adventure.pk}.{ext}"'
+        return response
+
+
+class UndoView(APIView):
+    @extend_schema(
+        request=None,
+        responses=s.UndoResultSerializer,
+        tags=["story"],
+        summary="Undo the last turn",
+        description="Takes back the newest turn: the model's reply and the player's action it answered "
+        "(a continue, or an action whose reply failed, alone). Redo brings it back.",
+    )
+    def post(self, request, adventure_id):
+        return Response(history.undo_turn(adventure=_adventure(request, adventure_id)))
+
+
+class RedoView(APIView):
+    @extend_schema(
+        request=None,
+        responses=s.RedoResultSerializer,
+        tags=["story"],
+        summary="Redo the turn undone last",
+        description="Places again the turn undo took back last, while the story still ends where it did; "
+        "409 otherwise.",
+    )
+    def post(self, request, adventure_id):
+        done = history.redo_turn(adventure=_adventure(request, adventure_id))
+        return Response({**done, "actions": s.ActionSerializer(done["actions"], many=True).data})
 
 
 def _action(adventure: Adventure, action_id: int) -> Action:

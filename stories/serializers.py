@@ -131,6 +131,18 @@ class ActionSerializer(strict.StrictModelSerializer):
         return self.context.get("take_counts", {}).get((obj.branch_id, obj.depth), 1)
 
 
+class StoryHitSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    depth = serializers.IntegerField()
+    kind = strict.TextField()
+    snippet = strict.TextField(help_text="the words found between « and »")
+
+
+class StorySearchSerializer(serializers.Serializer):
+    query = strict.TextField()
+    results = StoryHitSerializer(many=True)
+
+
 class StoryPageSerializer(serializers.Serializer):
     branch = serializers.IntegerField()
     tip_depth = serializers.IntegerField()
@@ -288,5 +300,13 @@ class BranchRenameSerializer(serializers.Serializer):
 
 
 class UndoResultSerializer(serializers.Serializer):
-    removed_depth = serializers.IntegerField()
+    removed_depth = serializers.IntegerField(help_text="the first depth taken back")
+    removed = serializers.IntegerField(help_text="nodes taken back: 2 for an action and its reply")
     tip_depth = serializers.IntegerField()
+    can_redo = serializers.BooleanField()
+
+
+class RedoResultSerializer(serializers.Serializer):
+    actions = ActionSerializer(many=True, help_text="the nodes placed again (new ids)")
+    tip_depth = serializers.IntegerField()
+    can_redo = serializers.BooleanField(help_text="another undone turn waits to be redone")

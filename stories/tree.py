@@ -318,13 +318,17 @@ def fork(*, adventure_id: int, action_id: int, name: str = "", checkout: bool = 
             raise NotFound("no such action in this adventure")
         source = head if lineage.on_path(head, action) else Branch.objects.get(pk=action.branch_id)
         depth = action.depth if action.live else action.depth - 1
+        if action.live and action.kind in (Action.Kind.DO, Action.Kind.SAY, Action.Kind.STORY):
+            reply = lineage.node_at(source, action.depth + 1)  # a player's action forks with its reply
+            if reply is not None and reply.is_model_output:
+                depth = reply.depth
         new = Branch.objects.create(
             adventure_id=adventure_id,
             parent=source,
             fork_depth=depth,
             lineage=[[source.pk, depth]] + [[a, min(cap, depth)] for a, cap in source.lineage],
             tip_depth=depth,
-            name=name or f"fork at {action.depth}",
+            name=name or f"fork at {depth}",
         )
         if not action.live:
             copy_rows([action], to_branch=new, carry=False)

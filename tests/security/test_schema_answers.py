@@ -124,11 +124,18 @@ def test_a_whole_session_answers_exactly_what_the_schema_documents(schema, alice
     )
     walk("post", A + "branches/{branch_id}/checkout/", 200, adventure_id=aid, branch_id=branch["id"])
     walk("post", A + "undo/", 200, adventure_id=aid)
+    walk("post", A + "redo/", 200, adventure_id=aid)
+    walk("post", A + "undo/", 200, adventure_id=aid)
     walk("post", A + "undo/", 409, adventure_id=aid)  # the fork point: what is left is the opening's
+    walk("post", A + "redo/", 200, adventure_id=aid)
+    walk("post", A + "undo/", 200, adventure_id=aid)
     main = [b for b in walk("get", A + "branches/", 200, adventure_id=aid) if b["id"] != branch["id"]][0]
     walk("post", A + "branches/{branch_id}/checkout/", 200, adventure_id=aid, branch_id=main["id"])
     walk("delete", A + "branches/{branch_id}/", 204, adventure_id=aid, branch_id=branch["id"])
     walk("get", A + "insights/", 200, adventure_id=aid)
+    walk("get", A + "insights/", 200, adventure_id=aid, query={"turn": "last"})
+    walk("get", A + "story/search/", 200, adventure_id=aid, query={"q": "gate"})
+    walk("get", A + "story/export/", 200, adventure_id=aid, query={"type": "markdown"})
 
     card = walk(
         "post",

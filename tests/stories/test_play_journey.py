@@ -89,7 +89,13 @@ def test_a_player_plays_a_whole_adventure_through_the_api(client, fake_llm):
     assert selected.status_code == 200 and story_texts(api, adventure_id)[-1] == before
 
     # undo, edit
-    assert api.post(f"/api/adventures/{adventure_id}/undo/").json() == {"removed_depth": 61, "tip_depth": 60}
+    # (the whole turn: the reply at 61 and the action at 60 it answered)
+    assert api.post(f"/api/adventures/{adventure_id}/undo/").json() == {
+        "removed_depth": 60,
+        "removed": 2,
+        "tip_depth": 59,
+        "can_redo": True,
+    }
     page = api.get(f"/api/adventures/{adventure_id}/story/?limit=1").json()
     edited = api.patch(
         f"/api/adventures/{adventure_id}/actions/{page['actions'][0]['id']}/",

@@ -132,11 +132,11 @@ def test_a_player_plays_and_manages_memories_in_the_browser(site, browser, memor
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "play-with-memory-drawer.png"), full_page=True)
 
-    page.click("#undo")
-    story_length_becomes(30)
-    page.click("#retry")  # the last node is the player's: the reply is written again
+    page.click("#undo")  # the whole turn: the player's action and its reply
+    story_length_becomes(29)
+    page.click("#redo")  # both back
     story_length_becomes(31)
-    page.click("#retry")
+    page.click("#retry")  # another take of the newest reply
     page.wait_for_selector("text=2 of 2")
     page.get_by_role("button", name="Previous take").click()
     page.wait_for_selector("text=1 of 2")
@@ -177,6 +177,14 @@ def test_a_player_plays_and_manages_memories_in_the_browser(site, browser, memor
     page.wait_for_selector("#story li.reply:last-child, #story li.kind-ai:last-child")
     page.wait_for_function("() => !document.querySelector('#story li.pending')")
     assert page.locator("#story li:has-text('knock on the inn door')").count() == 1, "the action is in the story once"
+    # undo takes back the whole turn (the action and its reply); redo brings both back
+    replies = page.locator("#story li.kind-ai").count()
+    page.click("#undo")
+    expect(page.locator("#story li:has-text('knock on the inn door')")).to_have_count(0)
+    assert page.locator("#story li.kind-ai").count() == replies - 1
+    page.click("#redo")
+    expect(page.locator("#story li:has-text('knock on the inn door')")).to_have_count(1)
+    expect(page.locator("#story li.kind-ai")).to_have_count(replies)
 
     page.set_viewport_size({"width": 390, "height": 800})  # a phone-width screen still works
     assert page.locator("#send").is_visible()
@@ -228,6 +236,43 @@ def test_the_memory_drawer_pages_through_a_large_bank(site, long_road, browser):
     expect(page.locator("#bank li.memory")).to_have_count(105)
     assert page.get_by_role("button", name="Show older").count() == 0
     assert page.locator("#bank li.memory").last.inner_text().startswith("Memory number 0.")
+    context.close()
+
+
+@pytest.fixture
+def road_of_320(alice):
+    """A 320-action story (a hooded stranger at milestone 77) and alice's session."""
+    from stories import tree
+    from stories.adventures import adventure_create
+
+    adventure = adventure_create(owner_id=alice.pk, title="Road of 320", opening="The road begins at the river.")
+    for n in range(2, 321):
+        kind, text = ("do", f"walk on past milestone {n}") if n % 2 == 0 else ("story", f"Milestone {n} is mossy.")
+        if n == 77:
+            text = "A hooded stranger hides a silver key under milestone 77."
+        tree.place(adventure_id=adventure.pk, branch_id=adventure.head_branch_id, kind=kind, text=text, ask_pass=False)
+    return adventure.pk, session_of(alice)
+
+
+def test_a_long_story_reads_back_to_its_opening_and_a_search_jumps_to_a_passage(site, road_of_320, browser):
+    adventure_id, session = road_of_320
+    context, page = open_play_page(browser, site.url, session, adventure_id)
+    expect(page.locator("#story li.action")).to_have_count(200)
+    page.locator("#story").evaluate("list => { list.scrollTop = 0; }")  # scrolled to the top: the rest loads
+    expect(page.locator("#story li.action")).to_have_count(320)
+    assert page.locator("#story li.action").first.inner_text().startswith("The road begins at the river.")
+    assert page.locator("#load-earlier").count() == 0
+
+    page.reload()
+    expect(page.locator("#story li.action")).to_have_count(200)
+    page.fill("#search-text", "hooded stranger")
+    page.press("#search-text", "Enter")
+    hit = page.locator("#search-results li button")
+    expect(hit).to_have_count(1)
+    assert "Action 77" in hit.inner_text() and page.locator("#search-results mark").count() == 2
+    hit.click()
+    expect(page.locator('#story li[data-depth="77"]')).to_be_in_viewport()
+    assert page.locator("a", has_text="Markdown").get_attribute("href").endswith("/story/export/?type=markdown")
     context.close()
 
 

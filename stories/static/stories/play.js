@@ -7,11 +7,39 @@ const statusLine = $("status");
 
 function say(text, kind = "") { statusLine.textContent = text; statusLine.className = `status ${kind}`; }
 
+// The story loads a page at a time: the newest 200 actions, older ones as the player scrolls up.
+const PAGE = 200;
+let olderBefore = null;  // the ?before= of the next older page, null once the opening is loaded
+$("story").addEventListener("scroll", () => { if ($("story").scrollTop < 150) loadEarlier(); }, {passive: true});
+
+function moreButton() {
+  const li = el("li", {class: "more", id: "load-earlier"},
+    el("button", {type: "button", class: "link", onclick: () => loadEarlier()}, "Load earlier actions"));
+  return li;
+}
+
+let loadingEarlier = null;
+function loadEarlier() {
+  if (olderBefore === null) return Promise.resolve();
+  if (!loadingEarlier) loadingEarlier = (async () => {
+    const r = await apiFetch(`${base}/story/?limit=${PAGE}&before=${olderBefore}`);
+    if (!r.ok) return say(errorText(r), "error");
+    const list = $("story"), keep = list.scrollHeight - list.scrollTop;
+    $("load-earlier")?.remove();
+    olderBefore = r.data.next_before;
+    list.prepend(...(olderBefore === null ? [] : [moreButton()]), ...r.data.actions.map((a) => renderAction(a, false)));
+    list.scrollTop = list.scrollHeight - keep;  // the passage being read stays where it was
+  })().finally(() => { loadingEarlier = null; });
+  return loadingEarlier;
+}
+
 async function loadStory() {
-  const r = await apiFetch(`${base}/story/?limit=200`);
+  const r = await apiFetch(`${base}/story/?limit=${PAGE}`);
   const list = $("story");
   list.replaceChildren();
   const actions = r.data.actions;
+  olderBefore = r.data.next_before;
+  if (olderBefore !== null) list.append(moreButton());
   actions.forEach((a, i) => list.append(renderAction(a, i === actions.length - 1)));
   list.lastElementChild?.scrollIntoView({block: "end"});
 }
@@ -77,6 +105,38 @@ async function loadBranches() {
   const r = await apiFetch(`${base}/branches/`);
   const select = $("branches");
   select.replaceChildren(...r.data.map((b) => { const o = el("option", {value: b.id}, `${b.name || "branch " + b.id} (${b.tip_depth})`); o.selected = b.is_head; return o; }));
+  branchTree(r.data);
+}
+
+// The branches as a tree (each under the one it forked from), to rename, switch to or delete.
+function branchTree(branches) {
+  const children = (parent) => branches.filter((b) => b.parent === parent || (parent === null && !branches.some((p) => p.id === b.parent)));
+  const node = (b) => el("li", {class: b.is_head ? "head" : "", "data-branch": b.id},
+    el("span", {class: "branch-name"}, `${b.name || "branch " + b.id}`),
+    el("span", {class: "muted"}, ` · ${b.tip_depth} actions${b.parent ? `, forked at ${b.fork_depth}` : ""}${b.is_head ? " · playing" : ""} `),
+    ...(b.is_head ? [] : [el("button", {type: "button", class: "link", onclick: () => switchTo(b.id)}, "Play this")]),
+    el("button", {type: "button", class: "link", onclick: () => renameBranch(b)}, "Rename"),
+    ...(b.is_head ? [] : [el("button", {type: "button", class: "link danger", onclick: () => deleteBranch(b)}, "Delete")]),
+    ...(children(b.id).length ? [el("ul", {}, ...children(b.id).map(node))] : []));
+  $("branch-tree").replaceChildren(...children(null).map(node));
+}
+async function switchTo(id) {
+  const r = await apiFetch(`${base}/branches/${id}/checkout/`, {method: "POST"});
+  if (!r.ok) say(errorText(r), "error");
+  loadStory(); loadBranches(); loadBank();
+}
+async function renameBranch(b) {
+  const name = prompt("New name for this branch", b.name || "");
+  if (name === null) return;
+  const r = await apiFetch(`${base}/branches/${b.id}/`, {method: "PATCH", body: JSON.stringify({name})});
+  if (!r.ok) say(errorText(r), "error");
+  loadBranches();
+}
+async function deleteBranch(b) {
+  if (!confirm(`Delete the branch "${b.name || "branch " + b.id}" and its story? This cannot be undone.`)) return;
+  const r = await apiFetch(`${base}/branches/${b.id}/`, {method: "DELETE"});
+  if (!r.ok) say(errorText(r), "error");
+  loadBranches();
 }
 $("branches").addEventListener("change", async (e) => {
   const r = await apiFetch(`${base}/branches/${e.target.value}/checkout/`, {method: "POST"});
@@ -223,7 +283,15 @@ $("continue").addEventListener("click", () => play("/turns/", {mode: "continue",
 $("retry").addEventListener("click", () => play("/retry/"));
 $("undo").addEventListener("click", async () => {
   const r = await apiFetch(`${base}/undo/`, {method: "POST"});
-  if (!r.ok) say(errorText(r), "error"); else say("");
+  if (!r.ok) say(errorText(r), "error");
+  else say(r.data.removed > 1 ? "Undone: your action and its reply. Redo brings them back." : "Undone. Redo brings it back.");
+  $("redo").disabled = !r.ok && $("redo").disabled;
+  if (r.ok) $("redo").disabled = false;
+  loadStory(); loadBranches();
+});
+$("redo").addEventListener("click", async () => {
+  const r = await apiFetch(`${base}/redo/`, {method: "POST"});
+  if (!r.ok) { say(errorText(r), "error"); $("redo").disabled = true; } else { say(""); $("redo").disabled = !r.data.can_redo; }
   loadStory(); loadBranches();
 });
 
@@ -340,7 +408,10 @@ function partItems(p) {
   return null;
 }
 
-function showPassage(depth) {
+async function showPassage(depth) {
+  while (!document.querySelector(`#story li[data-depth="${depth}"]`) && olderBefore !== null && depth < olderBefore) {
+    await loadEarlier();
+  }
   const item = document.querySelector(`#story li[data-depth="${depth}"]`);
   if (item) { item.scrollIntoView({block: "center"}); item.classList.add("flash"); setTimeout(() => item.classList.remove("flash"), 1500); }
   else say(`Action ${depth} is further back than the story loaded here.`, "warn");
@@ -421,3 +492,20 @@ toggle("toggle-world", "world", loadWorld);
 
 loadBranches();
 loadStory();
+
+// Search the story (Postgres full text over the branch played): a result jumps to its passage.
+$("search").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const q = $("search-text").value.trim();
+  const box = $("search-results");
+  if (!q) { box.hidden = true; return; }
+  const r = await apiFetch(`${base}/story/search/?q=${encodeURIComponent(q)}`);
+  box.hidden = false;
+  if (!r.ok) { box.replaceChildren(el("li", {class: "error"}, errorText(r))); return; }
+  if (!r.data.results.length) { box.replaceChildren(el("li", {class: "muted"}, `Nothing in this story matches “${q}”.`)); return; }
+  box.replaceChildren(...r.data.results.map((hit) => {
+    const parts = hit.snippet.split(/[«»]/).map((piece, i) => (i % 2 ? el("mark", {}, piece) : piece));
+    return el("li", {}, el("button", {type: "button", class: "link", onclick: () => { box.hidden = true; showPassage(hit.depth); }},
+      `Action ${hit.depth}: `, ...parts));
+  }));
+});
