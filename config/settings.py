@@ -306,6 +306,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "config.openapi.add_error_responses",
+        "config.openapi_summaries.add_summaries",
     ],
     "ENUM_NAME_OVERRIDES": {
         "ActionKindEnum": "stories.models.Action.Kind",

@@ -54,6 +54,7 @@ class Memory(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        verbose_name_plural = "memories"
         constraints = [
             # one memory per block, holder (the bank's own, or one character's) and part, so a pass
             # that runs twice writes nothing twice
@@ -213,6 +214,7 @@ class AgentMemory(models.Model):
     )
 
     class Meta:
+        verbose_name_plural = "agent memories"
         indexes = [
             models.Index(fields=["agent", "occurred_at"]),
             GinIndex(fields=["search"], name="agentmemory_search_gin"),

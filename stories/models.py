@@ -105,6 +105,7 @@ class Branch(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name_plural = "branches"
         indexes = [models.Index(fields=["adventure", "internal"])]
 
     def __str__(self) -> str:

@@ -13,6 +13,7 @@ from django.conf import settings
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import ValidationError
 
 from config.asgi_guard import BodyGuard, SecurityHeaders
 from config.errors import as_domain_error
@@ -89,8 +90,46 @@ def _check(serializer_class, data: dict) -> dict:
     return serializer.validated_data
 
 
+def _argument_sentence(name: str, error: ValidationError) -> str:
+    """The SDK's check of a tool's arguments, as sentences naming each argument to fix (never the
+    validator's dump): "recall: limit: must be a whole number (got "many")"."""
+    said = []
+    for err in error.errors():
+        where = ".".join(str(part) for part in err["loc"]) or "arguments"
+        kind = err.get("type", "")
+        if kind == "missing":
+            said.append(f"{where}: required")
+        elif kind == "extra_forbidden":
+            said.append(f"{where}: no such argument")
+        else:
+            got = json.dumps(err.get("input"), default=str)[:40]
+            said.append(f"{where}: {_ARGUMENT_SAYS.get(kind.split('_')[0], 'not a valid value')} (got {got})")
+    return f"{name}: " + "; ".join(said)
+
+
+_ARGUMENT_SAYS = {
+    "int": "must be a whole number",
+    "float": "must be a number",
+    "string": "must be text",
+    "bool": "must be true or false",
+    "list": "must be a list",
+    "dict": "must be an object",
+    "datetime": "must be a date and time (ISO 8601)",
+}
+
+
+class _Server(MCPServer):
+    async def call_tool(self, name, arguments, context=None):
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise ToolError(_argument_sentence(name, exc.__cause__)) from exc.__cause__
+            raise
+
+
 def build_server() -> MCPServer:
-    server = MCPServer(name="everlore-memory", instructions=INSTRUCTIONS)
+    server = _Server(name="everlore-memory", instructions=INSTRUCTIONS)
 
     @server.tool(
         description="Record what happened: type is say, interact, observe, or a custom type with a "

@@ -165,3 +165,26 @@ def test_mcp_and_rest_answer_a_recall_alike_and_name_an_unknown_agent_alike(mcp_
     assert set(mcp_answer["memories"][0]) == set(rest_answer["memories"][0]) >= {"score", "parts", "occurred_at"}
     assert unknown_rest.status_code == 404 and unknown_mcp.is_error
     assert unknown_rest.json()["detail"] in unknown_mcp.content[0].text and "'cy'" in unknown_rest.json()["detail"]
+
+
+def test_mcp_arguments_of_the_wrong_shape_are_answered_in_sentences(mcp_server, alice):
+    world = World.objects.create(owner=alice, name="Town")
+    _, raw = worlds.token_create(world=world)
+    wrong_type, missing, not_a_date = asyncio.run(
+        session_calls(
+            mcp_server,
+            raw,
+            [
+                ("recall", {"agent": "bo", "query": "bridge", "limit": "many"}),
+                ("recall", {"query": "bridge"}),
+                ("recall", {"agent": "bo", "since": "last week"}),
+            ],
+        )
+    )[1:]
+    for answer in (wrong_type, missing, not_a_date):
+        assert answer.is_error
+        text = answer.content[0].text
+        assert "validation error" not in text and "input_value" not in text and "pydantic" not in text, text
+    assert "limit: must be a whole number" in wrong_type.content[0].text
+    assert "agent: required" in missing.content[0].text
+    assert "since:" in not_a_date.content[0].text

@@ -78,6 +78,23 @@ def test_the_async_turn_routes_are_documented_for_players_with_both_answers(clie
     assert "get" not in schema["paths"]["/api/adventures/{adventure_id}/turns/"]
 
 
+def test_every_operation_of_the_api_docs_says_what_it_does_in_one_line(client):
+    """No operation reaches the docs without a summary, and none shows a view's docstring meant for
+    the code's readers."""
+    schema = client.get("/api/schema/?format=json").json()
+    bare = [
+        (method.upper(), path)
+        for path, operations in schema["paths"].items()
+        for method, operation in operations.items()
+        if not operation.get("summary")
+    ]
+    assert bare == [], f"operations without a summary (config/openapi_summaries.py): {bare}"
+    for operations in schema["paths"].values():
+        for operation in operations.values():
+            text = operation.get("description", "")
+            assert "db_step" not in text and "Prepared" not in text and "DRF" not in text, operation["summary"]
+
+
 def test_rotate_keys_re_encrypts_so_old_keys_can_be_dropped(alice_plays, settings):
     from cryptography.fernet import Fernet
 

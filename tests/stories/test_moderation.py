@@ -233,3 +233,11 @@ def test_hiding_waits_for_the_adventure_lock_before_touching_the_take(story):
     hider.join(30)
     offending.refresh_from_db()
     assert outcome == {"hidden": True} and offending.hidden and offending.text == "ABUSIVE-WORDS, edited"
+
+
+def test_the_admin_names_its_lists_in_english(moderator):
+    home = moderator.get(reverse("admin:index")).content.decode()
+    for plural in ("Memories", "Branches", "Agent memories"):
+        assert plural in home, plural
+    for wrong in ("Memorys", "Branchs", "memorys"):
+        assert wrong not in home, wrong

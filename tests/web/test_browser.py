@@ -142,7 +142,9 @@ def test_a_player_plays_and_manages_memories_in_the_browser(site, browser, memor
     page.wait_for_selector("text=1 of 2")
 
     main_count = page.locator("#story li.action").count()
-    page.locator("#story li.action").nth(2).get_by_role("button", name="Fork here").click()
+    third = page.locator("#story li.action").nth(2)
+    third.locator("summary").click()  # the passage's menu
+    third.get_by_role("button", name="Fork here").click()
     story_length_becomes(3)
     assert page.locator("#branches option").count() == 2
     page.select_option("#branches", label=f"main ({main_count})")
@@ -189,7 +191,14 @@ def test_a_player_plays_and_manages_memories_in_the_browser(site, browser, memor
     page.set_viewport_size({"width": 390, "height": 800})  # a phone-width screen still works
     assert page.locator("#send").is_visible()
     page.keyboard.press("Tab")  # and the page is usable from the keyboard
-    assert page.locator(":focus").evaluate("e => e.tagName") in {"A", "BUTTON", "INPUT", "SELECT", "TEXTAREA"}
+    assert page.locator(":focus").evaluate("e => e.tagName") in {
+        "A",
+        "BUTTON",
+        "INPUT",
+        "SELECT",
+        "TEXTAREA",
+        "SUMMARY",
+    }
     assert violations == [], "the play and settings pages work under the CSP"
 
 
@@ -273,6 +282,41 @@ def test_a_long_story_reads_back_to_its_opening_and_a_search_jumps_to_a_passage(
     hit.click()
     expect(page.locator('#story li[data-depth="77"]')).to_be_in_viewport()
     assert page.locator("a", has_text="Markdown").get_attribute("href").endswith("/story/export/?type=markdown")
+    context.close()
+
+
+def test_on_a_phone_the_game_stays_on_screen_and_every_control_is_a_tap_target(site, road_of_320, browser):
+    adventure_id, session = road_of_320
+    context = browser.new_context(viewport={"width": 390, "height": 844}, color_scheme="dark", has_touch=True)
+    context.add_cookies([{"name": "sessionid", "value": session, "url": site.url}])
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    page.goto(f"{site.url}/play/{adventure_id}/")
+    expect(page.locator("#story li.action")).to_have_count(200)
+
+    def on_screen(selector):
+        box = page.locator(selector).bounding_box()
+        return box is not None and box["y"] >= 0 and box["y"] + box["height"] <= 844
+
+    assert on_screen("#text") and on_screen("#send"), "the input is on screen with 200 actions above it"
+    assert page.evaluate("document.scrollingElement.scrollHeight <= window.innerHeight + 1"), "one scroll area"
+    small = page.evaluate(
+        """() => [...document.querySelectorAll('.turn button, .toolbar button, .toolbar select, #story summary')]
+        .filter((e) => e.offsetParent !== null)
+        .map((e) => [e.id || e.textContent.trim(), e.getBoundingClientRect()])
+        .filter(([, r]) => r.height < 44 || r.width < 44).map(([name]) => name)"""
+    )
+    assert small == [], f"controls smaller than 44 px: {small}"
+
+    page.click("#toggle-drawer")
+    page.click("#toggle-insights")  # one panel at a time, over the story
+    assert page.locator("#drawer").is_hidden() and page.locator("#insights").is_visible()
+    assert on_screen("#text"), "the input stays on screen under an open panel"
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "phone-insights-dark.png"))
+    page.click("#toggle-insights")
+    assert page.evaluate("getComputedStyle(document.body).backgroundColor") == "rgb(21, 23, 27)", "the dark theme"
+    page.screenshot(path=str(ARTIFACTS / "phone-story-dark.png"))
     context.close()
 
 

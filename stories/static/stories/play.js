@@ -12,7 +12,7 @@ const PAGE = 200;
 let olderBefore = null;  // the ?before= of the next older page, null once the opening is loaded
 $("story").addEventListener("scroll", () => { if ($("story").scrollTop < 150) loadEarlier(); }, {passive: true});
 
-function moreButton() {
+function earlierButton() {
   const li = el("li", {class: "more", id: "load-earlier"},
     el("button", {type: "button", class: "link", onclick: () => loadEarlier()}, "Load earlier actions"));
   return li;
@@ -27,7 +27,7 @@ function loadEarlier() {
     const list = $("story"), keep = list.scrollHeight - list.scrollTop;
     $("load-earlier")?.remove();
     olderBefore = r.data.next_before;
-    list.prepend(...(olderBefore === null ? [] : [moreButton()]), ...r.data.actions.map((a) => renderAction(a, false)));
+    list.prepend(...(olderBefore === null ? [] : [earlierButton()]), ...r.data.actions.map((a) => renderAction(a, false)));
     list.scrollTop = list.scrollHeight - keep;  // the passage being read stays where it was
   })().finally(() => { loadingEarlier = null; });
   return loadingEarlier;
@@ -39,7 +39,7 @@ async function loadStory() {
   list.replaceChildren();
   const actions = r.data.actions;
   olderBefore = r.data.next_before;
-  if (olderBefore !== null) list.append(moreButton());
+  if (olderBefore !== null) list.append(earlierButton());
   actions.forEach((a, i) => list.append(renderAction(a, i === actions.length - 1)));
   list.lastElementChild?.scrollIntoView({block: "end"});
 }
@@ -47,10 +47,13 @@ async function loadStory() {
 function renderAction(a, last) {
   const item = el("li", {class: `action kind-${a.kind}`, "data-id": a.id, "data-depth": a.depth});
   const text = el("p", {class: "text"}, a.kind === "do" ? `> ${a.text}` : a.kind === "say" ? `> "${a.text}"` : a.text);
-  const tools = el("div", {class: "tools"},
+  // the passage's tools wait in a small menu: one "⋯" a passage, not three links under each
+  const menu = el("div", {class: "tools"},
     el("button", {type: "button", class: "link", onclick: () => startEdit(item, a)}, "Edit"),
     el("button", {type: "button", class: "link", onclick: () => fork(a)}, "Fork here"));
-  if (a.kind !== "start") tools.append(el("button", {type: "button", class: "link danger", onclick: () => removeAction(a)}, "Delete"));
+  if (a.kind !== "start") menu.append(el("button", {type: "button", class: "link danger", onclick: () => removeAction(a)}, "Delete"));
+  const tools = el("div", {class: "action-tools"},
+    el("details", {class: "action-menu"}, el("summary", {"aria-label": `Edit, fork or delete action ${a.depth}`, title: "Edit, fork or delete"}, "⋯"), menu));
   if (last && a.take_count > 1 || last && (a.kind === "ai" || a.kind === "continue")) tools.prepend(takesControl(a));
   item.append(text, tools);
   return item;
@@ -311,11 +314,25 @@ function memoryItem(m) {
   item.append(el("div", {class: "tools"},
     el("button", {type: "button", class: "link", onclick: act({pinned: !m.pinned})}, m.pinned ? "Unpin" : "Pin"),
     el("button", {type: "button", class: "link", onclick: act({forgotten: !m.forgotten})}, m.forgotten ? "Restore" : "Forget"),
-    el("button", {type: "button", class: "link", onclick: async () => {
-      const text = prompt("Memory", m.text); if (text) await act({text})(); }}, "Edit"),
+    el("button", {type: "button", class: "link", onclick: () => editMemory(item, m, act)}, "Edit"),
     el("button", {type: "button", class: "link danger", onclick: async () => {
+      if (!confirm(`Delete this memory for good? (Forget keeps it, out of the prompt.)\n\n${m.text}`)) return;
       await apiFetch(`${base}/memories/${m.id}/`, {method: "DELETE"}); loadBank(); }}, "Delete")));
   return item;
+}
+
+function editMemory(item, m, act) {
+  // in place, as a passage is edited: the text in a box, Save or Cancel
+  const box = el("textarea", {rows: 3, maxlength: 1000, "aria-label": "Memory text"});
+  box.value = m.text;
+  const form = el("form", {class: "edit-memory"}, box, el("div", {class: "buttons"},
+    el("button", {type: "submit"}, "Save"), el("button", {type: "button", class: "link", onclick: () => loadBank()}, "Cancel")));
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    if (box.value.trim() && box.value !== m.text) await act({text: box.value})(); else loadBank();
+  });
+  item.replaceChildren(form);
+  box.focus();
 }
 
 // Whose bank the drawer shows: "" for the story's own (the protagonist's), else a character card's id.
@@ -378,10 +395,22 @@ $("regen-summary").addEventListener("click", async () => {
   loadBank();
 });
 
+const PHONE = window.matchMedia("(max-width: 700px)");
 function toggle(buttonId, panelId, onOpen) {
   $(buttonId).addEventListener("click", () => {
     const panel = $(panelId);
+    if (PHONE.matches && panel.hidden) {  // on a phone one panel at a time, over the story, never below it
+      for (const other of document.querySelectorAll(".drawer:not([hidden])")) {
+        other.hidden = true;
+        document.querySelector(`[aria-controls="${other.id}"]`)?.setAttribute("aria-expanded", "false");
+      }
+    }
     panel.hidden = !panel.hidden;
+    if (PHONE.matches && !panel.hidden) {  // exactly over the story: the toolbar and the turn box stay
+      const top = document.querySelector(".toolbar").getBoundingClientRect().bottom;
+      panel.style.top = `${Math.round(top)}px`;
+      panel.style.maxHeight = `${Math.round($("turn").getBoundingClientRect().top - top)}px`;
+    }
     $(buttonId).setAttribute("aria-expanded", String(!panel.hidden));
     if (!panel.hidden) onOpen();
   });
@@ -457,6 +486,7 @@ async function loadWorld() {
     el("div", {class: "tools"},
       el("button", {type: "button", class: "link", onclick: () => editCard(c)}, "Edit"),
       el("button", {type: "button", class: "link danger", onclick: async () => {
+        if (!confirm(`Delete the card "${c.name}"${c.type === "character" ? " and this character's memories" : ""}?`)) return;
         await apiFetch(`${base}/cards/${c.id}/`, {method: "DELETE"}); loadWorld(); }}, "Delete")))));
   if (!cards.data.length) $("cards").append(el("li", {class: "muted"}, "No cards yet."));
 }
