@@ -4,14 +4,17 @@ access_adventure (another user's id is a 404)."""
 
 from __future__ import annotations
 
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
+from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config import paging
 from config import serializer_fields as strict
-from stories import adventures, cards, imports
+from config.input_guard import StrictJSONParser
+from stories import adventures, cards, imports, lorebooks
 from stories import serializers as s
 from stories.api_support import adventure_for as _adventure
 from stories.api_support import valid as _valid
@@ -185,14 +188,85 @@ class CardImportView(APIView):
         return Response(s.CardSerializer(created, many=True).data, status=201)
 
 
+_REPORT = inline_serializer(
+    "ImportReportLine",
+    {"place": strict.TextField(help_text="where in the file"), "what": strict.TextField()},
+    many=True,
+)
+_UPLOAD = inline_serializer("CardFileUpload", {"file": serializers.FileField(help_text="a PNG or JSON file")})
+
+
+class BookImportView(APIView):
+    parser_classes = [StrictJSONParser, MultiPartParser]
+
+    @extend_schema(
+        request={"application/json": OpenApiTypes.OBJECT, "multipart/form-data": _UPLOAD},
+        responses={201: inline_serializer("BookImport", {"cards": s.CardSerializer(many=True), "report": _REPORT})},
+        tags=["cards"],
+        summary="Import a lorebook as story cards",
+        description="A SillyTavern lorebook (World Info), a NovelAI lorebook, a character card's book (JSON or "
+        "PNG) or AI Dungeon's story cards, as JSON or an uploaded file. All or nothing; always-on entries go "
+        "to the plot essentials; `report` says what was carried where and what has no equivalent here.",
+    )
+    def post(self, request, adventure_id):
+        adventure = _adventure(request, adventure_id)
+        made, report = lorebooks.import_cards(adventure=adventure, data=lorebooks.read_document(request))
+        return Response({"cards": s.CardSerializer(made, many=True).data, "report": report}, status=201)
+
+
+class CharacterImportView(APIView):
+    parser_classes = [StrictJSONParser, MultiPartParser]
+
+    @extend_schema(
+        request={"application/json": OpenApiTypes.OBJECT, "multipart/form-data": _UPLOAD},
+        responses={
+            201: inline_serializer("CharacterImport", {"adventure": s.AdventureSerializer(), "report": _REPORT})
+        },
+        tags=["adventures"],
+        summary="Start an adventure from a character card",
+        description="A SillyTavern character card (V1, V2 or V3; JSON, or a PNG carrying it): the greeting is "
+        "the opening, the description and scenario the plot essentials, the character a card of the cast, "
+        "its book the story cards. `report` says what was carried where and what was not.",
+    )
+    def post(self, request):
+        adventure, report = lorebooks.adventure_from_card(
+            owner_id=request.user.id, data=lorebooks.read_document(request)
+        )
+        return Response({"adventure": s.AdventureSerializer(adventure).data, "report": report}, status=201)
+
+
+class _CardExportQuery(serializers.Serializer):
+    type = strict.ChoiceField(choices=["ai-dungeon", "sillytavern"], required=False, default="ai-dungeon")
+
+
 class CardExportView(APIView):
     @extend_schema(
+        parameters=[_CardExportQuery],
         responses={
-            200: inline_serializer(
-                "AIDungeonCard", {"keys": strict.TextField(), "value": strict.TextField()}, many=True
-            )
+            200: {
+                "oneOf": [
+                    {
+                        "type": "array",
+                        "description": "type=ai-dungeon: AI Dungeon's story cards",
+                        "items": {
+                            "type": "object",
+                            "properties": {"keys": {"type": "string"}, "value": {"type": "string"}},
+                        },
+                    },
+                    {
+                        "type": "object",
+                        "description": "type=sillytavern: a SillyTavern lorebook (World Info)",
+                        "properties": {"name": {"type": "string"}, "entries": {"type": "object"}},
+                        "required": ["entries"],
+                    },
+                ]
+            }
         },
         tags=["cards"],
+        summary="Export the cards (AI Dungeon story cards, or a SillyTavern lorebook)",
     )
     def get(self, request, adventure_id):
-        return Response(cards.export_aidungeon(adventure=_adventure(request, adventure_id)))
+        adventure = _adventure(request, adventure_id)
+        if _valid(_CardExportQuery, request, query=True)["type"] == "sillytavern":
+            return Response(lorebooks.export_sillytavern(adventure=adventure))
+        return Response(cards.export_aidungeon(adventure=adventure))

@@ -18,6 +18,7 @@ urlpatterns = [
     path("adventures/", api_adventures.AdventureListView.as_view(), name="adventures"),
     path("adventures/import/", api_adventures.AdventureImportView.as_view(), name="adventure-import"),
     path("imports/", api_adventures.ImportListView.as_view(), name="imports"),
+    path("adventures/import/character/", api_adventures.CharacterImportView.as_view(), name="import-character"),
     path("imports/<int:job_id>/", api_adventures.ImportDetailView.as_view(), name="import"),
     path(A, api_adventures.AdventureDetailView.as_view(), name="adventure"),
     path(A + "export/", api_adventures.AdventureExportView.as_view(), name="adventure-export"),
@@ -38,5 +39,6 @@ urlpatterns = [
     path(A + "cards/", api_adventures.CardListView.as_view(), name="cards"),
     path(A + "cards/import/", api_adventures.CardImportView.as_view(), name="cards-import"),
     path(A + "cards/export/", api_adventures.CardExportView.as_view(), name="cards-export"),
+    path(A + "cards/import/book/", api_adventures.BookImportView.as_view(), name="cards-import-book"),
     path(A + "cards/<int:card_id>/", api_adventures.CardDetailView.as_view(), name="card"),
 ]

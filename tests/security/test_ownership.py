@@ -39,6 +39,7 @@ OWN_ROUTES = {
     "api/debug/requests/",
     "api/adventures/",
     "api/adventures/import/",
+    "api/adventures/import/character/",
     "api/imports/",
     "api/worlds/",
     "api/admin/workers/",

@@ -145,6 +145,14 @@ def test_a_whole_session_answers_exactly_what_the_schema_documents(schema, alice
         adventure_id=aid,
     )
     walk("get", A + "cards/", 200, adventure_id=aid)
+    walk(
+        "post",
+        A + "cards/import/book/",
+        201,
+        body={"entries": {"0": {"key": ["gate"], "comment": "Gate", "content": "Iron."}}},
+        adventure_id=aid,
+    )
+    walk("get", A + "cards/export/", 200, adventure_id=aid, query={"type": "sillytavern"})
     walk("get", A + "cards/{card_id}/", 200, adventure_id=aid, card_id=card["id"])
     walk("patch", A + "cards/{card_id}/", 200, body={"entry": "Old, wary, kind."}, adventure_id=aid, card_id=card["id"])
     walk(
@@ -172,6 +180,12 @@ def test_a_whole_session_answers_exactly_what_the_schema_documents(schema, alice
 
     exported = walk("get", A + "export/", 200, adventure_id=aid)
     job = walk("post", "/api/adventures/import/", 202, body=exported)
+    walk(
+        "post",
+        "/api/adventures/import/character/",
+        201,
+        body={"spec": "chara_card_v2", "data": {"name": "Maren", "first_mes": "Hello."}},
+    )
     walk("get", "/api/imports/", 200)
     walk("get", "/api/imports/{job_id}/", 200, job_id=job["id"])
     walk("delete", A, 204, adventure_id=job["adventure_id"])

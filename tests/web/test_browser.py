@@ -2,6 +2,7 @@
 against the real server (uvicorn, as `make run` serves the site, one per module), a
 real worker and the local fake model server."""
 
+import json
 import shutil
 from pathlib import Path
 
@@ -321,6 +322,34 @@ def test_on_a_phone_the_game_stays_on_screen_and_every_control_is_a_tap_target(s
 
 
 @pytest.fixture
+def newcomer(alice):
+    return session_of(alice)
+
+
+def test_a_sillytavern_card_and_a_lorebook_come_in_through_the_page(site, newcomer, browser):
+    from tests.stories.test_field_formats import MAREN_V2, png
+
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.add_cookies([{"name": "sessionid", "value": newcomer, "url": site.url}])
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    page.goto(f"{site.url}/play/")
+    page.set_input_files("#card-file", {"name": "maren.png", "mimeType": "image/png", "buffer": png(chara=MAREN_V2)})
+    page.wait_for_selector("#card-result a:has-text('Maren')")
+    assert "not carried: example dialogue" in page.text_content("#card-result")
+    page.click("#card-result a")
+    page.wait_for_selector("#story li.action:has-text('Maren lifts her lantern')")
+    page.click("#toggle-world")
+    book = {"entries": {"0": {"key": ["ferry"], "comment": "The ferry", "content": "It sails at dusk."}}}
+    page.set_input_files(
+        "#book-file", {"name": "vell.json", "mimeType": "application/json", "buffer": json.dumps(book).encode()}
+    )
+    page.wait_for_selector("#book-result:has-text('1 cards came in')")
+    page.wait_for_selector("#cards li:has-text('The ferry')")
+    context.close()
+
+
+@pytest.fixture
 def hall_of_tarn(alice):
     """An adventure whose cast holds Cora, with a memory of the story's own and two of Cora's."""
     from memory.story import memories
@@ -422,6 +451,8 @@ def test_the_play_page_says_when_recall_fell_back_to_pinned_memories(site, faili
     # each part's exact text, a click away, for the next turn and for the last one sent
     page.click("#parts li.part-story summary")
     assert "listen" in page.text_content("#parts li.part-story pre")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "play-insights.png"))
     page.click("#insights-last")
     page.wait_for_selector("#parts li.muted:has-text('sent')")
     page.click("#parts li.part-instructions summary")

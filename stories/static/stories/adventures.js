@@ -38,3 +38,12 @@ document.getElementById("import-file").addEventListener("change", async (e) => {
 document.querySelectorAll("form.confirm-delete").forEach((form) => {
   form.addEventListener("submit", (e) => { if (!confirm("Delete this adventure?")) e.preventDefault(); });
 });
+document.getElementById("card-file").addEventListener("change", async (e) => {
+  const out = document.getElementById("card-result");
+  out.textContent = "Reading the card…";
+  const r = await apiUpload("/api/adventures/import/character/", e.target.files[0]);
+  if (!r.ok) { out.textContent = errorText(r); return; }
+  out.replaceChildren(
+    el("p", {}, "Made ", el("a", {href: `/play/${r.data.adventure.id}/`}, r.data.adventure.title), ". What came in, and what did not:"),
+    reportList(r.data.report));
+});

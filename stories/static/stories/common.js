@@ -7,12 +7,22 @@ async function apiFetch(url, options = {}) {
   const response = await fetch(url, {
     credentials: "same-origin",
     ...options,
-    headers: {"Content-Type": "application/json", "X-CSRFToken": csrfToken(), ...(options.headers || {})},
+    headers: Object.fromEntries(Object.entries(
+      {"Content-Type": "application/json", "X-CSRFToken": csrfToken(), ...(options.headers || {})}).filter(([, v]) => v !== undefined)),
   });
   let data = null;
   if (response.status !== 204) { try { data = await response.json(); } catch (e) { data = null; } }
   const total = response.headers.get("X-Total-Count");
   return {ok: response.ok, status: response.status, data, total: total === null ? null : Number(total)};
+}
+// A file sent as multipart form data (a PNG card, a lorebook): the browser sets the boundary.
+async function apiUpload(url, file) {
+  const form = new FormData();
+  form.append("file", file);
+  return apiFetch(url, {method: "POST", body: form, headers: {"Content-Type": undefined}});
+}
+function reportList(report) {
+  return el("ul", {class: "report"}, ...report.map((line) => el("li", {}, `${line.place}: ${line.what}`)));
 }
 function errorText(r) {
   if (!r.data) return `Error ${r.status}`;

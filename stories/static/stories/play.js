@@ -539,3 +539,13 @@ $("search").addEventListener("submit", async (e) => {
       `Action ${hit.depth}: `, ...parts));
   }));
 });
+
+$("book-file").addEventListener("change", async (e) => {
+  const out = $("book-result");
+  out.textContent = "Reading the file…";
+  const r = await apiUpload(`${base}/cards/import/book/`, e.target.files[0]);
+  e.target.value = "";
+  if (!r.ok) { out.textContent = errorText(r); return; }
+  out.replaceChildren(el("p", {}, `${r.data.cards.length} cards came in.`), reportList(r.data.report));
+  loadWorld();
+});

@@ -1,0 +1,334 @@
+"""The formats of the field, in and out: SillyTavern character cards (V1, V2 and V3, as JSON or
+as a PNG carrying the JSON in its `chara` or `ccv3` text chunk) with their character books,
+SillyTavern and NovelAI lorebooks, AI Dungeon's story cards (stories.cards), and a story's cards
+out again as a SillyTavern lorebook.
+
+Everything is read and checked before a row is written, with the same limits as the site's own
+cards and adventures; a file that breaks one is a 400 naming the place. What has no equivalent
+here is reported in the answer, never dropped in silence: a lorebook's always-on entries go to
+the plot essentials (always in the prompt), secondary keys and example dialogue are named as not
+carried, and so on."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import struct
+import zlib
+
+from django.db import transaction
+
+from config.errors import InvalidRequest
+from stories import cards as story_cards
+from stories.models import (
+    ACTION_TEXT_MAX,
+    AUTHORS_NOTE_MAX,
+    CARD_ENTRY_MAX,
+    CARD_KEY_MAX,
+    CARD_KEYS_MAX,
+    LONG_TEXT_MAX,
+    TITLE_MAX,
+    Adventure,
+    StoryCard,
+)
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+FILE_MAX = 8 * 1024 * 1024  # bytes of an uploaded card or lorebook
+ENTRIES_MAX = 2000  # entries of one lorebook (the adventure's card limit applies too)
+
+
+# ---------------------------------------------------------------------------- reading a file
+
+
+def png_card(raw: bytes) -> dict:
+    """The character card a PNG carries: its `ccv3` text chunk (V3), else its `chara` one (V2),
+    base64 JSON in a tEXt, zTXt or iTXt chunk."""
+    if not raw.startswith(PNG_SIGNATURE):
+        raise InvalidRequest("file: not a PNG image (a character card is a PNG or a JSON file)")
+    found: dict[str, bytes] = {}
+    at = len(PNG_SIGNATURE)
+    while at + 8 <= len(raw):
+        (length,) = struct.unpack(">I", raw[at : at + 4])
+        kind = raw[at + 4 : at + 8]
+        body = raw[at + 8 : at + 8 + length]
+        if len(body) < length:
+            break
+        at += 12 + length
+        if kind == b"tEXt" and b"\0" in body:
+            key, text = body.split(b"\0", 1)
+        elif kind == b"zTXt" and b"\0" in body:
+            key, rest = body.split(b"\0", 1)
+            try:
+                text = zlib.decompress(rest[1:])
+            except zlib.error:
+                continue
+        elif kind == b"iTXt" and b"\0" in body:
+            key, rest = body.split(b"\0", 1)
+            if len(rest) < 2:
+                continue
+            compressed, rest = rest[0], rest[2:]
+            parts = rest.split(b"\0", 2)
+            if len(parts) < 3:
+                continue
+            text = parts[2]
+            if compressed:
+                try:
+                    text = zlib.decompress(text)
+                except zlib.error:
+                    continue
+        else:
+            if kind == b"IEND":
+                break
+            continue
+        found[key.decode("latin-1").lower()] = text
+    chunk = found.get("ccv3") or found.get("chara")
+    if chunk is None:
+        raise InvalidRequest("file: this PNG carries no character card (no 'chara' or 'ccv3' text chunk)")
+    try:
+        data = json.loads(base64.b64decode(chunk, validate=False))
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        raise InvalidRequest("file: the card inside this PNG is not readable JSON") from None
+    if not isinstance(data, dict):
+        raise InvalidRequest("file: the card inside this PNG is not a JSON object")
+    return data
+
+
+def read_document(request) -> object:
+    """The JSON document of a request: its body, or an uploaded file (form field `file`): a PNG
+    character card or a JSON file."""
+    upload = request.FILES.get("file") if hasattr(request, "FILES") else None
+    if upload is None:
+        return request.data
+    if upload.size > FILE_MAX:
+        raise InvalidRequest(f"file: at most {FILE_MAX // (1024 * 1024)} MB")
+    raw = upload.read()
+    if raw.startswith(PNG_SIGNATURE):
+        return png_card(raw)
+    try:
+        return json.loads(raw.decode("utf-8-sig"))
+    except (UnicodeDecodeError, ValueError):
+        raise InvalidRequest("file: neither a PNG character card nor a JSON file") from None
+
+
+# ---------------------------------------------------------------------------- the entries
+
+
+def _text(value, where: str, *, most: int, allow_empty: bool = True) -> str:
+    if value is None:
+        value = ""
+    if not isinstance(value, str):
+        raise InvalidRequest(f"{where}: must be text")
+    if "\x00" in value:
+        raise InvalidRequest(f"{where}: must not hold a NUL character")
+    if len(value) > most:
+        raise InvalidRequest(f"{where}: at most {most} characters (this one has {len(value)})")
+    if not allow_empty and not value.strip():
+        raise InvalidRequest(f"{where}: must not be empty")
+    return value
+
+
+def _keys(value, where: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [k for k in value.split(",")]
+    if not isinstance(value, list) or not all(isinstance(k, str) for k in value):
+        raise InvalidRequest(f"{where}: must be a list of texts")
+    keys = list(dict.fromkeys(k.strip() for k in value if k.strip()))
+    if len(keys) > CARD_KEYS_MAX:
+        raise InvalidRequest(f"{where}: at most {CARD_KEYS_MAX} keys (this one has {len(keys)})")
+    for key in keys:
+        if len(key) > CARD_KEY_MAX:
+            raise InvalidRequest(f"{where}: a key of at most {CARD_KEY_MAX} characters ({key[:30]!r}...)")
+    return keys
+
+
+def _entries(data) -> tuple[str, list[tuple[str, dict]]]:
+    """The format's name and its entries, each with the place it stands at in the file."""
+    if isinstance(data, dict) and isinstance(data.get("entries"), dict):  # SillyTavern World Info
+        return "SillyTavern lorebook", [(f"entries.{k}", v) for k, v in data["entries"].items()]
+    if isinstance(data, dict) and "lorebookVersion" in data and isinstance(data.get("entries"), list):
+        return "NovelAI lorebook", [(f"entries[{i}]", v) for i, v in enumerate(data["entries"])]
+    if isinstance(data, dict) and isinstance(data.get("entries"), list):  # a character book
+        return "character book", [(f"entries[{i}]", v) for i, v in enumerate(data["entries"])]
+    raise InvalidRequest(
+        "expected a lorebook: SillyTavern (World Info), NovelAI (.lorebook), a character card's book, "
+        "or AI Dungeon's story cards"
+    )
+
+
+def book_cards(data, *, prefix: str = "") -> tuple[list[dict], list[str], list[dict]]:
+    """A lorebook's entries as card fields, the always-on entries' texts (for the plot
+    essentials), and what was not carried."""
+    form, entries = _entries(data)
+    if len(entries) > ENTRIES_MAX:
+        raise InvalidRequest(f"{prefix}entries: at most {ENTRIES_MAX} (this book has {len(entries)})")
+    made, always, report = [], [], []
+    for place, entry in entries:
+        where = prefix + place
+        if not isinstance(entry, dict):
+            raise InvalidRequest(f"{where}: must be an object")
+        content = _text(entry.get("content", entry.get("text")), f"{where}.content", most=CARD_ENTRY_MAX)
+        keys = _keys(entry.get("keys", entry.get("key")), f"{where}.keys")
+        name = entry.get("name") or entry.get("comment") or entry.get("displayName") or (keys[0] if keys else "")
+        name = _text(name, f"{where}.name", most=TITLE_MAX)[:100].strip()
+        enabled = entry.get("enabled", not entry.get("disable", False)) is not False
+        if not enabled:
+            report.append({"place": where, "what": "a disabled entry: not carried"})
+            continue
+        secondary = entry.get("secondary_keys") or entry.get("keysecondary") or []
+        if secondary:
+            report.append({"place": where, "what": "secondary keys: not carried (cards here trigger on their keys)"})
+        if entry.get("constant") or entry.get("forceActivation"):
+            if content.strip():
+                always.append(content.strip())
+                report.append({"place": where, "what": "always on: carried into the plot essentials"})
+            continue
+        if not content.strip() and not name:
+            report.append({"place": where, "what": "an empty entry: not carried"})
+            continue
+        if not keys:
+            report.append({"place": where, "what": "no keys: imported as a card that triggers on nothing yet"})
+        made.append({"type": "other", "name": name or f"Entry {len(made) + 1}", "keys": keys, "entry": content})
+    report.insert(0, {"place": prefix or "file", "what": f"read as a {form}: {len(made)} cards"})
+    return made, always, report
+
+
+def _with_plot(plot: str, always: list[str], report: list[dict]) -> str:
+    added = "\n\n".join(always)
+    joined = "\n\n".join(x for x in (plot.strip(), added) if x)
+    if len(joined) > LONG_TEXT_MAX:
+        raise InvalidRequest(
+            f"the always-on entries make the plot essentials longer than {LONG_TEXT_MAX} characters: "
+            "switch some off or shorten them"
+        )
+    return joined
+
+
+# ---------------------------------------------------------------------------- into a story
+
+
+def import_cards(*, adventure: Adventure, data) -> tuple[list[StoryCard], list[dict]]:
+    """A lorebook (or a character card's book, or AI Dungeon's cards) into ``adventure``'s cards,
+    all or nothing. Returns the cards made and the report."""
+    if isinstance(data, list) or (isinstance(data, dict) and isinstance(data.get("storyCards"), list)):
+        made = story_cards.import_aidungeon(adventure=adventure, data=data)
+        return made, [{"place": "file", "what": f"read as AI Dungeon story cards: {len(made)} cards"}]
+    if isinstance(data, dict) and str(data.get("spec") or "").startswith("chara_card"):
+        inner = data.get("data")
+        book = inner.get("character_book") if isinstance(inner, dict) else None
+        if not isinstance(book, dict):
+            raise InvalidRequest("this character card has no character book to import as cards")
+        data = book
+    fields, always, report = book_cards(data)
+    story_cards.card_limit_check(adventure=adventure, adding=len(fields))
+    with transaction.atomic():
+        made = StoryCard.objects.bulk_create(StoryCard(adventure=adventure, **f) for f in fields)
+        if always:
+            plot = _with_plot(adventure.plot_essentials, always, report)
+            Adventure.objects.filter(pk=adventure.pk).update(plot_essentials=plot)
+    return made, report
+
+
+def _macros(text: str, name: str) -> str:
+    for char in ("{{char}}", "{{Char}}", "<BOT>", "<bot>"):
+        text = text.replace(char, name)
+    for user in ("{{user}}", "{{User}}", "<USER>", "<user>"):
+        text = text.replace(user, "you")
+    return text
+
+
+CARD_NOT_CARRIED = {
+    "mes_example": "example dialogue: this site has no place for it",
+    "alternate_greetings": "alternate greetings: start another adventure from the card to use one",
+    "creator_notes": "the creator's notes",
+    "tags": "tags",
+    "creator": "the creator's name",
+    "character_version": "the card's version",
+    "group_only_greetings": "group chat greetings",
+    "assets": "assets (images, sounds)",
+}
+
+
+def adventure_from_card(*, owner_id: int, data) -> tuple[Adventure, list[dict]]:
+    """A SillyTavern character card (V1, V2 or V3) as a new adventure: the greeting is the
+    opening, the description and scenario the plot essentials, the character a card of the cast
+    (its personality), the system prompt the AI instructions, the post-history instructions the
+    author's note, the character book the story cards. Returns the adventure and the report."""
+    from stories.adventures import adventure_create
+
+    if not isinstance(data, dict):
+        raise InvalidRequest("expected a character card: a JSON object (or a PNG carrying one)")
+    spec = str(data.get("spec") or "")
+    if spec in ("chara_card_v2", "chara_card_v3"):
+        card, prefix = data.get("data"), "data."
+        if not isinstance(card, dict):
+            raise InvalidRequest("data: must be an object (the card's fields)")
+    elif "name" in data and ("first_mes" in data or "description" in data):
+        card, prefix = data, ""  # V1: the fields at the top
+    else:
+        raise InvalidRequest(
+            "expected a SillyTavern character card (spec chara_card_v2 or chara_card_v3, or V1 fields)"
+        )
+    name = _text(card.get("name"), prefix + "name", most=100, allow_empty=False).strip()
+    opening = _macros(_text(card.get("first_mes"), prefix + "first_mes", most=ACTION_TEXT_MAX), name)
+    plot = "\n\n".join(
+        _macros(_text(card.get(f), prefix + f, most=LONG_TEXT_MAX), name).strip() for f in ("description", "scenario")
+    ).strip()
+    personality = _macros(_text(card.get("personality"), prefix + "personality", most=CARD_ENTRY_MAX), name)
+    instructions = _macros(_text(card.get("system_prompt"), prefix + "system_prompt", most=LONG_TEXT_MAX), name)
+    note = _macros(
+        _text(card.get("post_history_instructions"), prefix + "post_history_instructions", most=AUTHORS_NOTE_MAX),
+        name,
+    )
+    report = [{"place": "file", "what": f"read as a SillyTavern character card ({spec or 'V1'})"}]
+    fields, always = [], []
+    book = card.get("character_book")
+    if isinstance(book, dict) and book.get("entries"):
+        fields, always, book_report = book_cards(book, prefix=prefix + "character_book.")
+        report += book_report
+    plot = _with_plot(plot, always, report)
+    if len(plot) > LONG_TEXT_MAX:
+        raise InvalidRequest(f"{prefix}description: with the scenario, at most {LONG_TEXT_MAX} characters")
+    for field, what in CARD_NOT_CARRIED.items():
+        if card.get(field):
+            report.append({"place": prefix + field, "what": f"not carried: {what}"})
+    if card.get("extensions"):
+        report.append({"place": prefix + "extensions", "what": "not carried: other programs' extensions"})
+    character = {
+        "type": "character",
+        "name": name,
+        "keys": [name],
+        "entry": (personality.strip() or card.get("description", "") or "")[:CARD_ENTRY_MAX],
+    }
+    with transaction.atomic():
+        adventure = adventure_create(
+            owner_id=owner_id,
+            title=name[:TITLE_MAX],
+            opening=opening.strip(),
+            plot_essentials=plot,
+            ai_instructions=instructions.strip(),
+            authors_note=note.strip(),
+            cards=[character, *fields],
+        )
+    return adventure, report
+
+
+def export_sillytavern(*, adventure: Adventure) -> dict:
+    """The adventure's cards as a SillyTavern lorebook (World Info JSON)."""
+    entries = {}
+    for uid, card in enumerate(adventure.cards.order_by("id")):
+        entries[str(uid)] = {
+            "uid": uid,
+            "key": list(card.keys),
+            "keysecondary": [],
+            "comment": card.name,
+            "content": card.entry,
+            "constant": False,
+            "selective": False,
+            "disable": False,
+            "order": 100,
+            "position": 0,
+        }
+    return {"name": adventure.title, "entries": entries}
