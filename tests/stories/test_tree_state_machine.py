@@ -107,6 +107,10 @@ class StoryTree(RuleBasedStateMachine):
         story = copy.deepcopy(self.nodes[: depth - 1])
         if index == node["live"]:
             story.append(copy.deepcopy(node))
+            # a player's action forks with the model's reply to it, so two actions never stand in a row
+            after = self.nodes[depth] if depth < len(self.nodes) else None
+            if node["kind"] in ("do", "say", "story") and after is not None and after["kind"] in MODEL_KINDS:
+                story.append(copy.deepcopy(after))
         else:
             story.append({"kind": node["kind"], "takes": [node["takes"][index]], "live": 0})
         self.model[new.pk] = story
