@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
 from config import serializer_fields as strict
-from stories import sampling
+from stories import accounts, sampling
 from stories.models import AISettings, ProviderCall
 from stories.providers.netguard import EndpointRefused, check_url_shape
 
@@ -112,29 +112,15 @@ class AISettingsSerializer(strict.StrictModelSerializer):
 
     class Meta:
         model = AISettings
+        # the settings a player changes are accounts.SETTINGS_FIELDS: one list, here and in the update
         fields = [
             "endpoint_url",
             "api_key",
             "has_api_key",
             "api_key_last4",
             "api_key_cleared",
-            "model",
-            "summary_model",
-            "embedding_model",
-            "context_tokens",
-            "max_output_tokens",
-            "temperature",
-            "top_p",
-            "top_k",
-            "min_p",
-            "frequency_penalty",
-            "presence_penalty",
-            "repetition_penalty",
-            "stop",
+            *(name for name in accounts.SETTINGS_FIELDS if name != "endpoint_url"),
             "preset",
-            "reasoning_max_tokens",
-            "memory_top_k",
-            "memory_bank_capacity",
             "updated_at",
         ]
         read_only_fields = ["updated_at"]

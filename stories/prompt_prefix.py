@@ -27,13 +27,12 @@ def fingerprint(messages: list[dict]) -> bytes:
     return b"".join(out)
 
 
-def reused(previous: bytes, messages: list[dict]) -> float | None:
-    """The share of the last prompt (``previous``, its fingerprint) that ``messages`` start with,
-    0 to 1; None when there was no last prompt."""
+def reused(previous: bytes, now: bytes) -> float | None:
+    """The share of the last prompt (``previous``, its fingerprint) that the prompt whose
+    fingerprint is ``now`` starts with, 0 to 1; None when there was no last prompt."""
     if len(previous) < _HEAD.size + 8:
         return None
     (length,) = _HEAD.unpack_from(previous)
-    now = fingerprint(messages)
     same = 0
     for at in range(_HEAD.size, min(len(previous), len(now)), 8):
         if previous[at : at + 8] != now[at : at + 8]:

@@ -74,11 +74,7 @@ class Prepared:
     ai: AISettings
     reply_kind: str
     retake_of: Action | None = None  # a retry adds a take to this reply
-
-    @property
-    def sent(self) -> bytes:
-        """The prompt's fingerprint, for the model call's log row (stories.prompt_prefix)."""
-        return prompt_prefix.fingerprint(self.ctx.messages)
+    sent: bytes = b""  # the prompt's fingerprint, for the model call's log row (stories.prompt_prefix)
 
 
 def _story_window(context_tokens: int) -> int:
@@ -125,7 +121,8 @@ def _prepare(
     )
     # what of the last turn's prompt this one repeats (a prefix cache serves it): the access query
     # brought the last one's fingerprint, this one's goes into the model call's log row
-    ctx.prefix_reused = prompt_prefix.reused(bytes(getattr(adventure, "last_prompt", None) or b""), ctx.messages)
+    sent = prompt_prefix.fingerprint(ctx.messages)
+    ctx.prefix_reused = prompt_prefix.reused(bytes(getattr(adventure, "last_prompt", None) or b""), sent)
     return Prepared(
         user_id=user_id,
         adventure=adventure,
@@ -138,6 +135,7 @@ def _prepare(
         ai=ai,
         reply_kind=reply_kind,
         retake_of=retake_of,
+        sent=sent,
     )
 
 
@@ -403,6 +401,6 @@ def insights(*, user_id: int, adventure_id: int) -> Context:
         .first()
     )
     if last is not None:
-        ctx.prefix_reused = prompt_prefix.reused(bytes(last[0]), ctx.messages)
+        ctx.prefix_reused = prompt_prefix.reused(bytes(last[0]), prompt_prefix.fingerprint(ctx.messages))
         ctx.last_cached_tokens = last[1] if last[2] == "ok" else None
     return ctx
