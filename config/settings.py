@@ -158,6 +158,8 @@ SIGNUPS_PER_HOUR = env_int("SIGNUPS_PER_HOUR", 20, minimum=0)  # new accounts pe
 IMPORT_TIME_LIMIT_S = env_int("IMPORT_TIME_LIMIT_S", 300, minimum=1, maximum=600)  # one import job
 IMPORT_MEMORY_MB = env_int("IMPORT_MEMORY_MB", 1024, minimum=16)  # what one import job may add to its worker
 IMPORTS_PER_HOUR = env_int("IMPORTS_PER_HOUR", 30, minimum=0)  # adventure imports per user
+SCENARIO_PUBLISHES_PER_DAY = env_int("SCENARIO_PUBLISHES_PER_DAY", 10, minimum=0)  # per author; 0: no limit
+SCENARIO_REPORTS_PER_HOUR = env_int("SCENARIO_REPORTS_PER_HOUR", 10, minimum=0)  # per player; 0: no limit
 # Agent worlds: events (each event of a batch, and each remember) per minute per world token
 # (or per world for its owner's own credentials), and memories one world may hold.
 WORLD_EVENTS_PER_MINUTE = env_int("WORLD_EVENTS_PER_MINUTE", 600, minimum=0)

@@ -9,7 +9,7 @@ from rest_framework import serializers
 
 from config import serializer_fields as strict
 from stories import accounts, sampling
-from stories.models import AISettings, ProviderCall
+from stories.models import AISettings, ProviderCall, Rating
 from stories.providers.netguard import EndpointRefused, check_url_shape
 
 User = get_user_model()
@@ -109,6 +109,11 @@ class AISettingsSerializer(strict.StrictModelSerializer):
     reasoning_max_tokens = serializers.IntegerField(min_value=0, max_value=200_000, required=False)
     memory_top_k = serializers.IntegerField(min_value=0, max_value=50, required=False)
     memory_bank_capacity = serializers.IntegerField(min_value=1, max_value=100_000, required=False)
+    content_rating = strict.ChoiceField(
+        choices=Rating.choices,
+        required=False,
+        help_text="the highest scenario rating the library shows you (everyone < teen < mature)",
+    )
 
     class Meta:
         model = AISettings

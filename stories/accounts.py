@@ -39,6 +39,7 @@ SETTINGS_FIELDS = (
     "reasoning_max_tokens",
     "memory_top_k",
     "memory_bank_capacity",
+    "content_rating",  # the highest scenario rating the library shows (models.Rating)
 )
 DEMO_COUNTER_PREFIX = "everlore:demo-turns:"
 

@@ -116,6 +116,26 @@ def adventure_import(*, user_id: int) -> None:
     )
 
 
+def scenario_publish(*, user_id: int) -> None:
+    hit(
+        bucket="scenario-publishes",
+        who=str(user_id),
+        limit=settings.SCENARIO_PUBLISHES_PER_DAY,
+        window_s=86400,
+        message=f"you have published {settings.SCENARIO_PUBLISHES_PER_DAY} scenarios today, the most a day",
+    )
+
+
+def scenario_report(*, user_id: int) -> None:
+    hit(
+        bucket="scenario-reports",
+        who=str(user_id),
+        limit=settings.SCENARIO_REPORTS_PER_HOUR,
+        window_s=3600,
+        message=f"too many reports: at most {settings.SCENARIO_REPORTS_PER_HOUR} an hour",
+    )
+
+
 def world_events(*, world_id: int, count: int) -> None:
     """``count`` events (a batch counts each) for one world: all its tokens and its owner's own
     credentials together."""

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.db.models import Q
 
@@ -14,6 +17,17 @@ CARD_ENTRY_MAX = 4000  # characters in a story card's entry
 CARD_KEYS_MAX = 20  # trigger keys per card
 CARD_KEY_MAX = 80  # characters per trigger key
 CARDS_PER_ADVENTURE_MAX = 500
+
+
+class Rating(models.TextChoices):
+    """A scenario's content rating, in order: a player's preference shows it and those below."""
+
+    EVERYONE = "everyone"
+    TEEN = "teen"
+    MATURE = "mature"
+
+
+RATING_ORDER = [Rating.EVERYONE, Rating.TEEN, Rating.MATURE]
 
 
 class AISettings(models.Model):
@@ -42,6 +56,8 @@ class AISettings(models.Model):
     repetition_penalty = models.FloatField(null=True, blank=True)
     stop = models.JSONField(default=list, blank=True)  # up to 4 strings that end a reply
     reasoning_max_tokens = models.PositiveIntegerField(default=0)
+    # the highest scenario rating the library shows this player (models.Rating)
+    content_rating = models.CharField(max_length=10, choices=Rating.choices, default=Rating.TEEN)
     memory_top_k = models.PositiveSmallIntegerField(default=5)
     memory_bank_capacity = models.PositiveIntegerField(default=80)
     updated_at = models.DateTimeField(auto_now=True)
@@ -73,6 +89,11 @@ class Adventure(models.Model):
     # the prompt's older order: memories, what characters know and cards before the story (stories.context)
     memories_before_story = models.BooleanField(default=False)
     hidden = models.BooleanField(default=False)  # by a moderator: seen only by staff, no memory work
+    # where its setup came from (a copy: a new version or a deleted scenario changes nothing here)
+    scenario = models.ForeignKey("Scenario", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    scenario_version = models.ForeignKey(
+        "ScenarioVersion", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     # Where play continues; the depth is head_branch.tip_depth.
     head_branch = models.ForeignKey("Branch", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     # A reply being written holds the story until then (stories.generation): one at a time.
@@ -237,3 +258,121 @@ class ImportJob(models.Model):
 
     def __str__(self) -> str:
         return f"import {self.pk} ({self.status})"
+
+
+SCENARIO_DESCRIPTION_MAX = 2000  # characters
+SCENARIO_TAGS_MAX = 10  # tags per scenario
+SCENARIO_TAG_MAX = 30  # characters per tag
+CARDS_PER_SCENARIO_MAX = 100
+SCENARIO_VERSIONS_KEPT = 50  # the newest versions a scenario keeps; older ones go (adventures keep their copy)
+
+
+class Scenario(models.Model):
+    """What starts a story, shared or not. Its content lives in versions (``current`` is the newest);
+    the title, description, tags, rating and cover of the current one are kept here too, for the
+    library (stories.scenarios writes them with the version, in one place)."""
+
+    class Visibility(models.TextChoices):
+        PRIVATE = "private"
+        UNLISTED = "unlisted"  # anyone with the link (its key) reads and plays it
+        PUBLISHED = "published"  # in the library
+
+    # null: written by the project (the starter library, loaded by a migration); nobody edits those
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, null=True, blank=True, related_name="scenarios"
+    )
+    key = models.CharField(max_length=24, unique=True)  # the public id and the share link: unguessable
+    slug = models.CharField(max_length=80, blank=True, default="")  # a starter's stable name
+    visibility = models.CharField(max_length=10, choices=Visibility.choices, default=Visibility.PRIVATE)
+    hidden = models.BooleanField(default=False)  # by a moderator: seen by its author only, never shared
+    moderator_notice = models.CharField(max_length=500, blank=True, default="")  # what the author is told
+    current = models.ForeignKey("ScenarioVersion", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    title = models.CharField(max_length=TITLE_MAX)
+    description = models.TextField(blank=True, default="")
+    tags = ArrayField(models.CharField(max_length=SCENARIO_TAG_MAX), default=list, blank=True)
+    rating = models.CharField(max_length=10, choices=Rating.choices, default=Rating.EVERYONE)
+    cover_emoji = models.CharField(max_length=16, blank=True, default="")
+    cover_color = models.CharField(max_length=7, default="#4f5d95")
+    search = SearchVectorField(null=True, editable=False)
+    play_count = models.PositiveIntegerField(default=0)  # adventures started from it by others than its author
+    published_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [
+            GinIndex(fields=["search"], name="scenario_search"),
+            GinIndex(fields=["tags"], name="scenario_tags"),
+            models.Index(fields=["visibility", "hidden", "-published_at"], name="scenario_library_new"),
+            models.Index(fields=["visibility", "hidden", "-play_count"], name="scenario_library_played"),
+            models.Index(fields=["author", "-updated_at"]),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["slug"], condition=~Q(slug=""), name="one_starter_per_slug"),
+        ]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class ScenarioVersion(models.Model):
+    """One saved state of a scenario: never changed once written (an adventure started from it
+    copied it; a new save is a new version)."""
+
+    scenario = models.ForeignKey(Scenario, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    title = models.CharField(max_length=TITLE_MAX)
+    description = models.TextField(blank=True, default="")
+    opening = models.TextField(blank=True, default="")
+    plot_essentials = models.TextField(blank=True, default="")
+    ai_instructions = models.TextField(blank=True, default="")
+    authors_note = models.TextField(blank=True, default="")
+    tags = ArrayField(models.CharField(max_length=SCENARIO_TAG_MAX), default=list, blank=True)
+    rating = models.CharField(max_length=10, choices=Rating.choices, default=Rating.EVERYONE)
+    cover_emoji = models.CharField(max_length=16, blank=True, default="")
+    cover_color = models.CharField(max_length=7, default="#4f5d95")
+    cards = models.JSONField(default=list, blank=True)  # story cards as the card API takes them
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["scenario", "number"], name="one_number_per_version")]
+
+    def __str__(self) -> str:
+        return f"{self.title} v{self.number}"
+
+
+class ScenarioReport(models.Model):
+    """A player's report of a scenario, for the moderators' queue."""
+
+    class Reason(models.TextChoices):
+        SPAM = "spam", "spam or advertising"
+        HARASSMENT = "harassment", "harassment or hate"
+        SEXUAL_MINORS = "minors", "sexual content involving minors"
+        WRONG_RATING = "rating", "content above its rating"
+        ILLEGAL = "illegal", "illegal content"
+        COPYRIGHT = "copyright", "someone else's work"
+        OTHER = "other", "something else"
+
+    class Status(models.TextChoices):
+        OPEN = "open"
+        DISMISSED = "dismissed"
+        ACTIONED = "actioned"  # the scenario was unpublished or hidden
+
+    scenario = models.ForeignKey(Scenario, on_delete=models.CASCADE, related_name="reports")
+    reporter = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    reason = models.CharField(max_length=12, choices=Reason.choices)
+    text = models.TextField(blank=True, default="")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.OPEN)
+    created_at = models.DateTimeField(auto_now_add=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["status", "created_at"])]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["scenario", "reporter"], condition=Q(status="open"), name="one_open_report_per_reporter"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"report of {self.scenario} ({self.get_reason_display()})"

@@ -1,8 +1,9 @@
 from django.urls import path
 
-from stories import api_account, api_adventures, api_story, api_turns
+from stories import api_account, api_adventures, api_scenarios, api_story, api_turns
 
 A = "adventures/<int:adventure_id>/"
+S = "scenarios/<slug:scenario_key>/"
 
 urlpatterns = [
     path("auth/signup/", api_account.SignupView.as_view(), name="signup"),
@@ -40,5 +41,14 @@ urlpatterns = [
     path(A + "cards/import/", api_adventures.CardImportView.as_view(), name="cards-import"),
     path(A + "cards/export/", api_adventures.CardExportView.as_view(), name="cards-export"),
     path(A + "cards/import/book/", api_adventures.BookImportView.as_view(), name="cards-import-book"),
+    path(A + "scenario/", api_scenarios.SaveAsScenarioView.as_view(), name="adventure-scenario"),
+    path("scenarios/", api_scenarios.LibraryView.as_view(), name="scenarios"),
+    path("scenarios/mine/", api_scenarios.MineView.as_view(), name="scenarios-mine"),
+    path("scenarios/import/", api_scenarios.ScenarioImportView.as_view(), name="scenarios-import"),
+    path(S, api_scenarios.ScenarioDetailView.as_view(), name="scenario"),
+    path(S + "versions/", api_scenarios.VersionsView.as_view(), name="scenario-versions"),
+    path(S + "export/", api_scenarios.ScenarioExportView.as_view(), name="scenario-export"),
+    path(S + "play/", api_scenarios.PlayView.as_view(), name="scenario-play"),
+    path(S + "report/", api_scenarios.ReportView.as_view(), name="scenario-report"),
     path(A + "cards/<int:card_id>/", api_adventures.CardDetailView.as_view(), name="card"),
 ]
