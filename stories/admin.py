@@ -6,11 +6,12 @@ from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 from django.core.exceptions import PermissionDenied
+from django.db.models import Case, Count, Q, Value, When
 from rest_framework.authtoken.admin import TokenProxy
 
 from config.admin_site import ModeratedAdmin, each, is_moderator_only
 from stories import moderation
-from stories.models import Action, Adventure, AISettings, Branch, ProviderCall, StoryCard
+from stories.models import Action, Adventure, AISettings, Branch, ProviderCall, Scenario, ScenarioReport, StoryCard
 
 User = get_user_model()
 
@@ -158,3 +159,150 @@ class ProviderCallAdmin(ModeratedAdmin):
 
     def has_add_permission(self, request, *args):
         return False
+
+
+class ReadOnlyRows:
+    """Rows the product writes (a scenario through its versions, a report from a player): nobody
+    edits or adds them here; moderators act through the list's actions."""
+
+    def has_change_permission(self, request, obj=None):
+        return obj is None and super().has_change_permission(request, obj)
+
+    def has_add_permission(self, request, *args):
+        return False
+
+
+@admin.register(Scenario)
+class ScenarioAdmin(ReadOnlyRows, ModeratedAdmin):
+    list_display = ("title", "author", "visibility", "hidden", "rating", "open_reports", "play_count", "updated_at")
+    list_filter = ("visibility", "hidden", "rating")
+    search_fields = ("title", "description", "author__username", "key")
+    fields = (
+        "title",
+        "author",
+        "key",
+        "visibility",
+        "hidden",
+        "moderator_notice",
+        "rating",
+        "tags",
+        "description",
+        "opening",
+        "plot_essentials",
+        "ai_instructions",
+        "authors_note",
+        "cards",
+        "play_count",
+        "published_at",
+    )
+    readonly_fields = fields
+    actions = ["unpublish", "hide", "restore"]
+    moderator_actions = ("unpublish", "hide", "restore")
+
+    def get_queryset(self, request):
+        reports = Count("reports", filter=Q(reports__status=ScenarioReport.Status.OPEN))
+        return super().get_queryset(request).select_related("author", "current").annotate(open_report_count=reports)
+
+    @admin.display(description="open reports", ordering="open_report_count")
+    def open_reports(self, obj):
+        return obj.open_report_count
+
+    @admin.display(description="opening")
+    def opening(self, obj):
+        return obj.current.opening if obj.current else ""
+
+    @admin.display(description="plot essentials")
+    def plot_essentials(self, obj):
+        return obj.current.plot_essentials if obj.current else ""
+
+    @admin.display(description="AI instructions")
+    def ai_instructions(self, obj):
+        return obj.current.ai_instructions if obj.current else ""
+
+    @admin.display(description="author's note")
+    def authors_note(self, obj):
+        return obj.current.authors_note if obj.current else ""
+
+    @admin.display(description="story cards")
+    def cards(self, obj):
+        return (
+            "; ".join(f"{c.get('name')}: {c.get('entry', '')[:200]}" for c in obj.current.cards) if obj.current else ""
+        )
+
+    @admin.action(description="Unpublish: private again, the author told", permissions=["change"])
+    def unpublish(self, request, queryset):
+        each(self, request, queryset, lambda sc: moderation.scenario_unpublish(scenario_id=sc.pk), "Unpublished")
+
+    @admin.action(description="Hide: only its author sees it, never shared", permissions=["change"])
+    def hide(self, request, queryset):
+        each(
+            self,
+            request,
+            queryset,
+            lambda sc: moderation.scenario_set_hidden(scenario_id=sc.pk, hidden=True),
+            "Hidden",
+        )
+
+    @admin.action(description="Restore: shown again as it was", permissions=["change"])
+    def restore(self, request, queryset):
+        each(
+            self,
+            request,
+            queryset,
+            lambda sc: moderation.scenario_set_hidden(scenario_id=sc.pk, hidden=False),
+            "Restored",
+        )
+
+
+@admin.register(ScenarioReport)
+class ScenarioReportAdmin(ReadOnlyRows, ModeratedAdmin):
+    """The report queue: open reports first, oldest first."""
+
+    list_display = ("created_at", "scenario", "scenario_visibility", "reason", "excerpt", "reporter", "status")
+    list_filter = ("status", "reason")
+    search_fields = ("scenario__title", "text", "reporter__username")
+    list_select_related = ("scenario", "reporter")
+    fields = ("scenario", "reporter", "reason", "text", "status", "created_at", "resolved_at")
+    readonly_fields = fields
+    actions = ["dismiss", "unpublish_scenario", "hide_scenario"]
+    moderator_actions = ("dismiss", "unpublish_scenario", "hide_scenario")
+
+    def get_queryset(self, request):
+        open_first = Case(When(status=ScenarioReport.Status.OPEN, then=Value(0)), default=Value(1))
+        return super().get_queryset(request).alias(open_first=open_first).order_by("open_first", "created_at")
+
+    @admin.display(description="scenario is")
+    def scenario_visibility(self, obj):
+        return "hidden" if obj.scenario.hidden else obj.scenario.visibility
+
+    @admin.display(description="text")
+    def excerpt(self, obj):
+        return obj.text[:120]
+
+    @admin.action(description="Dismiss: nothing to do", permissions=["change"])
+    def dismiss(self, request, queryset):
+        each(self, request, queryset, lambda r: moderation.report_dismiss(report_id=r.pk), "Dismissed")
+
+    @admin.action(description="Unpublish the reported scenario (the author is told why)", permissions=["change"])
+    def unpublish_scenario(self, request, queryset):
+        each(
+            self,
+            request,
+            queryset,
+            lambda r: moderation.scenario_unpublish(scenario_id=r.scenario_id, why=_reported(r)),
+            "Scenario unpublished",
+        )
+
+    @admin.action(description="Hide the reported scenario (the author is told why)", permissions=["change"])
+    def hide_scenario(self, request, queryset):
+        each(
+            self,
+            request,
+            queryset,
+            lambda r: moderation.scenario_set_hidden(scenario_id=r.scenario_id, hidden=True, why=_reported(r)),
+            "Scenario hidden",
+        )
+
+
+def _reported(report: ScenarioReport) -> str:
+    return f"reported as {report.get_reason_display()}"

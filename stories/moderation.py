@@ -4,10 +4,12 @@ staff: it leaves the story (lineage.story), prompts and memories."""
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
 
 from config import jobs
 from stories import tree
-from stories.models import Action, Adventure
+from stories.models import Action, Adventure, Scenario, ScenarioReport
 
 
 def action_set_hidden(*, action_id: int, hidden: bool) -> Action:
@@ -32,3 +34,46 @@ def user_suspend(*, user_id: int, suspended: bool = True) -> None:
     """A suspended user cannot log in or play; sessions end on their next
     request and API and world tokens are refused at once."""
     get_user_model().objects.filter(pk=user_id).update(is_active=not suspended)
+
+
+UNPUBLISHED_NOTICE = (
+    "A moderator unpublished this scenario{why}. It is private now: change what the rules do not allow, "
+    "then you may publish it again."
+)
+HIDDEN_NOTICE = "A moderator hid this scenario{why}: only you see it, and it cannot be shared or published."
+
+
+def scenario_unpublish(*, scenario_id: int, why: str = "") -> None:
+    """Out of the library and its share link (private again), the author told why on their
+    scenario; its open reports are settled. Adventures started from it keep their copies."""
+    with transaction.atomic():
+        Scenario.objects.filter(pk=scenario_id).update(
+            visibility=Scenario.Visibility.PRIVATE, moderator_notice=UNPUBLISHED_NOTICE.format(why=_why(why))
+        )
+        _reports_settle(scenario_id, ScenarioReport.Status.ACTIONED)
+
+
+def scenario_set_hidden(*, scenario_id: int, hidden: bool, why: str = "") -> None:
+    """Hidden: seen by its author only (never in the library or through a link), whatever its
+    visibility; its open reports are settled. Shown again: as it was before, the notice gone."""
+    with transaction.atomic():
+        notice = HIDDEN_NOTICE.format(why=_why(why)) if hidden else ""
+        Scenario.objects.filter(pk=scenario_id).update(hidden=hidden, moderator_notice=notice)
+        if hidden:
+            _reports_settle(scenario_id, ScenarioReport.Status.ACTIONED)
+
+
+def report_dismiss(*, report_id: int) -> None:
+    ScenarioReport.objects.filter(pk=report_id, status=ScenarioReport.Status.OPEN).update(
+        status=ScenarioReport.Status.DISMISSED, resolved_at=timezone.now()
+    )
+
+
+def _reports_settle(scenario_id: int, status: str) -> None:
+    ScenarioReport.objects.filter(scenario_id=scenario_id, status=ScenarioReport.Status.OPEN).update(
+        status=status, resolved_at=timezone.now()
+    )
+
+
+def _why(why: str) -> str:
+    return f" ({why})" if why else ""

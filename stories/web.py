@@ -72,7 +72,11 @@ class PasswordResetView(auth_views.PasswordResetView):
 
 
 def home(request):
-    return redirect("web-adventures" if request.user.is_authenticated else "login")
+    """A player with stories goes back to them; a newcomer to the library, to start one."""
+    if not request.user.is_authenticated:
+        return redirect("login")
+    has_stories = Adventure.objects.filter(owner=request.user, hidden=False).exists()
+    return redirect("web-adventures" if has_stories else "web-library")
 
 
 class SignupForm(UserCreationForm):
@@ -97,7 +101,7 @@ def signup(request):
     if request.method == "POST" and form.is_valid():
         user = form.save()
         login(request, user, backend=auth.BACKEND)
-        return redirect("web-adventures")
+        return redirect("web-library")
     return render(request, "stories/signup.html", {"form": form}, status=400 if form.errors else 200)
 
 

@@ -2,7 +2,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 from django.views.decorators.csrf import ensure_csrf_cookie
 
-from stories import web
+from stories import web, web_library
 
 urlpatterns = [
     path("", web.home, name="web-home"),
@@ -37,4 +37,13 @@ urlpatterns = [
     path("play/<int:adventure_id>/", ensure_csrf_cookie(web.play), name="web-play"),
     path("play/<int:adventure_id>/delete/", web.adventure_delete, name="web-adventure-delete"),
     path("settings/", ensure_csrf_cookie(web.settings_page), name="web-settings"),
+    path("library/", web_library.library, name="web-library"),
+    path("library/mine/", web_library.mine, name="web-scenarios-mine"),
+    path("library/new/", ensure_csrf_cookie(web_library.editor), name="web-scenario-new"),
+    path("library/s/<slug:scenario_key>/", web_library.scenario_page, name="web-scenario"),
+    path("library/s/<slug:scenario_key>/edit/", ensure_csrf_cookie(web_library.editor), name="web-scenario-edit"),
+    path("library/s/<slug:scenario_key>/play/", web_library.scenario_play, name="web-scenario-play"),
+    path("library/s/<slug:scenario_key>/report/", web_library.scenario_report, name="web-scenario-report"),
+    path("library/s/<slug:scenario_key>/share/", web_library.scenario_visibility, name="web-scenario-share"),
+    path("library/s/<slug:scenario_key>/delete/", web_library.scenario_delete, name="web-scenario-delete"),
 ]

@@ -37,7 +37,11 @@ def make_world(api, *, title, secret, agent, world_name):
     )
     agent_memory = api.get(f"/api/worlds/{world['id']}/agents/{agent}/memories/").json()[0]
     job = api.post("/api/adventures/import/", api.get(f"/api/adventures/{aid}/export/").json(), format="json").json()
+    scenario = api.post(f"/api/adventures/{aid}/scenario/").json()  # private: the key is no share link
+    starter = api.get("/api/scenarios/", {"limit": 1}).json()[0]
+    api.post(f"/api/scenarios/{starter['key']}/report/", {"reason": "other", "text": f"{title} reports"}, format="json")
     return {
+        "scenario_key": scenario["key"],
         "job_id": job["id"],
         "adventure_id": aid,
         "action_id": action["id"],

@@ -14,7 +14,17 @@ from drf_spectacular.generators import SchemaGenerator
 
 from memory.agents import agent_events, worlds
 from memory.models import Agent, AgentMemory, Cursor, Memory, World, WorldToken
-from stories.models import Action, Adventure, AISettings, Branch, ImportJob, StoryCard
+from stories.models import (
+    Action,
+    Adventure,
+    AISettings,
+    Branch,
+    ImportJob,
+    Scenario,
+    ScenarioReport,
+    ScenarioVersion,
+    StoryCard,
+)
 from tests.support.mcp import session_calls
 
 METHODS = ["get", "head", "options", "post", "put", "patch", "delete"]
@@ -41,6 +51,12 @@ OWN_ROUTES = {
     "api/adventures/import/",
     "api/adventures/import/character/",
     "api/imports/",
+    "api/scenarios/",
+    "api/scenarios/mine/",
+    "api/scenarios/import/",
+    "library/",
+    "library/mine/",
+    "library/new/",
     "api/worlds/",
     "api/admin/workers/",
     "accounts/login/",
@@ -97,6 +113,9 @@ def snapshot():
         list(WorldToken.objects.order_by("id").values("id", "revoked_at")),
         list(Agent.objects.order_by("id").values()),
         list(AgentMemory.objects.order_by("id").values("id", "content", "pinned")),
+        list(Scenario.objects.order_by("id").values()),
+        list(ScenarioVersion.objects.order_by("id").values()),
+        list(ScenarioReport.objects.order_by("id").values()),
     )
 
 

@@ -29,6 +29,8 @@ MODERATOR_ACTIONS = {
     "auth.user": {"suspend", "reinstate"},
     "stories.adventure": {"hide", "unhide", "rerun_memory_pass"},
     "stories.action": {"hide", "unhide"},
+    "stories.scenario": {"unpublish", "hide", "restore"},
+    "stories.scenarioreport": {"dismiss", "unpublish_scenario", "hide_scenario"},
     "memory.memory": {"forget", "restore", "pin", "unpin"},
     "memory.world": {"delete_agent_memories"},
     "memory.agentmemory": {"delete_selected"},

@@ -178,6 +178,33 @@ def test_a_whole_session_answers_exactly_what_the_schema_documents(schema, alice
     walk("post", A + "summary/regenerate/", 200, adventure_id=aid)
     walk("delete", A + "memories/{memory_id}/", 204, adventure_id=aid, memory_id=memory["id"])
 
+    S = "/api/scenarios/{scenario_key}/"
+    saved = walk("post", A + "scenario/", 201, adventure_id=aid)
+    scenario = walk(
+        "post",
+        "/api/scenarios/",
+        201,
+        body={"title": "Gate", "opening": "A gate, ${Your name?}.", "tags": ["gates"], "cover_color": "#112233"},
+    )
+    key = scenario["key"]
+    walk("patch", S, 200, body={"visibility": "published", "rating": "teen"}, scenario_key=key)
+    walk("get", "/api/scenarios/", 200, query={"q": "gate", "sort": "played"})
+    walk("get", "/api/scenarios/", 400, query={"rating": "adult"})
+    walk("get", "/api/scenarios/mine/", 200)
+    walk("get", S, 200, scenario_key=key)
+    walk("get", S + "versions/", 200, scenario_key=key)
+    document = walk("get", S + "export/", 200, scenario_key=key)
+    walk("post", "/api/scenarios/import/", 201, body=document)
+    walk("post", "/api/scenarios/import/", 400, body={**document, "format": "other"})
+    walk("post", S + "play/", 201, body={"answers": {"Your name?": "Ada"}}, scenario_key=key)
+    walk("post", S + "play/", 400, body={"answers": {}}, scenario_key=key)
+    walk("post", S + "report/", 400, body={"reason": "spam"}, scenario_key=key)  # one's own
+    starter = walk("get", "/api/scenarios/", 200, query={"tag": "fantasy"})[0]
+    walk("post", S + "report/", 201, body={"reason": "other", "text": "test"}, scenario_key=starter["key"])
+    walk("post", S + "report/", 409, body={"reason": "other"}, scenario_key=starter["key"])
+    walk("delete", S, 204, scenario_key=saved["key"])
+    walk("get", S, 404, scenario_key=saved["key"])
+
     exported = walk("get", A + "export/", 200, adventure_id=aid)
     job = walk("post", "/api/adventures/import/", 202, body=exported)
     walk(

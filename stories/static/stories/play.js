@@ -282,6 +282,11 @@ $("turn").addEventListener("submit", async (e) => {
   if (done) sending = null;
 });
 $("text").addEventListener("keydown", (e) => { if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("turn").requestSubmit(); } });
+$("save-scenario").addEventListener("click", async () => {
+  const r = await apiFetch(`${base}/scenario/`, {method: "POST"});
+  if (r.ok) location.assign(`/library/s/${encodeURIComponent(r.data.key)}/edit/`);
+  else say(errorText(r), "error");
+});
 $("continue").addEventListener("click", () => play("/turns/", {mode: "continue", text: ""}));
 $("retry").addEventListener("click", () => play("/retry/"));
 $("undo").addEventListener("click", async () => {
