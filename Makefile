@@ -37,6 +37,13 @@ browser:
 	  else \
 	    echo "The browser tests need Debian's chromium: sudo apt-get install chromium"; exit 1; \
 	  fi; }
+	@# the library's covers are emoji: without a colour emoji font the screenshots show empty boxes
+	@[ -e /usr/share/fonts/truetype/noto/NotoColorEmoji.ttf ] || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-color-emoji >/dev/null; \
+	  else \
+	    echo "For emoji in screenshots: sudo apt-get install fonts-noto-color-emoji (optional)"; \
+	  fi; }
 
 migrate: install
 	$(PY) manage.py migrate

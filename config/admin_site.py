@@ -4,7 +4,7 @@ Moderators (staff in the "Moderators" group, or any staff who is not a
 superuser) do exactly what the README lists, through the list pages' actions:
 hide and show adventures and actions, suspend and reinstate players who are not
 staff, forget, restore and pin memories, re-run a memory pass, delete a world's
-agent memories. Every change form, add form and password page is closed to
+agent memories, unpublish, hide and restore scenarios and dismiss their reports. Every change form, add form and password page is closed to
 them: forms are read-only, so no field (password, staff, superuser, groups,
 permissions, is_active, owner, tokens) can be edited by a moderator.
 

@@ -82,7 +82,7 @@ def test_a_player_plays_and_manages_memories_in_the_browser(site, browser, memor
     page.fill("input[name=password1]", "salt-road-2026!")
     page.fill("input[name=password2]", "salt-road-2026!")
     page.click("button[type=submit]")
-    page.wait_for_url(f"{url}/play/")
+    page.wait_for_url(f"{url}/library/")  # a newcomer starts at the library
 
     page.goto(f"{url}/settings/")
     page.wait_for_selector("#settings[data-loaded]")
