@@ -313,6 +313,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "ActionKindEnum": "stories.models.Action.Kind",
         "AgentMemoryKindEnum": "memory.models.AgentMemory.Kind",
+        "RatingEnum": "stories.models.Rating",
     },
 }
 

@@ -183,7 +183,7 @@ def scenario_export(*, scenario: Scenario) -> dict:
     return {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "scenario": content_of(scenario.current)}
 
 
-def library(*, user_id: int, max_rating: str, q: str = "", tag: str = "", rating: str = "", sort: str = "") -> QuerySet:
+def library(*, max_rating: str, q: str = "", tag: str = "", rating: str = "", sort: str = "") -> QuerySet:
     """Published scenarios no moderator hid, rated at most ``max_rating`` (the player's preference),
     matching the full-text query ``q`` over title, description and tags, ``tag`` and ``rating``;
     sorted by ``sort``: "new", "played", or (the default with a query) "relevant"."""
@@ -243,6 +243,9 @@ def _version_write(scenario: Scenario, content: dict) -> ScenarioVersion:
     """The one write path of a scenario's content: a new version, the library's copy of its
     title, description, tags, rating and cover, and its search vector, in the caller's
     transaction. Versions past the newest SCENARIO_VERSIONS_KEPT go."""
+    # a PATCH's cards come without the defaults DRF leaves out of partial input
+    card_defaults = {"type": "other", "keys": [], "entry": "", "notes": "", "in_cast": True}
+    content = {**content, "cards": [{**card_defaults, **card} for card in content["cards"]]}
     if len(placeholders_of(content)) > PLACEHOLDERS_MAX:
         raise InvalidRequest(f"a scenario asks at most {PLACEHOLDERS_MAX} questions (`${{...}}` placeholders)")
     number = (scenario.current.number if scenario.current_id else 0) + 1

@@ -33,7 +33,7 @@ def library(request):
     form = LibraryForm(request.GET or None)
     query = form.cleaned_data if form.is_valid() else {}
     max_rating = accounts.ai_settings_get(user_id=request.user.id).content_rating
-    rows = scenarios.library(user_id=request.user.id, max_rating=max_rating, **query)
+    rows = scenarios.library(max_rating=max_rating, **query)
     page = Paginator(rows, LIBRARY_PAGE).get_page(request.GET.get("page"))
     keep = request.GET.copy()
     keep.pop("page", None)

@@ -258,3 +258,66 @@ def test_reports_reach_the_queue_once_per_player_and_are_rate_limited(alice_api,
         charlie_api.post(f"/api/scenarios/{k}/report/", {"reason": "other"}, format="json").status_code for k in others
     ]
     assert codes == [201, 201, 429]
+
+
+def test_the_library_costs_the_same_queries_for_three_scenarios_or_thirty(alice_api, bob, client):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client.force_login(bob)
+    bob_api = api_client_for(bob)
+
+    def costs():
+        with CaptureQueriesContext(connection) as api:
+            assert bob_api.get("/api/scenarios/", {"limit": 100}).status_code == 200
+        with CaptureQueriesContext(connection) as page:
+            assert client.get("/library/").status_code == 200
+        return len(api), len(page)
+
+    def publish(n):
+        for i in range(n):
+            key = write(alice_api, title=f"Tale {i}")["key"]
+            alice_api.patch(f"/api/scenarios/{key}/", {"visibility": "published"}, format="json")
+
+    publish(3)
+    costs()  # the first visit makes bob's settings row
+    few = costs()
+    publish(7)  # 10 publishes a day
+    Scenario.objects.filter(author__username="alice").update(published_at=None)
+    for scenario in list(Scenario.objects.filter(author__username="alice"))[:3]:
+        for i in range(6):
+            Scenario.objects.create(
+                author=scenario.author,
+                key=f"{scenario.key[:10]}x{i}",
+                title=f"Copy {i}",
+                visibility="published",
+                current=scenario.current,
+            )
+    assert Scenario.objects.filter(visibility="published").count() >= 30
+    assert costs() == few, "no query per scenario listed"
+
+
+def test_a_scenario_keeps_its_newest_fifty_versions_and_a_story_from_an_old_one_keeps_its_copy(alice_api, bob_api):
+    key = write(alice_api)["key"]
+    alice_api.patch(f"/api/scenarios/{key}/", {"visibility": "unlisted"}, format="json")
+    answers = {"answers": {"Your name?": "Tam", "Your boat's name?": "Gull"}}
+    first = bob_api.post(f"/api/scenarios/{key}/play/", answers, format="json").json()
+    for n in range(2, 53):
+        alice_api.patch(f"/api/scenarios/{key}/", {"authors_note": f"note {n}"}, format="json")
+    numbers = [v["number"] for v in alice_api.get(f"/api/scenarios/{key}/versions/", {"limit": 100}).json()]
+    assert numbers == list(range(52, 2, -1))
+    kept = bob_api.get(f"/api/adventures/{first['id']}/").json()
+    assert kept["authors_note"] == "Salt and rope." and kept["plot_essentials"].startswith("Tam runs")
+
+
+def test_cards_changed_with_a_patch_get_the_same_defaults_as_new_ones(alice_api, bob_api):
+    key = write(alice_api)["key"]
+    changed = alice_api.patch(f"/api/scenarios/{key}/", {"cards": [{"name": "Nell"}]}, format="json")
+    assert changed.status_code == 200, changed.json()
+    assert changed.json()["cards"] == [
+        {"type": "other", "name": "Nell", "keys": [], "entry": "", "notes": "", "in_cast": True}
+    ]
+    alice_api.patch(f"/api/scenarios/{key}/", {"visibility": "unlisted"}, format="json")
+    answers = {"answers": {"Your name?": "Tam", "Your boat's name?": "Gull"}}
+    adventure = bob_api.post(f"/api/scenarios/{key}/play/", answers, format="json").json()
+    assert [c["name"] for c in bob_api.get(f"/api/adventures/{adventure['id']}/cards/").json()] == ["Nell"]
