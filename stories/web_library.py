@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 
 from config.errors import DomainError
 from stories import accounts, scenarios
-from stories.models import Rating, Scenario, ScenarioReport, ScenarioVersion
+from stories.models import RATING_ORDER, Rating, Scenario, ScenarioReport, ScenarioVersion
 
 LIBRARY_PAGE = 20  # scenarios a page
 
@@ -39,6 +39,7 @@ def library(request):
     keep.pop("page", None)
     context = {"form": form, "page": page, "scenarios": page.object_list, "query": keep.urlencode()}
     context["max_rating"] = max_rating
+    context["told"] = Scenario.objects.filter(author_id=request.user.id).exclude(moderator_notice="").count()
     return render(request, "stories/library.html", context, status=400 if form.errors else 200)
 
 
@@ -52,7 +53,10 @@ def mine(request):
 def _page(request, scenario: Scenario, *, status: int = 200, **extra):
     version = scenario.current
     is_author = scenario.author_id == request.user.id
+    max_rating = accounts.ai_settings_get(user_id=request.user.id).content_rating
     context = {
+        "max_rating": max_rating,
+        "above_preference": RATING_ORDER.index(scenario.rating) > RATING_ORDER.index(max_rating),
         "scenario": scenario,
         "version": version,
         "questions": list(enumerate(scenarios.placeholders_of(scenarios.content_of(version)))),

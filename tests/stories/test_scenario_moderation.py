@@ -114,3 +114,13 @@ def test_moderators_read_scenarios_and_reports_but_edit_nothing(alice_api, bob_a
     assert refused.status_code == 403
     assert mod.get(reverse("admin:stories_scenario_add")).status_code == 403
     assert Scenario.objects.get(pk=scenario.pk).title == "Sky Pirates"
+
+
+def test_the_author_is_told_on_the_library_page_their_scenario_page_and_their_list(alice, alice_api, mod, client):
+    key = published(alice_api)
+    pk = Scenario.objects.get(key=key).pk
+    mod.post(reverse("admin:stories_scenario_changelist"), {"action": "unpublish", "_selected_action": [pk]})
+    client.force_login(alice)
+    assert "The moderators wrote about 1 of your scenarios" in client.get("/library/").content.decode()
+    for url in (f"/library/s/{key}/", "/library/mine/"):
+        assert "A moderator unpublished this scenario" in client.get(url).content.decode(), url

@@ -321,3 +321,18 @@ def test_cards_changed_with_a_patch_get_the_same_defaults_as_new_ones(alice_api,
     answers = {"answers": {"Your name?": "Tam", "Your boat's name?": "Gull"}}
     adventure = bob_api.post(f"/api/scenarios/{key}/play/", answers, format="json").json()
     assert [c["name"] for c in bob_api.get(f"/api/adventures/{adventure['id']}/cards/").json()] == ["Nell"]
+
+
+def test_a_newcomer_starts_at_the_library_and_a_player_with_stories_at_their_adventures(alice, client):
+    client.force_login(alice)
+    assert client.get("/")["Location"] == "/library/"
+    Adventure.objects.create(owner=alice, title="Mine")
+    assert client.get("/")["Location"] == "/play/"
+
+
+def test_a_shared_link_above_the_players_rating_says_so_before_they_play(alice_api, bob, client):
+    key = write(alice_api, rating="mature")["key"]
+    alice_api.patch(f"/api/scenarios/{key}/", {"visibility": "unlisted"}, format="json")
+    client.force_login(bob)
+    page = client.get(f"/library/s/{key}/").content.decode()
+    assert "rated mature, above what you chose to see" in page

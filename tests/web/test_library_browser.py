@@ -190,6 +190,18 @@ def test_an_author_publishes_another_finds_and_plays_a_third_reports_and_a_moder
 
     page.goto(f"{url}/library/mine/")
     expect(page.locator(".notice")).to_contain_text("A moderator unpublished this scenario (reported as spam")
+    # the author's JSON export comes back in as a new private scenario; a file that is not one says why
+    exported = page.request.get(f"{url}/api/scenarios/{key}/export/").body()
+    page.set_input_files("#scenario-file", files=[{"name": "x.json", "mimeType": "application/json", "buffer": b"{"}])
+    expect(page.locator("#scenario-import-result")).to_contain_text("not JSON")
+    page.set_input_files(
+        "#scenario-file", files=[{"name": "s.json", "mimeType": "application/json", "buffer": exported}]
+    )
+    page.wait_for_url(re.compile(r".*/library/s/[\w-]+/$"))
+    assert key not in page.url
+    expect(page.locator("h1")).to_have_text("The Drowned Harbour")
+    expect(page.locator("#visibility")).to_have_value("private")
+    page.goto(f"{url}/library/mine/")
     page.goto(f"{url}/library/?q=harbour")
     expect(page.locator(".scenario-tile")).to_have_count(0)
     assert violations == []

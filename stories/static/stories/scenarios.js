@@ -94,3 +94,16 @@ if (scenarioForm) {
   if (key) scenarioLoad(key);
   else scenarioForm.dataset.loaded = "1";
 }
+
+const scenarioFile = document.getElementById("scenario-file");
+if (scenarioFile) {
+  scenarioFile.addEventListener("change", async () => {
+    const out = document.getElementById("scenario-import-result");
+    let doc;
+    try { doc = JSON.parse(await scenarioFile.files[0].text()); } catch (e) { out.textContent = "That file is not JSON: export a scenario from its page."; out.className = "error"; return; }
+    out.textContent = "Importing…";
+    const r = await apiFetch("/api/scenarios/import/", {method: "POST", body: JSON.stringify(doc)});
+    if (!r.ok) { out.textContent = scenarioErrorText(r); out.className = "error"; return; }
+    location.assign(`/library/s/${encodeURIComponent(r.data.key)}/`);
+  });
+}
