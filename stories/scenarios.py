@@ -19,9 +19,14 @@ from django.utils import timezone
 from config.errors import Conflict, InvalidRequest, NotFound
 from stories import adventures, limits, lineage
 from stories.models import (
+    ACTION_TEXT_MAX,
+    AUTHORS_NOTE_MAX,
+    CARD_ENTRY_MAX,
     CARDS_PER_SCENARIO_MAX,
+    LONG_TEXT_MAX,
     RATING_ORDER,
     SCENARIO_VERSIONS_KEPT,
+    TITLE_MAX,
     Action,
     Adventure,
     Scenario,
@@ -41,6 +46,14 @@ CONTENT_FIELDS = (*TEXT_FIELDS, "tags", "rating", "cover_emoji", "cover_color", 
 LIBRARY_FIELDS = ("title", "description", "tags", "rating", "cover_emoji", "cover_color")
 PLAYED_FIELDS = ("title", "opening", "plot_essentials", "ai_instructions", "authors_note")  # placeholders filled
 CARD_FIELDS = ("type", "name", "keys", "entry", "notes", "in_cast")
+# what an adventure holds of each text a scenario's answers fill (stories.models)
+FILLED_MAX = {
+    "title": TITLE_MAX,
+    "opening": ACTION_TEXT_MAX,
+    "plot_essentials": LONG_TEXT_MAX,
+    "ai_instructions": LONG_TEXT_MAX,
+    "authors_note": AUTHORS_NOTE_MAX,
+}
 Visibility = Scenario.Visibility
 
 
@@ -157,17 +170,30 @@ def scenario_play(*, scenario: Scenario, user_id: int, answers: dict[str, str]) 
         }
         for card in version.cards
     ]
+    setup = {name: fill(getattr(version, name)) for name in PLAYED_FIELDS}
+    _filled_lengths_check(setup, cards)
     with transaction.atomic():
         adventure = adventures.adventure_create(
-            owner_id=user_id,
-            cards=cards,
-            scenario=scenario,
-            scenario_version=version,
-            **{name: fill(getattr(version, name)) for name in PLAYED_FIELDS},
+            owner_id=user_id, cards=cards, scenario=scenario, scenario_version=version, **setup
         )
         if scenario.author_id != user_id:
             Scenario.objects.filter(pk=scenario.pk).update(play_count=F("play_count") + 1)
     return adventure
+
+
+def _filled_lengths_check(setup: dict[str, str], cards: list[dict]) -> None:
+    """InvalidRequest naming the first text the answers made longer than an adventure holds."""
+    for name, most in FILLED_MAX.items():
+        if len(setup[name]) > most:
+            raise InvalidRequest(
+                f"with these answers the {name.replace('_', ' ')} is {len(setup[name])} characters, "
+                f"over the {most} it may hold: give shorter answers"
+            )
+    for card in cards:
+        if len(card["entry"]) > CARD_ENTRY_MAX:
+            raise InvalidRequest(
+                f"with these answers the card {card['name']!r} is over {CARD_ENTRY_MAX} characters: give shorter answers"
+            )
 
 
 def _filled_keys(keys: list[str], fill) -> list[str]:

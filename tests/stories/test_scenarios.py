@@ -336,3 +336,14 @@ def test_a_shared_link_above_the_players_rating_says_so_before_they_play(alice_a
     client.force_login(bob)
     page = client.get(f"/library/s/{key}/").content.decode()
     assert "rated mature, above what you chose to see" in page
+
+
+def test_answers_that_would_overflow_a_text_are_refused_naming_it_and_store_nothing(alice_api, bob_api):
+    key = write(alice_api, title="${Your name?} and ${Your boat's name?}")["key"]
+    alice_api.patch(f"/api/scenarios/{key}/", {"visibility": "unlisted"}, format="json")
+    long = {"answers": {"Your name?": "N" * 150, "Your boat's name?": "B" * 150}}
+    refused = bob_api.post(f"/api/scenarios/{key}/play/", long, format="json")
+    assert refused.status_code == 400 and "the title is 305 characters" in refused.json()["detail"]
+    assert not Adventure.objects.filter(owner__username="bob").exists()
+    fine = {"answers": {"Your name?": "N" * 90, "Your boat's name?": "B" * 90}}
+    assert bob_api.post(f"/api/scenarios/{key}/play/", fine, format="json").status_code == 201
