@@ -103,6 +103,18 @@ class ScenarioDetailView(APIView):
         return Response(status=204)
 
 
+class LinkView(APIView):
+    @extend_schema(
+        request=None,
+        responses=ss.ScenarioSerializer,
+        tags=TAGS,
+        summary="Give your scenario a new link",
+        description="A new key: the old share link and API address stop working at once.",
+    )
+    def post(self, request, scenario_key):
+        return Response(_shown(request, scenarios.scenario_link_renew(scenario=_own(request, scenario_key))))
+
+
 class VersionsView(APIView):
     @extend_schema(
         responses=ss.ScenarioVersionSerializer(many=True),
@@ -114,6 +126,19 @@ class VersionsView(APIView):
         scenario = _own(request, scenario_key)
         rows = ScenarioVersion.objects.filter(scenario=scenario).order_by("-number")
         return paging.page(request, rows, ss.ScenarioVersionSerializer)
+
+
+class VersionRestoreView(APIView):
+    @extend_schema(
+        request=None,
+        responses=ss.ScenarioSerializer,
+        tags=TAGS,
+        summary="Bring back an earlier version",
+        description="Its content saved as the newest version; stories already started keep theirs.",
+    )
+    def post(self, request, scenario_key, number):
+        scenario = scenarios.scenario_version_restore(scenario=_own(request, scenario_key), number=number)
+        return Response(_shown(request, scenario))
 
 
 class ScenarioExportView(APIView):

@@ -119,6 +119,23 @@ def scenario_change(*, scenario: Scenario, visibility: str | None = None, **cont
     return scenario
 
 
+def scenario_version_restore(*, scenario: Scenario, number: int) -> Scenario:
+    """Version ``number``'s content as the newest version (nothing changes when it is the current
+    one); NotFound when the scenario keeps no such version."""
+    old = ScenarioVersion.objects.filter(scenario=scenario, number=number).first()
+    if old is None:
+        raise NotFound()
+    return scenario_change(scenario=scenario, **content_of(old))
+
+
+def scenario_link_renew(*, scenario: Scenario) -> Scenario:
+    """A new key: the old link (and the old API id) stops working at once; adventures started from
+    the scenario are unchanged."""
+    Scenario.objects.filter(pk=scenario.pk).update(key=secrets.token_urlsafe(12), updated_at=timezone.now())
+    scenario.refresh_from_db()
+    return scenario
+
+
 def scenario_delete(*, scenario: Scenario) -> None:
     """The scenario and its versions go; adventures started from it keep their copy."""
     scenario.delete()

@@ -126,6 +126,21 @@ def scenario_visibility(request, scenario_key):
 
 @login_required
 @require_POST
+def scenario_restore(request, scenario_key, number):
+    scenario = scenarios.access_own_scenario(user_id=request.user.id, key=scenario_key)
+    scenarios.scenario_version_restore(scenario=scenario, number=number)
+    return redirect("web-scenario", scenario.key)
+
+
+@login_required
+@require_POST
+def scenario_link(request, scenario_key):
+    scenario = scenarios.access_own_scenario(user_id=request.user.id, key=scenario_key)
+    return redirect("web-scenario", scenarios.scenario_link_renew(scenario=scenario).key)
+
+
+@login_required
+@require_POST
 def scenario_delete(request, scenario_key):
     scenarios.scenario_delete(scenario=scenarios.access_own_scenario(user_id=request.user.id, key=scenario_key))
     return redirect("web-scenarios-mine")

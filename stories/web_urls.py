@@ -45,5 +45,11 @@ urlpatterns = [
     path("library/s/<slug:scenario_key>/play/", web_library.scenario_play, name="web-scenario-play"),
     path("library/s/<slug:scenario_key>/report/", web_library.scenario_report, name="web-scenario-report"),
     path("library/s/<slug:scenario_key>/share/", web_library.scenario_visibility, name="web-scenario-share"),
+    path(
+        "library/s/<slug:scenario_key>/versions/<int:number>/restore/",
+        web_library.scenario_restore,
+        name="web-scenario-restore",
+    ),
+    path("library/s/<slug:scenario_key>/link/", web_library.scenario_link, name="web-scenario-link"),
     path("library/s/<slug:scenario_key>/delete/", web_library.scenario_delete, name="web-scenario-delete"),
 ]

@@ -42,6 +42,7 @@ def make_world(api, *, title, secret, agent, world_name):
     api.post(f"/api/scenarios/{starter['key']}/report/", {"reason": "other", "text": f"{title} reports"}, format="json")
     return {
         "scenario_key": scenario["key"],
+        "number": 1,  # the first version of that scenario
         "job_id": job["id"],
         "adventure_id": aid,
         "action_id": action["id"],

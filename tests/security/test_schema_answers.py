@@ -192,7 +192,10 @@ def test_a_whole_session_answers_exactly_what_the_schema_documents(schema, alice
     walk("get", "/api/scenarios/", 400, query={"rating": "adult"})
     walk("get", "/api/scenarios/mine/", 200)
     walk("get", S, 200, scenario_key=key)
+    walk("patch", S, 200, body={"description": "A gate at dusk."}, scenario_key=key)
     walk("get", S + "versions/", 200, scenario_key=key)
+    walk("post", S + "versions/{number}/restore/", 200, scenario_key=key, number=1)
+    walk("post", S + "versions/{number}/restore/", 404, scenario_key=key, number=99)
     document = walk("get", S + "export/", 200, scenario_key=key)
     walk("post", "/api/scenarios/import/", 201, body=document)
     walk("post", "/api/scenarios/import/", 400, body={**document, "format": "other"})
@@ -202,6 +205,9 @@ def test_a_whole_session_answers_exactly_what_the_schema_documents(schema, alice
     starter = walk("get", "/api/scenarios/", 200, query={"tag": "fantasy"})[0]
     walk("post", S + "report/", 201, body={"reason": "other", "text": "test"}, scenario_key=starter["key"])
     walk("post", S + "report/", 409, body={"reason": "other"}, scenario_key=starter["key"])
+    renewed = walk("post", S + "link/", 200, scenario_key=saved["key"])
+    walk("get", S, 404, scenario_key=saved["key"])
+    saved = renewed
     walk("delete", S, 204, scenario_key=saved["key"])
     walk("get", S, 404, scenario_key=saved["key"])
 

@@ -347,3 +347,28 @@ def test_answers_that_would_overflow_a_text_are_refused_naming_it_and_store_noth
     assert not Adventure.objects.filter(owner__username="bob").exists()
     fine = {"answers": {"Your name?": "N" * 90, "Your boat's name?": "B" * 90}}
     assert bob_api.post(f"/api/scenarios/{key}/play/", fine, format="json").status_code == 201
+
+
+def test_a_new_link_ends_the_old_one_and_keeps_the_stories_started_from_it(alice_api, bob_api):
+    key = write(alice_api)["key"]
+    alice_api.patch(f"/api/scenarios/{key}/", {"visibility": "unlisted"}, format="json")
+    answers = {"answers": {"Your name?": "Tam", "Your boat's name?": "Gull"}}
+    started = bob_api.post(f"/api/scenarios/{key}/play/", answers, format="json").json()
+    assert bob_api.post(f"/api/scenarios/{key}/link/").status_code == 404, "only the author renews it"
+    renewed = alice_api.post(f"/api/scenarios/{key}/link/").json()
+    assert renewed["key"] != key and renewed["version"] == 1 and renewed["visibility"] == "unlisted"
+    assert bob_api.get(f"/api/scenarios/{key}/").status_code == 404, "the old link stops working"
+    assert bob_api.get(f"/api/scenarios/{renewed['key']}/").status_code == 200
+    assert bob_api.get(f"/api/adventures/{started['id']}/").status_code == 200
+
+
+def test_an_earlier_version_comes_back_as_the_newest(alice_api, bob_api):
+    key = write(alice_api)["key"]
+    alice_api.patch(f"/api/scenarios/{key}/", {"opening": "A new opening.", "cards": []}, format="json")
+    back = alice_api.post(f"/api/scenarios/{key}/versions/1/restore/")
+    assert back.status_code == 200
+    assert back.json()["version"] == 3 and back.json()["opening"] == HARBOUR["opening"]
+    assert [c["name"] for c in back.json()["cards"]] == ["Harbourmaster Quill", "The bell tower"]
+    assert alice_api.post(f"/api/scenarios/{key}/versions/3/restore/").json()["version"] == 3, "the current: no change"
+    assert alice_api.post(f"/api/scenarios/{key}/versions/9/restore/").status_code == 404
+    assert bob_api.post(f"/api/scenarios/{key}/versions/1/restore/").status_code == 404

@@ -102,6 +102,17 @@ def test_a_newcomer_signs_up_picks_a_starter_answers_its_question_and_plays_with
     expect(page.locator("#story li.action")).to_have_count(3)
     prompt = str(demo_model.chat_requests()[-1].body["messages"])
     assert "Wren" in prompt and "Old Bram" in prompt, "the demo model got the scenario's setup"
+
+    # opting into mature scenarios in Settings shows the fifth starter
+    page.goto(f"{url}/settings/")
+    page.wait_for_selector("#settings[data-loaded]")
+    expect(page.locator("select[name=content_rating]")).to_have_value("teen")
+    page.select_option("select[name=content_rating]", "mature")
+    page.click("#settings button[type=submit]")
+    page.wait_for_selector("#settings-result.ok")
+    page.goto(f"{url}/library/")
+    expect(page.locator(".scenario-tile")).to_have_count(5)
+    expect(page.locator(".scenario-tile", has_text="The Hollow House")).to_contain_text("mature")
     assert violations == []
     context.close()
 
