@@ -21,12 +21,9 @@ from django.db import transaction
 
 from config.errors import InvalidRequest
 from stories import cards as story_cards
+from stories import lorebook_schemas as schemas
 from stories.models import (
-    ACTION_TEXT_MAX,
-    AUTHORS_NOTE_MAX,
     CARD_ENTRY_MAX,
-    CARD_KEY_MAX,
-    CARD_KEYS_MAX,
     LONG_TEXT_MAX,
     TITLE_MAX,
     Adventure,
@@ -35,7 +32,6 @@ from stories.models import (
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 FILE_MAX = 8 * 1024 * 1024  # bytes of an uploaded card or lorebook
-ENTRIES_MAX = 2000  # entries of one lorebook (the adventure's card limit applies too)
 
 
 # ---------------------------------------------------------------------------- reading a file
@@ -114,44 +110,18 @@ def read_document(request) -> object:
 # ---------------------------------------------------------------------------- the entries
 
 
-def _text(value, where: str, *, most: int, allow_empty: bool = True) -> str:
-    if value is None:
-        value = ""
-    if not isinstance(value, str):
-        raise InvalidRequest(f"{where}: must be text")
-    if "\x00" in value:
-        raise InvalidRequest(f"{where}: must not hold a NUL character")
-    if len(value) > most:
-        raise InvalidRequest(f"{where}: at most {most} characters (this one has {len(value)})")
-    if not allow_empty and not value.strip():
-        raise InvalidRequest(f"{where}: must not be empty")
-    return value
-
-
-def _keys(value, where: str) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        value = [k for k in value.split(",")]
-    if not isinstance(value, list) or not all(isinstance(k, str) for k in value):
-        raise InvalidRequest(f"{where}: must be a list of texts")
-    keys = list(dict.fromkeys(k.strip() for k in value if k.strip()))
-    if len(keys) > CARD_KEYS_MAX:
-        raise InvalidRequest(f"{where}: at most {CARD_KEYS_MAX} keys (this one has {len(keys)})")
-    for key in keys:
-        if len(key) > CARD_KEY_MAX:
-            raise InvalidRequest(f"{where}: a key of at most {CARD_KEY_MAX} characters ({key[:30]!r}...)")
-    return keys
-
-
-def _entries(data) -> tuple[str, list[tuple[str, dict]]]:
-    """The format's name and its entries, each with the place it stands at in the file."""
+def _entries(data, *, prefix: str = "") -> tuple[str, list[tuple[str, dict]]]:
+    """The format's name and its entries as its declared schema reads them
+    (stories.lorebook_schemas), each with the place it stands at in the file."""
     if isinstance(data, dict) and isinstance(data.get("entries"), dict):  # SillyTavern World Info
-        return "SillyTavern lorebook", [(f"entries.{k}", v) for k, v in data["entries"].items()]
+        book = schemas.checked(schemas.WorldInfo, data, prefix=prefix)
+        return "SillyTavern lorebook", [(f"entries.{k}", v) for k, v in book["entries"].items()]
     if isinstance(data, dict) and "lorebookVersion" in data and isinstance(data.get("entries"), list):
-        return "NovelAI lorebook", [(f"entries[{i}]", v) for i, v in enumerate(data["entries"])]
+        book = schemas.checked(schemas.NovelAILorebook, data, prefix=prefix)
+        return "NovelAI lorebook", [(f"entries[{i}]", v) for i, v in enumerate(book["entries"])]
     if isinstance(data, dict) and isinstance(data.get("entries"), list):  # a character book
-        return "character book", [(f"entries[{i}]", v) for i, v in enumerate(data["entries"])]
+        book = schemas.checked(schemas.CharacterBook, data, prefix=prefix)
+        return "character book", [(f"entries[{i}]", v) for i, v in enumerate(book["entries"])]
     raise InvalidRequest(
         "expected a lorebook: SillyTavern (World Info), NovelAI (.lorebook), a character card's book, "
         "or AI Dungeon's story cards"
@@ -161,24 +131,19 @@ def _entries(data) -> tuple[str, list[tuple[str, dict]]]:
 def book_cards(data, *, prefix: str = "") -> tuple[list[dict], list[str], list[dict]]:
     """A lorebook's entries as card fields, the always-on entries' texts (for the plot
     essentials), and what was not carried."""
-    form, entries = _entries(data)
-    if len(entries) > ENTRIES_MAX:
-        raise InvalidRequest(f"{prefix}entries: at most {ENTRIES_MAX} (this book has {len(entries)})")
+    form, entries = _entries(data, prefix=prefix)
     made, always, report = [], [], []
     for place, entry in entries:
         where = prefix + place
-        if not isinstance(entry, dict):
-            raise InvalidRequest(f"{where}: must be an object")
-        content = _text(entry.get("content", entry.get("text")), f"{where}.content", most=CARD_ENTRY_MAX)
-        keys = _keys(entry.get("keys", entry.get("key")), f"{where}.keys")
+        content = entry.get("content") or entry.get("text") or ""
+        keys = entry.get("keys") or entry.get("key") or []
         name = entry.get("name") or entry.get("comment") or entry.get("displayName") or (keys[0] if keys else "")
-        name = _text(name, f"{where}.name", most=TITLE_MAX)[:100].strip()
-        enabled = entry.get("enabled", not entry.get("disable", False)) is not False
+        name = name[:100].strip()
+        enabled = entry.get("enabled") is not False and entry.get("disable") is not True
         if not enabled:
             report.append({"place": where, "what": "a disabled entry: not carried"})
             continue
-        secondary = entry.get("secondary_keys") or entry.get("keysecondary") or []
-        if secondary:
+        if entry.get("secondary_keys") or entry.get("keysecondary"):
             report.append({"place": where, "what": "secondary keys: not carried (cards here trigger on their keys)"})
         if entry.get("constant") or entry.get("forceActivation"):
             if content.strip():
@@ -262,29 +227,28 @@ def adventure_from_card(*, owner_id: int, data) -> tuple[Adventure, list[dict]]:
         raise InvalidRequest("expected a character card: a JSON object (or a PNG carrying one)")
     spec = str(data.get("spec") or "")
     if spec in ("chara_card_v2", "chara_card_v3"):
-        card, prefix = data.get("data"), "data."
-        if not isinstance(card, dict):
-            raise InvalidRequest("data: must be an object (the card's fields)")
+        raw, prefix = data.get("data"), "data."
+        card = schemas.checked(schemas.CharacterCard, data)["data"]
     elif "name" in data and ("first_mes" in data or "description" in data):
-        card, prefix = data, ""  # V1: the fields at the top
+        raw, prefix = data, ""  # V1: the fields at the top
+        card = schemas.checked(schemas.CardFields, data)
     else:
         raise InvalidRequest(
             "expected a SillyTavern character card (spec chara_card_v2 or chara_card_v3, or V1 fields)"
         )
-    name = _text(card.get("name"), prefix + "name", most=100, allow_empty=False).strip()
-    opening = _macros(_text(card.get("first_mes"), prefix + "first_mes", most=ACTION_TEXT_MAX), name)
-    plot = "\n\n".join(
-        _macros(_text(card.get(f), prefix + f, most=LONG_TEXT_MAX), name).strip() for f in ("description", "scenario")
-    ).strip()
-    personality = _macros(_text(card.get("personality"), prefix + "personality", most=CARD_ENTRY_MAX), name)
-    instructions = _macros(_text(card.get("system_prompt"), prefix + "system_prompt", most=LONG_TEXT_MAX), name)
-    note = _macros(
-        _text(card.get("post_history_instructions"), prefix + "post_history_instructions", most=AUTHORS_NOTE_MAX),
-        name,
-    )
+    name = card["name"].strip()
+    if not name:
+        raise InvalidRequest(f"{prefix}name: must not be empty")
+
+    def text(field: str) -> str:
+        return _macros(card.get(field) or "", name)
+
+    opening = text("first_mes")
+    plot = "\n\n".join(text(f).strip() for f in ("description", "scenario")).strip()
+    personality, instructions, note = text("personality"), text("system_prompt"), text("post_history_instructions")
     report = [{"place": "file", "what": f"read as a SillyTavern character card ({spec or 'V1'})"}]
     fields, always = [], []
-    book = card.get("character_book")
+    book = raw.get("character_book")
     if isinstance(book, dict) and book.get("entries"):
         fields, always, book_report = book_cards(book, prefix=prefix + "character_book.")
         report += book_report
@@ -292,15 +256,15 @@ def adventure_from_card(*, owner_id: int, data) -> tuple[Adventure, list[dict]]:
     if len(plot) > LONG_TEXT_MAX:
         raise InvalidRequest(f"{prefix}description: with the scenario, at most {LONG_TEXT_MAX} characters")
     for field, what in CARD_NOT_CARRIED.items():
-        if card.get(field):
+        if raw.get(field):
             report.append({"place": prefix + field, "what": f"not carried: {what}"})
-    if card.get("extensions"):
+    if raw.get("extensions"):
         report.append({"place": prefix + "extensions", "what": "not carried: other programs' extensions"})
     character = {
         "type": "character",
         "name": name,
         "keys": [name],
-        "entry": (personality.strip() or card.get("description", "") or "")[:CARD_ENTRY_MAX],
+        "entry": (personality.strip() or card.get("description") or "")[:CARD_ENTRY_MAX],
     }
     with transaction.atomic():
         adventure = adventure_create(

@@ -160,10 +160,12 @@ def test_sillytavern_and_novelai_lorebooks_become_story_cards_and_leave_as_a_lor
     "document, says",
     [
         ({"entries": {"0": {"key": ["a"], "content": "x" * 4001}}}, "entries.0.content"),
-        ({"entries": {"0": {"key": "a" * 81, "content": "x"}}}, "entries.0.keys"),
+        ({"entries": {"0": {"key": "a" * 81, "content": "x"}}}, "entries.0.key"),
         ({"entries": {"0": "not an entry"}}, "entries.0"),
         ({"entries": [{"keys": [1, 2], "content": "x"}]}, "entries[0].keys"),
-        ({"lorebookVersion": 5, "entries": [{"text": 5}]}, "entries[0].content"),
+        ({"lorebookVersion": 5, "entries": [{"text": 5}]}, "entries[0].text"),
+        ({"entries": {"0": {"key": ["a"], "content": "x", "constant": "yes"}}}, "entries.0.constant"),
+        ({"entries": [{"keys": ["a"], "content": "x\u0000y"}]}, "entries[0].content"),
         ({"nothing": "here"}, "expected a lorebook"),
         ("just text", "expected a lorebook"),
     ],
@@ -182,6 +184,14 @@ def test_a_lorebook_to_fix_is_a_400_naming_the_place_and_stores_nothing(owner, a
         ("broken.png", b"\x89PNG\r\n\x1a\n" + chunk(b"tEXt", b"chara\0!!!not base64 json"), "not readable JSON"),
         ("noise.bin", b"\x00\x01\x02", "neither a PNG character card nor a JSON file"),
         ("nameless.json", json.dumps({"spec": "chara_card_v2", "data": {"name": " "}}).encode(), "data.name"),
+        ("no-data.json", json.dumps({"spec": "chara_card_v2", "data": "Maren"}).encode(), "data"),
+        (
+            "bad-book.json",
+            json.dumps(
+                {"spec": "chara_card_v3", "data": {"name": "A", "character_book": {"entries": [{"content": 7}]}}}
+            ).encode(),
+            "data.character_book.entries[0].content",
+        ),
         (
             "long.json",
             json.dumps({"spec": "chara_card_v2", "data": {"name": "A", "first_mes": "x" * 4001}}).encode(),
