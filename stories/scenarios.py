@@ -38,6 +38,7 @@ from stories.models import (
 EXPORT_FORMAT, EXPORT_VERSION = "everlore-scenario", 1
 # `${Your name?}`, as AI Dungeon writes a question the player answers when starting
 PLACEHOLDER = re.compile(r"\$\{([^{}\n]{1,80})\}")
+WORD = re.compile(r"[^\W_]+")  # letters and digits: nothing tsquery syntax could read
 PLACEHOLDERS_MAX = 10  # distinct questions per scenario
 ANSWER_MAX = 200  # characters in one answer
 SCENARIOS_PER_AUTHOR_MAX = 200
@@ -239,7 +240,7 @@ def library(*, max_rating: str, q: str = "", tag: str = "", rating: str = "", so
         rows = rows.filter(rating=rating)
     sort = sort or ("relevant" if q else "new")
     if q:
-        query = SearchQuery(q, search_type="websearch", config="english")
+        query = _search_query(q)
         rows = rows.filter(search=query).annotate(rank=SearchRank(F("search"), query))
     order = {
         "new": ("-published_at", "-id"),
@@ -247,6 +248,15 @@ def library(*, max_rating: str, q: str = "", tag: str = "", rating: str = "", so
         "relevant": ("-rank", "-play_count", "-id") if q else ("-published_at", "-id"),
     }[sort]
     return rows.order_by(*order)
+
+
+def _search_query(q: str) -> SearchQuery:
+    """Plain words match as prefixes as they are typed ("lant road" finds "The Lantern Road");
+    quotes, "or" and a leading "-" are web-search syntax (a phrase, either, not)."""
+    words = WORD.findall(q)
+    if '"' in q or re.search(r"(^|\s)-\w|\bor\b", q, re.IGNORECASE) or not words:
+        return SearchQuery(q, search_type="websearch", config="english")
+    return SearchQuery(" & ".join(f"{word}:*" for word in words[:20]), search_type="raw", config="english")
 
 
 def own_scenarios(*, user_id: int) -> QuerySet:

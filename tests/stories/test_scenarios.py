@@ -372,3 +372,22 @@ def test_an_earlier_version_comes_back_as_the_newest(alice_api, bob_api):
     assert alice_api.post(f"/api/scenarios/{key}/versions/3/restore/").json()["version"] == 3, "the current: no change"
     assert alice_api.post(f"/api/scenarios/{key}/versions/9/restore/").status_code == 404
     assert bob_api.post(f"/api/scenarios/{key}/versions/1/restore/").status_code == 404
+
+
+@pytest.mark.parametrize(
+    "q, found",
+    [
+        ("lant", True),  # a word as it is being typed
+        ("lanterns caravan", True),
+        ("Lantern & | ! :* ( road", True),  # tsquery's own syntax is only punctuation here
+        ('"lantern road"', True),  # a phrase
+        ("lantern -caravan", False),  # web-search "not"
+        ("dragon or lantern", True),
+        ("spaceship", False),
+        ("'", False),
+    ],
+)
+def test_library_search_reads_words_as_typed_and_web_search_syntax(bob_api, q, found):
+    rows = bob_api.get("/api/scenarios/", {"q": q})
+    assert rows.status_code == 200
+    assert ("The Lantern Road" in [r["title"] for r in rows.json()]) is found
