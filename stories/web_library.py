@@ -69,6 +69,15 @@ def _page(request, scenario: Scenario, *, status: int = 200, **extra):
     return render(request, "stories/scenario.html", context, status=status)
 
 
+def _refused(request, scenario: Scenario, exc: DomainError, where: str, **extra):
+    """The scenario page again with what the domain said under the form it came from (``where``),
+    its status and headers (a 429's Retry-After)."""
+    response = _page(request, scenario, status=exc.status, **{where: exc.message}, **extra)
+    for name, value in exc.headers().items():
+        response[name] = value
+    return response
+
+
 @login_required
 def scenario_page(request, scenario_key):
     scenario = scenarios.access_scenario(user_id=request.user.id, key=scenario_key)
@@ -84,7 +93,7 @@ def scenario_play(request, scenario_key):
     try:
         adventure = scenarios.scenario_play(scenario=scenario, user_id=request.user.id, answers=answers)
     except DomainError as exc:
-        return _page(request, scenario, status=exc.status, play_error=exc.message, answers=answers)
+        return _refused(request, scenario, exc, "play_error", answers=answers)
     return redirect("web-play", adventure.pk)
 
 
@@ -100,10 +109,7 @@ def scenario_report(request, scenario_key):
             scenario=scenario, reporter_id=request.user.id, reason=reason, text=request.POST.get("text", "")[:1000]
         )
     except DomainError as exc:
-        response = _page(request, scenario, status=exc.status, report_error=exc.message)
-        for name, value in exc.headers().items():
-            response[name] = value
-        return response
+        return _refused(request, scenario, exc, "report_error")
     return redirect(f"/library/s/{scenario.key}/?reported=1")
 
 
@@ -117,10 +123,7 @@ def scenario_visibility(request, scenario_key):
     try:
         scenario = scenarios.scenario_change(scenario=scenario, visibility=visibility)
     except DomainError as exc:
-        response = _page(request, scenario, status=exc.status, share_error=exc.message)
-        for name, value in exc.headers().items():
-            response[name] = value
-        return response
+        return _refused(request, scenario, exc, "share_error")
     return redirect("web-scenario", scenario.key)
 
 

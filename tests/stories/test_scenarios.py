@@ -391,3 +391,18 @@ def test_library_search_reads_words_as_typed_and_web_search_syntax(bob_api, q, f
     rows = bob_api.get("/api/scenarios/", {"q": q})
     assert rows.status_code == 200
     assert ("The Lantern Road" in [r["title"] for r in rows.json()]) is found
+
+
+def test_the_library_page_pages_and_keeps_the_search_across_pages(alice_api, bob, client, monkeypatch):
+    from stories import web_library
+
+    monkeypatch.setattr(web_library, "LIBRARY_PAGE", 2)
+    for i in range(3):
+        key = write(alice_api, title=f"Harbour {i}")["key"]
+        alice_api.patch(f"/api/scenarios/{key}/", {"visibility": "published"}, format="json")
+    client.force_login(bob)
+    first = client.get("/library/", {"q": "harbour", "sort": "new"}).content.decode()
+    assert "Harbour 2" in first and "Harbour 0" not in first and "Page 1 of 2" in first
+    assert 'href="?q=harbour&amp;sort=new&amp;page=2"' in first
+    second = client.get("/library/", {"q": "harbour", "sort": "new", "page": 2}).content.decode()
+    assert "Harbour 0" in second and "Harbour 2" not in second
