@@ -22,6 +22,7 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextvars import ContextVar
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from django.conf import settings
 from django.db import connections
 
 THREADS_STARTED = 16  # threads a web process starts ahead for its requests' synchronous parts
@@ -33,6 +34,14 @@ def release_connections() -> None:
     for conn in connections.all(initialized_only=True):
         if conn.connection is not None and not conn.in_atomic_block:
             conn.close()
+
+
+def before_waiting_outside() -> None:
+    """Before this thread waits on anything outside the site (a model endpoint, a resolver): a web
+    process's connections go back to its pool, so the wait holds none (a worker keeps its own).
+    A connection inside a transaction cannot go: callers wait outside transactions."""
+    if settings.DB_POOL_SIZE:
+        release_connections()
 
 
 def _step(fn, args, kwargs):

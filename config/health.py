@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import psycopg
+import psycopg_pool
 import redis
 from django.conf import settings
 from django.db import DatabaseError, connection
@@ -23,10 +24,38 @@ def provide_heartbeats(reader) -> None:
     _heartbeats_read = reader
 
 
+POOL_PROBE_S = 1.0  # how long /healthz waits for one of the pool's connections
+
+
+def pool_status() -> dict | None:
+    """Whether this web process's pool gives a connection within POOL_PROBE_S (its requests wait
+    DB_POOL_TIMEOUT for one, then answer 503); None in a process without a pool."""
+    if not settings.DATABASES["default"].get("OPTIONS", {}).get("pool"):
+        return None
+    pool = connection.pool
+    pool.open()
+    stats = pool.get_stats()
+    state = {"size": stats.get("pool_size", 0), "in_use": stats.get("pool_size", 0) - stats.get("pool_available", 0)}
+    try:
+        with pool.connection(timeout=POOL_PROBE_S):
+            pass
+    except psycopg_pool.PoolTimeout:
+        return {
+            "ok": False,
+            **state,
+            "waiting": stats.get("requests_waiting", 0),
+            "error": f"the web process's connection pool gave no connection within {POOL_PROBE_S:g} s "
+            f"({state['in_use']} of {settings.DB_POOL_SIZE} in use): requests are answering 503",
+        }
+    except psycopg.Error as exc:
+        return {"ok": False, **state, "error": f"the pool's connection failed ({exc.__class__.__name__})"}
+    return {"ok": True, **state}
+
+
 def database_status() -> dict:
-    """Whether the database answers, with pgvector. A web process with a pool
-    asks on a connection of its own (opened and closed here): a probe never
-    waits behind the turns that hold the pool's connections."""
+    """Whether the database answers, with pgvector, and (a web process) whether its pool gives a
+    connection. A web process asks the database on a connection of its own (opened and closed
+    here): a probe never waits behind the turns that hold the pool's connections."""
     try:
         if settings.DATABASES["default"].get("OPTIONS", {}).get("pool"):
             row = _ask_outside_the_pool()
@@ -38,7 +67,10 @@ def database_status() -> dict:
         return {"ok": False, "error": f"unreachable ({exc.__class__.__name__})"}
     if row is None:
         return {"ok": False, "error": "the pgvector extension is not installed (run migrations)"}
-    return {"ok": True, "pgvector": row[0]}
+    pool = pool_status()
+    if pool is None:
+        return {"ok": True, "pgvector": row[0]}
+    return {"ok": pool["ok"], "pgvector": row[0], "pool": pool, **({"error": pool["error"]} if not pool["ok"] else {})}
 
 
 PGVECTOR_VERSION = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"

@@ -170,6 +170,11 @@ WORLD_MEMORIES_MAX = env_int("WORLD_MEMORIES_MAX", 200_000, minimum=100)
 TRUSTED_PROXIES = check_networks("TRUSTED_PROXIES", env_list("TRUSTED_PROXIES", []))
 
 PROVIDER_READ_TIMEOUT = float(env_int("PROVIDER_READ_TIMEOUT", 120, minimum=1))  # seconds
+# A model call a request waits on (a connection test, the model list, a memory or the summary written
+# again, a query embedded by the owner's own model): all of it within this many seconds, tried once...
+REQUEST_MODEL_DEADLINE_S = env_int("REQUEST_MODEL_DEADLINE_S", 30, minimum=1, maximum=600)
+# ...and at most this many of an account's at once (more answer 429 at once; 0: no bound).
+OUTBOUND_CALLS_AT_ONCE = env_int("OUTBOUND_CALLS_AT_ONCE", 2, minimum=0, maximum=1000)
 
 LOG_LEVEL = (env_str("LOG_LEVEL") or "INFO").upper()
 if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:

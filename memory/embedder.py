@@ -99,13 +99,14 @@ def embed_query_local(text: str, *, keep_end: int) -> list[float]:
 
 
 def embed_query(*, user_id: int, text: str, adventure_id: int | None = None, ai=None) -> tuple[str, list[float]]:
-    """(model name, vector) of a turn's recall query with the owner's active embedding model. The
-    local model reads the newest LOCAL_QUERY_WORDPIECES word pieces of ``text`` (its cost grows with
-    what it reads; bench/story_query.py). Raises EmbeddingUnavailable as ``embed``."""
+    """(model name, vector) of a turn's recall query with the owner's active embedding model, while
+    the player waits (the owner's own model within its deadline). The local model reads the newest
+    LOCAL_QUERY_WORDPIECES word pieces of ``text`` (its cost grows with what it reads;
+    bench/story_query.py). Raises EmbeddingUnavailable as ``embed``."""
     conn = accounts.connection_for_background(user_id=user_id, purpose="embedding", ai=ai)
     if conn is None:
         return LOCAL_MODEL, embed_query_local(text, keep_end=LOCAL_QUERY_WORDPIECES)
-    model, vectors = embed(user_id=user_id, texts=[text], adventure_id=adventure_id, ai=ai)
+    model, vectors = embed(user_id=user_id, texts=[text], adventure_id=adventure_id, ai=ai, for_request=True)
     return model, vectors[0]
 
 
@@ -114,12 +115,17 @@ def active_model(*, user_id: int, ai=None) -> str:
     return accounts.background_model(user_id=user_id, purpose="embedding", ai=ai) or LOCAL_MODEL
 
 
-def embed(*, user_id: int, texts: list[str], adventure_id: int | None = None, ai=None) -> tuple[str, list[list[float]]]:
-    """(model name, vectors) with the owner's active embedding model, never the demo.
-    Raises EmbeddingUnavailable when the owner's own model fails."""
+def embed(
+    *, user_id: int, texts: list[str], adventure_id: int | None = None, ai=None, for_request: bool = False
+) -> tuple[str, list[list[float]]]:
+    """(model name, vectors) with the owner's active embedding model, never the demo;
+    ``for_request``: a request waits on it (providers.for_request). Raises EmbeddingUnavailable
+    when the owner's own model fails."""
     conn = accounts.connection_for_background(user_id=user_id, purpose="embedding", ai=ai)
     if conn is None:
         return LOCAL_MODEL, embed_local(texts)
+    if for_request:
+        conn = providers.for_request(conn)
     vectors: list[list[float]] = []
     for start in range(0, len(texts), BATCH_MAX):
         try:

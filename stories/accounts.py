@@ -18,7 +18,7 @@ from config.errors import RateLimited
 from config.redis_pool import redis_client
 from stories import crypto
 from stories.models import AISettings
-from stories.providers import Connection, ProviderError
+from stories.providers import Connection, ProviderError, for_request
 from stories.providers.netguard import check_endpoint
 
 SETTINGS_FIELDS = (
@@ -85,10 +85,11 @@ def ai_settings_update(*, user_id: int, api_key: str | None = None, **fields) ->
     unknown = set(fields) - set(SETTINGS_FIELDS)
     if unknown:
         raise TypeError(f"unknown settings: {sorted(unknown)}")
+    stored = ai_settings_get(user_id=user_id)
+    if fields.get("endpoint_url") and fields["endpoint_url"] != stored.endpoint_url:
+        check_endpoint(fields["endpoint_url"])  # resolves the host: before the row lock, holding no connection
     with transaction.atomic():
-        obj = AISettings.objects.select_for_update().get(pk=ai_settings_get(user_id=user_id).pk)
-        if fields.get("endpoint_url") and fields["endpoint_url"] != obj.endpoint_url:
-            check_endpoint(fields["endpoint_url"])
+        obj = AISettings.objects.select_for_update().get(pk=stored.pk)
         cleared = (
             api_key is None
             and obj.api_key_encrypted
@@ -142,18 +143,19 @@ def connection_for_turn(*, user_id: int, ai: AISettings | None = None) -> Connec
 
 
 def connection_for_listing(*, user_id: int) -> Connection:
-    """The player's endpoint, to list its models: a model need not be chosen yet."""
+    """The player's endpoint, to list its models while they wait: a model need not be chosen yet."""
     obj = ai_settings_get(user_id=user_id)
     if not obj.endpoint_url:
         raise ProviderError("not_configured", "set an endpoint URL first")
-    return _own(obj, obj.model)
+    return for_request(_own(obj, obj.model))
 
 
 def connection_for_test(*, user_id: int) -> Connection:
+    """The player's model, to test while they wait."""
     obj = ai_settings_get(user_id=user_id)
     if not (obj.endpoint_url and obj.model):
         raise ProviderError("not_configured", "set an endpoint URL and a model first")
-    return _own(obj, obj.model)
+    return for_request(_own(obj, obj.model))
 
 
 def background_model(*, user_id: int, purpose: str, ai: AISettings | None = None) -> str:

@@ -6,7 +6,10 @@ broker outage must not stop play."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
+import uuid
+from contextlib import contextmanager
 
 import redis
 from django.conf import settings
@@ -44,6 +47,57 @@ def hit(*, bucket: str, who: str, limit: int, window_s: int, message: str, amoun
             pass
         retry_after = int((window + 1) * window_s - now) + 1
         raise RateLimited(message, retry_after=retry_after)
+
+
+OUTBOUND_PREFIX = "everlore:outbound:"
+# KEYS[1] the account's places; ARGV: now, this call's end (unix s), its id, the places an account has
+_TAKE_PLACE = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[3])
+redis.call('EXPIREAT', KEYS[1], math.ceil(tonumber(ARGV[2])) + 1)
+return 1
+"""
+_local_places: dict[int, int] = {}
+_local_lock = threading.Lock()
+
+
+@contextmanager
+def outbound(*, user_id: int, hold_s: float):
+    """One of the account's OUTBOUND_CALLS_AT_ONCE places, held while a request waits on the
+    account's model endpoint (at most ``hold_s`` seconds: a place a dead process held frees
+    itself then). All taken: RateLimited at once. Without Redis the bound holds per process."""
+    limit = settings.OUTBOUND_CALLS_AT_ONCE
+    if limit <= 0:
+        yield
+        return
+    key, member, now = f"{OUTBOUND_PREFIX}{user_id}", uuid.uuid4().hex, time.time()
+    try:
+        client = _client()
+        taken = client.eval(_TAKE_PLACE, 1, key, now, now + hold_s + 1, member, limit)
+    except redis.RedisError:
+        client = None
+        with _local_lock:
+            taken = _local_places.get(user_id, 0) < limit
+            if taken:
+                _local_places[user_id] = _local_places.get(user_id, 0) + 1
+    if not taken:
+        raise RateLimited(
+            f"your model endpoint already has {limit} calls from you waiting on it at once, the most an account "
+            "has; wait for one to finish",
+            retry_after=int(hold_s) + 1,
+        )
+    try:
+        yield
+    finally:
+        if client is None:
+            with _local_lock:
+                _local_places[user_id] -= 1
+        else:
+            try:
+                client.zrem(key, member)
+            except redis.RedisError:
+                pass  # it frees itself at its end time
 
 
 def count_of(*, bucket: str, who: str, window_s: int) -> int:

@@ -112,7 +112,7 @@ def _ranking(
     time = when.cues(query, now)
     if query.strip():
         try:
-            model, (vector,) = embedder.embed(user_id=world.owner_id, texts=[query])
+            model, (vector,) = embedder.embed(user_id=world.owner_id, texts=[query], for_request=True)
         except embedder.EmbeddingUnavailable:
             vector = None
     return {

@@ -13,7 +13,7 @@ from memory import embeddings
 from memory.models import MEMORY_TEXT_MAX, Memory
 from memory.story import blocks, cast, marks, memory_pass, scene, summaries, summarize
 from memory.story.steps import summary as summary_step
-from stories import accounts, import_doc, lineage
+from stories import accounts, import_doc, lineage, providers
 from stories.models import Action, Adventure, Branch, StoryCard
 from stories.providers import ProviderError
 
@@ -133,6 +133,7 @@ def memory_regenerate(*, adventure: Adventure, memory: Memory) -> Memory:
     if not actions:
         raise Conflict("a hand-written memory has no source to regenerate from; edit its text instead")
     conn = accounts.connection_for_background(user_id=adventure.owner_id, purpose="summary")
+    conn = conn and providers.for_request(conn)  # the player waits for it
     cards = list(adventure.cards.all())
     if memory.character_id is not None:
         written = blocks.write_cast(
@@ -187,7 +188,7 @@ def summary_regenerate(*, adventure: Adventure) -> Adventure:
     """Rewrite the summary now over the whole current path (raises ProviderError)."""
     head = lineage.head(adventure)
     report = memory_pass.PassReport()
-    summary_step.update_summary(adventure=adventure, head=head, report=report, force=True)
+    summary_step.update_summary(adventure=adventure, head=head, report=report, force=True, for_request=True)
     if report.errors:
         raise ProviderError("summary_failed", report.errors[0])
     adventure.refresh_from_db()

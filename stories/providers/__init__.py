@@ -1,14 +1,18 @@
 """The one door to any model: OpenAI-compatible chat and embeddings through the
 `openai` SDK with the user's own endpoint and key.
 
-Timeouts (connect 5 s, read 120 s), bounded retries with backoff on 429/5xx
-(the SDK's), no redirects, the SSRF guard on every connection. Every call is
-recorded in ProviderCall for the user's debug log; keys never reach a log,
+Background work: timeouts (connect 5 s, read 120 s), bounded retries with
+backoff on 429/5xx (the SDK's). A call a request waits on (``for_request``):
+the whole call within REQUEST_MODEL_DEADLINE_S, tried once, one of the
+account's OUTBOUND_CALLS_AT_ONCE places, and no database connection held
+while it waits. No redirects, the SSRF guard on every connection. Every call
+is recorded in ProviderCall for the user's debug log; keys never reach a log,
 an error message or a response.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import ssl
@@ -21,9 +25,11 @@ import httpx2
 import openai
 from django.conf import settings
 
+from config.async_db import before_waiting_outside
 from config.errors import UpstreamFailed
 from stories import limits
 from stories.models import ProviderCall
+from stories.providers import netguard
 from stories.providers.netguard import EndpointRefused, async_http_client, check_url_shape, http_client
 
 log = logging.getLogger(__name__)
@@ -47,15 +53,23 @@ class ProviderError(UpstreamFailed):
 
 @dataclass(frozen=True)
 class Connection:
-    """Where and as whom to call. ``demo`` marks the shared demo model."""
+    """Where and as whom to call. ``demo`` marks the shared demo model; ``deadline_s`` (set by
+    ``for_request``) marks a call a request waits on: all of it within that many seconds."""
 
     endpoint_url: str
     api_key: str
     model: str
     demo: bool = False
+    deadline_s: float = 0
 
     def __repr__(self) -> str:  # never print the key
         return f"Connection({self.endpoint_url!r}, model={self.model!r}, demo={self.demo})"
+
+
+def for_request(conn: Connection) -> Connection:
+    """``conn`` for a call a request waits on (a connection test, a memory written again while the
+    player waits): within REQUEST_MODEL_DEADLINE_S seconds in all, tried once."""
+    return dataclasses.replace(conn, deadline_s=float(settings.REQUEST_MODEL_DEADLINE_S))
 
 
 @dataclass(frozen=True)
@@ -84,26 +98,42 @@ def _timeout() -> httpx2.Timeout:
     return httpx2.Timeout(connect=CONNECT_TIMEOUT, read=read, write=30.0, pool=CONNECT_TIMEOUT)
 
 
-def _client(conn: Connection, *, awaited: bool = False) -> openai.OpenAI | openai.AsyncOpenAI:
-    """The SDK client for ``conn`` (``awaited``: the async one, for the event loop)."""
+def client(conn: Connection, *, awaited: bool = False) -> openai.OpenAI | openai.AsyncOpenAI:
+    """The SDK client for ``conn`` (``awaited``: the async one, for the event loop); a call a
+    request waits on is tried once."""
     try:
         check_url_shape(conn.endpoint_url)
     except EndpointRefused as exc:
         raise ProviderError("refused", str(exc)) from None
     sdk, transport = (openai.AsyncOpenAI, async_http_client) if awaited else (openai.OpenAI, http_client)
+    timeout = _timeout()
     return sdk(
         base_url=conn.endpoint_url.rstrip("/"),
         api_key=conn.api_key or "none",
-        timeout=_timeout(),
-        max_retries=getattr(settings, "PROVIDER_MAX_RETRIES", MAX_RETRIES),
-        http_client=transport(connect=CONNECT_TIMEOUT, read=_timeout().read),
+        timeout=timeout,
+        max_retries=0 if conn.deadline_s else getattr(settings, "PROVIDER_MAX_RETRIES", MAX_RETRIES),
+        http_client=transport(connect=CONNECT_TIMEOUT, read=timeout.read),
     )
+
+
+@contextmanager
+def _waiting_outside(conn: Connection, *, user_id: int):
+    """Around a wait on the endpoint. A web process's database connections go back to its pool
+    first (released, never held while the endpoint answers); a call a request waits on takes
+    one of the account's places and ends by its deadline."""
+    before_waiting_outside()
+    if not conn.deadline_s:
+        yield
+        return
+    with limits.outbound(user_id=user_id, hold_s=conn.deadline_s), netguard.deadline(conn.deadline_s):
+        yield
 
 
 _SECRETISH = re.compile(r"(sk-[A-Za-z0-9_\-*]{4,}|Bearer\s+\S+)")
 
 
-def _scrub(text: str, conn: Connection) -> str:
+def scrub(text: str, conn: Connection) -> str:
+    """``text`` from the endpoint without the key (or anything shaped like one), at most 300 characters."""
     text = text.replace(conn.api_key, "[key]") if conn.api_key else text
     return _SECRETISH.sub("[key]", text)[:300]
 
@@ -150,7 +180,7 @@ def _translate(exc: Exception, conn: Connection) -> ProviderError:
                 "redirect",
                 "the model endpoint answered with a redirect; use the final URL (redirects are not followed)",
             )
-        detail = _scrub(getattr(exc, "message", "") or "", conn)
+        detail = scrub(getattr(exc, "message", "") or "", conn)
         return ProviderError("endpoint_error", f"the model endpoint answered {status}: {detail}".rstrip(": "))
     return ProviderError("bad_response", "the model endpoint sent a response that is not OpenAI-compatible")
 
@@ -221,12 +251,15 @@ def complete(
     """One chat completion. Raises ProviderError; records the call either way."""
     if not conn.endpoint_url or not conn.model:
         raise ProviderError("not_configured", "no model is set up: add an endpoint URL and model in your settings")
-    if purpose in (ProviderCall.Purpose.TURN, ProviderCall.Purpose.TEST):
+    if conn.deadline_s or purpose in (ProviderCall.Purpose.TURN, ProviderCall.Purpose.TEST):
         limits.model_call(user_id=user_id)  # calls a player triggers; background work is bounded per pass
     started = time.monotonic()
     extra = {"reasoning": {"max_tokens": reasoning_max_tokens}} if reasoning_max_tokens else None
-    with _recorded_failure(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, started=started):
-        response = _client(conn).chat.completions.create(
+    with (
+        _recorded_failure(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, started=started),
+        _waiting_outside(conn, user_id=user_id),
+    ):
+        response = client(conn).chat.completions.create(
             model=conn.model,
             messages=messages,
             max_tokens=max_tokens,
@@ -281,8 +314,11 @@ def embed(
 ) -> list[list[float]]:
     """Embeddings for ``texts`` (one request). Raises ProviderError; records the call."""
     started = time.monotonic()
-    with _recorded_failure(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, started=started):
-        response = _client(conn).embeddings.create(model=conn.model, input=texts)
+    with (
+        _recorded_failure(user_id=user_id, adventure_id=adventure_id, purpose=purpose, conn=conn, started=started),
+        _waiting_outside(conn, user_id=user_id),
+    ):
+        response = client(conn).embeddings.create(model=conn.model, input=texts)
         vectors = [item.embedding for item in sorted(response.data, key=lambda d: d.index)]
         if len(vectors) != len(texts):
             raise ValueError("wrong number of embeddings")
@@ -305,10 +341,14 @@ MODELS_LISTED_MAX = 500
 def models(*, conn: Connection, user_id: int) -> list[str]:
     """The model ids the endpoint lists (``GET {endpoint}/models``), sorted; at most
     MODELS_LISTED_MAX. Raises ProviderError; records the call (as a connection test)."""
+    limits.model_call(user_id=user_id)
     started = time.monotonic()
     purpose = ProviderCall.Purpose.TEST
-    with _recorded_failure(user_id=user_id, adventure_id=None, purpose=purpose, conn=conn, started=started):
-        listed = _client(conn).models.list()
+    with (
+        _recorded_failure(user_id=user_id, adventure_id=None, purpose=purpose, conn=conn, started=started),
+        _waiting_outside(conn, user_id=user_id),
+    ):
+        listed = client(conn).models.list()
         ids = sorted({str(m.id) for m in listed.data if getattr(m, "id", None)})[:MODELS_LISTED_MAX]
     record_call(user_id=user_id, adventure_id=None, purpose=purpose, conn=conn, outcome="ok", started=started)
     return ids

@@ -15,18 +15,18 @@ from stories.providers import (
     Completion,
     Connection,
     ProviderError,
-    _client,
-    _scrub,
     cached_tokens,
+    client,
     failed,
     record_call,
+    scrub,
 )
 
 
 def _stream_error(error, conn: Connection) -> ProviderError:
     """An error event in the middle of a stream."""
     message = error.get("message") if isinstance(error, dict) else str(error)
-    detail = _scrub(str(message or ""), conn)
+    detail = scrub(str(message or ""), conn)
     return ProviderError("endpoint_error", f"the model endpoint failed while writing: {detail}".rstrip(": "))
 
 
@@ -113,12 +113,12 @@ class ModelCall:
             raise self.error
         model, usage, finish = conn.model, None, None
         try:
-            client = _client(conn, awaited=True)
+            sdk = client(conn, awaited=True)
             if self.stream:
                 # The raw event stream, parsed here a network read at a time: the SDK's typed chunks
                 # and line iterators cost ~0.5 ms of CPU a piece, and everything that arrived in one
                 # read goes on as one piece (a fast model sends several per read).
-                async with client.chat.completions.with_streaming_response.create(
+                async with sdk.chat.completions.with_streaming_response.create(
                     **self.request, stream=True, stream_options={"include_usage": True}
                 ) as response:
                     done = False
@@ -150,7 +150,7 @@ class ModelCall:
                         if done:
                             break
             else:
-                response = await client.chat.completions.create(**self.request)
+                response = await sdk.chat.completions.create(**self.request)
                 choice = response.choices[0]
                 model, usage, finish = response.model or model, response.usage, choice.finish_reason
                 self.text = choice.message.content or ""

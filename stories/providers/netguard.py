@@ -5,6 +5,9 @@ addresses. The URL is checked when saved, and every connection resolves the
 host once, checks each address, and connects to the checked address itself,
 so a DNS answer that changes between check and connect gains nothing.
 Redirects are never followed and proxy variables are ignored.
+
+A call a request waits on runs within ``deadline``: every wait of it (the resolver, connecting,
+TLS, each read and write) ends by then, however slowly the endpoint trickles its bytes.
 """
 
 from __future__ import annotations
@@ -14,16 +17,22 @@ import functools
 import ipaddress
 import socket
 import ssl
+import threading
+import time
 import weakref
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import contextmanager
 from urllib.parse import urlsplit
 
 import httpcore2
 import httpx2
 from django.conf import settings
-from httpcore2._backends.base import AsyncNetworkBackend
+from httpcore2._backends.base import AsyncNetworkBackend, NetworkStream
 from httpcore2._backends.sync import SyncBackend
 
 import stories.providers.netstream as netstream
+from config.async_db import before_waiting_outside
 from config.errors import InvalidRequest
 
 
@@ -80,10 +89,51 @@ def address_problem(ip: str) -> str | None:
     return None
 
 
-def resolve_checked(host: str, port: int) -> list[tuple]:
-    """getaddrinfo results for host, all checked; EndpointRefused otherwise."""
+_deadline = threading.local()
+RESOLVERS_MAX = 32  # lookups under a deadline at once per process (a lookup past its deadline finishes here)
+_resolvers = ThreadPoolExecutor(max_workers=RESOLVERS_MAX, thread_name_prefix="resolve")
+
+
+@contextmanager
+def deadline(seconds: float):
+    """This thread's model calls inside end by ``seconds`` from now: each wait on the endpoint
+    (the resolver, connecting, TLS, a read, a write) waits at most what is left, and none
+    starts once it has passed (httpcore's timeout errors). 0: no deadline."""
+    if not seconds:
+        yield
+        return
+    outer = getattr(_deadline, "at", None)
+    at = time.monotonic() + seconds
+    _deadline.at = at if outer is None else min(outer, at)
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        yield
+    finally:
+        _deadline.at = outer
+
+
+def _left(timeout: float | None, error: type[Exception]) -> float | None:
+    """``timeout`` cut to what is left of this thread's deadline; ``error`` once nothing is."""
+    at = getattr(_deadline, "at", None)
+    if at is None:
+        return timeout
+    left = at - time.monotonic()
+    if left <= 0:
+        raise error("the call's deadline has passed")
+    return left if timeout is None else min(timeout, left)
+
+
+def resolve_checked(host: str, port: int) -> list[tuple]:
+    """getaddrinfo results for host, all checked; EndpointRefused otherwise. Under a ``deadline``
+    a lookup that does not finish in time is httpcore's ConnectTimeout."""
+    try:
+        if getattr(_deadline, "at", None) is None:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        else:
+            lookup = _resolvers.submit(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
+            try:
+                infos = lookup.result(timeout=_left(None, httpcore2.ConnectTimeout))
+            except FutureTimeout:
+                raise httpcore2.ConnectTimeout(f"the endpoint host {host!r} did not resolve in time") from None
     except (socket.gaierror, UnicodeError):
         raise EndpointRefused(f"the endpoint host {host!r} does not resolve") from None
     return _checked(host, infos)
@@ -109,10 +159,44 @@ def _checked(host: str, infos: list[tuple]) -> list[tuple]:
     return infos
 
 
+RESOLVE_DEADLINE_S = 5.0  # a saved endpoint's host must resolve within this
+
+
 def check_endpoint(url: str) -> None:
-    """Validate an endpoint URL when it is saved."""
+    """Validate an endpoint URL when it is saved (its host resolved within RESOLVE_DEADLINE_S).
+    Call it outside a transaction: the lookup waits on the resolver."""
     host, port = check_url_shape(url)
-    resolve_checked(host, port)
+    before_waiting_outside()
+    try:
+        with deadline(RESOLVE_DEADLINE_S):
+            resolve_checked(host, port)
+    except httpcore2.ConnectTimeout:
+        raise EndpointRefused(
+            f"the endpoint host {host!r} did not resolve within {RESOLVE_DEADLINE_S:g} seconds; check the host name"
+        ) from None
+
+
+class _DeadlineStream(NetworkStream):
+    """A connection whose every wait is cut to what is left of the thread's ``deadline``."""
+
+    def __init__(self, stream: NetworkStream):
+        self.stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self.stream.read(max_bytes, _left(timeout, httpcore2.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self.stream.write(buffer, _left(timeout, httpcore2.WriteTimeout))
+
+    def close(self) -> None:
+        self.stream.close()
+
+    def start_tls(self, ssl_context, server_hostname=None, timeout=None) -> NetworkStream:
+        tls = self.stream.start_tls(ssl_context, server_hostname, _left(timeout, httpcore2.ConnectTimeout))
+        return _DeadlineStream(tls)
+
+    def get_extra_info(self, info: str):
+        return self.stream.get_extra_info(info)
 
 
 class _GuardedBackend(SyncBackend):
@@ -122,10 +206,16 @@ class _GuardedBackend(SyncBackend):
         for family, type_, proto, _, sockaddr in infos:
             try:
                 # Connect to the checked address itself; TLS still verifies ``host``.
-                return super().connect_tcp(sockaddr[0], sockaddr[1], timeout, local_address, socket_options)
+                stream = super().connect_tcp(
+                    sockaddr[0], sockaddr[1], _left(timeout, httpcore2.ConnectTimeout), local_address, socket_options
+                )
+                return _DeadlineStream(stream)
             except httpcore2.ConnectError as exc:
                 last_error = exc
         raise last_error or httpcore2.ConnectError(f"could not connect to {host}")
+
+
+SYNC_CONNECTIONS_MAX = 1000  # model calls one process's threads may have open at once (each holds one)
 
 
 class GuardedTransport(httpx2.HTTPTransport):
@@ -134,7 +224,8 @@ class GuardedTransport(httpx2.HTTPTransport):
         self._pool = httpcore2.ConnectionPool(
             ssl_context=self._pool._ssl_context,
             network_backend=_GuardedBackend(),
-            max_connections=10,
+            max_connections=SYNC_CONNECTIONS_MAX,
+            max_keepalive_connections=20,
         )
 
 

@@ -11,21 +11,23 @@ from memory.story import summaries, summarize
 from memory.story.blocks import own_memories
 from memory.story.marks import SUMMARY_INTERVAL, cursor_for, mark_move, node_of, on_path
 from memory.story.report import PassReport
-from stories import accounts, lineage, tree
+from stories import accounts, lineage, providers, tree
 from stories.context import render_action
 from stories.models import Adventure, Branch
-from stories.providers import ProviderError
 
 RAW_ACTIONS_MAX = 200  # newest raw actions read for a summary (its prompt keeps at most 2,000 tokens of them)
 
 
-def update_summary(*, adventure: Adventure, head: Branch, report: PassReport, force: bool = False) -> None:
+def update_summary(
+    *, adventure: Adventure, head: Branch, report: PassReport, force: bool = False, for_request: bool = False
+) -> None:
     """Every SUMMARY_INTERVAL actions past the head path's newest summary
     snapshot, write the summary again from that snapshot, adding the memories
     written since (raw story where memories lag), and hang it off the tip node
     (memory.story.summaries). ``force``: rewrite over the whole path from the player's
     own text. If the path's summary changed during the model call (the player
-    edited it, or the tree moved), the rewrite is dropped and a later run retries."""
+    edited it, or the tree moved), the rewrite is dropped and a later run retries. ``for_request``:
+    a request waits on it (the model call within providers.for_request's deadline)."""
     cursor = cursor_for(adventure.pk)
     old = (cursor.summary_branch_id, cursor.summary_depth)
     snap = summaries.snapshot_on_path(head)
@@ -57,6 +59,8 @@ def update_summary(*, adventure: Adventure, head: Branch, report: PassReport, fo
         )
         material += [render_action(a) for a in reversed(raw)]
     conn = accounts.connection_for_background(user_id=adventure.owner_id, purpose="summary")
+    if conn is not None and for_request:
+        conn = providers.for_request(conn)
     try:
         written = summarize.write_summary(
             conn=conn,
@@ -67,7 +71,7 @@ def update_summary(*, adventure: Adventure, head: Branch, report: PassReport, fo
             user_id=adventure.owner_id,
             cards=list(adventure.cards.all()),
         )
-    except ProviderError as exc:
+    except providers.ProviderError as exc:
         report.failed(f"story summary: {exc.message}", exc.code)
         return
     with transaction.atomic():
