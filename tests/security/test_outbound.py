@@ -122,3 +122,60 @@ def test_healthz_says_when_the_pool_cannot_give_a_connection(tmp_path, alice, dj
     finally:
         site.stop()
         site.wait_disconnected()
+
+
+# ---------------------------------------------------------------------------- every call a request waits on
+
+
+@pytest.fixture
+def short_deadline(settings):
+    settings.REQUEST_MODEL_DEADLINE_S = 1
+    settings.PROVIDER_READ_TIMEOUT = 120.0  # a background call would wait this long, three times
+    return settings
+
+
+def test_a_memory_or_summary_written_again_on_a_silent_model_ends_by_the_deadline_tried_once(
+    adventure, memory_llm, alice_api, silent, short_deadline
+):
+    from memory.models import Memory
+    from memory.story import memory_pass
+    from tests.support.story import grow
+
+    grow(adventure, 12)
+    memory_pass.run(adventure.pk)
+    memory = Memory.objects.filter(adventure=adventure, source_start=1, character__isnull=True).first()
+    before = (memory.text, adventure.story_summary)
+    accounts.ai_settings_update(user_id=adventure.owner_id, endpoint_url=silent.url)
+    for path in (f"memories/{memory.pk}/regenerate/", "summary/regenerate/"):
+        answer = alice_api.post(f"/api/adventures/{adventure.pk}/{path}")
+        assert answer.status_code == 424, (path, answer.json())
+        assert "did not answer in time" in answer.json()["detail"]
+    assert silent.connections == 2, "each tried once"
+    memory.refresh_from_db()
+    adventure.refresh_from_db()
+    assert (memory.text, adventure.story_summary) == before, "nothing lost to a call that failed"
+
+
+def test_a_turn_and_an_agent_recall_whose_embedding_model_stalls_are_answered_by_the_deadline(
+    alice_plays, fake_llm, short_deadline, alice
+):
+    """The owner's embedding model takes 5 s for a query (the deadline is 1 s): the turn is played
+    with its recall falling back (said in recall_note), and the agent's recall answers, each query
+    tried once."""
+    from tests.support.fake_llm import Reply
+
+    aid = alice_plays.post("/api/adventures/", {"title": "T", "opening": "A road."}, format="json").json()["id"]
+    world = alice_plays.post("/api/worlds/", {"name": "Town"}, format="json").json()
+    alice_plays.post(
+        f"/api/worlds/{world['id']}/events/", {"type": "say", "actor": "ann", "text": "The well is dry."}, format="json"
+    )
+    accounts.ai_settings_update(user_id=alice.pk, embedding_model="fake-embed")
+    stalls = [Reply(delay=5, when=lambda body: "input" in body) for _ in range(4)]
+    fake_llm.queue(*stalls)
+    turn = alice_plays.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "look at the well"}, format="json")
+    assert turn.status_code == 201, turn.json()
+    assert turn.json()["recall_note"], "the player is told recall fell back"
+    recall = alice_plays.post(f"/api/worlds/{world['id']}/agents/ann/recall/", {"query": "the well"}, format="json")
+    assert recall.status_code == 200 and recall.json()["memories"], recall.json()
+    embeds = [r for r in fake_llm.requests if r.path.endswith("/embeddings") and "well" in str(r.body["input"])]
+    assert len(embeds) == 2, "each query embedding tried once"
