@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
-import struct
+import io
 import zlib
 
 from django.db import transaction
+from PIL import PngImagePlugin
 
 from config.errors import InvalidRequest
+from config.input_guard import parse_json
 from stories import cards as story_cards
 from stories import lorebook_schemas as schemas
 from stories.models import (
@@ -36,63 +37,104 @@ FILE_MAX = 8 * 1024 * 1024  # bytes of an uploaded card or lorebook
 
 # ---------------------------------------------------------------------------- reading a file
 
+CARD_CHUNKS = ("ccv3", "chara")  # the text chunks that carry a card, the preferred first
+CARD_TEXT_MAX = FILE_MAX  # bytes a card's chunk may hold once inflated
+UTF8_BOM = b"\xef\xbb\xbf"
+KEYWORD_MAX = 79  # bytes of a PNG text chunk's keyword (the PNG specification's bound)
+
+
+def _inflated(data: bytes, keyword: str) -> bytes:
+    """A compressed text chunk's text, inflated to at most CARD_TEXT_MAX bytes (past it a 400
+    naming the chunk) without ever holding more."""
+    inflater = zlib.decompressobj()
+    try:
+        text = inflater.decompress(data, CARD_TEXT_MAX)
+        if inflater.unconsumed_tail or not inflater.eof and inflater.decompress(b"", 1):
+            raise InvalidRequest(
+                f"file: the PNG's {keyword!r} chunk inflates past {CARD_TEXT_MAX // (1024 * 1024)} MB, "
+                "the most a character card may hold"
+            )
+    except zlib.error:
+        raise InvalidRequest(
+            f"file: the PNG's {keyword!r} chunk is not readable (its compression is damaged)"
+        ) from None
+    return text
+
+
+def _card_text(kind: bytes, body: bytes) -> tuple[str, bytes] | None:
+    """(keyword, text) of a tEXt, zTXt or iTXt chunk's body; None for another kind."""
+    keyword, _, rest = body.partition(b"\0")
+    name = keyword.decode("latin-1").lower()
+    if kind == b"tEXt":
+        return name, rest
+    if kind == b"zTXt":
+        return name, _inflated(rest[1:], name)
+    if kind == b"iTXt":
+        compressed, rest = rest[:1] == b"\1", rest[2:]
+        _language, _, rest = rest.partition(b"\0")
+        _translated, _, text = rest.partition(b"\0")
+        return name, _inflated(text, name) if compressed else text
+    return None
+
 
 def png_card(raw: bytes) -> dict:
     """The character card a PNG carries: its `ccv3` text chunk (V3), else its `chara` one (V2),
-    base64 JSON in a tEXt, zTXt or iTXt chunk."""
+    base64 JSON in a tEXt, zTXt or iTXt chunk. Only those chunks are read (the first of each
+    name; every other chunk is passed over unread and never inflated), each inflated to at most
+    CARD_TEXT_MAX bytes; Pillow's chunk reader checks the file's framing and those chunks'
+    checksums. A damaged file or card is a 400 saying what to fix."""
     if not raw.startswith(PNG_SIGNATURE):
         raise InvalidRequest("file: not a PNG image (a character card is a PNG or a JSON file)")
     found: dict[str, bytes] = {}
-    at = len(PNG_SIGNATURE)
-    while at + 8 <= len(raw):
-        (length,) = struct.unpack(">I", raw[at : at + 4])
-        kind = raw[at + 4 : at + 8]
-        body = raw[at + 8 : at + 8 + length]
-        if len(body) < length:
-            break
-        at += 12 + length
-        if kind == b"tEXt" and b"\0" in body:
-            key, text = body.split(b"\0", 1)
-        elif kind == b"zTXt" and b"\0" in body:
-            key, rest = body.split(b"\0", 1)
+    with PngImagePlugin.ChunkStream(io.BytesIO(raw)) as chunks:
+        chunks.fp.seek(len(PNG_SIGNATURE))
+        while len(found) < len(CARD_CHUNKS) and chunks.fp.tell() + 12 <= len(raw):
             try:
-                text = zlib.decompress(rest[1:])
-            except zlib.error:
-                continue
-        elif kind == b"iTXt" and b"\0" in body:
-            key, rest = body.split(b"\0", 1)
-            if len(rest) < 2:
-                continue
-            compressed, rest = rest[0], rest[2:]
-            parts = rest.split(b"\0", 2)
-            if len(parts) < 3:
-                continue
-            text = parts[2]
-            if compressed:
-                try:
-                    text = zlib.decompress(text)
-                except zlib.error:
-                    continue
-        else:
+                kind, at, length = chunks.read()
+            except SyntaxError:
+                raise InvalidRequest("file: this PNG is damaged (a chunk that is not one)") from None
             if kind == b"IEND":
                 break
-            continue
-        found[key.decode("latin-1").lower()] = text
+            if at + length + 4 > len(raw):
+                raise InvalidRequest("file: this PNG is cut short (a chunk runs past the end of the file)")
+            head = raw[at : at + KEYWORD_MAX + 1].partition(b"\0")[0].decode("latin-1").lower()
+            if kind not in (b"tEXt", b"zTXt", b"iTXt") or head not in CARD_CHUNKS or head in found:
+                chunks.fp.seek(at + length + 4)
+                continue
+            body = chunks.fp.read(length)
+            try:
+                chunks.crc(kind, body)
+            except SyntaxError:
+                raise InvalidRequest(
+                    f"file: this PNG's {head!r} chunk is damaged (its checksum does not match)"
+                ) from None
+            name, text = _card_text(kind, body)
+            found[name] = text
     chunk = found.get("ccv3") or found.get("chara")
     if chunk is None:
         raise InvalidRequest("file: this PNG carries no character card (no 'chara' or 'ccv3' text chunk)")
     try:
-        data = json.loads(base64.b64decode(chunk, validate=False))
-    except (binascii.Error, ValueError, UnicodeDecodeError):
-        raise InvalidRequest("file: the card inside this PNG is not readable JSON") from None
+        decoded = base64.b64decode(chunk, validate=False)
+    except (binascii.Error, ValueError):
+        raise InvalidRequest("file: the card inside this PNG is not readable JSON (its base64 is damaged)") from None
+    data = _json_file(decoded, what="the card inside this PNG")
     if not isinstance(data, dict):
         raise InvalidRequest("file: the card inside this PNG is not a JSON object")
     return data
 
 
+def _json_file(raw: bytes, *, what: str) -> object:
+    """``raw`` read by the request body's strict JSON reader (a UTF-8 byte-order mark allowed)."""
+    try:
+        return parse_json(raw.removeprefix(UTF8_BOM))
+    except ValueError as exc:
+        message = str(exc).replace("the body", what)
+        raise InvalidRequest(f"file: {message}") from None
+
+
 def read_document(request) -> object:
     """The JSON document of a request: its body, or an uploaded file (form field `file`): a PNG
-    character card or a JSON file."""
+    character card or a JSON file, read as strictly as a body."""
     upload = request.FILES.get("file") if hasattr(request, "FILES") else None
     if upload is None:
         return request.data
@@ -101,10 +143,9 @@ def read_document(request) -> object:
     raw = upload.read()
     if raw.startswith(PNG_SIGNATURE):
         return png_card(raw)
-    try:
-        return json.loads(raw.decode("utf-8-sig"))
-    except (UnicodeDecodeError, ValueError):
-        raise InvalidRequest("file: neither a PNG character card nor a JSON file") from None
+    if raw.removeprefix(UTF8_BOM).lstrip()[:1] not in (b"{", b"["):
+        raise InvalidRequest("file: neither a PNG character card nor a JSON file")
+    return _json_file(raw, what="the file")
 
 
 # ---------------------------------------------------------------------------- the entries

@@ -1,16 +1,36 @@
 """A SillyTavern character card, a SillyTavern lorebook and a NovelAI lorebook changed in any one
-place are a 201 or a 400 that says where, never a 5xx, and a refused file stores nothing."""
+place are a 201 or a 400 that says where, never a 5xx, and a refused file stores nothing: sent as
+a request body, as an uploaded JSON file and inside a PNG card's `chara` chunk alike."""
 
+import base64
 import copy
 import json
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stories.models import Adventure, StoryCard
 from tests.security.test_import_fuzz import _DROP, HOSTILE, _paths, _set
-from tests.stories.test_field_formats import MAREN_V2
+from tests.stories.test_field_formats import MAREN_V2, chunk, png
+
+# what only a file could carry past the body's reader before: NUL, a lone surrogate, NaN
+FILE_HOSTILE = ["a\x00b", "\ud800", float("nan"), float("inf")]
+
+
+def sent(client, url, document, way):
+    """``document`` posted as a body, an uploaded JSON file, or inside a PNG card's chunk."""
+    raw = json.dumps(document).encode()
+    if way == "body":
+        return client.post(url, raw, content_type="application/json")
+    if way == "png":
+        plain = png(chara={})
+        raw = plain.replace(
+            chunk(b"tEXt", b"chara\0" + base64.b64encode(b"{}")), chunk(b"tEXt", b"chara\0" + base64.b64encode(raw))
+        )
+    return client.post(url, {"file": SimpleUploadedFile(f"f.{way}", raw)}, format="multipart")
+
 
 pytestmark = pytest.mark.django_db
 
@@ -46,13 +66,17 @@ def test_every_one_place_change_to_a_card_or_lorebook_is_a_201_or_a_400(alice_ap
     places = [path for path, _ in _paths(document) if path]
 
     @settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
-    @given(place=st.sampled_from(places), value=st.sampled_from(HOSTILE + [_DROP]))
-    def one_change(place, value):
+    @given(
+        place=st.sampled_from(places),
+        value=st.sampled_from(HOSTILE + FILE_HOSTILE + [_DROP]),
+        way=st.sampled_from(["body", "json", "png"]),
+    )
+    def one_change(place, value, way):
         changed = copy.deepcopy(document)
         _set(changed, place, value)
         before = _counts()
-        response = alice_api.post(url, json.dumps(changed), content_type="application/json")
-        where = f"{'.'.join(map(str, place))} = {str(value)[:30]!r}"
+        response = sent(alice_api, url, changed, way)
+        where = f"{way}: {'.'.join(map(str, place))} = {str(value)[:30]!r}"
         assert response.status_code in (201, 400), f"{where} -> {response.status_code}"
         if response.status_code == 400:
             assert "Traceback" not in response.json()["detail"], where
