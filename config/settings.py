@@ -21,6 +21,7 @@ from config.env import (
     check_networks,
     check_redis_url,
     env_bool,
+    env_float,
     env_int,
     env_list,
     env_str,
@@ -155,7 +156,7 @@ MODEL_CALLS_PER_MINUTE = env_int("MODEL_CALLS_PER_MINUTE", 60, minimum=0)  # tur
 LOGIN_FAILURES_MAX = env_int("LOGIN_FAILURES_MAX", 10, minimum=1)  # per username and address...
 LOGIN_FAILURE_WINDOW_S = env_int("LOGIN_FAILURE_WINDOW_S", 900, minimum=1)  # ...in this window
 SIGNUPS_PER_HOUR = env_int("SIGNUPS_PER_HOUR", 20, minimum=0)  # new accounts per client address; 0: no limit
-IMPORT_TIME_LIMIT_S = env_int("IMPORT_TIME_LIMIT_S", 300, minimum=1, maximum=600)  # one import job
+IMPORT_TIME_LIMIT_S = env_float("IMPORT_TIME_LIMIT_S", 300, minimum=0.1, maximum=600)  # one import job
 IMPORT_MEMORY_MB = env_int("IMPORT_MEMORY_MB", 1024, minimum=16)  # what one import job may add to its worker
 IMPORTS_PER_HOUR = env_int("IMPORTS_PER_HOUR", 30, minimum=0)  # adventure imports per user
 SCENARIO_PUBLISHES_PER_DAY = env_int("SCENARIO_PUBLISHES_PER_DAY", 10, minimum=0)  # per author; 0: no limit

@@ -16,12 +16,12 @@ from rest_framework.views import APIView
 from config import paging
 from config import serializer_fields as strict
 from config.errors import NotFound
-from stories import lineage, story_text, tree
+from stories import lineage, story_text, tree, tree_history
 from stories import serializers as s
 from stories.api_support import adventure_for as _adventure
 from stories.api_support import valid as _valid
 from stories.models import Action, Adventure, Branch
-from stories.play import history, turns
+from stories.play import turns
 
 STORY_PAGE_DEFAULT = 50  # actions per page
 STORY_PAGE_MAX = 200
@@ -133,7 +133,7 @@ class UndoView(APIView):
         "(a continue, or an action whose reply failed, alone). Redo brings it back.",
     )
     def post(self, request, adventure_id):
-        return Response(history.undo_turn(adventure=_adventure(request, adventure_id)))
+        return Response(tree_history.turn_undo(adventure_id=_adventure(request, adventure_id).pk))
 
 
 class RedoView(APIView):
@@ -146,7 +146,7 @@ class RedoView(APIView):
         "409 otherwise.",
     )
     def post(self, request, adventure_id):
-        done = history.redo_turn(adventure=_adventure(request, adventure_id))
+        done = tree_history.turn_redo(adventure_id=_adventure(request, adventure_id).pk)
         return Response({**done, "actions": s.ActionSerializer(done["actions"], many=True).data})
 
 

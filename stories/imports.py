@@ -200,7 +200,7 @@ def job_stopped(job_id: int, why: str) -> None:
     ``why`` is ``timeout`` (it ran past IMPORT_TIME_LIMIT_S) or ``too_large`` (it needed more
     memory than IMPORT_MEMORY_MB)."""
     detail = {
-        "timeout": f"import: it took longer than {settings.IMPORT_TIME_LIMIT_S} second"
+        "timeout": f"import: it took longer than {settings.IMPORT_TIME_LIMIT_S:g} second"
         f"{'' if settings.IMPORT_TIME_LIMIT_S == 1 else 's'} and was stopped (nothing "
         "was stored); split the file or try again later",
         "too_large": f"import: it needed more than {settings.IMPORT_MEMORY_MB} MB of memory and was stopped "

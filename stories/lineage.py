@@ -83,7 +83,16 @@ def owner_at(branch: Branch, depth: int) -> int:
 
 
 def node_at(branch: Branch, depth: int) -> Action | None:
-    """The live action at ``depth`` on ``branch``'s path."""
+    """The live action at ``depth`` on ``branch``'s path, as readers see it: None when a moderator
+    hid it (its text reaches no reader, prompt, copy or memory)."""
+    node = node_at_even_hidden(branch, depth)
+    return None if node is None or node.hidden else node
+
+
+def node_at_even_hidden(branch: Branch, depth: int) -> Action | None:
+    """The live action at ``depth`` on ``branch``'s path whether or not a moderator hid it: the
+    tree's shape (what undo removes, what a retry replaces, where a fork starts). Its text goes to
+    no reader but staff."""
     if not 1 <= depth <= branch.tip_depth:
         return None
     return Action.objects.filter(branch_id=owner_at(branch, depth), depth=depth, live=True).first()

@@ -168,6 +168,20 @@ class Action(models.Model):
         return self.kind in self.MODEL_KINDS
 
 
+class RedoTurn(models.Model):
+    """A turn undo took from the end of a branch, which redo brings back while that branch's story
+    has not changed since: any other write to the branch ends its stack (stories.tree). ``nodes``:
+    each node's kind, text and whether a moderator hid it, oldest first."""
+
+    branch = models.ForeignKey(Branch, on_delete=models.CASCADE, related_name="+")
+    from_depth = models.PositiveIntegerField()  # the depth of the turn's first node
+    nodes = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["branch", "-id"])]
+
+
 class StoryCard(models.Model):
     class Type(models.TextChoices):
         CHARACTER = "character"

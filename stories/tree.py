@@ -26,7 +26,7 @@ from config import jobs
 from config.errors import Conflict, InvalidRequest, NotFound
 from stories import lineage, tree_sql
 from stories.generation import generation_check
-from stories.models import Action, Adventure, Branch
+from stories.models import Action, Adventure, Branch, RedoTurn
 from stories.tree_signals import head_moved, nodes_copied, story_rewritten  # noqa: F401 (the tree's signals)
 from stories.tree_storage import copy_rows, detach_borrowers, materialize, own_for_rewrite
 
@@ -63,8 +63,14 @@ def _lock_adventure(adventure_id: int, *, tree_write: bool = True) -> Adventure:
     return adventure
 
 
-def _notify(adventure_id: int, branch_id: int, from_depth: int, change: str) -> None:
+def rewritten_notify(
+    adventure_id: int, branch_id: int, from_depth: int, change: str, *, ends_redo: bool = True
+) -> None:
+    """Nodes of the branch changed from ``from_depth`` on (``story_rewritten``; the memory pass is
+    asked for). ``ends_redo``: the change ends what undo kept to redo on it (all but an undo)."""
     _story_changed(adventure_id)
+    if ends_redo:
+        RedoTurn.objects.filter(branch_id=branch_id).delete()
     story_rewritten.send(
         sender=Branch, adventure_id=adventure_id, branch_id=branch_id, from_depth=from_depth, change=change
     )
@@ -79,8 +85,9 @@ def _save_branch(branch: Branch, *fields: str) -> None:
     branch.save(update_fields=list(fields))
 
 
-def _set_tip(branch: Branch, depth: int) -> None:
-    """The one write path of a branch's tip: the depth of the newest node on its path."""
+def tip_set(branch: Branch, depth: int) -> None:
+    """The one write path of a branch's tip (the depth of the newest node on its path), but for
+    the append statement (stories.tree_sql). The tree's modules only."""
     branch.tip_depth = depth
     _save_branch(branch, "tip_depth")
 
@@ -105,7 +112,7 @@ def adventure_start(*, adventure: Adventure, opening: str) -> Branch:
         _set_head(adventure, root, moved=False)
         if opening:
             Action.objects.create(adventure=adventure, branch=root, depth=1, kind=Action.Kind.START, text=opening)
-            _set_tip(root, 1)
+            tip_set(root, 1)
     return root
 
 
@@ -167,12 +174,20 @@ def tree_import(
 
 
 def place(
-    *, adventure_id: int, branch_id: int | None, kind: str, text: str, ask_pass: bool = True, release: str = ""
+    *,
+    adventure_id: int,
+    branch_id: int | None,
+    kind: str,
+    text: str,
+    ask_pass: bool = True,
+    release: str = "",
+    redone_hidden: bool | None = None,
 ) -> Action:
-    """Append a node after the tip of ``branch_id`` (None: the head, as it stands under the lock).
-    ``ask_pass``: False when the caller asks for the memory pass itself once a
-    series of changes is done (a turn asks after its reply, or when it fails).
-    ``release``: a generation's claim token, freed in the same write (its reply).
+    """Append a node after the tip of ``branch_id`` (None: the head, as it stands under the lock);
+    it ends what undo kept to redo on the branch. ``ask_pass``: False when the caller asks for the
+    memory pass itself once a series of changes is done (a turn asks after its reply, or when it
+    fails). ``release``: a generation's claim token, freed in the same write (its reply).
+    ``redone_hidden``: a node redo brings back (stories.tree_history), hidden as it was.
     The returned action's ``branch`` is the branch as it stands after the write."""
     with transaction.atomic():
         locked = tree_sql.append_lock(adventure_id=adventure_id, release=release)
@@ -185,6 +200,8 @@ def place(
             kind=kind,
             text=text,
             now=locked.updated_at,
+            hidden=bool(redone_hidden),
+            ends_redo=redone_hidden is None,
         )
         if action is None:
             if kind == Action.Kind.START and Branch.objects.filter(pk=branch_id or locked.head_branch_id).exists():
@@ -202,14 +219,14 @@ def take_add(*, adventure_id: int, branch_id: int, expected_tip_id: int, kind: s
     tree moved meanwhile, raises TreeError instead of writing."""
     with transaction.atomic():
         branch = lock(adventure_id, branch_id).branch
-        tip = lineage.node_at(branch, branch.tip_depth)
+        tip = lineage.node_at_even_hidden(branch, branch.tip_depth)
         if tip is None or tip.pk != expected_tip_id:
             raise TreeError("the story changed while the model was writing; nothing was saved, try again")
         depth = tip.depth
         own_for_rewrite(branch, depth)
         Action.objects.filter(branch=branch, depth=depth, live=True).update(live=False)
         action = Action.objects.create(adventure_id=adventure_id, branch=branch, depth=depth, kind=kind, text=text)
-        _notify(adventure_id, branch.pk, depth, "replaced")
+        rewritten_notify(adventure_id, branch.pk, depth, "replaced")
     return action
 
 
@@ -227,32 +244,8 @@ def take_select(*, adventure_id: int, action_id: int) -> Action:
         Action.objects.filter(branch=branch, depth=action.depth, live=True).update(live=False)
         Action.objects.filter(pk=action.pk).update(live=True)
         action.live = True
-        _notify(adventure_id, branch.pk, action.depth, "replaced")
+        rewritten_notify(adventure_id, branch.pk, action.depth, "replaced")
     return action
-
-
-def undo(*, adventure_id: int) -> int:
-    """Remove the newest node (with all its takes) from the head branch's story.
-    Returns the removed depth. Other branches keep their stories."""
-    with transaction.atomic():
-        branch = lock(adventure_id).branch
-        depth = branch.tip_depth
-        if depth == 0:
-            raise TreeError("there is nothing to undo")
-        node = lineage.node_at(branch, depth)
-        if node.kind == Action.Kind.START:
-            raise TreeError("the opening cannot be undone; edit it instead")
-        if depth > branch.fork_depth:
-            detach_borrowers(branch, depth)
-            Action.objects.filter(branch=branch, depth=depth).delete()
-        else:
-            # The node belongs to an ancestor: read one node less of it.
-            branch.fork_depth = depth - 1
-            branch.lineage = [[a, min(cap, depth - 1)] for a, cap in branch.lineage]
-            _save_branch(branch, "fork_depth", "lineage")
-        _set_tip(branch, depth - 1)
-        _notify(adventure_id, branch.pk, depth, "removed")
-    return depth
 
 
 def edit(*, adventure_id: int, action_id: int, text: str) -> Action:
@@ -269,7 +262,7 @@ def edit(*, adventure_id: int, action_id: int, text: str) -> Action:
         now = timezone.now()
         Action.objects.filter(pk=action.pk).update(text=text, edited_at=now)
         action.refresh_from_db()
-        _notify(adventure_id, branch.pk, action.depth, "edited")
+        rewritten_notify(adventure_id, branch.pk, action.depth, "edited")
     return action
 
 
@@ -290,8 +283,8 @@ def delete(*, adventure_id: int, action_id: int) -> int:
         Action.objects.filter(branch=branch, depth__gt=DEPTH_SHIFT_OFFSET).update(
             depth=F("depth") - DEPTH_SHIFT_OFFSET - 1
         )
-        _set_tip(branch, branch.tip_depth - 1)
-        _notify(adventure_id, branch.pk, depth, "removed")
+        tip_set(branch, branch.tip_depth - 1)
+        rewritten_notify(adventure_id, branch.pk, depth, "removed")
     return depth
 
 
@@ -319,7 +312,7 @@ def fork(*, adventure_id: int, action_id: int, name: str = "", checkout: bool = 
         source = head if lineage.on_path(head, action) else Branch.objects.get(pk=action.branch_id)
         depth = action.depth if action.live else action.depth - 1
         if action.live and action.kind in (Action.Kind.DO, Action.Kind.SAY, Action.Kind.STORY):
-            reply = lineage.node_at(source, action.depth + 1)  # a player's action forks with its reply
+            reply = lineage.node_at_even_hidden(source, action.depth + 1)  # a player's action forks with its reply
             if reply is not None and reply.is_model_output:
                 depth = reply.depth
         new = Branch.objects.create(
@@ -333,7 +326,7 @@ def fork(*, adventure_id: int, action_id: int, name: str = "", checkout: bool = 
         if not action.live:
             copy_rows([action], to_branch=new, carry=False)
             Action.objects.filter(branch=new, depth=action.depth).update(live=True)
-            _set_tip(new, action.depth)
+            tip_set(new, action.depth)
         if checkout:
             _set_head(adventure, new)
     return new
@@ -368,14 +361,7 @@ def hide(*, adventure_id: int, action_id: int, hidden: bool) -> Action:
         if action.live:
             for branch in Branch.objects.filter(adventure_id=adventure_id):
                 if lineage.on_path(branch, action):
-                    story_rewritten.send(
-                        sender=Branch,
-                        adventure_id=adventure_id,
-                        branch_id=branch.pk,
-                        from_depth=action.depth,
-                        change="hidden",
-                    )
-            _story_changed(adventure_id)
+                    rewritten_notify(adventure_id, branch.pk, action.depth, "hidden")
     return action
 
 

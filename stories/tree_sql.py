@@ -24,12 +24,16 @@ UPDATE stories_adventure a SET updated_at = %(now)s,
 FROM old WHERE a.id = old.id
 RETURNING old.head_branch_id, old.generation_token, old.generation_until
 """
+# The branch's tip moves on, the node is inserted there and (but for a redo) what undo kept to redo on
+# the branch is forgotten: a new node ends it.
 APPEND_SQL = """
 WITH b AS (UPDATE stories_branch SET tip_depth = tip_depth + 1
            WHERE id = %(branch)s AND adventure_id = %(adventure)s AND (%(kind)s <> 'start' OR tip_depth = 0)
            RETURNING id, adventure_id, parent_id, fork_depth, lineage, tip_depth, name, internal, created_at),
      n AS (INSERT INTO stories_action (adventure_id, branch_id, depth, kind, text, live, hidden, created_at)
-           SELECT b.adventure_id, b.id, b.tip_depth, %(kind)s, %(text)s, true, false, %(now)s FROM b RETURNING id)
+           SELECT b.adventure_id, b.id, b.tip_depth, %(kind)s, %(text)s, true, %(hidden)s, %(now)s FROM b
+           RETURNING id),
+     r AS (DELETE FROM stories_redoturn WHERE %(ends_redo)s AND branch_id = (SELECT id FROM b))
 SELECT n.id, b.id, b.adventure_id, b.parent_id, b.fork_depth, b.lineage::text, b.tip_depth, b.name, b.internal,
        b.created_at FROM n, b
 """
@@ -62,14 +66,15 @@ def append_lock(*, adventure_id: int, release: str = "") -> Adventure | None:
     )
 
 
-def append_node(*, adventure_id: int, branch_id: int, kind: str, text: str, now) -> Action | None:
+def append_node(
+    *, adventure_id: int, branch_id: int, kind: str, text: str, now, hidden: bool = False, ends_redo: bool = True
+) -> Action | None:
     """Move the branch's tip one on and insert the node there; the action's ``branch`` is the
     branch as it now stands. None when the branch is not this adventure's (or, for an opening,
-    when the branch already has a node)."""
+    when the branch already has a node). ``ends_redo``: False for a redo placing what undo took."""
+    params = {"branch": branch_id, "adventure": adventure_id, "kind": kind, "text": text, "now": now}
     with connection.cursor() as cursor:
-        cursor.execute(
-            APPEND_SQL, {"branch": branch_id, "adventure": adventure_id, "kind": kind, "text": text, "now": now}
-        )
+        cursor.execute(APPEND_SQL, {**params, "hidden": hidden, "ends_redo": ends_redo})
         row = cursor.fetchone()
     if row is None:
         return None
@@ -84,7 +89,7 @@ def append_node(*, adventure_id: int, branch_id: int, kind: str, text: str, now)
         kind=kind,
         text=text,
         live=True,
-        hidden=False,
+        hidden=hidden,
         created_at=now,
         edited_at=None,
     )

@@ -11,7 +11,7 @@ from stories.tree_signals import nodes_copied
 
 
 def copy_rows(rows: list[Action], *, to_branch: Branch, carry: bool = True) -> dict[int, Action]:
-    """Copy action rows (keeping depth, kind, text, live, times) onto ``to_branch``;
+    """Copy action rows (keeping depth, kind, text, live, hidden, times) onto ``to_branch``;
     returns old id -> copy. ``carry``: whole nodes are copied, so what hangs off
     them (memories) follows."""
     copies = {}
@@ -23,6 +23,7 @@ def copy_rows(rows: list[Action], *, to_branch: Branch, carry: bool = True) -> d
             kind=row.kind,
             text=row.text,
             live=row.live,
+            hidden=row.hidden,
             edited_at=row.edited_at,
         )
     # Copies share one created_at; ascending ids keep the takes' order.

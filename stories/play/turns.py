@@ -75,6 +75,7 @@ class Prepared:
     reply_kind: str
     retake_of: Action | None = None  # a retry adds a take to this reply
     sent: bytes = b""  # the prompt's fingerprint, for the model call's log row (stories.prompt_prefix)
+    story_ids: tuple[int, ...] = ()  # the story's nodes the prompt tells
 
 
 def _story_window(context_tokens: int) -> int:
@@ -136,6 +137,7 @@ def _prepare(
         reply_kind=reply_kind,
         retake_of=retake_of,
         sent=sent,
+        story_ids=tuple(a.pk for a in story),
     )
 
 
@@ -200,7 +202,7 @@ def _sent_before(*, user_id: int, adventure: Adventure, key: str) -> Action | No
     if stored is None:
         return None
     branch = lineage.head(adventure)
-    tip = lineage.node_at(branch, branch.tip_depth)
+    tip = lineage.node_at_even_hidden(branch, branch.tip_depth)
     if tip is None or tip.pk != int(stored):
         raise Conflict("this action was already played (the request was sent twice): reload the story")
     return tip
@@ -211,7 +213,7 @@ def begin_retry(*, user_id: int, adventure: Adventure) -> Prepared:
     node is the player's (its reply failed), the missing reply."""
     with _claimed(adventure.pk) as token:
         branch = lineage.head(adventure)
-        tip = lineage.node_at(branch, branch.tip_depth)
+        tip = lineage.node_at_even_hidden(branch, branch.tip_depth)
         if tip is None or tip.kind == Action.Kind.START:
             raise Conflict("there is no reply to retry yet; play a turn or continue")
         retake = tip if tip.is_model_output else None
@@ -331,7 +333,7 @@ def _finish(p: Prepared, call: ModelCall, stopped: bool) -> TurnResult | None:
                     adventure_id=p.adventure.pk, branch_id=p.branch.pk, kind=p.reply_kind, text=text, release=p.token
                 )
                 released = True  # the reply's write freed the claim
-            _keep_last_context(p.adventure, p.ctx, completion)
+            _keep_last_context(p, completion)
             return TurnResult(p.placed + [reply], p.ctx, completion, p.memories, p.conn.demo)
     finally:
         if not released:
@@ -346,23 +348,32 @@ def _last_context_key(adventure: Adventure) -> str:
     return f"last-context:{adventure.pk}:{adventure.created_at.timestamp()}"
 
 
-def _keep_last_context(adventure: Adventure, ctx: Context, completion: Completion) -> None:
+def _keep_last_context(p: Prepared, completion: Completion) -> None:
     """The prompt the turn sent, part by part, for Insights' "last turn" view (in Redis, for
     LAST_CONTEXT_TTL_S; a Redis that fails loses the view, never the turn)."""
-    shown = {**ctx.as_dict(), "sent_at": timezone.now().isoformat(), "cached_tokens": completion.cached_tokens}
+    shown = {**p.ctx.as_dict(), "sent_at": timezone.now().isoformat(), "cached_tokens": completion.cached_tokens}
     try:
-        redis_client().set(_last_context_key(adventure), json.dumps(shown), ex=LAST_CONTEXT_TTL_S)
+        kept = json.dumps({"shown": shown, "story_ids": p.story_ids})
+        redis_client().set(_last_context_key(p.adventure), kept, ex=LAST_CONTEXT_TTL_S)
     except redis.RedisError as exc:
-        log.warning("the last context of adventure %s was not kept: %s", adventure.pk, exc)
+        log.warning("the last context of adventure %s was not kept: %s", p.adventure.pk, exc)
 
 
 def last_insights(*, user_id: int, adventure_id: int) -> dict:
     """The prompt the last turn sent, as Insights shows it; NotFound when none was sent in the
-    last LAST_CONTEXT_TTL_S (or it was not kept)."""
-    kept = redis_client().get(_last_context_key(access_adventure(user_id=user_id, adventure_id=adventure_id)))
+    last LAST_CONTEXT_TTL_S, it was not kept (or Redis cannot be read now), or it told a node a
+    moderator has hidden since (hidden text reaches nobody but staff)."""
+    adventure = access_adventure(user_id=user_id, adventure_id=adventure_id)
+    try:
+        kept = redis_client().get(_last_context_key(adventure))
+    except redis.RedisError:
+        raise NotFound("the last turn's prompt cannot be read right now; try again in a minute") from None
     if kept is None:
         raise NotFound("no turn was sent in the last 6 hours: play one and its prompt shows here")
-    return json.loads(kept)
+    kept = json.loads(kept)
+    if Action.objects.filter(pk__in=kept["story_ids"], hidden=True).exists():
+        raise NotFound("the last turn's prompt told a passage a moderator has hidden since, so it is not shown")
+    return kept["shown"]
 
 
 def insights(*, user_id: int, adventure_id: int) -> Context:

@@ -4,7 +4,7 @@ import pytest
 
 from memory.models import Cursor, Memory
 from memory.story import blocks, memories, memory_pass, retrieval
-from stories import lineage, tree
+from stories import lineage, tree, tree_history
 from stories.models import Branch
 from tests.memory.conftest import grow
 
@@ -36,7 +36,7 @@ def test_undo_withdraws_the_memory_of_the_removed_node_and_rewinds_the_cursor(ad
     head = head_of(adventure)
     opening_note = memories.memory_write(adventure=adventure, text="Mira fears deep water.")
     Memory.objects.filter(pk=opening_note.pk).update(depth=1)
-    tree.undo(adventure_id=adventure.pk)
+    tree_history.node_undo(adventure_id=adventure.pk)
     assert visible(head.pk) == [(1, 6)]
     assert Cursor.objects.get(adventure=adventure).memory_depth == 6
     assert Memory.objects.filter(pk=opening_note.pk).exists(), "hand-written memories at the opening survive"

@@ -74,3 +74,72 @@ def test_forking_from_a_players_action_keeps_its_reply(inn, alice_api):
 def test_another_players_undo_and_redo_are_not_found(inn, bob_api):
     for path in ("undo/", "redo/"):
         assert bob_api.post(f"/api/adventures/{inn}/{path}").status_code == 404
+
+
+def test_an_edit_after_an_undo_ends_the_redo_and_redo_says_why(inn, alice_api):
+    """Undo a turn, edit the new last action, press Redo: the undone turn never comes back on top
+    of the edited story."""
+    alice_api.post(f"/api/adventures/{inn}/undo/")
+    last = alice_api.get(f"/api/adventures/{inn}/story/").json()["actions"][-1]
+    edited = alice_api.patch(
+        f"/api/adventures/{inn}/actions/{last['id']}/", {"text": "The well is dry and full of bones."}, format="json"
+    )
+    assert edited.status_code == 200
+    before = story(alice_api, inn)
+    refused = alice_api.post(f"/api/adventures/{inn}/redo/")
+    assert refused.status_code == 409 and "changed since" in refused.json()["detail"], refused.json()
+    assert story(alice_api, inn) == before
+
+
+@pytest.mark.parametrize("change", ["retry", "delete", "take"])
+def test_any_other_change_at_the_end_ends_the_redo(inn, alice_api, change):
+    alice_api.post(f"/api/adventures/{inn}/turns/", {"mode": "continue"}, format="json")
+    alice_api.post(f"/api/adventures/{inn}/undo/")
+    last = alice_api.get(f"/api/adventures/{inn}/story/").json()["actions"][-1]
+    if change == "retry":
+        assert alice_api.post(f"/api/adventures/{inn}/retry/").status_code == 201
+    elif change == "delete":
+        assert alice_api.delete(f"/api/adventures/{inn}/actions/{last['id']}/").status_code == 204
+    else:
+        alice_api.post(f"/api/adventures/{inn}/retry/")
+        newest = alice_api.get(f"/api/adventures/{inn}/story/").json()["actions"][-1]
+        chosen = alice_api.post(
+            f"/api/adventures/{inn}/actions/{newest['id']}/takes/", {"take_id": last["id"]}, format="json"
+        )
+        assert chosen.status_code == 200, chosen.json()
+    before = story(alice_api, inn)
+    assert alice_api.post(f"/api/adventures/{inn}/redo/").status_code == 409
+    assert story(alice_api, inn) == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_three_redos_at_once_bring_the_turn_back_once_and_two_undos_take_back_two_turns(owner):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connection
+
+    from tests.conftest import api_client_for
+
+    api = api_client_for(owner)
+    aid = api.post("/api/adventures/", {"title": "Inn", "opening": "Rain."}, format="json").json()["id"]
+    for text in ("knock", "step inside", "sit down"):
+        turn(api, aid, text)
+    before = story(api, aid)
+
+    def at_once(path, count):
+        def one(_):
+            try:
+                return api_client_for(owner).post(f"/api/adventures/{aid}/{path}").status_code
+            finally:
+                connection.close()
+
+        with ThreadPoolExecutor(count) as pool:
+            return sorted(pool.map(one, range(count)))
+
+    assert api.post(f"/api/adventures/{aid}/undo/").status_code == 200
+    assert at_once("redo/", 3) == [200, 409, 409]
+    assert story(api, aid) == before, "the turn placed once"
+    assert at_once("undo/", 2) == [200, 200]
+    assert story(api, aid) == before[:3], "two turns taken back, not one twice"
+    assert at_once("redo/", 3) == [200, 200, 409]
+    assert story(api, aid) == before, "both back, in order"

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
-from stories import lineage, tree
+from stories import lineage, tree, tree_history
 from stories.models import Action, Adventure, Branch
 
 PLAYER_KINDS = ["do", "say", "story"]
@@ -79,7 +79,7 @@ class StoryTree(RuleBasedStateMachine):
     @precondition(lambda self: len(self.nodes) > 1)
     @rule()
     def undo(self):
-        tree.undo(adventure_id=self.adventure.pk)
+        tree_history.node_undo(adventure_id=self.adventure.pk)
         self.nodes.pop()
 
     @rule(data=st.data())
