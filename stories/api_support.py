@@ -4,6 +4,7 @@ and input validation."""
 from __future__ import annotations
 
 from rest_framework import serializers
+from rest_framework.fields import empty
 
 from stories import adventures
 from stories.models import Adventure
@@ -14,12 +15,16 @@ def adventure_for(request, adventure_id, *, for_play: bool = False) -> Adventure
     return adventures.access_adventure(user_id=request.user.id, adventure_id=adventure_id, for_play=for_play)
 
 
-def valid(serializer_class, request, *, query: bool = False, **kwargs) -> dict:
+def valid(serializer_class, request, *, query: bool = False, partial: bool = False, **kwargs) -> dict:
     """The validated body (``query``: the query string), or a 400 naming each field to fix. A body
     field the serializer does not declare, at any depth, is one to fix ("top_p" where the settings
     take no such field): a client's typo or a setting the site does not have is never taken in
-    silence."""
+    silence. ``partial`` (a PATCH): a top-level field may be left out, but a value given is checked
+    whole, nested items included (a list of cards replaces the list: each card needs its name)."""
     serializer = serializer_class(data=request.query_params if query else request.data, **kwargs)
+    if partial:
+        for field in serializer.fields.values():
+            field.required, field.default = False, empty  # left out: left as it is, never a default
     if not query:
         unknown = _unknown(serializer, request.data)
         if unknown:

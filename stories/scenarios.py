@@ -16,6 +16,7 @@ from django.db.models import F, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from config import search_text
 from config.errors import Conflict, InvalidRequest, NotFound
 from stories import adventures, limits, lineage
 from stories.models import (
@@ -38,7 +39,6 @@ from stories.models import (
 EXPORT_FORMAT, EXPORT_VERSION = "everlore-scenario", 1
 # `${Your name?}`, as AI Dungeon writes a question the player answers when starting
 PLACEHOLDER = re.compile(r"\$\{([^{}\n]{1,80})\}")
-WORD = re.compile(r"[^\W_]+")  # letters and digits: nothing tsquery syntax could read
 PLACEHOLDERS_MAX = 10  # distinct questions per scenario
 ANSWER_MAX = 200  # characters in one answer
 SCENARIOS_PER_AUTHOR_MAX = 200
@@ -241,6 +241,8 @@ def library(*, max_rating: str, q: str = "", tag: str = "", rating: str = "", so
     sort = sort or ("relevant" if q else "new")
     if q:
         query = _search_query(q)
+        if query is None:
+            return rows.none()
         rows = rows.filter(search=query).annotate(rank=SearchRank(F("search"), query))
     order = {
         "new": ("-published_at", "-id"),
@@ -250,13 +252,15 @@ def library(*, max_rating: str, q: str = "", tag: str = "", rating: str = "", so
     return rows.order_by(*order)
 
 
-def _search_query(q: str) -> SearchQuery:
+def _search_query(q: str) -> SearchQuery | None:
     """Plain words match as prefixes as they are typed ("lant road" finds "The Lantern Road");
-    quotes, "or" and a leading "-" are web-search syntax (a phrase, either, not)."""
-    words = WORD.findall(q)
-    if '"' in q or re.search(r"(^|\s)-\w|\bor\b", q, re.IGNORECASE) or not words:
-        return SearchQuery(q, search_type="websearch", config="english")
-    return SearchQuery(" & ".join(f"{word}:*" for word in words[:20]), search_type="raw", config="english")
+    quotes, "or" and a leading "-" are web-search syntax (a phrase, either, not), bounded
+    (config.search_text). None: nothing searchable was typed."""
+    words = search_text.plain_words(q)
+    if words:
+        return SearchQuery(" & ".join(f"{word}:*" for word in words), search_type="raw", config="english")
+    text = search_text.websearch(q)
+    return None if text is None else SearchQuery(text, search_type="websearch", config="english")
 
 
 def own_scenarios(*, user_id: int) -> QuerySet:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from django.contrib.postgres.search import SearchHeadline, SearchQuery, SearchRank, SearchVector
 from django.db.models import F
 
+from config import search_text
 from stories import lineage
 from stories.models import Action, Adventure, Branch
 
@@ -16,8 +17,12 @@ SEARCH_CONFIG = "english"  # stemming: "hides" finds "hid", "hiding"
 
 def search(branch: Branch, query: str, *, limit: int) -> list[dict]:
     """The live actions of ``branch``'s path that match ``query`` (websearch syntax: words,
-    "a phrase", -not, or), the best first, each with a snippet marking the words found."""
-    found = SearchQuery(query, search_type="websearch", config=SEARCH_CONFIG)
+    "a phrase", -not, or; bounded by config.search_text), the best first, each with a snippet
+    marking the words found. Nothing searchable in ``query`` finds nothing."""
+    text = search_text.websearch(query)
+    if text is None:
+        return []
+    found = SearchQuery(text, search_type="websearch", config=SEARCH_CONFIG)
     vector = SearchVector("text", config=SEARCH_CONFIG)
     rows = (
         lineage.story(branch)

@@ -3,6 +3,7 @@ a world token (``Authorization: Bearer wt_...``), which reaches only its world."
 
 from __future__ import annotations
 
+from django.contrib.postgres.search import SearchQuery
 from django.db.models import Count, Q
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import extend_schema, inline_serializer
@@ -11,7 +12,7 @@ from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config import paging
+from config import paging, search_text
 from config import serializer_fields as strict
 from config.errors import NotFound
 from memory.agents import agent_events, agent_recall, world_export, worlds
@@ -187,12 +188,9 @@ class AgentMemoryListView(WorldView):
         params = _valid(_MemoryQuery, request, query=True)
         qs = AgentMemory.objects.filter(agent=agent)
         if params.get("q"):
-            from django.contrib.postgres.search import SearchQuery
-
-            qs = qs.filter(
-                Q(search=SearchQuery(params["q"], config="english", search_type="websearch"))
-                | Q(content__icontains=params["q"])
-            )
+            text = search_text.websearch(params["q"])
+            words = Q(search=SearchQuery(text, config="english", search_type="websearch")) if text else Q(pk__in=[])
+            qs = qs.filter(words | Q(content__icontains=params["q"]))
         if params.get("kind"):
             qs = qs.filter(kind=params["kind"])
         return paging.page(

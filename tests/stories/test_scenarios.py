@@ -323,6 +323,26 @@ def test_cards_changed_with_a_patch_get_the_same_defaults_as_new_ones(alice_api,
     assert [c["name"] for c in bob_api.get(f"/api/adventures/{adventure['id']}/cards/").json()] == ["Nell"]
 
 
+@pytest.mark.parametrize("cards", [[{}], [{"keys": ["a"]}], [{"name": ""}], [{"name": "A"}, {"entry": "x"}]])
+def test_a_patch_checks_a_list_of_cards_whole_and_a_bad_one_stores_no_version(alice_api, cards):
+    """Each card a PATCH sends needs what a new card needs (its name): the list replaces the old one.
+    A card without one once made a version that answered 500 on every read of the scenario."""
+    key = write(alice_api)["key"]
+    versions = Scenario.objects.get(key=key).versions.count()
+    refused = alice_api.patch(f"/api/scenarios/{key}/", {"cards": cards}, format="json")
+    assert refused.status_code == 400 and "cards" in refused.json() and "name" in str(refused.json()), refused.json()
+    assert Scenario.objects.get(key=key).versions.count() == versions
+    for url in (f"/api/scenarios/{key}/", "/api/scenarios/mine/", f"/api/scenarios/{key}/export/"):
+        assert alice_api.get(url).status_code == 200, url
+
+
+def test_a_patch_leaves_what_it_does_not_name_as_it_was(alice_api):
+    key = write(alice_api)["key"]
+    changed = alice_api.patch(f"/api/scenarios/{key}/", {"title": "The Dry Harbour"}, format="json").json()
+    assert changed["title"] == "The Dry Harbour" and changed["description"] == HARBOUR["description"]
+    assert changed["rating"] == "teen" and len(changed["cards"]) == 2
+
+
 def test_a_newcomer_starts_at_the_library_and_a_player_with_stories_at_their_adventures(alice, client):
     client.force_login(alice)
     assert client.get("/")["Location"] == "/library/"
