@@ -70,10 +70,11 @@ class ImportJobSerializer(serializers.Serializer):
 
     id = serializers.IntegerField()
     status = serializers.ChoiceField(
-        choices=["queued", "running", "done", "failed"],
+        choices=["queued", "running", "retrying", "done", "failed"],
         help_text=(
-            "queued: waiting for a worker; running: being imported (see progress); done: adventure_id is the new "
-            "adventure; failed: error is the answer the document earned (nothing was stored)"
+            "queued: waiting for a worker; running: being imported (see progress); retrying: the worker importing "
+            "it stopped and it is sent again shortly (see note); done: adventure_id is the new adventure; failed: "
+            "error is the answer the document earned (nothing was stored)"
         ),
     )
     title = serializers.CharField()
@@ -87,6 +88,7 @@ class ImportJobSerializer(serializers.Serializer):
         },
         allow_null=True,
     )
+    note = serializers.CharField(allow_blank=True, help_text="what is happening to it, when a status needs a word")
     adventure_id = serializers.IntegerField(allow_null=True)
     error = inline_serializer(
         "ImportError", {"detail": serializers.CharField(), "error": serializers.CharField()}, allow_null=True

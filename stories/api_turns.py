@@ -233,6 +233,7 @@ def _answer(result: turns.TurnResult, retried: bool) -> dict:
                 if m.id in result.context.memory_ids
             ],
             "recall_note": result.context.recall_note,
+            "notices": list(result.notices),
         },
         context={"take_counts": counts},
     ).data

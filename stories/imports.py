@@ -8,10 +8,13 @@ import itself runs in a worker, bounded in time, and a large one never holds a w
   counts), is stored on the job, and is imported by a worker (``run``), all or nothing, every row
   checked before the first is written, exactly as the synchronous import did. The job then holds
   the new adventure, or the 400 answer the document earned (``error``), and lets go of the file.
-- A delivery lost (a broker outage, a worker killed mid-import: its transaction rolls back) is
-  sent again by the sweeper; a job that fails IMPORT_ATTEMPTS_MAX times (or runs past
-  IMPORT_TIME_LIMIT_S, or needs more than IMPORT_MEMORY_MB) is failed with a sentence saying so. Progress is kept in Redis while the
-  job runs (``running``, a stage and counts); finished jobs are kept a week.
+- A worker importing a job holds an advisory lock on it for the import's transaction: the job is
+  ``running`` exactly while one does. A worker killed mid-import (its transaction rolls back) lets
+  go of it: the job shows ``retrying`` and the sweeper sends it again at its next round (every
+  SWEEP_INTERVAL_S); a delivery lost before any worker took it (a broker outage) is sent again
+  once it is older than a job can run. A job that fails IMPORT_ATTEMPTS_MAX times (or runs past
+  IMPORT_TIME_LIMIT_S, or needs more than IMPORT_MEMORY_MB) is failed with a sentence saying so.
+  Progress is kept in Redis while the job runs (a stage and counts); finished jobs are kept a week.
 """
 
 from __future__ import annotations
@@ -40,6 +43,12 @@ IMPORT_ATTEMPTS_MAX = 3
 JOBS_KEPT = timedelta(days=7)
 PROGRESS_TTL_S = 3600
 SUBMIT_LOCK_SPACE = 29_001  # pg_advisory_xact_lock's first key for a player's import submissions
+RUN_LOCK_SPACE = 29_002  # ...and for a job a worker is importing (the job's id the second key)
+RUNNING_SQL = """
+SELECT EXISTS (SELECT 1 FROM pg_locks
+               WHERE locktype = 'advisory' AND granted AND classid = %s AND objid = %s AND objsubid = 2
+                 AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))
+"""
 
 
 def _progress_key(job: ImportJob) -> str:
@@ -93,12 +102,18 @@ def access_job(*, user_id: int, job_id: int) -> ImportJob:
 
 
 def job_state(job: ImportJob) -> dict:
-    """What the player sees of a job: its status (``running`` while a worker holds it) and progress."""
-    status, progress = job.status, None
+    """What the player sees of a job: its status (``running`` while a worker imports it, with its
+    progress; ``retrying`` when the worker importing it stopped and it waits to be sent again)."""
+    status, progress, note = job.status, None, ""
     if status == ImportJob.Status.QUEUED:
-        progress = _progress_read(job)
-        if progress is not None:
-            status = "running"
+        if _running(job):
+            status, progress = "running", _progress_read(job)
+        elif (tried := _attempts_read(job)) > 0:
+            status = "retrying"
+            note = (
+                f"the worker importing it stopped after attempt {tried} of {IMPORT_ATTEMPTS_MAX}; it is sent "
+                f"again within {settings.SWEEP_INTERVAL_S} seconds"
+            )
     elif status == ImportJob.Status.DONE:
         progress = {"stage": "done", "done": job.rows, "total": job.rows}
     return {
@@ -107,11 +122,26 @@ def job_state(job: ImportJob) -> dict:
         "title": job.title,
         "rows": job.rows,
         "progress": progress,
+        "note": note,
         "adventure_id": job.adventure_id,
         "error": job.error,
         "created_at": job.created_at,
         "finished_at": job.finished_at,
     }
+
+
+def _running(job: ImportJob) -> bool:
+    """Whether a worker is importing the job now (it holds the job's advisory lock)."""
+    with connection.cursor() as cursor:
+        cursor.execute(RUNNING_SQL, [RUN_LOCK_SPACE, job.pk])
+        return cursor.fetchone()[0]
+
+
+def _attempts_read(job: ImportJob) -> int:
+    try:
+        return int(redis_client().get(_attempts_key(job)) or 0)
+    except redis.RedisError:
+        return 0
 
 
 def _progress_read(job: ImportJob) -> dict | None:
@@ -153,6 +183,8 @@ def run(job_id: int) -> str:
         )
         if job is None:
             return "not queued"
+        with connection.cursor() as cursor:  # "running" while this transaction lasts (job_state, jobs_resend)
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [RUN_LOCK_SPACE, job.pk])
         if _attempt(job) > IMPORT_ATTEMPTS_MAX:
             _finish(
                 job,
@@ -213,20 +245,28 @@ def job_stopped(job_id: int, why: str) -> None:
 
 
 def jobs_resend() -> list[int]:
-    """Queued jobs whose delivery was lost (sent longer ago than a job can run): sent again. Old
-    finished jobs are deleted. The sweeper calls this."""
+    """Queued jobs no worker holds whose worker stopped mid-import (an attempt began and its
+    progress is left), or whose delivery was lost (sent longer ago than a job can run): sent
+    again. Old finished jobs are deleted. The sweeper calls this."""
     now = timezone.now()
     ImportJob.objects.filter(finished_at__lt=now - JOBS_KEPT).delete()
+    lost_before = now - timedelta(seconds=settings.IMPORT_TIME_LIMIT_S + 60)
     with transaction.atomic():  # a job a worker is importing is locked by it: skipped, never waited for
-        lost = list(
+        queued = list(
             ImportJob.objects.select_for_update(skip_locked=True)
-            .filter(
-                status=ImportJob.Status.QUEUED, sent_at__lt=now - timedelta(seconds=settings.IMPORT_TIME_LIMIT_S + 60)
-            )
-            .values_list("pk", flat=True)[:100]
+            .filter(status=ImportJob.Status.QUEUED)
+            .only("pk", "created_at", "sent_at")
+            .order_by("sent_at")[:100]
         )
-        if lost:
-            ImportJob.objects.filter(pk__in=lost).update(sent_at=now)
-            for job_id in lost:
-                jobs.import_after_commit(job_id=job_id)
-    return lost
+        again = [job for job in queued if job.sent_at is None or job.sent_at < lost_before or _stopped(job)]
+        if again:
+            ImportJob.objects.filter(pk__in=[job.pk for job in again]).update(sent_at=now)
+            for job in again:
+                _progress_clear(job)  # shown as retrying until a worker takes it
+                jobs.import_after_commit(job_id=job.pk)
+    return [job.pk for job in again]
+
+
+def _stopped(job: ImportJob) -> bool:
+    """An attempt at the job began (its progress is there) and no worker holds it now."""
+    return _progress_read(job) is not None and not _running(job)

@@ -264,6 +264,11 @@ class TurnResultSerializer(serializers.Serializer):
     usage = UsageSerializer()
     memories = serializers.ListField(child=serializers.DictField())
     recall_note = strict.TextField(allow_blank=True, help_text="why recall fell back to pinned memories only")
+    notices = serializers.ListField(
+        child=strict.TextField(),
+        help_text="what the player should know of how this turn was played (a convenience the site could not "
+        "give just now); usually empty",
+    )
 
 
 class EditInputSerializer(serializers.Serializer):

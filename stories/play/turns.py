@@ -31,6 +31,7 @@ from stories.adventures import access_adventure
 from stories.context import Context, MemoryItem
 from stories.generation import generation_claim, generation_release, held, keep_claimed
 from stories.models import ACTION_TEXT_MAX, Action, Adventure, AISettings, Branch, ProviderCall
+from stories.play import turn_keys
 from stories.providers import Completion, Connection, ProviderError
 from stories.providers.awaited import ModelCall
 
@@ -46,6 +47,7 @@ class TurnResult:
     completion: Completion
     memories: list[MemoryItem]
     demo: bool
+    notices: tuple[str, ...] = ()
 
 
 class TurnFailed(Exception):
@@ -76,6 +78,7 @@ class Prepared:
     retake_of: Action | None = None  # a retry adds a take to this reply
     sent: bytes = b""  # the prompt's fingerprint, for the model call's log row (stories.prompt_prefix)
     story_ids: tuple[int, ...] = ()  # the story's nodes the prompt tells
+    notices: tuple[str, ...] = ()  # what the player should know of how the turn was played
 
 
 def _story_window(context_tokens: int) -> int:
@@ -93,6 +96,7 @@ def _prepare(
     placed: list[Action],
     reply_kind: str,
     retake_of: Action | None = None,
+    notices: tuple[str, ...] = (),
 ) -> Prepared:
     ai = accounts.ai_settings_loaded(adventure=adventure, user_id=user_id)
     conn = accounts.connection_for_turn(user_id=user_id, ai=ai)
@@ -138,6 +142,7 @@ def _prepare(
         retake_of=retake_of,
         sent=sent,
         story_ids=tuple(a.pk for a in story),
+        notices=notices,
     )
 
 
@@ -166,14 +171,20 @@ def begin_play(*, user_id: int, adventure: Adventure, mode: str, text: str, key:
         raise InvalidRequest(f"unknown mode {mode!r}")
     kind = Action.Kind.CONTINUE if mode == "continue" else Action.Kind.AI
     with _claimed(adventure.pk) as token:
-        placed = []
-        again = _sent_before(user_id=user_id, adventure=adventure, key=key) if key and mode in PLAYER_MODES else None
+        placed, notices, again = [], [], None
+        if key and mode in PLAYER_MODES:
+            try:
+                again = turn_keys.sent_before(user_id=user_id, adventure=adventure, key=key)
+            except turn_keys.KeyUnavailable:
+                key, notices = "", [turn_keys.UNAVAILABLE]
         if again is not None:
             placed.append(again)
         elif mode in PLAYER_MODES:  # on the head as it stands once the claim holds the tree still
             placed.append(tree.place(adventure_id=adventure.pk, branch_id=None, kind=mode, text=text, ask_pass=False))
-            if key:
-                redis_client().set(_key(user_id, adventure.pk, key), placed[0].pk, ex=TURN_KEY_TTL_S)
+            if key and not turn_keys.remember(
+                user_id=user_id, adventure_id=adventure.pk, key=key, action_id=placed[0].pk
+            ):
+                notices = [turn_keys.UNAVAILABLE]
         with _failing_as_turn(placed):
             branch = placed[0].branch if placed else lineage.head(adventure)
             return _prepare(
@@ -184,28 +195,8 @@ def begin_play(*, user_id: int, adventure: Adventure, mode: str, text: str, key:
                 token=token,
                 placed=placed,
                 reply_kind=kind,
+                notices=tuple(notices),
             )
-
-
-TURN_KEY_TTL_S = 600  # how long a turn's idempotency key is remembered
-
-
-def _key(user_id: int, adventure_id: int, key: str) -> str:
-    return f"turn-key:{user_id}:{adventure_id}:{key}"
-
-
-def _sent_before(*, user_id: int, adventure: Adventure, key: str) -> Action | None:
-    """The action an earlier request with ``key`` stored, if it still waits for its reply at the
-    end of the story; None when the key is new (or forgotten). An action already answered, or
-    no longer at the end, is a 409: the story moved on since."""
-    stored = redis_client().get(_key(user_id, adventure.pk, key))
-    if stored is None:
-        return None
-    branch = lineage.head(adventure)
-    tip = lineage.node_at_even_hidden(branch, branch.tip_depth)
-    if tip is None or tip.pk != int(stored):
-        raise Conflict("this action was already played (the request was sent twice): reload the story")
-    return tip
 
 
 def begin_retry(*, user_id: int, adventure: Adventure) -> Prepared:
@@ -334,7 +325,7 @@ def _finish(p: Prepared, call: ModelCall, stopped: bool) -> TurnResult | None:
                 )
                 released = True  # the reply's write freed the claim
             _keep_last_context(p, completion)
-            return TurnResult(p.placed + [reply], p.ctx, completion, p.memories, p.conn.demo)
+            return TurnResult(p.placed + [reply], p.ctx, completion, p.memories, p.conn.demo, p.notices)
     finally:
         if not released:
             generation_release(adventure_id=p.adventure.pk, token=p.token)

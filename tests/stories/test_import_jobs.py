@@ -157,6 +157,41 @@ def test_a_worker_killed_mid_import_leaves_nothing_half_done_and_the_job_is_impo
     assert Action.objects.count() == 12000
 
 
+def test_a_whole_worker_killed_mid_import_shows_retrying_and_the_next_sweep_sends_it_again(
+    alice_plays, worker, queued_imports
+):
+    """SIGKILL to the worker and its pool: its unacknowledged message would come back only after the
+    broker's visibility timeout (minutes). The job shows ``retrying`` at once and the sweeper's next
+    round (every SWEEP_INTERVAL_S) sends it again; it is imported once."""
+    from workers import tasks
+
+    job = alice_plays.post("/api/adventures/import/", document(12000, title="Twice"), format="json").json()
+    wait_for(
+        lambda: alice_plays.get(f"/api/imports/{job['id']}/").json()["status"] == "running",
+        timeout=60,
+        interval=0.02,
+        what="the import to start",
+    )
+    main = psutil.Process(worker.proc.pid)
+    for process in [*main.children(recursive=True), main]:
+        process.kill()
+    state = wait_for(
+        lambda: (s := alice_plays.get(f"/api/imports/{job['id']}/").json())["status"] == "retrying" and s,
+        timeout=30,
+        what="the job to show it waits to be retried",
+    )
+    assert "attempt 1 of 3" in state["note"] and state["progress"] is None, state
+    assert job["id"] in tasks.imports.jobs_resend(), "sent again at the next sweep, not minutes later"
+    assert tasks.imports.jobs_resend() == [], "and once"
+    again = Worker().wait_ready()
+    try:
+        done = poll(alice_plays, job["id"], timeout=180)
+    finally:
+        again.stop()
+    assert done["status"] == "done", done
+    assert Adventure.objects.filter(title="Twice").count() == 1 and Action.objects.count() == 12000
+
+
 def test_an_import_past_its_time_limit_fails_saying_so_and_stores_nothing(alice_plays, queued_imports):
     # a tenth of a second: 35,001 rows take many times that even on a quiet machine
     slow = Worker(extra_env={"IMPORT_TIME_LIMIT_S": "0.1"}).wait_ready()

@@ -6,6 +6,7 @@ const STAGES = {checking: "Checking the file", story: "Writing the story", memor
 
 function jobText(job) {
   if (job.status === "queued") return `"${job.title}": waiting for a worker…`;
+  if (job.status === "retrying") return `"${job.title}": ${job.note}…`;
   const p = job.progress;
   if (!p) return `"${job.title}": importing…`;
   const counts = p.total ? ` (${p.done.toLocaleString()} of ${p.total.toLocaleString()})` : "";
@@ -13,7 +14,7 @@ function jobText(job) {
 }
 
 async function followImport(job, out) {
-  while (job.status === "queued" || job.status === "running") {
+  while (["queued", "running", "retrying"].includes(job.status)) {
     out.textContent = jobText(job);
     await new Promise((done) => setTimeout(done, 1000));
     const r = await apiFetch(`/api/imports/${job.id}/`);

@@ -235,8 +235,10 @@ async function play(path, body, failed = () => {}, key = "") {
       say(errorText({status: last.data.status, data: last.data}) + (stored ? KEPT : ""), "error");
       return false;
     }
-    // A recall that could not embed its query says so (it used pinned memories only).
-    if (last.data.recall_note) say(`Memory: ${last.data.recall_note}`, "warn"); else say("");
+    // A recall that could not embed its query says so (it used pinned memories only), as does a
+    // convenience the site could not give this turn (its Idempotency-Key not kept).
+    const told = [...(last.data.notices || []), ...(last.data.recall_note ? [`Memory: ${last.data.recall_note}`] : [])];
+    say(told.join(" "), told.length ? "warn" : undefined);
     showUsed(last.data.memories || []);
     return true;
   } catch (e) {
