@@ -30,6 +30,11 @@ def django_setup() -> None:
         "WORLD_EVENTS_PER_MINUTE",
         "IMPORTS_PER_HOUR",
         "SIGNUPS_PER_HOUR",
+        "WRITES_PER_MINUTE",
+        "FILE_IMPORTS_PER_HOUR",
+        "SCENARIO_PLAYS_PER_HOUR",
+        "SHARES_PER_HOUR",
+        "RECALLS_PER_MINUTE",
     ):
         os.environ.setdefault(name, "0")
     from config.embedded import one_machine_environment

@@ -152,7 +152,8 @@ TURN_START_WAIT_MS = env_int("TURN_START_WAIT_MS", 1000, minimum=1, maximum=60_0
 
 # Per-user limits (Redis counters shared by all processes); over them: 429 with Retry-After.
 TURNS_PER_MINUTE = env_int("TURNS_PER_MINUTE", 30, minimum=0)  # 0: no limit
-MODEL_CALLS_PER_MINUTE = env_int("MODEL_CALLS_PER_MINUTE", 60, minimum=0)  # turns and connection tests
+# every model call a player triggers: turns, retries, connection tests, model lists, memories written again
+MODEL_CALLS_PER_MINUTE = env_int("MODEL_CALLS_PER_MINUTE", 60, minimum=0)
 LOGIN_FAILURES_MAX = env_int("LOGIN_FAILURES_MAX", 10, minimum=1)  # per username and address...
 LOGIN_FAILURE_WINDOW_S = env_int("LOGIN_FAILURE_WINDOW_S", 900, minimum=1)  # ...in this window
 SIGNUPS_PER_HOUR = env_int("SIGNUPS_PER_HOUR", 20, minimum=0)  # new accounts per client address; 0: no limit
@@ -161,6 +162,15 @@ IMPORT_MEMORY_MB = env_int("IMPORT_MEMORY_MB", 1024, minimum=16)  # what one imp
 IMPORTS_PER_HOUR = env_int("IMPORTS_PER_HOUR", 30, minimum=0)  # adventure imports per user
 SCENARIO_PUBLISHES_PER_DAY = env_int("SCENARIO_PUBLISHES_PER_DAY", 10, minimum=0)  # per author; 0: no limit
 SCENARIO_REPORTS_PER_HOUR = env_int("SCENARIO_REPORTS_PER_HOUR", 10, minimum=0)  # per player; 0: no limit
+# Every write of an account (each POST, PUT, PATCH or DELETE of the API and the pages; an anonymous one's
+# address), before its body is read...
+WRITES_PER_MINUTE = env_int("WRITES_PER_MINUTE", 120, minimum=0)
+# ...and the costlier ones apart: character cards, lorebooks and card files read, stories started from a
+# scenario (each raises its play count), share links made anew or changed, agent recalls (REST and MCP).
+FILE_IMPORTS_PER_HOUR = env_int("FILE_IMPORTS_PER_HOUR", 60, minimum=0)
+SCENARIO_PLAYS_PER_HOUR = env_int("SCENARIO_PLAYS_PER_HOUR", 60, minimum=0)
+SHARES_PER_HOUR = env_int("SHARES_PER_HOUR", 30, minimum=0)
+RECALLS_PER_MINUTE = env_int("RECALLS_PER_MINUTE", 600, minimum=0)
 # Agent worlds: events (each event of a batch, and each remember) per minute per world token
 # (or per world for its owner's own credentials), and memories one world may hold.
 WORLD_EVENTS_PER_MINUTE = env_int("WORLD_EVENTS_PER_MINUTE", 600, minimum=0)
@@ -298,6 +308,8 @@ REST_FRAMEWORK = {
     # 200; the site is same-origin (no CORS preflight), so OPTIONS answers 405.
     "DEFAULT_METADATA_CLASS": None,
     "DEFAULT_PAGINATION_CLASS": "config.paging.LimitOffsetHeaders",
+    # every write counts toward the account's WRITES_PER_MINUTE (stories.auth.WritesThrottle)
+    "DEFAULT_THROTTLE_CLASSES": ["stories.auth.WritesThrottle"],
 }
 
 SPECTACULAR_SETTINGS = {

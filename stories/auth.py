@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from functools import lru_cache
+from functools import lru_cache, wraps
 
 from django.conf import settings
 from django.contrib.auth import forms as auth_forms
@@ -22,6 +22,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.dispatch import receiver
 from rest_framework import authentication, exceptions
+from rest_framework.throttling import BaseThrottle
 
 from config.errors import InvalidRequest
 from stories import limits
@@ -63,6 +64,40 @@ def client_ip(request) -> str:
             except ValueError:
                 return peer  # a malformed hop: count the proxy, not a made-up address
     return hops[0] if hops else peer
+
+
+# ---------------------------------------------------------------------------- how often
+
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def _writer(request) -> str:
+    user = getattr(request, "user", None)
+    return str(user.pk) if user is not None and user.is_authenticated else f"ip:{client_ip(request)}"
+
+
+class WritesThrottle(BaseThrottle):
+    """Every write of the API (POST, PUT, PATCH, DELETE) counts toward its account's
+    WRITES_PER_MINUTE (an anonymous client's: its address's), once authenticated and before
+    anything else of the request is read; past it RateLimited, a 429 with Retry-After."""
+
+    def allow_request(self, request, view) -> bool:
+        if request.method in WRITE_METHODS:
+            limits.writes(who=_writer(request))
+        return True
+
+
+def writes_limited(view):
+    """A page's view whose writes count as the API's do (WritesThrottle); a refused one is the
+    site's 429 page (config.api_errors)."""
+
+    @wraps(view)
+    def limited(request, *args, **kwargs):
+        if request.method in WRITE_METHODS:
+            limits.writes(who=_writer(request))
+        return view(request, *args, **kwargs)
+
+    return limited
 
 
 # ---------------------------------------------------------------------------- may they

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from config.errors import InvalidRequest, NotFound
+from stories import limits
 from stories.models import (
     CARD_ENTRY_MAX,
     CARD_KEY_MAX,
@@ -96,7 +97,9 @@ def card_delete(*, card: StoryCard) -> None:
 
 def import_aidungeon(*, adventure: Adventure, data) -> list[StoryCard]:
     """Create cards from AI Dungeon's story-card export (a list of objects with
-    keys, value/entry, type, title/name, description/notes). All or nothing."""
+    keys, value/entry, type, title/name, description/notes). All or nothing; counts toward the
+    owner's FILE_IMPORTS_PER_HOUR."""
+    limits.file_import(user_id=adventure.owner_id)
     if isinstance(data, dict) and isinstance(data.get("storyCards"), list):
         data = data["storyCards"]
     if not isinstance(data, list):

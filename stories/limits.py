@@ -190,6 +190,58 @@ def scenario_report(*, user_id: int) -> None:
     )
 
 
+def writes(*, who: str) -> None:
+    """An account's write (``who``: its id, or ``ip:<address>`` for an anonymous client)."""
+    hit(
+        bucket="writes",
+        who=who,
+        limit=settings.WRITES_PER_MINUTE,
+        window_s=60,
+        message=f"too many changes: at most {settings.WRITES_PER_MINUTE} a minute; wait a moment",
+    )
+
+
+def file_import(*, user_id: int) -> None:
+    hit(
+        bucket="file-imports",
+        who=str(user_id),
+        limit=settings.FILE_IMPORTS_PER_HOUR,
+        window_s=3600,
+        message=f"too many files read: at most {settings.FILE_IMPORTS_PER_HOUR} cards and lorebooks an hour",
+    )
+
+
+def scenario_play(*, user_id: int) -> None:
+    hit(
+        bucket="scenario-plays",
+        who=str(user_id),
+        limit=settings.SCENARIO_PLAYS_PER_HOUR,
+        window_s=3600,
+        message=f"too many stories started: at most {settings.SCENARIO_PLAYS_PER_HOUR} from scenarios an hour",
+    )
+
+
+def share(*, user_id: int) -> None:
+    hit(
+        bucket="shares",
+        who=str(user_id),
+        limit=settings.SHARES_PER_HOUR,
+        window_s=3600,
+        message=f"too many sharing changes: at most {settings.SHARES_PER_HOUR} new links and visibility changes "
+        "an hour",
+    )
+
+
+def recall(*, user_id: int) -> None:
+    hit(
+        bucket="recalls",
+        who=str(user_id),
+        limit=settings.RECALLS_PER_MINUTE,
+        window_s=60,
+        message=f"too many recalls: at most {settings.RECALLS_PER_MINUTE} a minute for your worlds together",
+    )
+
+
 def world_events(*, world_id: int, count: int) -> None:
     """``count`` events (a batch counts each) for one world: all its tokens and its owner's own
     credentials together."""

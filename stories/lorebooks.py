@@ -22,6 +22,7 @@ from PIL import PngImagePlugin
 from config.errors import InvalidRequest
 from config.input_guard import parse_json
 from stories import cards as story_cards
+from stories import limits
 from stories import lorebook_schemas as schemas
 from stories.models import (
     CARD_ENTRY_MAX,
@@ -217,10 +218,12 @@ def _with_plot(plot: str, always: list[str], report: list[dict]) -> str:
 
 def import_cards(*, adventure: Adventure, data) -> tuple[list[StoryCard], list[dict]]:
     """A lorebook (or a character card's book, or AI Dungeon's cards) into ``adventure``'s cards,
-    all or nothing. Returns the cards made and the report."""
+    all or nothing, counting toward the owner's FILE_IMPORTS_PER_HOUR. Returns the cards made and
+    the report."""
     if isinstance(data, list) or (isinstance(data, dict) and isinstance(data.get("storyCards"), list)):
         made = story_cards.import_aidungeon(adventure=adventure, data=data)
         return made, [{"place": "file", "what": f"read as AI Dungeon story cards: {len(made)} cards"}]
+    limits.file_import(user_id=adventure.owner_id)
     if isinstance(data, dict) and str(data.get("spec") or "").startswith("chara_card"):
         inner = data.get("data")
         book = inner.get("character_book") if isinstance(inner, dict) else None
@@ -261,9 +264,11 @@ def adventure_from_card(*, owner_id: int, data) -> tuple[Adventure, list[dict]]:
     """A SillyTavern character card (V1, V2 or V3) as a new adventure: the greeting is the
     opening, the description and scenario the plot essentials, the character a card of the cast
     (its personality), the system prompt the AI instructions, the post-history instructions the
-    author's note, the character book the story cards. Returns the adventure and the report."""
+    author's note, the character book the story cards. Counts toward FILE_IMPORTS_PER_HOUR.
+    Returns the adventure and the report."""
     from stories.adventures import adventure_create
 
+    limits.file_import(user_id=owner_id)
     if not isinstance(data, dict):
         raise InvalidRequest("expected a character card: a JSON object (or a PNG carrying one)")
     spec = str(data.get("spec") or "")

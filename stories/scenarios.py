@@ -131,7 +131,8 @@ def scenario_version_restore(*, scenario: Scenario, number: int) -> Scenario:
 
 def scenario_link_renew(*, scenario: Scenario) -> Scenario:
     """A new key: the old link (and the old API id) stops working at once; adventures started from
-    the scenario are unchanged."""
+    the scenario are unchanged. Counts toward the author's SHARES_PER_HOUR."""
+    limits.share(user_id=scenario.author_id)
     Scenario.objects.filter(pk=scenario.pk).update(key=secrets.token_urlsafe(12), updated_at=timezone.now())
     scenario.refresh_from_db()
     return scenario
@@ -167,7 +168,8 @@ def scenario_play(*, scenario: Scenario, user_id: int, answers: dict[str, str]) 
     """A new adventure of ``user_id`` with the current version's setup, each `${question}` replaced
     by its answer, and its cards copied (the player's to change from then on). Every question
     needs an answer and every answer a question (InvalidRequest naming them). The play count
-    goes up unless the author plays it."""
+    goes up unless the author plays it. Counts toward the player's SCENARIO_PLAYS_PER_HOUR."""
+    limits.scenario_play(user_id=user_id)
     version = scenario.current
     questions = placeholders_of(content_of(version))
     missing = [q for q in questions if not (answers.get(q) or "").strip()]
@@ -327,6 +329,8 @@ def _version_write(scenario: Scenario, content: dict) -> ScenarioVersion:
 def _visibility_set(scenario: Scenario, visibility: str) -> None:
     if scenario.hidden and visibility != Visibility.PRIVATE:
         raise Conflict("a moderator hid this scenario: it cannot be shared or published")
+    if visibility != Visibility.PRIVATE:
+        limits.share(user_id=scenario.author_id)
     changes: dict = {"visibility": visibility}
     if visibility == Visibility.PUBLISHED:
         if not (scenario.current and scenario.current.opening.strip()):

@@ -12,6 +12,11 @@ def _no_rate_limits_unless_asked(settings):
     settings.WORLD_EVENTS_PER_MINUTE = 0
     settings.SIGNUPS_PER_HOUR = 0
     settings.IMPORTS_PER_HOUR = 0
+    settings.WRITES_PER_MINUTE = 0
+    settings.FILE_IMPORTS_PER_HOUR = 0
+    settings.SCENARIO_PLAYS_PER_HOUR = 0
+    settings.SHARES_PER_HOUR = 0
+    settings.RECALLS_PER_MINUTE = 0
     _rate_counters_clear(settings)
 
 

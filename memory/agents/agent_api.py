@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 from config import paging, search_text
 from config import serializer_fields as strict
 from config.errors import NotFound
-from memory.agents import agent_events, agent_recall, world_export, worlds
+from memory.agents import agent_events, agent_recall_asked, world_export, worlds
 from memory.agents import agent_serializers as s
 from memory.agents.agent_auth import WorldTokenAuthentication
 from memory.models import Agent, AgentMemory, World, WorldToken
@@ -153,22 +153,7 @@ class RecallView(WorldView):
         world = self.world(request, world_id)
         agent = worlds.access_agent(world=world, external_id=agent_id)
         data = _valid(s.RecallInputSerializer, request)
-        return Response(
-            agent_recall.recall_answer(
-                *agent_recall.agent_recall(
-                    world=world,
-                    agent=agent,
-                    partner=data["partner"],
-                    location=data["location"],
-                    query=data["query"],
-                    since=data["since"],
-                    kinds=data.get("kinds"),
-                    limit=data["limit"],
-                    token_budget=data["token_budget"],
-                    cooldown_s=data["cooldown_seconds"],
-                )
-            )
-        )
+        return Response(agent_recall_asked.recall_asked(world=world, agent=agent, data=data))
 
 
 class _MemoryQuery(paging.query_serializer(default=50, maximum=MEMORY_PAGE_MAX)):

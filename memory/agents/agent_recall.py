@@ -226,35 +226,6 @@ def _ranked_statement(cursor, params: dict, conf: dict, *, store: bool = True) -
     )
 
 
-def recall_answer(found: list[Recalled], block: str) -> dict:
-    """The one answer to a recall, REST and MCP alike: the ready-to-use text block and each memory
-    with its score and the parts the score is made of."""
-    return {
-        "memories": [
-            {
-                "id": m.id,
-                "content": m.content,
-                "kind": m.kind,
-                "partner": m.partner,
-                "location": m.location,
-                "occurred_at": _iso(m.occurred_at),
-                "score": m.score,
-                "parts": m.parts,
-            }
-            for m in found
-        ],
-        "text": block,
-    }
-
-
-def _iso(moment: datetime | None) -> str | None:
-    """As the REST API writes times (DRF's encoder): ISO 8601, UTC as Z."""
-    if moment is None:
-        return None
-    text = moment.isoformat()
-    return text[:-6] + "Z" if text.endswith("+00:00") else text
-
-
 def agent_recall(
     *,
     world: World,

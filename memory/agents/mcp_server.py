@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from config.asgi_guard import BodyGuard, SecurityHeaders
 from config.errors import as_domain_error
 from config.input_guard import check_value
-from memory.agents import agent_events, agent_recall, worlds
+from memory.agents import agent_events, agent_recall_asked, worlds
 from memory.agents import agent_serializers as s
 from memory.models import WorldToken
 
@@ -213,20 +213,7 @@ def build_server() -> MCPServer:
                 },
             )
             who = worlds.access_agent(world=token.world, external_id=_agent_name(agent))
-            return agent_recall.recall_answer(
-                *agent_recall.agent_recall(
-                    world=token.world,
-                    agent=who,
-                    partner=data["partner"],
-                    location=data["location"],
-                    query=data["query"],
-                    since=data["since"],
-                    kinds=data.get("kinds"),
-                    limit=data["limit"],
-                    token_budget=data["token_budget"],
-                    cooldown_s=data["cooldown_seconds"],
-                )
-            )
+            return agent_recall_asked.recall_asked(world=token.world, agent=who, data=data)
 
         return await sync_to_async(_guarded, thread_sensitive=True)(
             run, agent=agent, query=query, partner=partner, location=location, since=since, kinds=kinds

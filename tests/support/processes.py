@@ -59,6 +59,9 @@ def child_env(**overrides: str | None) -> dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("TURNS_PER_MINUTE", "0")  # test processes play fast
     env.setdefault("MODEL_CALLS_PER_MINUTE", "0")
+    for name in ("WRITES_PER_MINUTE", "FILE_IMPORTS_PER_HOUR", "SCENARIO_PLAYS_PER_HOUR", "SHARES_PER_HOUR"):
+        env.setdefault(name, "0")
+    env.setdefault("RECALLS_PER_MINUTE", "0")
     # Tests that fire a crowd at a cold one-process server measure other things; the admission
     # tests set their own places (stories.admission).
     env.setdefault("TURN_STARTS_QUEUED", "1000")
