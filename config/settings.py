@@ -142,7 +142,7 @@ ADMISSION_LAG_MS = env_int("ADMISSION_LAG_MS", 25, minimum=0, maximum=60_000)
 ADMISSION_CPU_BUSY_PCT = env_int("ADMISSION_CPU_BUSY_PCT", 80, minimum=0, maximum=100)
 # ...or while this many of them are being answered by the process (a turn until its stream ends; 0: no bound).
 ADMISSION_IN_FLIGHT_MAX = env_int("ADMISSION_IN_FLIGHT_MAX", 0, minimum=0, maximum=1_000_000)
-# Admission of first steps (stories.admission): each web process runs at most TURN_STARTS_MAX turns' first steps
+# Admission of first steps (config.admission): each web process runs at most TURN_STARTS_MAX turns' first steps
 # at once and lets TURN_STARTS_QUEUED more wait, each at most TURN_START_WAIT_MS; a turn past those
 # answers 503 with Retry-After at once, nothing stored, so admitted turns keep their first-token
 # time. TURN_STARTS_MAX 0: no gate.

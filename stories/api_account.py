@@ -10,9 +10,9 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config.serializer_fields import valid as _valid
 from stories import account_serializers as s
 from stories import accounts, auth, limits, providers, sampling
-from stories.api_support import valid as _valid
 from stories.models import ProviderCall
 from stories.play import changes
 

@@ -14,10 +14,10 @@ from rest_framework.views import APIView
 from config import paging
 from config import serializer_fields as strict
 from config.input_guard import StrictJSONParser
+from config.serializer_fields import valid as _valid
 from stories import adventures, cards, imports, lorebooks
 from stories import serializers as s
 from stories.api_support import adventure_for as _adventure
-from stories.api_support import valid as _valid
 from stories.models import Adventure, ImportJob, StoryCard
 from stories.play import changes
 

@@ -10,10 +10,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config import paging
+from config.serializer_fields import valid
 from stories import accounts, scenarios
 from stories import scenario_serializers as ss
 from stories import serializers as s
-from stories.api_support import adventure_for, valid
+from stories.api_support import adventure_for
 from stories.models import ScenarioVersion
 
 LIBRARY_PAGE, LIBRARY_PAGE_MAX = 20, 100  # scenarios per page

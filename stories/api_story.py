@@ -16,10 +16,10 @@ from rest_framework.views import APIView
 from config import paging
 from config import serializer_fields as strict
 from config.errors import NotFound
+from config.serializer_fields import valid as _valid
 from stories import lineage, story_text, tree, tree_history
 from stories import serializers as s
 from stories.api_support import adventure_for as _adventure
-from stories.api_support import valid as _valid
 from stories.models import Action, Adventure, Branch
 from stories.play import turns
 

@@ -29,14 +29,14 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config import errors
+from config import admission, errors
 from config.async_db import db_step
 from config.errors import InvalidRequest
-from stories import admission, limits
+from config.serializer_fields import valid as _valid
+from stories import limits
 from stories import serializers as s
 from stories.api_story import _take_counts
 from stories.api_support import adventure_for as _adventure
-from stories.api_support import valid as _valid
 from stories.play import turns
 
 TURN_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")  # an Idempotency-Key header's shape

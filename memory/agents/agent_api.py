@@ -15,11 +15,11 @@ from rest_framework.views import APIView
 from config import paging, search_text
 from config import serializer_fields as strict
 from config.errors import NotFound
+from config.serializer_fields import valid as _valid
 from memory.agents import agent_events, agent_recall_asked, world_export, worlds
 from memory.agents import agent_serializers as s
 from memory.agents.agent_auth import WorldTokenAuthentication
 from memory.models import Agent, AgentMemory, World, WorldToken
-from stories.api_support import valid as _valid
 from stories.auth import TokenAuthentication
 
 MEMORY_PAGE_MAX = 200

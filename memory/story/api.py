@@ -8,12 +8,18 @@ from rest_framework.views import APIView
 
 from config import paging
 from config.errors import InvalidRequest
+from config.serializer_fields import valid as _valid
 from memory.story import marks, memories
 from memory.story import serializers as s
 from stories import lineage
-from stories.api_support import adventure_for as _adventure
-from stories.api_support import valid as _valid
+from stories.adventures import access_adventure
 from stories.serializers import ActionSerializer
+
+
+def _adventure(request, adventure_id):
+    """The request user's adventure (another user's id is a 404)."""
+    return access_adventure(user_id=request.user.id, adventure_id=adventure_id)
+
 
 CHARACTER_PARAMETER = OpenApiParameter(
     "character", int, description="a character card's id: that character's memories (default: the adventure's own)"

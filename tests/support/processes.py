@@ -63,7 +63,7 @@ def child_env(**overrides: str | None) -> dict[str, str]:
         env.setdefault(name, "0")
     env.setdefault("RECALLS_PER_MINUTE", "0")
     # Tests that fire a crowd at a cold one-process server measure other things; the admission
-    # tests set their own places (stories.admission).
+    # tests set their own places (config.admission).
     env.setdefault("TURN_STARTS_QUEUED", "1000")
     env.setdefault("TURN_START_WAIT_MS", "60000")
     env.setdefault("ADMISSION_LAG_MS", "0")
