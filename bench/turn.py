@@ -47,10 +47,10 @@ def main() -> None:
     from memory import embeddings as memory_embeddings
     from memory.models import Memory
     from memory.story import memory_pass
+    from play import turns as turns_module
     from stories import accounts, tree
     from stories.adventures import adventure_create
     from stories.models import Adventure, Branch, StoryCard
-    from stories.play import turns as turns_module
     from tests.support.fake_llm import FakeLLM
     from workers import tasks
     from workers.locks import client as redis_client

@@ -41,7 +41,7 @@ def agent_pass_after_commit(*, agent_id: int) -> None:
 
 
 def import_after_commit(*, job_id: int) -> None:
-    """Queue an adventure import job (stories.imports) after the current transaction commits."""
+    """Queue an adventure import job (play.imports) after the current transaction commits."""
     _after_commit(IMPORT, job_id)
 
 

@@ -213,6 +213,7 @@ INSTALLED_APPS = [
     "config.apps.ConfigAppConfig",
     "stories",
     "memory",
+    "play",
     "workers",
 ]
 

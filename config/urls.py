@@ -10,11 +10,11 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
-    path("api/", include("stories.urls")),
+    path("api/", include("play.urls")),
     path("api/", include("memory.story.urls")),
     path("api/", include("memory.agents.agent_urls")),
     path("api/admin/workers/", include("workers.urls")),
-    path("", include("stories.web_urls")),
+    path("", include("play.web_urls")),
 ]
 
 handler404 = "config.api_errors.api_not_found"

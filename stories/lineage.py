@@ -8,7 +8,7 @@ of the story; losing takes are read only by ``takes_at``.
 
 from __future__ import annotations
 
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet
 
 from stories.models import Action, Branch
 
@@ -103,6 +103,19 @@ def takes_at(branch: Branch, depth: int) -> list[Action]:
     if not 1 <= depth <= branch.tip_depth:
         return []
     return list(Action.objects.filter(branch_id=owner_at(branch, depth), depth=depth).order_by("created_at", "id"))
+
+
+def take_counts(actions: list[Action]) -> dict[tuple[int, int], int]:
+    """(branch id, depth) -> how many takes the node of each of ``actions`` has (one query)."""
+    if not actions:
+        return {}
+    keys = {(a.branch_id, a.depth) for a in actions}
+    rows = (
+        Action.objects.filter(branch_id__in={b for b, _ in keys}, depth__in={d for _, d in keys})
+        .values("branch_id", "depth")
+        .annotate(n=Count("id"))
+    )
+    return {(r["branch_id"], r["depth"]): r["n"] for r in rows if (r["branch_id"], r["depth"]) in keys}
 
 
 def on_path(branch: Branch, action: Action) -> bool:

@@ -248,7 +248,7 @@ class ProviderCall(models.Model):
 
 class ImportJob(models.Model):
     """An adventure import the player asked for: the document waits here until a worker imports it
-    (stories.imports), and the job then says how it went: the new adventure, or the 400 answer
+    (play.imports), and the job then says how it went: the new adventure, or the 400 answer
     the document earned. The document is dropped once the job is over."""
 
     class Status(models.TextChoices):

@@ -23,7 +23,7 @@ from django.db import IntegrityError, transaction
 from config.health import database_status
 from memory.agents import agent_indexes, agent_upkeep
 from memory.story import memory_pass
-from stories import imports
+from play import imports
 from workers.locks import adventure_lock, agent_lock, client
 from workers.models import ParkedJob
 
@@ -146,7 +146,7 @@ def agent_pass(self, agent_id: int) -> str:
     time_limit=settings.IMPORT_TIME_LIMIT_S + 30,
 )
 def import_adventure(self, job_id: int) -> str:
-    """Import one adventure document (stories.imports.run), within IMPORT_TIME_LIMIT_S and
+    """Import one adventure document (play.imports.run), within IMPORT_TIME_LIMIT_S and
     IMPORT_MEMORY_MB; past either, the import rolls back and its job fails saying so."""
     try:
         with _memory_bound(settings.IMPORT_MEMORY_MB):

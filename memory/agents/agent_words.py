@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from config import advisory_locks
 from memory.models import AgentWordSample
 
 STALE_SHARE = 0.02
 KEPT_SECONDS = 300
-LOCK_SPACE = 29_002  # pg_try_advisory_xact_lock's first key (stories.imports uses 29_001)
+LOCK_SPACE = advisory_locks.AGENT_WORD_SAMPLE
 
 # The stored sample of the kinds asked and its counts of the query's words, in the query words' order;
 # read by memory.agents.agent_recall_sql.PREPARE_SQL in the recall's first statement.

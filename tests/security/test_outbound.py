@@ -97,7 +97,7 @@ def test_healthz_says_when_the_pool_cannot_give_a_connection(tmp_path, alice, dj
     /healthz answers 503 naming the pool, and 200 again once the connection is back."""
     from django.db import connection
 
-    from stories.imports import SUBMIT_LOCK_SPACE
+    from play.imports import SUBMIT_LOCK_SPACE
 
     token = _token(alice)
     site = Site(tmp_path / "site", DB_POOL_SIZE="1", DB_POOL_TIMEOUT="1", DB_QUERY_TIMEOUT="30")

@@ -7,7 +7,7 @@ is sent again by the sweeper; a player has a bounded number of imports waiting."
 import psutil
 import pytest
 
-from stories import imports
+from play import imports
 from stories.models import Action, Adventure, ImportJob
 from tests.support.processes import Worker, wait_for
 

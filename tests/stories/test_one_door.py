@@ -11,9 +11,9 @@ from config import jobs
 from memory.agents import worlds
 from memory.models import AgentMemory, Memory, PassRun
 from memory.story import marks, memory_pass, summaries
+from play import changes as play
 from stories import accounts, cards, tree
 from stories.models import Adventure, Branch, StoryCard
-from stories.play import changes as play
 from tests.conftest import ALICE_KEY
 from tests.support.fake_llm import Reply
 

@@ -414,7 +414,7 @@ def test_library_search_reads_words_as_typed_and_web_search_syntax(bob_api, q, f
 
 
 def test_the_library_page_pages_and_keeps_the_search_across_pages(alice_api, bob, client, monkeypatch):
-    from stories import web_library
+    from play import web_library
 
     monkeypatch.setattr(web_library, "LIBRARY_PAGE", 2)
     for i in range(3):

@@ -1,7 +1,7 @@
 """The library's pages: browse and search published scenarios, a scenario's page (start a story
 with its questions answered, report it; its author shares, exports and deletes it), the
 player's own scenarios with what moderators told them, and the editor (which drives the JSON
-API with stories/static/stories/scenarios.js). Every key goes through access_scenario or
+API with play/static/play/scenarios.js). Every key goes through access_scenario or
 access_own_scenario, as in the API."""
 
 from __future__ import annotations
@@ -40,14 +40,14 @@ def library(request):
     context = {"form": form, "page": page, "scenarios": page.object_list, "query": keep.urlencode()}
     context["max_rating"] = max_rating
     context["told"] = Scenario.objects.filter(author_id=request.user.id).exclude(moderator_notice="").count()
-    return render(request, "stories/library.html", context, status=400 if form.errors else 200)
+    return render(request, "play/library.html", context, status=400 if form.errors else 200)
 
 
 @login_required
 def mine(request):
     rows = scenarios.own_scenarios(user_id=request.user.id)
     page = Paginator(rows, LIBRARY_PAGE).get_page(request.GET.get("page"))
-    return render(request, "stories/scenarios_mine.html", {"page": page, "scenarios": page.object_list})
+    return render(request, "play/scenarios_mine.html", {"page": page, "scenarios": page.object_list})
 
 
 def _page(request, scenario: Scenario, *, status: int = 200, **extra):
@@ -66,7 +66,7 @@ def _page(request, scenario: Scenario, *, status: int = 200, **extra):
         "versions": ScenarioVersion.objects.filter(scenario=scenario).order_by("-number")[:10] if is_author else [],
         **extra,
     }
-    return render(request, "stories/scenario.html", context, status=status)
+    return render(request, "play/scenario.html", context, status=status)
 
 
 def _refused(request, scenario: Scenario, exc: DomainError, where: str, **extra):
@@ -153,4 +153,4 @@ def scenario_delete(request, scenario_key):
 def editor(request, scenario_key=None):
     """The editor's shell: scenarios.js reads the scenario from the API and saves through it."""
     scenario = scenarios.access_own_scenario(user_id=request.user.id, key=scenario_key) if scenario_key else None
-    return render(request, "stories/scenario_edit.html", {"scenario": scenario, "ratings": Rating.choices})
+    return render(request, "play/scenario_edit.html", {"scenario": scenario, "ratings": Rating.choices})

@@ -2,7 +2,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 from django.views.decorators.csrf import ensure_csrf_cookie
 
-from stories import web, web_library
+from play import web, web_library
 from stories.auth import writes_limited
 
 urlpatterns = [

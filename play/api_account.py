@@ -11,10 +11,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.serializer_fields import valid as _valid
-from stories import account_serializers as s
+from play import account_serializers as s
+from play import changes
 from stories import accounts, auth, limits, providers, sampling
 from stories.models import ProviderCall
-from stories.play import changes
 
 DEBUG_LOG_SIZE = 30  # provider calls shown to a user
 

@@ -14,12 +14,12 @@ from django.urls import reverse_lazy
 from django.views.decorators.http import require_POST
 
 from config.errors import InvalidRequest, RateLimited
+from play import changes
 from stories import auth, limits
 from stories.adventures import access_adventure
 from stories.adventures import adventure_delete as adventure_delete_service
 from stories.cards import clean_keys
 from stories.models import ACTION_TEXT_MAX, AUTHORS_NOTE_MAX, LONG_TEXT_MAX, Adventure
-from stories.play import changes
 
 
 class LoginView(auth_views.LoginView):
@@ -95,14 +95,14 @@ def signup(request):
                 limits.signup(ip=auth.client_ip(request))
         except RateLimited as exc:
             form = SignupForm(initial={k: request.POST.get(k, "") for k in ("username", "email")})  # not validated
-            response = render(request, "stories/signup.html", {"form": form, "refused": str(exc)}, status=429)
+            response = render(request, "play/signup.html", {"form": form, "refused": str(exc)}, status=429)
             response["Retry-After"] = str(exc.retry_after)
             return response
     if request.method == "POST" and form.is_valid():
         user = form.save()
         login(request, user, backend=auth.BACKEND)
         return redirect("web-library")
-    return render(request, "stories/signup.html", {"form": form}, status=400 if form.errors else 200)
+    return render(request, "play/signup.html", {"form": form}, status=400 if form.errors else 200)
 
 
 class NewAdventureForm(forms.Form):
@@ -148,7 +148,7 @@ def adventures(request):
     page = Paginator(rows, ADVENTURES_PER_PAGE).get_page(request.GET.get("page"))
     return render(
         request,
-        "stories/adventures.html",
+        "play/adventures.html",
         {"adventures": page.object_list, "page": page, "form": form},
         status=400 if form.errors else 200,
     )
@@ -164,9 +164,9 @@ def adventure_delete(request, adventure_id):
 @login_required
 def play(request, adventure_id):
     adventure = access_adventure(user_id=request.user.id, adventure_id=adventure_id)
-    return render(request, "stories/play.html", {"adventure": adventure})
+    return render(request, "play/play.html", {"adventure": adventure})
 
 
 @login_required
 def settings_page(request):
-    return render(request, "stories/settings.html")
+    return render(request, "play/settings.html")

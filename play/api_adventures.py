@@ -15,11 +15,11 @@ from config import paging
 from config import serializer_fields as strict
 from config.input_guard import StrictJSONParser
 from config.serializer_fields import valid as _valid
-from stories import adventures, cards, imports, lorebooks
-from stories import serializers as s
-from stories.api_support import adventure_for as _adventure
+from play import changes, imports
+from play import serializers as s
+from play.api_support import adventure_for as _adventure
+from stories import adventures, cards, lorebooks
 from stories.models import Adventure, ImportJob, StoryCard
-from stories.play import changes
 
 
 class AdventureListView(APIView):
@@ -66,7 +66,7 @@ class AdventureExportView(APIView):
 
 
 class ImportJobSerializer(serializers.Serializer):
-    """An import job as the player sees it (stories.imports.job_state)."""
+    """An import job as the player sees it (play.imports.job_state)."""
 
     id = serializers.IntegerField()
     status = serializers.ChoiceField(

@@ -5,7 +5,6 @@ tree or of the turn use case, which ask for the memory pass themselves."""
 
 from __future__ import annotations
 
-from django.db.models import Count
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
@@ -17,26 +16,14 @@ from config import paging
 from config import serializer_fields as strict
 from config.errors import NotFound
 from config.serializer_fields import valid as _valid
+from play import serializers as s
+from play import turns
+from play.api_support import adventure_for as _adventure
 from stories import lineage, story_text, tree, tree_history
-from stories import serializers as s
-from stories.api_support import adventure_for as _adventure
 from stories.models import Action, Adventure, Branch
-from stories.play import turns
 
 STORY_PAGE_DEFAULT = 50  # actions per page
 STORY_PAGE_MAX = 200
-
-
-def _take_counts(actions: list[Action]) -> dict:
-    if not actions:
-        return {}
-    keys = {(a.branch_id, a.depth) for a in actions}
-    rows = (
-        Action.objects.filter(branch_id__in={b for b, _ in keys}, depth__in={d for _, d in keys})
-        .values("branch_id", "depth")
-        .annotate(n=Count("id"))
-    )
-    return {(r["branch_id"], r["depth"]): r["n"] for r in rows if (r["branch_id"], r["depth"]) in keys}
 
 
 class _StoryQuery(serializers.Serializer):
@@ -73,7 +60,7 @@ class StoryView(APIView):
                 "branch": branch.pk,
                 "tip_depth": branch.tip_depth,
                 "next_before": next_before,
-                "actions": s.ActionSerializer(rows, many=True, context={"take_counts": _take_counts(rows)}).data,
+                "actions": s.ActionSerializer(rows, many=True, context={"take_counts": lineage.take_counts(rows)}).data,
             }
         )
 

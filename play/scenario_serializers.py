@@ -6,6 +6,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from config import serializer_fields as strict
+from play.serializers import CardInputSerializer
 from stories import scenarios
 from stories.models import (
     ACTION_TEXT_MAX,
@@ -21,7 +22,6 @@ from stories.models import (
     ScenarioReport,
     StoryCard,
 )
-from stories.serializers import CardInputSerializer
 
 TAG = r"^[a-z0-9][a-z0-9 &'-]*$"
 

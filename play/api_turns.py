@@ -33,11 +33,10 @@ from config import admission, errors
 from config.async_db import db_step
 from config.errors import InvalidRequest
 from config.serializer_fields import valid as _valid
-from stories import limits
-from stories import serializers as s
-from stories.api_story import _take_counts
-from stories.api_support import adventure_for as _adventure
-from stories.play import turns
+from play import serializers as s
+from play import turns
+from play.api_support import adventure_for as _adventure
+from stories import limits, lineage
 
 TURN_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")  # an Idempotency-Key header's shape
 
@@ -213,7 +212,7 @@ def _json(status: int, body: dict, headers: dict | None = None) -> HttpResponse:
 def _answer(result: turns.TurnResult, retried: bool) -> dict:
     """The 201 answer: the stored actions, the context, the usage and the memories used."""
     # A new node has one take; only a retry adds a take to an existing node.
-    counts = _take_counts(result.actions) if retried else {}
+    counts = lineage.take_counts(result.actions) if retried else {}
     return s.TurnResultSerializer(
         {
             "actions": result.actions,

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from stories import api_account, api_adventures, api_scenarios, api_story, api_turns
+from play import api_account, api_adventures, api_scenarios, api_story, api_turns
 
 A = "adventures/<int:adventure_id>/"
 S = "scenarios/<slug:scenario_key>/"

@@ -1,6 +1,6 @@
 """What a player does to an adventure or their settings that reaches into its
 memory as well: create or import with a summary, change fields and summary,
-switch the embedding model. (Turns are the other use case: stories.play.turns.)
+switch the embedding model. (Turns are the other use case: play.turns.)
 Each function is the one service its view calls."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def adventure_import(*, owner_id: int, data, progress=None) -> Adventure:
     """An export of this site as a new adventure, with the memories it carries; its summary
     becomes the player's own text, and the memory pass is asked for (it embeds the carried
     memories and remembers the rest of the story in the background). ``progress(stage, done,
-    total)`` is told how far it is (stories.imports shows it to the player)."""
+    total)`` is told how far it is (play.imports shows it to the player)."""
     progress = progress or (lambda stage, done, total: None)
     carried = memories.memories_document(data)  # every part checked against its schema before a row
     with transaction.atomic():

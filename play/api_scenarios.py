@@ -11,10 +11,10 @@ from rest_framework.views import APIView
 
 from config import paging
 from config.serializer_fields import valid
+from play import scenario_serializers as ss
+from play import serializers as s
+from play.api_support import adventure_for
 from stories import accounts, scenarios
-from stories import scenario_serializers as ss
-from stories import serializers as s
-from stories.api_support import adventure_for
 from stories.models import ScenarioVersion
 
 LIBRARY_PAGE, LIBRARY_PAGE_MAX = 20, 100  # scenarios per page

@@ -26,12 +26,12 @@ from config.async_db import db_step, release_request_thread
 from config.errors import Conflict, DomainError, InvalidRequest, NotFound, as_domain_error
 from config.redis_pool import redis_client
 from memory.story import retrieval, summaries
+from play import turn_keys
 from stories import accounts, context, limits, lineage, prompt_prefix, sampling, tree
 from stories.adventures import access_adventure
 from stories.context import Context, MemoryItem
 from stories.generation import generation_claim, generation_release, held, keep_claimed
 from stories.models import ACTION_TEXT_MAX, Action, Adventure, AISettings, Branch, ProviderCall
-from stories.play import turn_keys
 from stories.providers import Completion, Connection, ProviderError
 from stories.providers.awaited import ModelCall
 

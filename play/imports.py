@@ -28,12 +28,12 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from config import jobs
+from config import advisory_locks, jobs
 from config.errors import DomainError, NotFound, RateLimited
 from config.redis_pool import redis_client
+from play import changes
 from stories import import_doc, limits
 from stories.models import ImportJob
-from stories.play import changes
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +42,8 @@ IMPORTS_QUEUED_MAX = 3  # a player's imports waiting or running at once
 IMPORT_ATTEMPTS_MAX = 3
 JOBS_KEPT = timedelta(days=7)
 PROGRESS_TTL_S = 3600
-SUBMIT_LOCK_SPACE = 29_001  # pg_advisory_xact_lock's first key for a player's import submissions
-RUN_LOCK_SPACE = 29_002  # ...and for a job a worker is importing (the job's id the second key)
+SUBMIT_LOCK_SPACE = advisory_locks.IMPORT_SUBMIT
+RUN_LOCK_SPACE = advisory_locks.IMPORT_RUN
 RUNNING_SQL = """
 SELECT EXISTS (SELECT 1 FROM pg_locks
                WHERE locktype = 'advisory' AND granted AND classid = %s AND objid = %s AND objsubid = 2
