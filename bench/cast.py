@@ -109,9 +109,10 @@ def main() -> None:
 
     from memory.models import Memory
     from memory.story import marks, memory_pass, presence, retrieval, scene
-    from stories import accounts, lineage, tree
+    from stories.accounts import ai_settings
     from stories.adventures import adventure_create
     from stories.models import Action, Adventure, Branch, StoryCard
+    from stories.tree import lineage, writes
     from tests.support.fake_llm import FakeLLM
     from tests.support.story import memory_reply
 
@@ -131,7 +132,7 @@ def main() -> None:
     grid: dict[tuple[str, str], dict[tuple[int, int], tuple[int, int]]] = {}  # (set, story) -> knobs -> right, asked
     try:
         for writer in ("offline", "model"):
-            accounts.ai_settings_update(
+            ai_settings.ai_settings_update(
                 user_id=user.pk,
                 endpoint_url=fake.url if writer == "model" else "",
                 api_key="sk-bench" if writer == "model" else "",
@@ -153,7 +154,7 @@ def main() -> None:
                     for c in story["cast"]
                 ]
                 for kind, text in story["actions"][1:]:
-                    tree.place(
+                    writes.place(
                         adventure_id=adventure.pk,
                         branch_id=adventure.head_branch_id,
                         kind=kind,

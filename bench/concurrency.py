@@ -119,7 +119,7 @@ def _players(count: int, fake_url: str, prefix: str = "bench-crowd-") -> list[tu
     from rest_framework.authtoken.models import Token
     from tqdm import tqdm
 
-    from stories import accounts
+    from stories.accounts import ai_settings
     from stories.adventures import adventure_create
 
     User = get_user_model()
@@ -128,7 +128,7 @@ def _players(count: int, fake_url: str, prefix: str = "bench-crowd-") -> list[tu
     tokens = Token.objects.bulk_create([Token(user=u, key=Token.generate_key()) for u in users])
     out = []
     for user, token in tqdm(list(zip(users, tokens)), desc="players", unit="player"):
-        accounts.ai_settings_update(user_id=user.pk, endpoint_url=fake_url, api_key="sk-bench", model="fake")
+        ai_settings.ai_settings_update(user_id=user.pk, endpoint_url=fake_url, api_key="sk-bench", model="fake")
         adventure = adventure_create(owner_id=user.pk, title="Crowd", opening="The square fills with people.")
         out.append((token.key, adventure.pk))
     return out

@@ -94,8 +94,8 @@ def main() -> None:
     from django.contrib.auth import get_user_model
     from tqdm import tqdm
 
+    from stories.accounts.auth import api_token_for
     from stories.adventures import adventure_delete
-    from stories.auth import api_token_for
     from stories.models import Adventure, ImportJob
     from tests.support.processes import Site, Worker
 

@@ -2,7 +2,7 @@
 
 A long story (cards that trigger, a cast of characters, a memory bank the post-turn pass grows
 and a running summary) is played into the database; at every turn the prompt the turn would send
-is built exactly as a turn builds it (the turn's own recall, then stories.context.build) for each
+is built exactly as a turn builds it (the turn's own recall, then stories.prompt.context.build) for each
 layout (the prefix-cache layout and the older "memories before the story" one) and context size
 (2k, 8k, 32k tokens). Each prompt is tokenized as the model server sees it (system, then user);
 the share of the previous turn's prompt that the new one starts with is what a prefix cache
@@ -12,7 +12,7 @@ window's jumps), tokens spared per turn, and the time to first token saved under
 
     .venv/bin/python bench/prompt_cache.py [--turns 300] [--smoke]
 
-STEP_TOKENS=N tries another grid for the story window (stories.context.STEP_TOKENS); EXPLAIN=1
+STEP_TOKENS=N tries another grid for the story window (stories.prompt.context.STEP_TOKENS); EXPLAIN=1
 prints where a prompt parted from the last one on each turn that reused less than half of it
 without a jump of the window.
 """
@@ -66,9 +66,10 @@ def main() -> None:
     from tqdm import tqdm
 
     from memory.story import memory_pass, retrieval, summaries
-    from stories import context, lineage, tokens, tree
     from stories.adventures import adventure_create
     from stories.models import Adventure, Branch, StoryCard
+    from stories.prompt import context, tokens
+    from stories.tree import lineage, writes
 
     user, _ = get_user_model().objects.get_or_create(username="bench-prompt-cache")
     Adventure.objects.filter(owner=user).delete()
@@ -99,7 +100,7 @@ def main() -> None:
     turn_parts: dict[tuple[bool, int], list[float]] = {}  # share of the prompt that changes every turn
     for turn in tqdm(range(1, turns + 1), desc="turns", unit="turn"):
         head = Branch.objects.get(pk=adventure.head_branch_id)
-        tree.place(adventure_id=adventure.pk, branch_id=head.pk, kind="do", text=rng.choice(ACTS), ask_pass=False)
+        writes.place(adventure_id=adventure.pk, branch_id=head.pk, kind="do", text=rng.choice(ACTS), ask_pass=False)
         head.refresh_from_db()
         cards = list(adventure.cards.all())
         for size in SIZES:
@@ -143,7 +144,7 @@ def main() -> None:
                             repr(enc.decode([t for t in ids[at : at + 30] if t >= 0])),
                         )
                 previous[key] = (ids, window["first_depth"], full)
-        tree.place(adventure_id=adventure.pk, branch_id=head.pk, kind="story", text=reply(rng, turn), ask_pass=False)
+        writes.place(adventure_id=adventure.pk, branch_id=head.pk, kind="story", text=reply(rng, turn), ask_pass=False)
         if turn % 3 == 0:  # the post-turn pass, as the workers run it (memories, characters, summary)
             while memory_pass.run(adventure.pk).more_due:
                 pass

@@ -48,16 +48,17 @@ def main() -> None:
     from memory.models import Memory
     from memory.story import memory_pass
     from play import turns as turns_module
-    from stories import accounts, tree
+    from stories.accounts import ai_settings
     from stories.adventures import adventure_create
     from stories.models import Adventure, Branch, StoryCard
+    from stories.tree import writes
     from tests.support.fake_llm import FakeLLM
     from workers import tasks
     from workers.locks import client as redis_client
 
     fake = FakeLLM()
     user, _ = get_user_model().objects.get_or_create(username="bench-turn")
-    accounts.ai_settings_update(
+    ai_settings.ai_settings_update(
         user_id=user.pk,
         endpoint_url=fake.url,
         api_key="sk-bench",
@@ -72,7 +73,7 @@ def main() -> None:
     )
     head = Branch.objects.get(pk=adventure.head_branch_id)
     for n in tqdm(range(200), desc="story", unit="action"):
-        tree.place(
+        writes.place(
             adventure_id=adventure.pk,
             branch_id=head.pk,
             kind="story",

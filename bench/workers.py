@@ -34,7 +34,7 @@ def main() -> None:
     from tqdm import tqdm
 
     from memory.models import Memory, PassRun
-    from stories import accounts
+    from stories.accounts import ai_settings
     from stories.adventures import adventure_create
     from stories.models import Adventure
     from tests.support.fake_llm import FakeLLM
@@ -45,7 +45,7 @@ def main() -> None:
     fake = FakeLLM(reply=memory_reply)
     fake.latency = args.latency
     user, _ = get_user_model().objects.get_or_create(username="bench-workers")
-    accounts.ai_settings_update(
+    ai_settings.ai_settings_update(
         user_id=user.pk, endpoint_url=fake.url, api_key="sk-bench", model="fake", embedding_model="fake-embed"
     )
     results = []

@@ -14,7 +14,7 @@ no one gets an add form that could not save: a model whose required field is
 read-only here (an adventure's owner, a branch's adventure, a world token's
 world) is made by the product (play, the API), never by a blank admin form.
 
-The login page shares the site's login throttle (stories.auth provides it when ready).
+The login page shares the site's login throttle (stories.accounts.auth provides it when ready).
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def each(modeladmin, request, queryset, change, message):
 
 
 def provide_login_throttle(*, form_mixin: type, throttled_response) -> None:
-    """The site's login throttle, provided by the app that keeps it (stories.auth, when ready):
+    """The site's login throttle, provided by the app that keeps it (stories.accounts.auth, when ready):
     ``form_mixin`` refuses a throttled login with the error code "throttled", and
     ``throttled_response(response)`` makes that page a 429 with Retry-After."""
     EverloreAdminSite.login_form = type("ThrottledAdminLoginForm", (form_mixin, AdminAuthenticationForm), {})

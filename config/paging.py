@@ -68,7 +68,8 @@ class LimitOffsetHeaders(LimitOffsetPagination):
 
     def _query(self, request) -> dict:
         if self._checked is None:
-            query = _query(self.default_limit, self.max_limit)(data=request.query_params)
+            # a plain dict: an empty ``?offset=`` is a value to refuse, not a field left out (DRF's form rule)
+            query = _query(self.default_limit, self.max_limit)(data=request.query_params.dict())
             query.is_valid(raise_exception=True)
             self._checked = query.validated_data
         return self._checked

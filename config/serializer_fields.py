@@ -138,7 +138,8 @@ def valid(serializer_class, request, *, query: bool = False, partial: bool = Fal
     take no such field): a client's typo or a setting the site does not have is never taken in
     silence. ``partial`` (a PATCH): a top-level field may be left out, but a value given is checked
     whole, nested items included (a list of cards replaces the list: each card needs its name)."""
-    serializer = serializer_class(data=request.query_params if query else request.data, **kwargs)
+    # a query as a plain dict: an empty ``?limit=`` is a value to refuse, not a field left out (DRF's form rule)
+    serializer = serializer_class(data=request.query_params.dict() if query else request.data, **kwargs)
     if partial:
         for field in serializer.fields.values():
             field.required, field.default = False, empty  # left out: left as it is, never a default

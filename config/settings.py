@@ -252,7 +252,7 @@ TEMPLATES = [
     },
 ]
 
-AUTHENTICATION_BACKENDS = ["stories.auth.ThrottledModelBackend"]
+AUTHENTICATION_BACKENDS = ["stories.accounts.auth.ThrottledModelBackend"]
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -260,7 +260,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
     # not a rule: Django tells validators of every saved password; this one ends the API tokens
-    {"NAME": "stories.auth.EndSessionsOnPasswordChange"},
+    {"NAME": "stories.accounts.auth.EndSessionsOnPasswordChange"},
 ]
 
 # Password reset mail: printed to the log unless an SMTP server is configured.
@@ -297,7 +297,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # The token scheme first: a missing or bad credential answers 401 with WWW-Authenticate.
-        "stories.auth.TokenAuthentication",
+        "stories.accounts.auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -309,8 +309,8 @@ REST_FRAMEWORK = {
     # 200; the site is same-origin (no CORS preflight), so OPTIONS answers 405.
     "DEFAULT_METADATA_CLASS": None,
     "DEFAULT_PAGINATION_CLASS": "config.paging.LimitOffsetHeaders",
-    # every write counts toward the account's WRITES_PER_MINUTE (stories.auth.WritesThrottle)
-    "DEFAULT_THROTTLE_CLASSES": ["stories.auth.WritesThrottle"],
+    # every write counts toward the account's WRITES_PER_MINUTE (stories.accounts.auth.WritesThrottle)
+    "DEFAULT_THROTTLE_CLASSES": ["stories.accounts.auth.WritesThrottle"],
 }
 
 SPECTACULAR_SETTINGS = {

@@ -11,7 +11,8 @@ from importlib import resources
 import numpy as np
 
 from config.errors import UpstreamFailed
-from stories import accounts, providers
+from stories import providers
+from stories.accounts import ai_settings
 from stories.models import ProviderCall
 
 LOCAL_MODEL = "local:all-MiniLM-L6-v2"
@@ -103,7 +104,7 @@ def embed_query(*, user_id: int, text: str, adventure_id: int | None = None, ai=
     the player waits (the owner's own model within its deadline). The local model reads the newest
     LOCAL_QUERY_WORDPIECES word pieces of ``text`` (its cost grows with what it reads;
     bench/story_query.py). Raises EmbeddingUnavailable as ``embed``."""
-    conn = accounts.connection_for_background(user_id=user_id, purpose="embedding", ai=ai)
+    conn = ai_settings.connection_for_background(user_id=user_id, purpose="embedding", ai=ai)
     if conn is None:
         return LOCAL_MODEL, embed_query_local(text, keep_end=LOCAL_QUERY_WORDPIECES)
     model, vectors = embed(user_id=user_id, texts=[text], adventure_id=adventure_id, ai=ai, for_request=True)
@@ -112,7 +113,7 @@ def embed_query(*, user_id: int, text: str, adventure_id: int | None = None, ai=
 
 def active_model(*, user_id: int, ai=None) -> str:
     """The embedding model an owner's memories are ranked with."""
-    return accounts.background_model(user_id=user_id, purpose="embedding", ai=ai) or LOCAL_MODEL
+    return ai_settings.background_model(user_id=user_id, purpose="embedding", ai=ai) or LOCAL_MODEL
 
 
 def embed(
@@ -121,7 +122,7 @@ def embed(
     """(model name, vectors) with the owner's active embedding model, never the demo;
     ``for_request``: a request waits on it (providers.for_request). Raises EmbeddingUnavailable
     when the owner's own model fails."""
-    conn = accounts.connection_for_background(user_id=user_id, purpose="embedding", ai=ai)
+    conn = ai_settings.connection_for_background(user_id=user_id, purpose="embedding", ai=ai)
     if conn is None:
         return LOCAL_MODEL, embed_local(texts)
     if for_request:

@@ -8,8 +8,9 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
 from config import serializer_fields as strict
-from stories import accounts, sampling
+from stories.accounts import ai_settings
 from stories.models import AISettings, ProviderCall, Rating
+from stories.prompt import sampling
 from stories.providers.netguard import EndpointRefused, check_url_shape
 
 User = get_user_model()
@@ -117,14 +118,14 @@ class AISettingsSerializer(strict.StrictModelSerializer):
 
     class Meta:
         model = AISettings
-        # the settings a player changes are accounts.SETTINGS_FIELDS: one list, here and in the update
+        # the settings a player changes are ai_settings.SETTINGS_FIELDS: one list, here and in the update
         fields = [
             "endpoint_url",
             "api_key",
             "has_api_key",
             "api_key_last4",
             "api_key_cleared",
-            *(name for name in accounts.SETTINGS_FIELDS if name != "endpoint_url"),
+            *(name for name in ai_settings.SETTINGS_FIELDS if name != "endpoint_url"),
             "preset",
             "updated_at",
         ]

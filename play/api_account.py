@@ -13,8 +13,10 @@ from rest_framework.views import APIView
 from config.serializer_fields import valid as _valid
 from play import account_serializers as s
 from play import changes
-from stories import accounts, auth, limits, providers, sampling
+from stories import limits, providers
+from stories.accounts import ai_settings, auth
 from stories.models import ProviderCall
+from stories.prompt import sampling
 
 DEBUG_LOG_SIZE = 30  # provider calls shown to a user
 
@@ -91,7 +93,7 @@ class MeView(APIView):
 class SettingsView(APIView):
     @extend_schema(responses=s.AISettingsSerializer, tags=["settings"])
     def get(self, request):
-        return Response(s.AISettingsSerializer(accounts.ai_settings_get(user_id=request.user.id)).data)
+        return Response(s.AISettingsSerializer(ai_settings.ai_settings_get(user_id=request.user.id)).data)
 
     @extend_schema(request=s.AISettingsSerializer, responses=s.AISettingsSerializer, tags=["settings"])
     def patch(self, request):
@@ -115,14 +117,14 @@ class SettingsPresetsView(APIView):
 class SettingsModelsView(APIView):
     @extend_schema(responses=s.ModelListSerializer, tags=["settings"], summary="The models your endpoint lists")
     def get(self, request):
-        conn = accounts.connection_for_listing(user_id=request.user.id)
+        conn = ai_settings.connection_for_listing(user_id=request.user.id)
         return Response(s.ModelListSerializer({"models": providers.models(conn=conn, user_id=request.user.id)}).data)
 
 
 class SettingsTestView(APIView):
     @extend_schema(request=None, responses={200: s.TestConnectionResultSerializer}, tags=["settings"])
     def post(self, request):
-        conn = accounts.connection_for_test(user_id=request.user.id)
+        conn = ai_settings.connection_for_test(user_id=request.user.id)
         result = providers.complete(
             conn=conn,
             messages=[{"role": "user", "content": "Reply with the word: ok"}],

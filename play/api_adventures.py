@@ -18,7 +18,8 @@ from config.serializer_fields import valid as _valid
 from play import changes, imports
 from play import serializers as s
 from play.api_support import adventure_for as _adventure
-from stories import adventures, cards, lorebooks
+from stories import adventures, cards
+from stories.library import aidungeon, lorebooks
 from stories.models import Adventure, ImportJob, StoryCard
 
 
@@ -186,7 +187,7 @@ class CardImportView(APIView):
     @extend_schema(request=s.AIDungeonCardsSerializer, responses={201: s.CardSerializer(many=True)}, tags=["cards"])
     def post(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
-        created = cards.import_aidungeon(adventure=adventure, data=request.data)
+        created = aidungeon.import_aidungeon(adventure=adventure, data=request.data)
         return Response(s.CardSerializer(created, many=True).data, status=201)
 
 
@@ -271,4 +272,4 @@ class CardExportView(APIView):
         adventure = _adventure(request, adventure_id)
         if _valid(_CardExportQuery, request, query=True)["type"] == "sillytavern":
             return Response(lorebooks.export_sillytavern(adventure=adventure))
-        return Response(cards.export_aidungeon(adventure=adventure))
+        return Response(aidungeon.export_aidungeon(adventure=adventure))

@@ -14,7 +14,8 @@ from config.serializer_fields import valid
 from play import scenario_serializers as ss
 from play import serializers as s
 from play.api_support import adventure_for
-from stories import accounts, scenarios
+from stories.accounts import ai_settings
+from stories.library import scenarios
 from stories.models import ScenarioVersion
 
 LIBRARY_PAGE, LIBRARY_PAGE_MAX = 20, 100  # scenarios per page
@@ -39,7 +40,7 @@ class LibraryView(APIView):
     )
     def get(self, request):
         query = valid(ss.LibraryQuerySerializer, request, query=True)
-        max_rating = accounts.ai_settings_get(user_id=request.user.id).content_rating
+        max_rating = ai_settings.ai_settings_get(user_id=request.user.id).content_rating
         rows = scenarios.library(max_rating=max_rating, **query)
         return paging.page(request, rows, ss.ScenarioSummarySerializer, default=LIBRARY_PAGE, maximum=LIBRARY_PAGE_MAX)
 

@@ -19,8 +19,8 @@ from config.serializer_fields import valid as _valid
 from play import serializers as s
 from play import turns
 from play.api_support import adventure_for as _adventure
-from stories import lineage, story_text, tree, tree_history
 from stories.models import Action, Adventure, Branch
+from stories.tree import history, lineage, story_text, writes
 
 STORY_PAGE_DEFAULT = 50  # actions per page
 STORY_PAGE_MAX = 200
@@ -120,7 +120,7 @@ class UndoView(APIView):
         "(a continue, or an action whose reply failed, alone). Redo brings it back.",
     )
     def post(self, request, adventure_id):
-        return Response(tree_history.turn_undo(adventure_id=_adventure(request, adventure_id).pk))
+        return Response(history.turn_undo(adventure_id=_adventure(request, adventure_id).pk))
 
 
 class RedoView(APIView):
@@ -133,7 +133,7 @@ class RedoView(APIView):
         "409 otherwise.",
     )
     def post(self, request, adventure_id):
-        done = tree_history.turn_redo(adventure_id=_adventure(request, adventure_id).pk)
+        done = history.turn_redo(adventure_id=_adventure(request, adventure_id).pk)
         return Response({**done, "actions": s.ActionSerializer(done["actions"], many=True).data})
 
 
@@ -157,14 +157,14 @@ class ActionView(APIView):
         data = _valid(s.EditInputSerializer, request)
         if "text" not in data:  # an empty patch changes nothing
             return Response(s.ActionSerializer(action).data)
-        action = tree.edit(adventure_id=adventure.pk, action_id=action_id, text=data["text"].strip())
+        action = writes.edit(adventure_id=adventure.pk, action_id=action_id, text=data["text"].strip())
         return Response(s.ActionSerializer(action).data)
 
     @extend_schema(responses={204: None}, tags=["story"])
     def delete(self, request, adventure_id, action_id):
         adventure = _adventure(request, adventure_id)
         _action(adventure, action_id)
-        tree.delete(adventure_id=adventure.pk, action_id=action_id)
+        writes.delete(adventure_id=adventure.pk, action_id=action_id)
         return Response(status=204)
 
 
@@ -195,7 +195,7 @@ class TakesView(APIView):
             branch, action
         ):
             raise NotFound("take_id is not a take of this action on the current branch")
-        selected = tree.take_select(adventure_id=adventure.pk, action_id=take_id)
+        selected = writes.take_select(adventure_id=adventure.pk, action_id=take_id)
         return Response(self._takes(adventure, selected))
 
 
@@ -205,7 +205,9 @@ class ForkView(APIView):
         adventure = _adventure(request, adventure_id)
         _action(adventure, action_id)
         data = _valid(s.ForkInputSerializer, request)
-        branch = tree.fork(adventure_id=adventure.pk, action_id=action_id, name=data["name"], checkout=data["checkout"])
+        branch = writes.fork(
+            adventure_id=adventure.pk, action_id=action_id, name=data["name"], checkout=data["checkout"]
+        )
         adventure.refresh_from_db()
         return Response(s.BranchSerializer(branch, context={"head_id": adventure.head_branch_id}).data, status=201)
 
@@ -235,14 +237,14 @@ class BranchDetailView(APIView):
         branch = _branch(adventure, branch_id)
         name = _valid(s.BranchRenameSerializer, request).get("name")
         if name is not None:  # an empty patch changes nothing
-            branch = tree.branch_rename(adventure_id=adventure.pk, branch_id=branch_id, name=name)
+            branch = writes.branch_rename(adventure_id=adventure.pk, branch_id=branch_id, name=name)
         return Response(s.BranchSerializer(branch, context={"head_id": adventure.head_branch_id}).data)
 
     @extend_schema(responses={204: None}, tags=["branches"])
     def delete(self, request, adventure_id, branch_id):
         adventure = _adventure(request, adventure_id)
         _branch(adventure, branch_id)
-        tree.branch_delete(adventure_id=adventure.pk, branch_id=branch_id)
+        writes.branch_delete(adventure_id=adventure.pk, branch_id=branch_id)
         return Response(status=204)
 
 
@@ -251,7 +253,7 @@ class BranchCheckoutView(APIView):
     def post(self, request, adventure_id, branch_id):
         adventure = _adventure(request, adventure_id)
         _branch(adventure, branch_id)
-        branch = tree.checkout(adventure_id=adventure.pk, branch_id=branch_id)
+        branch = writes.checkout(adventure_id=adventure.pk, branch_id=branch_id)
         return Response(s.BranchSerializer(branch, context={"head_id": branch.pk}).data)
 
 

@@ -36,7 +36,8 @@ from config.serializer_fields import valid as _valid
 from play import serializers as s
 from play import turns
 from play.api_support import adventure_for as _adventure
-from stories import limits, lineage
+from stories import limits
+from stories.tree import lineage
 
 TURN_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")  # an Idempotency-Key header's shape
 

@@ -9,7 +9,8 @@ from django.db import transaction
 
 from memory import embedder, embeddings
 from memory.story import memories
-from stories import accounts, adventures
+from stories import adventures
+from stories.accounts import ai_settings
 from stories.models import Adventure, AISettings
 
 
@@ -70,7 +71,7 @@ def ai_settings_change(*, user_id: int, api_key: str | None = None, **fields) ->
     same transaction and the passes that embed them again are asked for."""
     with transaction.atomic():
         before = embedder.active_model(user_id=user_id)
-        obj = accounts.ai_settings_update(user_id=user_id, api_key=api_key, **fields)
+        obj = ai_settings.ai_settings_update(user_id=user_id, api_key=api_key, **fields)
         if embedder.active_model(user_id=user_id) != before:
             embeddings.vectors_clear_other_models(owner_id=user_id)
     return obj

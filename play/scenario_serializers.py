@@ -7,7 +7,7 @@ from rest_framework import serializers
 
 from config import serializer_fields as strict
 from play.serializers import CardInputSerializer
-from stories import scenarios
+from stories.library import scenarios
 from stories.models import (
     ACTION_TEXT_MAX,
     AUTHORS_NOTE_MAX,

@@ -11,8 +11,8 @@ import redis
 
 from config.errors import Conflict
 from config.redis_pool import redis_client
-from stories import lineage
 from stories.models import Action, Adventure
+from stories.tree import lineage
 
 log = logging.getLogger(__name__)
 

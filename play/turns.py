@@ -27,13 +27,16 @@ from config.errors import Conflict, DomainError, InvalidRequest, NotFound, as_do
 from config.redis_pool import redis_client
 from memory.story import retrieval, summaries
 from play import turn_keys
-from stories import accounts, context, limits, lineage, prompt_prefix, sampling, tree
+from stories import limits
+from stories.accounts import ai_settings
 from stories.adventures import access_adventure
-from stories.context import Context, MemoryItem
-from stories.generation import generation_claim, generation_release, held, keep_claimed
 from stories.models import ACTION_TEXT_MAX, Action, Adventure, AISettings, Branch, ProviderCall
+from stories.prompt import context, prefix, sampling
+from stories.prompt.context import Context, MemoryItem
 from stories.providers import Completion, Connection, ProviderError
 from stories.providers.awaited import ModelCall
+from stories.tree import lineage, writes
+from stories.tree.generation import generation_claim, generation_release, held, keep_claimed
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +79,7 @@ class Prepared:
     ai: AISettings
     reply_kind: str
     retake_of: Action | None = None  # a retry adds a take to this reply
-    sent: bytes = b""  # the prompt's fingerprint, for the model call's log row (stories.prompt_prefix)
+    sent: bytes = b""  # the prompt's fingerprint, for the model call's log row (stories.prompt.prefix)
     story_ids: tuple[int, ...] = ()  # the story's nodes the prompt tells
     notices: tuple[str, ...] = ()  # what the player should know of how the turn was played
 
@@ -98,8 +101,8 @@ def _prepare(
     retake_of: Action | None = None,
     notices: tuple[str, ...] = (),
 ) -> Prepared:
-    ai = accounts.ai_settings_loaded(adventure=adventure, user_id=user_id)
-    conn = accounts.connection_for_turn(user_id=user_id, ai=ai)
+    ai = ai_settings.ai_settings_loaded(adventure=adventure, user_id=user_id)
+    conn = ai_settings.connection_for_turn(user_id=user_id, ai=ai)
     limits.model_call(user_id=user_id)
     story = lineage.recent(branch, count=_story_window(ai.context_tokens), below_depth=below_depth)
     cards = list(adventure.cards.all())
@@ -126,8 +129,8 @@ def _prepare(
     )
     # what of the last turn's prompt this one repeats (a prefix cache serves it): the access query
     # brought the last one's fingerprint, this one's goes into the model call's log row
-    sent = prompt_prefix.fingerprint(ctx.messages)
-    ctx.prefix_reused = prompt_prefix.reused(bytes(getattr(adventure, "last_prompt", None) or b""), sent)
+    sent = prefix.fingerprint(ctx.messages)
+    ctx.prefix_reused = prefix.reused(bytes(getattr(adventure, "last_prompt", None) or b""), sent)
     return Prepared(
         user_id=user_id,
         adventure=adventure,
@@ -180,7 +183,7 @@ def begin_play(*, user_id: int, adventure: Adventure, mode: str, text: str, key:
         if again is not None:
             placed.append(again)
         elif mode in PLAYER_MODES:  # on the head as it stands once the claim holds the tree still
-            placed.append(tree.place(adventure_id=adventure.pk, branch_id=None, kind=mode, text=text, ask_pass=False))
+            placed.append(writes.place(adventure_id=adventure.pk, branch_id=None, kind=mode, text=text, ask_pass=False))
             if key and not turn_keys.remember(
                 user_id=user_id, adventure_id=adventure.pk, key=key, action_id=placed[0].pk
             ):
@@ -292,7 +295,7 @@ def _finish(p: Prepared, call: ModelCall, stopped: bool) -> TurnResult | None:
             )
             if call.error is not None:
                 if p.conn.demo:
-                    accounts.demo_refund(user_id=p.user_id)
+                    ai_settings.demo_refund(user_id=p.user_id)
                 raise call.error
             completion = (
                 call.completion
@@ -312,7 +315,7 @@ def _finish(p: Prepared, call: ModelCall, stopped: bool) -> TurnResult | None:
                     jobs.memory_pass_after_commit(adventure_id=p.adventure.pk)
                 return None
             if p.retake_of is not None:
-                reply = tree.take_add(
+                reply = writes.take_add(
                     adventure_id=p.adventure.pk,
                     branch_id=p.branch.pk,
                     expected_tip_id=p.retake_of.pk,
@@ -320,7 +323,7 @@ def _finish(p: Prepared, call: ModelCall, stopped: bool) -> TurnResult | None:
                     text=text,
                 )
             else:
-                reply = tree.place(
+                reply = writes.place(
                     adventure_id=p.adventure.pk, branch_id=p.branch.pk, kind=p.reply_kind, text=text, release=p.token
                 )
                 released = True  # the reply's write freed the claim
@@ -371,8 +374,8 @@ def insights(*, user_id: int, adventure_id: int) -> Context:
     """A dry run of the next turn's context. Changes nothing, spends nothing."""
     adventure = access_adventure(user_id=user_id, adventure_id=adventure_id)
     branch = lineage.head(adventure)
-    ai = accounts.ai_settings_get(user_id=user_id)
-    model = accounts.model_for_display(user_id=user_id)
+    ai = ai_settings.ai_settings_get(user_id=user_id)
+    model = ai_settings.model_for_display(user_id=user_id)
     story = lineage.recent(branch, count=_story_window(ai.context_tokens))
     cards = list(adventure.cards.all())
     recalled = retrieval.recall_for_turn(
@@ -403,6 +406,6 @@ def insights(*, user_id: int, adventure_id: int) -> Context:
         .first()
     )
     if last is not None:
-        ctx.prefix_reused = prompt_prefix.reused(bytes(last[0]), prompt_prefix.fingerprint(ctx.messages))
+        ctx.prefix_reused = prefix.reused(bytes(last[0]), prefix.fingerprint(ctx.messages))
         ctx.last_cached_tokens = last[1] if last[2] == "ok" else None
     return ctx

@@ -15,7 +15,8 @@ from django.views.decorators.http import require_POST
 
 from config.errors import InvalidRequest, RateLimited
 from play import changes
-from stories import auth, limits
+from stories import limits
+from stories.accounts import auth
 from stories.adventures import access_adventure
 from stories.adventures import adventure_delete as adventure_delete_service
 from stories.cards import clean_keys
@@ -23,7 +24,7 @@ from stories.models import ACTION_TEXT_MAX, AUTHORS_NOTE_MAX, LONG_TEXT_MAX, Adv
 
 
 class LoginView(auth_views.LoginView):
-    """Django's login page behind the shared login throttle (stories.auth)."""
+    """Django's login page behind the shared login throttle (stories.accounts.auth)."""
 
     authentication_form = auth.LoginForm
 

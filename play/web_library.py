@@ -13,7 +13,8 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from config.errors import DomainError
-from stories import accounts, scenarios
+from stories.accounts import ai_settings
+from stories.library import scenarios
 from stories.models import RATING_ORDER, Rating, Scenario, ScenarioReport, ScenarioVersion
 
 LIBRARY_PAGE = 20  # scenarios a page
@@ -32,7 +33,7 @@ class LibraryForm(forms.Form):
 def library(request):
     form = LibraryForm(request.GET or None)
     query = form.cleaned_data if form.is_valid() else {}
-    max_rating = accounts.ai_settings_get(user_id=request.user.id).content_rating
+    max_rating = ai_settings.ai_settings_get(user_id=request.user.id).content_rating
     rows = scenarios.library(max_rating=max_rating, **query)
     page = Paginator(rows, LIBRARY_PAGE).get_page(request.GET.get("page"))
     keep = request.GET.copy()
@@ -53,7 +54,7 @@ def mine(request):
 def _page(request, scenario: Scenario, *, status: int = 200, **extra):
     version = scenario.current
     is_author = scenario.author_id == request.user.id
-    max_rating = accounts.ai_settings_get(user_id=request.user.id).content_rating
+    max_rating = ai_settings.ai_settings_get(user_id=request.user.id).content_rating
     context = {
         "max_rating": max_rating,
         "above_preference": RATING_ORDER.index(scenario.rating) > RATING_ORDER.index(max_rating),

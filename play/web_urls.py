@@ -3,7 +3,7 @@ from django.urls import path
 from django.views.decorators.csrf import ensure_csrf_cookie
 
 from play import web, web_library
-from stories.auth import writes_limited
+from stories.accounts.auth import writes_limited
 
 urlpatterns = [
     path("", web.home, name="web-home"),
@@ -54,6 +54,6 @@ urlpatterns = [
     path("library/s/<slug:scenario_key>/link/", web_library.scenario_link, name="web-scenario-link"),
     path("library/s/<slug:scenario_key>/delete/", web_library.scenario_delete, name="web-scenario-delete"),
 ]
-# Every page's writes count as the API's do (stories.auth.WritesThrottle).
+# Every page's writes count as the API's do (stories.accounts.auth.WritesThrottle).
 for _pattern in urlpatterns:
     _pattern.callback = writes_limited(_pattern.callback)

@@ -9,7 +9,7 @@ from django.db.models import OuterRef, Subquery
 
 from config import jobs
 from config.errors import InvalidRequest, NotFound
-from stories import import_doc, tree
+from stories import import_doc
 from stories.cards import card_limit_check, clean_keys
 from stories.models import (
     AUTHORS_NOTE_MAX,
@@ -21,6 +21,7 @@ from stories.models import (
     ProviderCall,
     StoryCard,
 )
+from stories.tree import writes
 
 EXPORT_FORMAT, EXPORT_VERSION = import_doc.EXPORT_FORMAT, import_doc.EXPORT_VERSION
 
@@ -41,7 +42,7 @@ def access_adventure(*, user_id: int, adventure_id: int, for_play: bool = False)
     """The adventure if ``user_id`` owns it; NotFound otherwise (never 403).
     ``for_play``: the owner's AI settings come in the same query (a turn reads them)."""
     found = Adventure.objects.filter(pk=adventure_id, owner_id=user_id, hidden=False)
-    if for_play:  # with the last turn's prompt, as stories.prompt_prefix keeps it
+    if for_play:  # with the last turn's prompt, as stories.prompt.prefix keeps it
         last_turn = ProviderCall.objects.filter(adventure_id=OuterRef("pk"), purpose=ProviderCall.Purpose.TURN)
         found = found.select_related("owner__ai_settings").annotate(
             last_prompt=Subquery(last_turn.order_by("-created_at", "-id").values("prompt_fingerprint")[:1])
@@ -55,7 +56,7 @@ def access_adventure(*, user_id: int, adventure_id: int, for_play: bool = False)
 def adventure_create(*, owner_id: int, opening: str = "", cards: list[dict] | None = None, **fields) -> Adventure:
     with transaction.atomic():
         adventure = Adventure.objects.create(owner_id=owner_id, **fields)
-        tree.adventure_start(adventure=adventure, opening=opening)
+        writes.adventure_start(adventure=adventure, opening=opening)
         if cards:
             card_limit_check(adventure=adventure, adding=len(cards))
             StoryCard.objects.bulk_create([StoryCard(adventure=adventure, **card) for card in cards])
@@ -207,7 +208,7 @@ def adventure_import_mapped(*, owner_id: int, data, progress=lambda stage, done,
 
     with transaction.atomic():
         adventure = Adventure.objects.create(owner_id=owner_id, **fields)
-        new_ids = tree.tree_import(
+        new_ids = writes.tree_import(
             adventure=adventure,
             branches=branches,
             actions=actions,

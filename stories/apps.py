@@ -7,6 +7,6 @@ class StoriesConfig(AppConfig):
 
     def ready(self):
         from config.admin_site import provide_login_throttle
-        from stories import auth  # connects the failed-login counter
+        from stories.accounts import auth  # connects the failed-login counter
 
         provide_login_throttle(form_mixin=auth.ThrottledFormMixin, throttled_response=auth.throttled_response)

@@ -32,7 +32,7 @@ RATING_ORDER = [Rating.EVERYONE, Rating.TEEN, Rating.MATURE]
 
 class AISettings(models.Model):
     """One user's model connection and budgets. The API key is stored encrypted
-    (see stories.crypto) and is never returned by the API."""
+    (see stories.accounts.crypto) and is never returned by the API."""
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ai_settings")
     # validated by stories.providers.netguard (scheme, credentials, public address), not by URLField
@@ -47,7 +47,7 @@ class AISettings(models.Model):
     context_tokens = models.PositiveIntegerField(default=4096)
     max_output_tokens = models.PositiveIntegerField(default=300)
     temperature = models.FloatField(default=0.8)
-    # sampling beyond temperature (stories.sampling): empty is not sent
+    # sampling beyond temperature (stories.prompt.sampling): empty is not sent
     top_p = models.FloatField(null=True, blank=True)
     top_k = models.PositiveIntegerField(null=True, blank=True)
     min_p = models.FloatField(null=True, blank=True)
@@ -86,7 +86,7 @@ class Adventure(models.Model):
     story_summary = models.TextField(blank=True, default="")
     auto_summarize = models.BooleanField(default=True)
     memory_bank_enabled = models.BooleanField(default=True)
-    # the prompt's older order: memories, what characters know and cards before the story (stories.context)
+    # the prompt's older order: memories, what characters know and cards before the story (stories.prompt.context)
     memories_before_story = models.BooleanField(default=False)
     hidden = models.BooleanField(default=False)  # by a moderator: seen only by staff, no memory work
     # where its setup came from (a copy: a new version or a deleted scenario changes nothing here)
@@ -96,7 +96,7 @@ class Adventure(models.Model):
     )
     # Where play continues; the depth is head_branch.tip_depth.
     head_branch = models.ForeignKey("Branch", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
-    # A reply being written holds the story until then (stories.generation): one at a time.
+    # A reply being written holds the story until then (stories.tree.generation): one at a time.
     generation_token = models.CharField(max_length=32, blank=True, default="")
     generation_until = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -112,7 +112,7 @@ class Adventure(models.Model):
 class Branch(models.Model):
     """A line of play. It owns the actions placed on it (depth > fork_depth) and
     borrows its ancestors' actions: ``lineage`` lists [branch_id, read_to_depth]
-    for every ancestor, newest first. Only stories.tree writes these fields."""
+    for every ancestor, newest first. Only stories.tree.writes writes these fields."""
 
     adventure = models.ForeignKey(Adventure, on_delete=models.CASCADE, related_name="branches")
     parent = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="children")
@@ -170,7 +170,7 @@ class Action(models.Model):
 
 class RedoTurn(models.Model):
     """A turn undo took from the end of a branch, which redo brings back while that branch's story
-    has not changed since: any other write to the branch ends its stack (stories.tree). ``nodes``:
+    has not changed since: any other write to the branch ends its stack (stories.tree.writes). ``nodes``:
     each node's kind, text and whether a moderator hid it, oldest first."""
 
     branch = models.ForeignKey(Branch, on_delete=models.CASCADE, related_name="+")
@@ -228,7 +228,7 @@ class ProviderCall(models.Model):
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     cached_tokens = models.PositiveIntegerField(default=0)  # of the prompt, served from the endpoint's prefix cache
-    # a turn's prompt as stories.prompt_prefix keeps it: the next turn says how much of it it repeats
+    # a turn's prompt as stories.prompt.prefix keeps it: the next turn says how much of it it repeats
     prompt_fingerprint = models.BinaryField(default=b"", editable=False)
     latency_ms = models.PositiveIntegerField(default=0)
     outcome = models.CharField(max_length=20)  # ok, or the ProviderError code
@@ -284,7 +284,7 @@ SCENARIO_VERSIONS_KEPT = 50  # the newest versions a scenario keeps; older ones 
 class Scenario(models.Model):
     """What starts a story, shared or not. Its content lives in versions (``current`` is the newest);
     the title, description, tags, rating and cover of the current one are kept here too, for the
-    library (stories.scenarios writes them with the version, in one place)."""
+    library (stories.library.scenarios writes them with the version, in one place)."""
 
     class Visibility(models.TextChoices):
         PRIVATE = "private"

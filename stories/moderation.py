@@ -8,8 +8,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from config import jobs
-from stories import tree
 from stories.models import Action, Adventure, Scenario, ScenarioReport
+from stories.tree import writes
 
 
 def action_set_hidden(*, action_id: int, hidden: bool) -> Action:
@@ -18,7 +18,7 @@ def action_set_hidden(*, action_id: int, hidden: bool) -> Action:
     that holds it, on every branch that reads it, is written again by the next pass (without it, or
     with it again); every other memory, and all the player set by hand, stays."""
     adventure_id = Action.objects.values_list("adventure_id", flat=True).get(pk=action_id)
-    return tree.hide(adventure_id=adventure_id, action_id=action_id, hidden=hidden)
+    return writes.hide(adventure_id=adventure_id, action_id=action_id, hidden=hidden)
 
 
 def memory_pass_rerun(*, adventure_id: int) -> None:

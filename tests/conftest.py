@@ -110,9 +110,9 @@ def memory_llm(fake_llm):
 @pytest.fixture
 def owner(alice, memory_llm):
     """alice, whose own endpoint writes memories and summaries and embeds (bag-of-words vectors)."""
-    from stories import accounts
+    from stories.accounts import ai_settings
 
-    accounts.ai_settings_update(
+    ai_settings.ai_settings_update(
         user_id=alice.pk,
         api_key=ALICE_KEY,
         endpoint_url=memory_llm.url,
@@ -140,13 +140,13 @@ def demo(settings, fake_llm):
     """The shared demo model on the fake server, 2 turns a day, with today's counters cleared."""
     import redis
 
-    from stories import accounts
+    from stories.accounts import ai_settings
 
     settings.DEMO_ENDPOINT_URL = fake_llm.url
     settings.DEMO_API_KEY = "sk-demo-SENTINEL"
     settings.DEMO_MODELS = ["demo-small"]
     settings.DEMO_TURNS_PER_DAY = 2
     client = redis.Redis.from_url(settings.REDIS_URL)
-    for key in client.scan_iter(accounts.DEMO_COUNTER_PREFIX + "*"):
+    for key in client.scan_iter(ai_settings.DEMO_COUNTER_PREFIX + "*"):
         client.delete(key)
     return fake_llm

@@ -20,7 +20,7 @@ from memory.agents import agent_events, agent_recall_asked, world_export, worlds
 from memory.agents import agent_serializers as s
 from memory.agents.agent_auth import WorldTokenAuthentication
 from memory.models import Agent, AgentMemory, World, WorldToken
-from stories.auth import TokenAuthentication
+from stories.accounts.auth import TokenAuthentication
 
 MEMORY_PAGE_MAX = 200
 

@@ -22,7 +22,7 @@ from memory.agents.agent_recall_conf import recall_conf
 from memory.agents.agent_recall_sql import PREPARE_SQL, SCORE_PARTS, recall_sql, tsquery_literal
 from memory.models import Agent, AgentMemory, World
 from memory.vectors import vector_cursor
-from stories import tokens as token_counter
+from stories.prompt import tokens as token_counter
 
 RECALL_LIMIT_MAX = 50
 CANDIDATES_PER_RESULT = 4  # ranked rows fetched per requested memory, for dedupe and the token budget

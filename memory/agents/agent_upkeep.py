@@ -17,7 +17,8 @@ from memory.agents import agent_indexes
 from memory.agents.agent_events import _clip, undated
 from memory.models import Agent, AgentMemory
 from memory.sentences import limit_words, most_telling, ranked, strip_preamble
-from stories import accounts, providers
+from stories import providers
+from stories.accounts import ai_settings
 from stories.models import ProviderCall
 from stories.providers import ProviderError
 
@@ -105,7 +106,7 @@ def consolidate(*, agent_id: int, now: datetime | None = None) -> int:
             last.append(memory)
         else:
             groups.append([memory])
-    conn = accounts.connection_for_background(user_id=agent.world.owner_id, purpose="summary")
+    conn = ai_settings.connection_for_background(user_id=agent.world.owner_id, purpose="summary")
     written = 0
     for group in groups:
         if len(group) < conf["min_run"]:

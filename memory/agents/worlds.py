@@ -72,10 +72,10 @@ class TokenRefused(DomainError):
 
 
 def token_authenticate(raw: str) -> WorldToken:
-    """The live token for ``raw`` whose owner may act now (stories.auth.account_active,
+    """The live token for ``raw`` whose owner may act now (stories.accounts.auth.account_active,
     the same rule as logins, sessions and API tokens). REST and MCP both ask here.
     Raises TokenRefused with the reason."""
-    from stories.auth import account_active
+    from stories.accounts.auth import account_active
 
     token = token_resolve(raw) if raw.startswith(TOKEN_PREFIX) else None
     if token is None:

@@ -11,9 +11,9 @@ from config.errors import InvalidRequest
 from config.serializer_fields import valid as _valid
 from memory.story import marks, memories
 from memory.story import serializers as s
-from stories import lineage
 from stories.adventures import access_adventure
 from stories.serializers import ActionSerializer
+from stories.tree import lineage
 
 
 def _adventure(request, adventure_id):

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from memory.models import Memory
 from memory.story import cast, presence, scene, summarize
-from stories import lineage
 from stories.models import Adventure, Branch
+from stories.tree import lineage
 
 
 def path_memories(branch: Branch):

@@ -21,8 +21,9 @@ from memory.story.summarize import (
     protagonist,
     sentence_case,
 )
-from stories import providers, tokens
+from stories import providers
 from stories.models import Adventure, ProviderCall, StoryCard
+from stories.prompt import tokens
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from django.db import transaction
 
 from memory.models import Cursor
 from memory.story.blocks import own_memories
-from stories import lineage
 from stories.models import Adventure, Branch
+from stories.tree import lineage
 
 MEMORY_INTERVAL = 6  # actions per memory block
 MEMORY_THRESHOLD = 12  # story actions on the path before the first memories

@@ -13,9 +13,11 @@ from memory import embeddings
 from memory.models import MEMORY_TEXT_MAX, Memory
 from memory.story import blocks, cast, marks, memory_pass, scene, summaries, summarize
 from memory.story.steps import summary as summary_step
-from stories import accounts, import_doc, lineage, providers
+from stories import import_doc, providers
+from stories.accounts import ai_settings
 from stories.models import Action, Adventure, Branch, StoryCard
 from stories.providers import ProviderError
+from stories.tree import lineage
 
 
 def bank_list(*, adventure: Adventure, character: StoryCard | None = None):
@@ -132,7 +134,7 @@ def memory_regenerate(*, adventure: Adventure, memory: Memory) -> Memory:
     actions = memory_source(memory=memory)
     if not actions:
         raise Conflict("a hand-written memory has no source to regenerate from; edit its text instead")
-    conn = accounts.connection_for_background(user_id=adventure.owner_id, purpose="summary")
+    conn = ai_settings.connection_for_background(user_id=adventure.owner_id, purpose="summary")
     conn = conn and providers.for_request(conn)  # the player waits for it
     cards = list(adventure.cards.all())
     if memory.character_id is not None:

@@ -27,8 +27,8 @@ from memory.story.steps.blocks import create_due_memories
 from memory.story.steps.eviction import evict
 from memory.story.steps.stale import rewrite_stale
 from memory.story.steps.summary import update_summary
-from stories import lineage
 from stories.models import Adventure
+from stories.tree import lineage
 
 log = logging.getLogger(__name__)
 

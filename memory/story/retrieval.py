@@ -14,9 +14,10 @@ from pgvector import HalfVector
 from memory import embedder
 from memory.story import scene
 from memory.vectors import vector_cursor
-from stories import lineage, tokens
-from stories.context import Knowing, MemoryItem, render_action
 from stories.models import Action, Adventure, Branch, StoryCard
+from stories.prompt import tokens
+from stories.prompt.context import Knowing, MemoryItem, render_action
+from stories.tree import lineage
 
 log = logging.getLogger(__name__)
 

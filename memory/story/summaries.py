@@ -14,8 +14,8 @@ from __future__ import annotations
 from django.db import transaction
 
 from memory.models import Cursor, SummarySnapshot
-from stories import lineage, tree
 from stories.models import Adventure, Branch
+from stories.tree import lineage, writes
 
 
 def snapshot_on_path(branch: Branch, *, player_only: bool = False, up_to: int | None = None) -> SummarySnapshot | None:
@@ -99,7 +99,7 @@ def player_summary_set(*, adventure: Adventure, text: str) -> None:
     """The player's own summary text, at the head's tip: shown now, kept through
     every rewrite, undo and pass, and the start of later rewrites."""
     with transaction.atomic():
-        head = tree.lock(adventure.pk).branch  # the adventure row first, like every tree write
+        head = writes.lock(adventure.pk).branch  # the adventure row first, like every tree write
         cursor, _ = Cursor.objects.get_or_create(adventure=adventure)
         if head.tip_depth == 0:
             Cursor.objects.filter(pk=cursor.pk).update(summary_base=text)

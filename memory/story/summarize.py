@@ -7,10 +7,11 @@ import re
 from dataclasses import dataclass
 
 from memory.sentences import limit_words, most_telling, ranked, split_sentences, strip_preamble
-from stories import providers, tokens
-from stories.cards import triggered
-from stories.context import render_action
+from stories import providers
 from stories.models import Action, Adventure, ProviderCall, StoryCard
+from stories.prompt import tokens
+from stories.prompt.context import render_action
+from stories.prompt.triggers import triggered
 
 BLOCK_TOKENS_MAX = 2000  # a block's text over this keeps its end
 CAST_ENTRIES_MAX = 8

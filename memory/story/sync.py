@@ -1,5 +1,5 @@
 """Keeps memories attached to the story tree. Runs inside the tree's own
-transaction (stories.tree sends the signals synchronously)."""
+transaction (stories.tree.writes sends the signals synchronously)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from django.dispatch import receiver
 from memory.models import Cursor, Memory
 from memory.story import summaries
 from memory.story.marks import MEMORY_INTERVAL, mark_move
-from stories import lineage
 from stories.models import Branch
-from stories.tree import head_moved, nodes_copied, story_rewritten
+from stories.tree import lineage
+from stories.tree.writes import head_moved, nodes_copied, story_rewritten
 
 
 @receiver(story_rewritten, dispatch_uid="memory.story.sync.story_rewritten")

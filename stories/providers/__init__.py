@@ -188,7 +188,7 @@ def _translate(exc: Exception, conn: Connection) -> ProviderError:
 def record_call(
     *, user_id, adventure_id, purpose, conn, outcome, started, error="", prompt=0, completion=0, cached=0, sent=b""
 ) -> None:
-    """A row of the user's debug log; ``sent``: the prompt's fingerprint (stories.prompt_prefix)."""
+    """A row of the user's debug log; ``sent``: the prompt's fingerprint (stories.prompt.prefix)."""
     ProviderCall.objects.create(
         user_id=user_id,
         adventure_id=adventure_id,

@@ -182,7 +182,7 @@ class ModelCall:
         self, *, user_id: int, purpose: str, adventure_id: int | None, stopped: bool = False, sent: bytes = b""
     ) -> None:
         """Write the call to the user's debug log (a database step); ``sent``: the prompt's
-        fingerprint (stories.prompt_prefix)."""
+        fingerprint (stories.prompt.prefix)."""
         c = self.completion
         if self.error is not None:
             record_call(

@@ -62,7 +62,7 @@ def frozen_postgres(settings):
 def test_a_frozen_database_is_a_503_within_seconds_on_every_route_and_play_resumes(
     tmp_path, alice, alice_plays, fake_llm, frozen_postgres
 ):
-    from stories.auth import api_token_for
+    from stories.accounts.auth import api_token_for
 
     token = api_token_for(alice)
     aid = alice_plays.post("/api/adventures/", {"title": "Ice", "opening": "The lake is still."}, format="json").json()[

@@ -576,10 +576,10 @@ def test_a_name_that_is_also_a_word_counts_only_as_a_name():
 
 
 def test_each_characters_bank_is_evicted_on_its_own_past_the_capacity(hall, alice_api, alice):
-    from stories import accounts
+    from stories.accounts import ai_settings
 
     aid, cards = hall
-    accounts.ai_settings_update(user_id=alice.pk, memory_bank_capacity=2)
+    ai_settings.ai_settings_update(user_id=alice.pk, memory_bank_capacity=2)
     for n in range(3):
         alice_api.post(
             f"/api/adventures/{aid}/memories/", {"text": f"Cora note {n}.", "character": cards["Cora"]}, format="json"

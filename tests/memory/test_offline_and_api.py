@@ -74,7 +74,7 @@ def test_recall_is_one_ranked_query_and_counts_use_only_on_real_turns(alice, dja
         Memory.objects.create(adventure=adventure, branch=head, depth=1, text=text)
     embeddings.embed_pending(adventure=adventure, report=memory_pass.PassReport())
     embedder.embed_local(["warm-up"])
-    from stories import lineage
+    from stories.tree import lineage
 
     story = lineage.recent(head, count=50)  # a turn has read these already
     # settings (active model) + the ranked SELECT that counts the use (a turn has read its cards already)
@@ -164,14 +164,14 @@ def test_a_turn_with_a_full_bank_runs_a_pinned_number_of_queries(owner, memory_l
     from django.test.utils import CaptureQueriesContext
 
     from memory.models import Memory
-    from stories import tree
+    from stories.tree import writes
     from tests.conftest import api_client_for
 
     api = api_client_for(owner)
     aid = api.post("/api/adventures/", {"title": "T", "opening": "Dawn."}, format="json").json()["id"]
     adventure = owner.adventures.get(pk=aid)
     for n in range(20):
-        tree.place(adventure_id=aid, branch_id=adventure.head_branch_id, kind="story", text=f"Event {n} happens.")
+        writes.place(adventure_id=aid, branch_id=adventure.head_branch_id, kind="story", text=f"Event {n} happens.")
         Memory.objects.create(
             adventure=adventure, branch_id=adventure.head_branch_id, depth=n + 1, text=f"Memory {n} about the harbor."
         )

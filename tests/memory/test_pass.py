@@ -97,9 +97,9 @@ def test_eviction_forgets_least_recently_used_keeps_pins_and_can_be_restored(adv
 
     from django.utils import timezone
 
-    from stories import accounts
+    from stories.accounts import ai_settings
 
-    accounts.ai_settings_update(user_id=owner.pk, memory_bank_capacity=3)
+    ai_settings.ai_settings_update(user_id=owner.pk, memory_bank_capacity=3)
     head = Branch.objects.get(pk=adventure.head_branch_id)
     now = timezone.now()
     made = {}
@@ -132,9 +132,9 @@ def test_eviction_forgets_least_recently_used_keeps_pins_and_can_be_restored(adv
 
 
 def test_pins_may_exceed_capacity_but_nothing_else_does(adventure, owner):
-    from stories import accounts
+    from stories.accounts import ai_settings
 
-    accounts.ai_settings_update(user_id=owner.pk, memory_bank_capacity=2)
+    ai_settings.ai_settings_update(user_id=owner.pk, memory_bank_capacity=2)
     head = Branch.objects.get(pk=adventure.head_branch_id)
     for n in range(4):
         Memory.objects.create(adventure=adventure, branch=head, depth=1, text=f"pin {n}", pinned=True)
@@ -234,7 +234,7 @@ def test_the_cast_brief_follows_its_rules(adventure):
 
 
 def test_the_summary_prompt_is_bounded_and_carries_the_cast(adventure, memory_llm):
-    from stories import accounts
+    from stories.accounts import ai_settings
     from stories.models import StoryCard
 
     StoryCard.objects.create(adventure=adventure, type="character", name="Oren", keys=["stone"], entry="innkeeper")
@@ -247,10 +247,10 @@ def test_the_summary_prompt_is_bounded_and_carries_the_cast(adventure, memory_ll
     assert "Compress older events harder" in system
     assert "- Oren: innkeeper" in user
     happened = user.split("What happened since:\n", 1)[1]
-    from stories import tokens
+    from stories.prompt import tokens
 
     assert tokens.count(happened) <= 2000 + 5 and "stone 200 " in happened and "stone 2 " not in happened
-    assert accounts.ai_settings_get(user_id=adventure.owner_id)
+    assert ai_settings.ai_settings_get(user_id=adventure.owner_id)
 
 
 def test_a_block_hidden_whole_after_its_memory_was_written_is_forgotten_and_comes_back_when_shown(
@@ -279,7 +279,7 @@ def test_a_pass_that_meets_a_reply_being_written_still_writes_embeds_and_counts_
     """The summary's lock used to take the tree's generation check: a reply being written made the
     whole pass a failure with an empty report, skipping embedding and eviction."""
     from memory.models import PassRun
-    from stories.generation import generation_claim, generation_release
+    from stories.tree.generation import generation_claim, generation_release
 
     grow(adventure, 20)
     token = generation_claim(adventure_id=adventure.pk)  # a player's reply is streaming meanwhile

@@ -6,8 +6,9 @@ import pytest
 
 from memory.models import SummarySnapshot
 from memory.story import memory_pass
-from stories import lineage, moderation, tree
+from stories import moderation
 from stories.models import Branch
+from stories.tree import lineage, writes
 from tests.support.story import grow
 
 pytestmark = pytest.mark.django_db
@@ -34,7 +35,7 @@ def story(adventure, memory_llm, alice_api):
     adventure.memory_bank_enabled = False
     adventure.save(update_fields=["memory_bank_enabled"])
     head = grow(adventure, 13)
-    tree.place(adventure_id=adventure.pk, branch_id=head.pk, kind="story", text="Cora steals the XYZZY cursed crown.")
+    writes.place(adventure_id=adventure.pk, branch_id=head.pk, kind="story", text="Cora steals the XYZZY cursed crown.")
     grow(adventure, 16)
     memory_pass.run(adventure.pk)
     adventure.refresh_from_db()

@@ -4,8 +4,8 @@ import pytest
 
 from memory.models import Cursor, Memory
 from memory.story import blocks, memories, memory_pass, retrieval
-from stories import lineage, tree, tree_history
 from stories.models import Branch
+from stories.tree import history, lineage, writes
 from tests.memory.conftest import grow
 
 pytestmark = pytest.mark.django_db
@@ -36,11 +36,11 @@ def test_undo_withdraws_the_memory_of_the_removed_node_and_rewinds_the_cursor(ad
     head = head_of(adventure)
     opening_note = memories.memory_write(adventure=adventure, text="Mira fears deep water.")
     Memory.objects.filter(pk=opening_note.pk).update(depth=1)
-    tree_history.node_undo(adventure_id=adventure.pk)
+    history.node_undo(adventure_id=adventure.pk)
     assert visible(head.pk) == [(1, 6)]
     assert Cursor.objects.get(adventure=adventure).memory_depth == 6
     assert Memory.objects.filter(pk=opening_note.pk).exists(), "hand-written memories at the opening survive"
-    tree.place(adventure_id=adventure.pk, branch_id=head.pk, kind="story", text="Mira meets Oren at the gate.")
+    writes.place(adventure_id=adventure.pk, branch_id=head.pk, kind="story", text="Mira meets Oren at the gate.")
     memory_pass.run(adventure.pk)
     assert visible(head.pk) == [(1, 6), (7, 12)]
     assert last_passage(memory_llm).endswith("Mira meets Oren at the gate."), "the block is summarized again"
@@ -51,7 +51,7 @@ def test_deleting_an_early_action_withdraws_every_later_block(adventure, memory_
     memory_pass.run(adventure.pk)
     head = head_of(adventure)
     third = lineage.node_at(head, 3)
-    tree.delete(adventure_id=adventure.pk, action_id=third.pk)
+    writes.delete(adventure_id=adventure.pk, action_id=third.pk)
     assert visible(head.pk) == []
     assert Cursor.objects.get(adventure=adventure).memory_depth == 0
     memory_pass.run(adventure.pk)
@@ -65,7 +65,7 @@ def test_editing_an_action_marks_its_memory_stale_until_regenerated(adventure, m
     grow(adventure, 12)
     memory_pass.run(adventure.pk)
     head = head_of(adventure)
-    tree.edit(adventure_id=adventure.pk, action_id=lineage.node_at(head, 8).pk, text="Mira finds a map.")
+    writes.edit(adventure_id=adventure.pk, action_id=lineage.node_at(head, 8).pk, text="Mira finds a map.")
     stale = Memory.objects.get(adventure=adventure, source_start=7)
     assert stale.stale is True and Memory.objects.get(source_start=1, adventure=adventure).stale is False
     response = alice_api.post(f"/api/adventures/{adventure.pk}/memories/{stale.pk}/regenerate/")
@@ -79,9 +79,9 @@ def test_a_fork_inherits_the_memories_of_its_path_and_no_others_with_nothing_cop
     memory_pass.run(adventure.pk)
     main = head_of(adventure)
     count = Memory.objects.count()
-    at_12 = tree.fork(adventure_id=adventure.pk, action_id=lineage.node_at(main, 12).pk)
+    at_12 = writes.fork(adventure_id=adventure.pk, action_id=lineage.node_at(main, 12).pk)
     assert visible(at_12.pk) == [(1, 6), (7, 12)] and Memory.objects.count() == count
-    at_8 = tree.fork(adventure_id=adventure.pk, action_id=lineage.node_at(main, 8).pk)
+    at_8 = writes.fork(adventure_id=adventure.pk, action_id=lineage.node_at(main, 8).pk)
     assert visible(at_8.pk) == [(1, 6)]
     grow(adventure, 12)  # on the fork at 8
     memory_pass.run(adventure.pk)
@@ -100,13 +100,13 @@ def test_a_fork_inherits_the_memories_of_its_path_and_no_others_with_nothing_cop
 def test_retrying_a_reply_withdraws_its_block_and_leaves_the_take_out_of_the_query(adventure, memory_llm):
     grow(adventure, 11)
     head = head_of(adventure)
-    reply = tree.place(adventure_id=adventure.pk, branch_id=head.pk, kind="ai", text="A kraken rises from the well.")
+    reply = writes.place(adventure_id=adventure.pk, branch_id=head.pk, kind="ai", text="A kraken rises from the well.")
     memory_pass.run(adventure.pk)
     assert visible(head.pk) == [(1, 6), (7, 12)]
     head.refresh_from_db()
     assert "kraken" not in retrieval.query_text(head, below_depth=reply.depth)
     assert "kraken" in retrieval.query_text(head)
-    tree.take_add(
+    writes.take_add(
         adventure_id=adventure.pk,
         branch_id=head.pk,
         expected_tip_id=reply.pk,
@@ -123,11 +123,11 @@ def test_switching_branches_reconciles_the_cursor_to_the_new_path(adventure, mem
     grow(adventure, 24)
     memory_pass.run(adventure.pk)
     main = head_of(adventure)
-    fork = tree.fork(adventure_id=adventure.pk, action_id=lineage.node_at(main, 9).pk)
+    fork = writes.fork(adventure_id=adventure.pk, action_id=lineage.node_at(main, 9).pk)
     grow(adventure, 20)
     memory_pass.run(adventure.pk)
     assert visible(fork.pk) == [(1, 6), (7, 12), (13, 18)]
-    tree.checkout(adventure_id=adventure.pk, branch_id=main.pk)
+    writes.checkout(adventure_id=adventure.pk, branch_id=main.pk)
     assert memory_pass.run(adventure.pk).memories_created == 0
     cursor = Cursor.objects.get(adventure=adventure)
     assert (cursor.memory_branch_id, cursor.memory_depth) == (main.pk, 24)
@@ -143,9 +143,9 @@ def test_switching_branches_rebuilds_a_summary_that_tells_of_the_other_branch(ad
     main = head_of(adventure)
     adventure.refresh_from_db()
     assert adventure.story_summary, "main's story has a summary"
-    fork = tree.fork(adventure_id=adventure.pk, action_id=lineage.node_at(main, 9).pk)
+    fork = writes.fork(adventure_id=adventure.pk, action_id=lineage.node_at(main, 9).pk)
     for depth in range(10, 21):
-        tree.place(
+        writes.place(
             adventure_id=adventure.pk,
             branch_id=fork.pk,
             kind="story",
@@ -173,9 +173,9 @@ def test_switching_branches_rebuilds_a_summary_that_tells_of_the_other_branch(ad
 
 
 def test_an_edit_takes_the_old_memory_out_of_prompts_and_the_pass_writes_it_again(adventure, memory_llm, alice_api):
-    from stories import accounts
+    from stories.accounts import ai_settings
 
-    accounts.ai_settings_update(user_id=adventure.owner_id, context_tokens=256, memory_top_k=10)
+    ai_settings.ai_settings_update(user_id=adventure.owner_id, context_tokens=256, memory_top_k=10)
     grow(adventure, 24)
     memory_pass.run(adventure.pk)
     head = head_of(adventure)

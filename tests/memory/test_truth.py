@@ -64,7 +64,7 @@ def test_the_takes_list_reports_each_takes_real_count(alice_plays, story_id):
 
 
 def test_every_pin_is_sent_even_past_top_k_and_at_top_k_zero(alice_plays, story_id, fake_llm):
-    from stories import accounts
+    from stories.accounts import ai_settings
 
     adventure_branch = Action.objects.filter(adventure_id=story_id).first().branch
     for n in range(4):
@@ -73,7 +73,7 @@ def test_every_pin_is_sent_even_past_top_k_and_at_top_k_zero(alice_plays, story_
         )
     Memory.objects.create(adventure_id=story_id, branch=adventure_branch, depth=1, text="UNPINNED note")
     for top_k, unpinned in ((2, False), (0, False)):
-        accounts.ai_settings_update(user_id=alice_plays.user.pk, memory_top_k=top_k)
+        ai_settings.ai_settings_update(user_id=alice_plays.user.pk, memory_top_k=top_k)
         answer = alice_plays.post(
             f"/api/adventures/{story_id}/turns/", {"mode": "do", "text": "think"}, format="json"
         ).json()
@@ -84,7 +84,7 @@ def test_every_pin_is_sent_even_past_top_k_and_at_top_k_zero(alice_plays, story_
 
 
 def test_pins_count_toward_top_k(alice_plays, story_id, fake_llm):
-    from stories import accounts
+    from stories.accounts import ai_settings
 
     branch = Action.objects.filter(adventure_id=story_id).first().branch
     Memory.objects.create(adventure_id=story_id, branch=branch, depth=1, text="PIN-A matters", pinned=True)
@@ -92,7 +92,7 @@ def test_pins_count_toward_top_k(alice_plays, story_id, fake_llm):
         memory = Memory.objects.create(adventure_id=story_id, branch=branch, depth=1, text=f"plain memory {n}")
         model, (vector,) = embedder.embed(user_id=alice_plays.user.pk, texts=[memory.text])
         assert embeddings.vector_set(memory_id=memory.pk, expected_text=memory.text, vector=vector, model=model)
-    accounts.ai_settings_update(user_id=alice_plays.user.pk, memory_top_k=2)
+    ai_settings.ai_settings_update(user_id=alice_plays.user.pk, memory_top_k=2)
     answer = alice_plays.post(
         f"/api/adventures/{story_id}/turns/", {"mode": "do", "text": "think"}, format="json"
     ).json()
@@ -100,10 +100,10 @@ def test_pins_count_toward_top_k(alice_plays, story_id, fake_llm):
 
 
 def test_a_failed_query_embedding_says_recall_fell_back_to_pins(alice_plays, story_id, fake_llm):
-    from stories import accounts
+    from stories.accounts import ai_settings
     from tests.support.fake_llm import Reply
 
-    accounts.ai_settings_update(user_id=alice_plays.user.pk, embedding_model="fake-embed")
+    ai_settings.ai_settings_update(user_id=alice_plays.user.pk, embedding_model="fake-embed")
     branch = Action.objects.filter(adventure_id=story_id).first().branch
     Memory.objects.create(adventure_id=story_id, branch=branch, depth=1, text="PIN-B matters", pinned=True)
     fake_llm.queue(Reply(status=401, when=lambda body: "input" in body))
@@ -154,7 +154,7 @@ def test_memories_of_a_story_already_in_the_prompt_word_for_word_are_not_sent(al
 
 
 def test_memories_stand_in_for_the_story_the_prompt_has_no_room_for(alice_plays, story_id, fake_llm):
-    from stories import accounts
+    from stories.accounts import ai_settings
 
     branch = Action.objects.filter(adventure_id=story_id).first().branch
     block_memory(alice_plays, story_id, branch)
@@ -162,7 +162,7 @@ def test_memories_stand_in_for_the_story_the_prompt_has_no_room_for(alice_plays,
         alice_plays.post(
             f"/api/adventures/{story_id}/turns/", {"mode": "do", "text": f"wander far {n} " + "x " * 40}, format="json"
         )
-    accounts.ai_settings_update(user_id=alice_plays.user.pk, context_tokens=400, memory_top_k=5)
+    ai_settings.ai_settings_update(user_id=alice_plays.user.pk, context_tokens=400, memory_top_k=5)
     alice_plays.post(f"/api/adventures/{story_id}/turns/", {"mode": "do", "text": "remember"}, format="json")
     request = fake_llm.chat_requests()[-1].body
     prompt = str(request["messages"])

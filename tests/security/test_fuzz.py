@@ -106,10 +106,10 @@ def fuzz_world(alices_world, alice, settings, local_dns_only):
     ],
 )
 def test_the_api_holds_up_under_fuzzing(case, fuzz_world, alice, fake_llm):
-    from stories import accounts
+    from stories.accounts import ai_settings
 
     # A fuzzed settings change moves the endpoint: put it back so every example has a working model.
-    accounts.ai_settings_update(user_id=alice.pk, endpoint_url=fake_llm.url, api_key=ALICE_KEY, model="fake-model")
+    ai_settings.ai_settings_update(user_id=alice.pk, endpoint_url=fake_llm.url, api_key=ALICE_KEY, model="fake-model")
     # Half the examples (chosen by a stable hash, so the run stays derandomized) use alice's real ids.
     if case.path_parameters and zlib.crc32(repr(case.body).encode()) % 2 == 0:
         for name in case.path_parameters:

@@ -6,8 +6,9 @@ prompt again."""
 import pytest
 
 from memory.story import memory_pass
-from stories import lineage, moderation
+from stories import moderation
 from stories.models import Action, Adventure, Branch, Scenario
+from stories.tree import lineage
 
 pytestmark = pytest.mark.django_db
 

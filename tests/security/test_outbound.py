@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from rest_framework.authtoken.models import Token
 
-from stories import accounts
+from stories.accounts import ai_settings
 from tests.stories.test_import_jobs import document
 from tests.support.processes import Site, wait_for
 from tests.support.silent import SilentEndpoint
@@ -43,7 +43,7 @@ def _token(user):
 
 
 def test_thirty_calls_to_a_silent_endpoint_leave_another_player_served(tmp_path, alice, bob, silent):
-    accounts.ai_settings_update(user_id=alice.pk, endpoint_url=silent.url, model="m", api_key="sk-alice-1234")
+    ai_settings.ai_settings_update(user_id=alice.pk, endpoint_url=silent.url, model="m", api_key="sk-alice-1234")
     alice_token, bob_token = _token(alice), _token(bob)
     site = Site(
         tmp_path / "site",
@@ -71,8 +71,8 @@ def test_thirty_calls_to_a_silent_endpoint_leave_another_player_served(tmp_path,
 
 
 def test_an_account_has_a_few_calls_at_once_and_the_rest_are_refused_at_once(tmp_path, alice, bob, silent, fake_llm):
-    accounts.ai_settings_update(user_id=alice.pk, endpoint_url=silent.url, model="m")
-    accounts.ai_settings_update(user_id=bob.pk, endpoint_url=fake_llm.url, model="fake-model")
+    ai_settings.ai_settings_update(user_id=alice.pk, endpoint_url=silent.url, model="m")
+    ai_settings.ai_settings_update(user_id=bob.pk, endpoint_url=fake_llm.url, model="fake-model")
     alice_token, bob_token = _token(alice), _token(bob)
     site = Site(tmp_path / "site", REQUEST_MODEL_DEADLINE_S=str(DEADLINE_S), OUTBOUND_CALLS_AT_ONCE="2")
     try:
@@ -145,7 +145,7 @@ def test_a_memory_or_summary_written_again_on_a_silent_model_ends_by_the_deadlin
     memory_pass.run(adventure.pk)
     memory = Memory.objects.filter(adventure=adventure, source_start=1, character__isnull=True).first()
     before = (memory.text, adventure.story_summary)
-    accounts.ai_settings_update(user_id=adventure.owner_id, endpoint_url=silent.url)
+    ai_settings.ai_settings_update(user_id=adventure.owner_id, endpoint_url=silent.url)
     for path in (f"memories/{memory.pk}/regenerate/", "summary/regenerate/"):
         answer = alice_api.post(f"/api/adventures/{adventure.pk}/{path}")
         assert answer.status_code == 424, (path, answer.json())
@@ -169,7 +169,7 @@ def test_a_turn_and_an_agent_recall_whose_embedding_model_stalls_are_answered_by
     alice_plays.post(
         f"/api/worlds/{world['id']}/events/", {"type": "say", "actor": "ann", "text": "The well is dry."}, format="json"
     )
-    accounts.ai_settings_update(user_id=alice.pk, embedding_model="fake-embed")
+    ai_settings.ai_settings_update(user_id=alice.pk, embedding_model="fake-embed")
     stalls = [Reply(delay=5, when=lambda body: "input" in body) for _ in range(4)]
     fake_llm.queue(*stalls)
     turn = alice_plays.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "look at the well"}, format="json")

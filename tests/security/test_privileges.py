@@ -17,7 +17,7 @@ from django.db import models
 from django.urls import URLPattern, URLResolver, reverse
 
 from memory.models import AgentMemory, Memory, World
-from stories import accounts
+from stories.accounts import ai_settings
 from stories.models import Action, Adventure, AISettings
 from tests.conftest import ALICE_KEY
 
@@ -364,7 +364,7 @@ def test_nobody_edits_ai_settings_in_the_admin_not_even_a_superuser(everything, 
     assert AISettings.objects.filter(pk=settings_row.pk).exists()
     # and no admin page shows or mints a player's API token
     assert client.get("/admin/authtoken/tokenproxy/").status_code == 404
-    assert accounts.connection_for_background(user_id=alice.pk, purpose="summary").endpoint_url == fake_llm.url
+    assert ai_settings.connection_for_background(user_id=alice.pk, purpose="summary").endpoint_url == fake_llm.url
 
 
 def test_every_admin_form_a_superuser_can_open_either_saves_or_answers_a_form_error(everything, superuser):

@@ -13,7 +13,7 @@ import zlib
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from stories import lorebooks
+from stories.library import lorebooks
 from stories.models import Adventure, StoryCard
 from tests.stories.test_field_formats import MAREN_V2, chunk, png
 

@@ -66,7 +66,7 @@ def _play_in_background(site, token, aid, text, into):
 def test_a_turn_past_the_process_places_is_refused_at_once_with_503_and_stores_nothing(
     tmp_path, alice, alice_plays, slow_recall
 ):
-    from stories.auth import api_token_for
+    from stories.accounts.auth import api_token_for
 
     entered, release, _ = slow_recall
     site = Site(tmp_path / "site", TURN_STARTS_MAX="1", TURN_STARTS_QUEUED="0", TURN_START_WAIT_MS="60000")
@@ -94,7 +94,7 @@ def test_a_turn_past_the_process_places_is_refused_at_once_with_503_and_stores_n
 
 
 def test_a_turn_that_waits_for_a_place_plays_when_one_comes_free(tmp_path, alice, alice_plays, slow_recall):
-    from stories.auth import api_token_for
+    from stories.accounts.auth import api_token_for
 
     entered, release, in_step = slow_recall
     site = Site(tmp_path / "site", TURN_STARTS_MAX="1", TURN_STARTS_QUEUED="4", TURN_START_WAIT_MS="60000")

@@ -1,7 +1,7 @@
 import pytest
 from django.core.management import call_command
 
-from stories import accounts
+from stories.accounts import ai_settings
 from tests.conftest import ALICE_KEY
 
 pytestmark = pytest.mark.django_db
@@ -102,7 +102,7 @@ def test_rotate_keys_re_encrypts_so_old_keys_can_be_dropped(alice_plays, setting
     settings.FIELD_ENCRYPTION_KEYS = [new] + list(settings.FIELD_ENCRYPTION_KEYS)
     call_command("rotate_keys", stdout=open("/dev/null", "w"))
     settings.FIELD_ENCRYPTION_KEYS = [new]
-    assert accounts.connection_for_test(user_id=alice_plays.user.id).api_key == ALICE_KEY
+    assert ai_settings.connection_for_test(user_id=alice_plays.user.id).api_key == ALICE_KEY
 
 
 def test_branches_can_be_renamed_and_deleted_without_harming_forks(alice_plays, fake_llm):

@@ -1,9 +1,10 @@
 import pytest
 
-from stories import context, tree
 from stories.adventures import adventure_create
-from stories.context import MemoryItem
 from stories.models import Action, Branch, StoryCard
+from stories.prompt import context
+from stories.prompt.context import MemoryItem
+from stories.tree import writes
 
 pytestmark = pytest.mark.django_db
 
@@ -67,7 +68,7 @@ def test_a_card_file_with_one_bad_card_imports_nothing(alice_api):
 def story_of(adventure, *texts):
     root = Branch.objects.get(pk=adventure.head_branch_id)
     for text in texts:
-        tree.place(adventure_id=adventure.pk, branch_id=root.pk, kind="story", text=text)
+        writes.place(adventure_id=adventure.pk, branch_id=root.pk, kind="story", text=text)
     return list(Action.objects.filter(adventure=adventure).order_by("depth"))
 
 
@@ -154,7 +155,7 @@ def test_unknown_models_count_with_cl100k(alice):
 def test_player_actions_render_in_second_person(alice):
     adventure = adventure_create(owner_id=alice.pk, title="t", opening="Start.")
     root = adventure.head_branch_id
-    do = tree.place(adventure_id=adventure.pk, branch_id=root, kind="do", text="draw your sword")
-    say = tree.place(adventure_id=adventure.pk, branch_id=root, kind="say", text="Halt!")
+    do = writes.place(adventure_id=adventure.pk, branch_id=root, kind="do", text="draw your sword")
+    say = writes.place(adventure_id=adventure.pk, branch_id=root, kind="say", text="Halt!")
     assert context.render_action(do) == "> You draw your sword"
     assert context.render_action(say) == '> You say "Halt!"'

@@ -7,8 +7,9 @@ from django.test.utils import CaptureQueriesContext
 
 from memory.agents import agent_events, worlds
 from memory.models import Memory
-from stories import cards, tree
+from stories import cards
 from stories.adventures import adventure_create
+from stories.tree import writes
 
 pytestmark = pytest.mark.django_db
 
@@ -26,8 +27,10 @@ def _grow(owner, adventure, world, rows: int, start: int) -> None:
     for n in range(start, start + rows):
         adventure_create(owner_id=owner.pk, title=f"A{n}", opening="Go.")
         cards.card_create(adventure=adventure, name=f"Card {n}", keys=[f"k{n}"], entry="x")
-        action = tree.place(adventure_id=adventure.pk, branch_id=adventure.head_branch_id, kind="do", text=f"step {n}")
-        tree.fork(adventure_id=adventure.pk, action_id=action.pk, name=f"b{n}", checkout=False)
+        action = writes.place(
+            adventure_id=adventure.pk, branch_id=adventure.head_branch_id, kind="do", text=f"step {n}"
+        )
+        writes.fork(adventure_id=adventure.pk, action_id=action.pk, name=f"b{n}", checkout=False)
         Memory.objects.create(adventure=adventure, branch_id=adventure.head_branch_id, depth=1, text=f"memory {n}")
         worlds.world_create(owner_id=owner.pk, name=f"W{n}")
         worlds.token_create(world=world, name=f"t{n}")

@@ -3,8 +3,8 @@ search over the played path finds a passage, and the story leaves as plain text 
 
 import pytest
 
-from stories import tree
 from stories.adventures import adventure_create
+from stories.tree import writes
 
 pytestmark = pytest.mark.django_db
 
@@ -16,7 +16,9 @@ def long_road(alice):
         kind, text = ("do", f"walk on past milestone {n}") if n % 2 == 0 else ("story", f"Milestone {n} is mossy.")
         if n == 77:
             text = "A hooded stranger hides a silver key under milestone 77."
-        tree.place(adventure_id=adventure.pk, branch_id=adventure.head_branch_id, kind=kind, text=text, ask_pass=False)
+        writes.place(
+            adventure_id=adventure.pk, branch_id=adventure.head_branch_id, kind=kind, text=text, ask_pass=False
+        )
     return adventure.pk
 
 

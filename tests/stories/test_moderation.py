@@ -116,7 +116,7 @@ def test_hiding_an_action_rewrites_only_its_block_and_keeps_what_the_player_set(
     moderator, adventure, memory_llm, alice_api, django_capture_on_commit_callbacks
 ):
     from memory.story import memory_pass
-    from stories import lineage
+    from stories.tree import lineage
     from tests.memory.conftest import grow
     from tests.support.commits import as_if_committed
 
@@ -165,9 +165,9 @@ def test_hiding_an_action_rewrites_only_its_block_and_keeps_what_the_player_set(
     assert "ABUSIVE" not in passages[-1] and "Action 3:" in passages[-1] and "Action 5:" in passages[-1]
     assert Memory.objects.filter(adventure=adventure).count() == 13
     memory_pass.run(adventure.pk)  # embeds the rewritten memory
-    from stories import accounts
+    from stories.accounts import ai_settings
 
-    accounts.ai_settings_update(user_id=adventure.owner_id, memory_top_k=20)
+    ai_settings.ai_settings_update(user_id=adventure.owner_id, memory_top_k=20)
     answer = alice_api.post(
         f"/api/adventures/{adventure.pk}/turns/", {"mode": "do", "text": "rest"}, format="json"
     ).json()
@@ -178,7 +178,7 @@ def test_hiding_an_action_rewrites_only_its_block_and_keeps_what_the_player_set(
 def test_hiding_a_take_while_its_reply_is_written_is_refused_with_a_message_and_works_after(moderator, story):
     from django.contrib.messages import get_messages
 
-    from stories.generation import generation_claim, generation_release
+    from stories.tree.generation import generation_claim, generation_release
 
     offending = Action.objects.get(text="ABUSIVE-WORDS here")
     token = generation_claim(adventure_id=story)
@@ -208,7 +208,8 @@ def test_hiding_waits_for_the_adventure_lock_before_touching_the_take(story):
 
     from django.db import connection, transaction
 
-    from stories import moderation, tree
+    from stories import moderation
+    from stories.tree import writes
     from tests.stories.test_delete_races import _someone_waits_on_a_lock
     from tests.support.processes import wait_for
 
@@ -224,7 +225,7 @@ def test_hiding_waits_for_the_adventure_lock_before_touching_the_take(story):
 
     hider = threading.Thread(target=moderator_hides)
     with transaction.atomic():
-        tree.lock(story)  # the player's edit holds the adventure...
+        writes.lock(story)  # the player's edit holds the adventure...
         hider.start()
         wait_for(lambda: outcome or _someone_waits_on_a_lock(), timeout=20, what="the hide to finish or to wait")
         assert not outcome, "the hide went ahead while the player's edit held the adventure"

@@ -12,8 +12,10 @@ from memory.agents import worlds
 from memory.models import AgentMemory, Memory, PassRun
 from memory.story import marks, memory_pass, summaries
 from play import changes as play
-from stories import accounts, cards, tree
+from stories import cards
+from stories.accounts import ai_settings
 from stories.models import Adventure, Branch, StoryCard
+from stories.tree import writes
 from tests.conftest import ALICE_KEY
 from tests.support.fake_llm import Reply
 
@@ -52,8 +54,8 @@ class _committed:
 
 def test_an_adventure_loaded_before_a_fork_and_saved_after_keeps_the_new_head_and_the_summary(adventure):
     stale = Adventure.objects.get(pk=adventure.pk)  # a PATCH read the row here...
-    first = tree.place(adventure_id=adventure.pk, branch_id=adventure.head_branch_id, kind="do", text="go on")
-    fork = tree.fork(adventure_id=adventure.pk, action_id=first.pk, name="other", checkout=True)
+    first = writes.place(adventure_id=adventure.pk, branch_id=adventure.head_branch_id, kind="do", text="go on")
+    fork = writes.fork(adventure_id=adventure.pk, action_id=first.pk, name="other", checkout=True)
     summaries.snapshot_write(
         adventure_id=adventure.pk,
         branch=Branch.objects.get(pk=fork.pk),
@@ -95,10 +97,10 @@ def test_a_stale_card_world_agent_memory_or_settings_save_keeps_what_changed_mea
         True,
     )
 
-    accounts.ai_settings_update(user_id=owner.pk, memory_top_k=7)
-    stale_settings = accounts.ai_settings_get(user_id=owner.pk)
+    ai_settings.ai_settings_update(user_id=owner.pk, memory_top_k=7)
+    stale_settings = ai_settings.ai_settings_get(user_id=owner.pk)
     type(stale_settings).objects.filter(pk=stale_settings.pk).update(temperature=0.2)
-    accounts.ai_settings_update(user_id=owner.pk, memory_top_k=3)
+    ai_settings.ai_settings_update(user_id=owner.pk, memory_top_k=3)
     assert type(stale_settings).objects.values_list("memory_top_k", "temperature").get(pk=stale_settings.pk) == (3, 0.2)
 
 
@@ -306,7 +308,7 @@ def test_a_patch_racing_another_change_keeps_that_change(alice_plays, concurrent
     api = alice_plays
     aid = api.post("/api/adventures/", {"title": "Race", "opening": "You wake."}, format="json").json()["id"]
     first = api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "go"}, format="json").json()["actions"][0]
-    fork = tree.fork(adventure_id=aid, action_id=first["id"], name="f", checkout=False)
+    fork = writes.fork(adventure_id=aid, action_id=first["id"], name="f", checkout=False)
     concurrently(
         Adventure,
         lambda a: Adventure.objects.filter(pk=a.pk).update(head_branch_id=fork.pk, story_summary="worker's words"),

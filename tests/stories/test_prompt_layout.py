@@ -3,7 +3,7 @@ first, then the story, then what changes every turn; the older order on the adve
 
 import pytest
 
-from stories import context
+from stories.prompt import context
 
 pytestmark = pytest.mark.django_db
 

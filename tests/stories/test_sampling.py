@@ -5,8 +5,8 @@ a 400 naming it."""
 
 import pytest
 
-from stories import sampling
 from stories.models import AISettings
+from stories.prompt import sampling
 
 pytestmark = pytest.mark.django_db
 

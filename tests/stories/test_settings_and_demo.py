@@ -1,7 +1,7 @@
 import pytest
 from django.db import connection
 
-from stories import accounts, crypto
+from stories.accounts import ai_settings, crypto
 from stories.models import AISettings
 from tests.conftest import ALICE_KEY
 
@@ -35,7 +35,7 @@ def test_keys_rotate_under_a_new_first_key(alice_plays, settings):
     row.api_key_encrypted = crypto.rotate(row.api_key_encrypted)
     row.save()
     settings.FIELD_ENCRYPTION_KEYS = settings.FIELD_ENCRYPTION_KEYS[:1]
-    assert accounts.connection_for_test(user_id=alice_plays.user.id).api_key == ALICE_KEY
+    assert ai_settings.connection_for_test(user_id=alice_plays.user.id).api_key == ALICE_KEY
 
 
 def test_users_without_a_key_play_a_few_demo_turns_a_day(bob_api, demo):
@@ -52,13 +52,13 @@ def test_users_without_a_key_play_a_few_demo_turns_a_day(bob_api, demo):
 
 
 def test_background_work_never_gets_the_demo_model(bob, demo):
-    assert accounts.connection_for_background(user_id=bob.pk, purpose="summary") is None
-    assert accounts.connection_for_background(user_id=bob.pk, purpose="embedding") is None
+    assert ai_settings.connection_for_background(user_id=bob.pk, purpose="summary") is None
+    assert ai_settings.connection_for_background(user_id=bob.pk, purpose="embedding") is None
 
 
 def test_background_work_uses_the_owners_own_settings(alice_plays):
     alice_plays.patch("/api/settings/", {"summary_model": "summarizer"}, format="json")
-    conn = accounts.connection_for_background(user_id=alice_plays.user.id, purpose="summary")
+    conn = ai_settings.connection_for_background(user_id=alice_plays.user.id, purpose="summary")
     assert conn.model == "summarizer" and conn.api_key == ALICE_KEY and not conn.demo
-    assert accounts.connection_for_background(user_id=alice_plays.user.id, purpose="embedding") is None
+    assert ai_settings.connection_for_background(user_id=alice_plays.user.id, purpose="embedding") is None
     assert ALICE_KEY not in repr(conn)

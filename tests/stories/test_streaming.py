@@ -138,7 +138,7 @@ def site(tmp_path):
 
 
 def _token(user):
-    from stories.auth import api_token_for
+    from stories.accounts.auth import api_token_for
 
     return api_token_for(user)
 

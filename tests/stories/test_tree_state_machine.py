@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
-from stories import lineage, tree, tree_history
 from stories.models import Action, Adventure, Branch
+from stories.tree import history, lineage, writes
 
 PLAYER_KINDS = ["do", "say", "story"]
 MODEL_KINDS = ["ai", "continue"]
@@ -29,7 +29,7 @@ class StoryTree(RuleBasedStateMachine):
         self.counter = itertools.count()
         user = get_user_model().objects.create_user(username=f"player{next(USER_NUMBERS)}")
         self.adventure = Adventure.objects.create(owner=user, title="t")
-        root = tree.adventure_start(adventure=self.adventure, opening="opening")
+        root = writes.adventure_start(adventure=self.adventure, opening="opening")
         self.model = {root.pk: [{"kind": "start", "takes": ["opening"], "live": 0}]}
         self.head = root.pk
 
@@ -51,7 +51,7 @@ class StoryTree(RuleBasedStateMachine):
     @rule(kind=st.sampled_from(PLAYER_KINDS + MODEL_KINDS))
     def place(self, kind):
         text = self.text()
-        tree.place(adventure_id=self.adventure.pk, branch_id=self.head, kind=kind, text=text)
+        writes.place(adventure_id=self.adventure.pk, branch_id=self.head, kind=kind, text=text)
         self.nodes.append({"kind": kind, "takes": [text], "live": 0})
 
     @precondition(lambda self: self.nodes[-1]["kind"] in MODEL_KINDS)
@@ -59,7 +59,7 @@ class StoryTree(RuleBasedStateMachine):
     def retry(self):
         text = self.text()
         tip = self.db_node(len(self.nodes))
-        tree.take_add(
+        writes.take_add(
             adventure_id=self.adventure.pk, branch_id=self.head, expected_tip_id=tip.pk, kind=tip.kind, text=text
         )
         node = self.nodes[-1]
@@ -73,20 +73,20 @@ class StoryTree(RuleBasedStateMachine):
         node = self.nodes[depth - 1]
         index = data.draw(st.integers(0, len(node["takes"]) - 1))
         take = lineage.takes_at(self.head_branch(), depth)[index]
-        tree.take_select(adventure_id=self.adventure.pk, action_id=take.pk)
+        writes.take_select(adventure_id=self.adventure.pk, action_id=take.pk)
         node["live"] = index
 
     @precondition(lambda self: len(self.nodes) > 1)
     @rule()
     def undo(self):
-        tree_history.node_undo(adventure_id=self.adventure.pk)
+        history.node_undo(adventure_id=self.adventure.pk)
         self.nodes.pop()
 
     @rule(data=st.data())
     def edit(self, data):
         depth = data.draw(st.integers(1, len(self.nodes)))
         text = self.text()
-        tree.edit(adventure_id=self.adventure.pk, action_id=self.db_node(depth).pk, text=text)
+        writes.edit(adventure_id=self.adventure.pk, action_id=self.db_node(depth).pk, text=text)
         node = self.nodes[depth - 1]
         node["takes"][node["live"]] = text
 
@@ -94,7 +94,7 @@ class StoryTree(RuleBasedStateMachine):
     @rule(data=st.data())
     def delete(self, data):
         depth = data.draw(st.integers(2, len(self.nodes)))
-        tree.delete(adventure_id=self.adventure.pk, action_id=self.db_node(depth).pk)
+        writes.delete(adventure_id=self.adventure.pk, action_id=self.db_node(depth).pk)
         del self.nodes[depth - 1]
 
     @rule(data=st.data())
@@ -103,7 +103,7 @@ class StoryTree(RuleBasedStateMachine):
         node = self.nodes[depth - 1]
         index = data.draw(st.integers(0, len(node["takes"]) - 1))
         take = lineage.takes_at(self.head_branch(), depth)[index]
-        new = tree.fork(adventure_id=self.adventure.pk, action_id=take.pk)
+        new = writes.fork(adventure_id=self.adventure.pk, action_id=take.pk)
         story = copy.deepcopy(self.nodes[: depth - 1])
         if index == node["live"]:
             story.append(copy.deepcopy(node))
@@ -120,13 +120,13 @@ class StoryTree(RuleBasedStateMachine):
     @rule(data=st.data())
     def checkout(self, data):
         self.head = data.draw(st.sampled_from(sorted(self.model)))
-        tree.checkout(adventure_id=self.adventure.pk, branch_id=self.head)
+        writes.checkout(adventure_id=self.adventure.pk, branch_id=self.head)
 
     @precondition(lambda self: len(self.model) > 1)
     @rule(data=st.data())
     def delete_branch(self, data):
         victim = data.draw(st.sampled_from(sorted(b for b in self.model if b != self.head)))
-        tree.branch_delete(adventure_id=self.adventure.pk, branch_id=victim)
+        writes.branch_delete(adventure_id=self.adventure.pk, branch_id=victim)
         del self.model[victim]
 
     # ---- what a player sees
@@ -180,16 +180,16 @@ def test_the_sql_form_of_the_lineage_clause_selects_the_same_rows(alice):
     from django.db import connection
 
     adventure = Adventure.objects.create(owner=alice, title="t")
-    root = tree.adventure_start(adventure=adventure, opening="o")
+    root = writes.adventure_start(adventure=adventure, opening="o")
     for n in range(6):
-        tree.place(adventure_id=adventure.pk, branch_id=root.pk, kind="do", text=f"a{n}")
+        writes.place(adventure_id=adventure.pk, branch_id=root.pk, kind="do", text=f"a{n}")
     root.refresh_from_db()
-    mid = tree.fork(adventure_id=adventure.pk, action_id=lineage.node_at(root, 5).pk)
+    mid = writes.fork(adventure_id=adventure.pk, action_id=lineage.node_at(root, 5).pk)
     for n in range(3):
-        tree.place(adventure_id=adventure.pk, branch_id=mid.pk, kind="do", text=f"b{n}")
+        writes.place(adventure_id=adventure.pk, branch_id=mid.pk, kind="do", text=f"b{n}")
     mid.refresh_from_db()
-    leaf = tree.fork(adventure_id=adventure.pk, action_id=lineage.node_at(mid, 7).pk)
-    tree.place(adventure_id=adventure.pk, branch_id=leaf.pk, kind="do", text="c")
+    leaf = writes.fork(adventure_id=adventure.pk, action_id=lineage.node_at(mid, 7).pk)
+    writes.place(adventure_id=adventure.pk, branch_id=leaf.pk, kind="do", text="c")
     for branch in Branch.objects.filter(adventure=adventure):
         clause, params = lineage.path_sql(branch, table="a")
         with connection.cursor() as cursor:

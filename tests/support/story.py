@@ -3,8 +3,8 @@
 import json
 import re
 
-from stories import tree
 from stories.models import Branch
+from stories.tree import writes
 
 
 def memory_reply(body, n):
@@ -50,7 +50,7 @@ def grow(adventure, upto, *, run=None, kind="story"):
     adventure.refresh_from_db()
     head = Branch.objects.get(pk=adventure.head_branch_id)
     while head.tip_depth < upto:
-        tree.place(
+        writes.place(
             adventure_id=adventure.pk,
             branch_id=head.pk,
             kind=kind,

@@ -252,15 +252,17 @@ def test_the_memory_drawer_pages_through_a_large_bank(site, long_road, browser):
 @pytest.fixture
 def road_of_320(alice):
     """A 320-action story (a hooded stranger at milestone 77) and alice's session."""
-    from stories import tree
     from stories.adventures import adventure_create
+    from stories.tree import writes
 
     adventure = adventure_create(owner_id=alice.pk, title="Road of 320", opening="The road begins at the river.")
     for n in range(2, 321):
         kind, text = ("do", f"walk on past milestone {n}") if n % 2 == 0 else ("story", f"Milestone {n} is mossy.")
         if n == 77:
             text = "A hooded stranger hides a silver key under milestone 77."
-        tree.place(adventure_id=adventure.pk, branch_id=adventure.head_branch_id, kind=kind, text=text, ask_pass=False)
+        writes.place(
+            adventure_id=adventure.pk, branch_id=adventure.head_branch_id, kind=kind, text=text, ask_pass=False
+        )
     return adventure.pk, session_of(alice)
 
 
@@ -420,11 +422,11 @@ def test_the_admin_the_api_docs_and_the_login_pages_work_under_the_csp(site, sta
 @pytest.fixture
 def failing_embeddings(alice, fake_llm):
     """alice's adventure on the fake model, whose embedding endpoint refuses the key, and her session."""
-    from stories import accounts
+    from stories.accounts import ai_settings
     from stories.adventures import adventure_create
     from tests.support.fake_llm import Reply
 
-    accounts.ai_settings_update(
+    ai_settings.ai_settings_update(
         user_id=alice.pk,
         endpoint_url=fake_llm.url,
         api_key="sk-alice-browser",
@@ -465,10 +467,10 @@ def streaming_site(site, alice, fake_llm):
     """The real server (uvicorn, as `make run` serves the site), alice's adventure with her
     endpoint on a fake model that writes slowly, and her session; made before Playwright starts."""
 
-    from stories import accounts
+    from stories.accounts import ai_settings
     from stories.adventures import adventure_create
 
-    accounts.ai_settings_update(
+    ai_settings.ai_settings_update(
         user_id=alice.pk, api_key="sk-alice-stream-0001", endpoint_url=fake_llm.url, model="fake-model"
     )
     adventure = adventure_create(owner_id=alice.pk, title="Lighthouse", opening="The lamp is dark.")

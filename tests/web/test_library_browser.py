@@ -49,10 +49,10 @@ def demo_counters_clear(settings):
 
     migration_rows_restore()
 
-    from stories import accounts
+    from stories.accounts import ai_settings
 
     client = redis.Redis.from_url(settings.REDIS_URL)
-    for key in client.scan_iter(accounts.DEMO_COUNTER_PREFIX + "*"):
+    for key in client.scan_iter(ai_settings.DEMO_COUNTER_PREFIX + "*"):
         client.delete(key)
 
 

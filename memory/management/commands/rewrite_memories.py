@@ -4,7 +4,7 @@ from tqdm import tqdm
 from memory import embeddings
 from memory.models import Memory
 from memory.story import memories, summarize
-from stories import accounts
+from stories.accounts import ai_settings
 from stories.providers import ProviderError
 
 
@@ -34,7 +34,7 @@ class Command(BaseCommand):
             actions = memories.memory_source(memory=memory)
             if not actions:
                 continue
-            conn = accounts.connection_for_background(user_id=owner, purpose="summary")
+            conn = ai_settings.connection_for_background(user_id=owner, purpose="summary")
             try:
                 written = summarize.write_memory(
                     conn=conn,

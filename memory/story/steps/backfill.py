@@ -19,9 +19,10 @@ from memory.story import presence, scene, summarize
 from memory.story.blocks import block_changed, cast_store, own_memories, path_memories, write_cast
 from memory.story.marks import MEMORIES_PER_RUN, MEMORY_INTERVAL, memory_mark
 from memory.story.report import PassReport
-from stories import accounts, lineage
+from stories.accounts import ai_settings
 from stories.models import Adventure, Branch
 from stories.providers import ProviderError
+from stories.tree import lineage
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ def backfill_cast(*, adventure: Adventure, head: Branch, report: PassReport) -> 
                         report.more_due = True
                         break
                     if conn is None:
-                        conn = accounts.connection_for_background(user_id=adventure.owner_id, purpose="summary")
+                        conn = ai_settings.connection_for_background(user_id=adventure.owner_id, purpose="summary")
                     try:
                         written = write_cast(
                             conn=conn,

@@ -20,9 +20,10 @@ from memory.story.marks import (
     on_path,
 )
 from memory.story.report import PassReport
-from stories import accounts, lineage
+from stories.accounts import ai_settings
 from stories.models import Adventure, Branch
 from stories.providers import ProviderError
+from stories.tree import lineage
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ def create_due_memories(*, adventure: Adventure, head: Branch, report: PassRepor
     mark = memory_mark(adventure=adventure, head=head)
     if not on_path(head, *mark):
         return  # another run moved it meanwhile; it will do the work
-    conn = accounts.connection_for_background(user_id=adventure.owner_id, purpose="summary")
+    conn = ai_settings.connection_for_background(user_id=adventure.owner_id, purpose="summary")
     cards = list(adventure.cards.all())
     members = scene.members(cards)
     while report.memories_created < MEMORIES_PER_RUN and mark[1] + MEMORY_INTERVAL <= head.tip_depth:

@@ -11,9 +11,10 @@ from memory.story import scene, summarize
 from memory.story.blocks import block_changed, cast_replace, path_memories, write_cast
 from memory.story.marks import MEMORIES_PER_RUN, MEMORY_INTERVAL
 from memory.story.report import PassReport
-from stories import accounts, lineage
+from stories.accounts import ai_settings
 from stories.models import Adventure, Branch
 from stories.providers import ProviderError
+from stories.tree import lineage
 
 
 def rewrite_stale(*, adventure: Adventure, head: Branch, report: PassReport) -> None:
@@ -31,7 +32,7 @@ def rewrite_stale(*, adventure: Adventure, head: Branch, report: PassReport) -> 
     )
     if not blocks:
         return
-    conn = accounts.connection_for_background(user_id=adventure.owner_id, purpose="summary")
+    conn = ai_settings.connection_for_background(user_id=adventure.owner_id, purpose="summary")
     cards = list(adventure.cards.all())
     members = scene.members(cards)
     for start, end in blocks:

@@ -11,9 +11,11 @@ from memory.story import summaries, summarize
 from memory.story.blocks import own_memories
 from memory.story.marks import SUMMARY_INTERVAL, cursor_for, mark_move, node_of, on_path
 from memory.story.report import PassReport
-from stories import accounts, lineage, providers, tree
-from stories.context import render_action
+from stories import providers
+from stories.accounts import ai_settings
 from stories.models import Adventure, Branch
+from stories.prompt.context import render_action
+from stories.tree import lineage, writes
 
 RAW_ACTIONS_MAX = 200  # newest raw actions read for a summary (its prompt keeps at most 2,000 tokens of them)
 
@@ -58,7 +60,7 @@ def update_summary(
             .order_by("-depth")[:RAW_ACTIONS_MAX]
         )
         material += [render_action(a) for a in reversed(raw)]
-    conn = accounts.connection_for_background(user_id=adventure.owner_id, purpose="summary")
+    conn = ai_settings.connection_for_background(user_id=adventure.owner_id, purpose="summary")
     if conn is not None and for_request:
         conn = providers.for_request(conn)
     try:
@@ -77,7 +79,7 @@ def update_summary(
     with transaction.atomic():
         # the adventure row first, as every tree write takes it: one lock order, no deadlock
         # (a lock, not a tree write: a reply being written meanwhile does not stop the summary)
-        head = tree.lock(adventure.pk, head.pk, tree_write=False).branch
+        head = writes.lock(adventure.pk, head.pk, tree_write=False).branch
         now = summaries.snapshot_on_path(head)
         if (now and (now.pk, now.text)) != (snap and (snap.pk, snap.text)) or head.tip_depth < target:
             return  # the player wrote their own summary, or the story moved, during the call

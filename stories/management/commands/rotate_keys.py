@@ -2,7 +2,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from tqdm import tqdm
 
-from stories import crypto
+from stories.accounts import crypto
 from stories.models import AISettings
 
 

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from config import search_text
 from config.errors import Conflict, InvalidRequest, NotFound
-from stories import adventures, limits, lineage
+from stories import adventures, limits
 from stories.models import (
     ACTION_TEXT_MAX,
     AUTHORS_NOTE_MAX,
@@ -35,6 +35,7 @@ from stories.models import (
     ScenarioVersion,
     StoryCard,
 )
+from stories.tree import lineage
 
 EXPORT_FORMAT, EXPORT_VERSION = "everlore-scenario", 1
 # `${Your name?}`, as AI Dungeon writes a question the player answers when starting

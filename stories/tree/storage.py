@@ -1,13 +1,13 @@
 """How branches share rows: copy-on-write. A branch reads its ancestors' nodes up to its fork
 (``Branch.lineage``); before a node is rewritten on branch H, H gets its own copy of the nodes it
 borrows (``materialize``), and branches that borrow H's nodes get a frozen copy of what they read
-(``detach_borrowers``). Called only by stories.tree, inside its transaction and lock."""
+(``detach_borrowers``). Called only by stories.tree.writes, inside its transaction and lock."""
 
 from __future__ import annotations
 
-from stories import lineage
 from stories.models import Action, Branch
-from stories.tree_signals import nodes_copied
+from stories.tree import lineage
+from stories.tree.signals import nodes_copied
 
 
 def copy_rows(rows: list[Action], *, to_branch: Branch, carry: bool = True) -> dict[int, Action]:

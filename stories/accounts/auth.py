@@ -28,7 +28,7 @@ from config.errors import InvalidRequest
 from stories import limits
 
 log = logging.getLogger(__name__)
-BACKEND = "stories.auth.ThrottledModelBackend"
+BACKEND = "stories.accounts.auth.ThrottledModelBackend"
 THROTTLED = "Too many failed logins for this account from your address; wait a few minutes and try again."
 
 

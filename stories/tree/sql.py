@@ -1,5 +1,5 @@
 """The tree's hand-written statements: a node appended in two round trips (a turn
-appends two). Called only by ``stories.tree.place``, inside its transaction."""
+appends two). Called only by ``stories.tree.writes.place``, inside its transaction."""
 
 from __future__ import annotations
 

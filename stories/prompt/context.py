@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from stories import tokens
-from stories.cards import triggered
 from stories.models import Action, Adventure, StoryCard
+from stories.prompt import tokens
+from stories.prompt.triggers import triggered
 
 DEFAULT_INSTRUCTIONS = (
     "You are the narrator of an interactive story. Continue the story from exactly where it stops, "

@@ -9,8 +9,8 @@ from django.contrib.postgres.search import SearchHeadline, SearchQuery, SearchRa
 from django.db.models import F
 
 from config import search_text
-from stories import lineage
 from stories.models import Action, Adventure, Branch
+from stories.tree import lineage
 
 SEARCH_CONFIG = "english"  # stemming: "hides" finds "hid", "hiding"
 

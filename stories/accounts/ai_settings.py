@@ -16,7 +16,7 @@ from django.db import transaction
 
 from config.errors import RateLimited
 from config.redis_pool import redis_client
-from stories import crypto
+from stories.accounts import crypto
 from stories.models import AISettings
 from stories.providers import Connection, ProviderError, for_request
 from stories.providers.netguard import check_endpoint

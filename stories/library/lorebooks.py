@@ -23,7 +23,8 @@ from config.errors import InvalidRequest
 from config.input_guard import parse_json
 from stories import cards as story_cards
 from stories import limits
-from stories import lorebook_schemas as schemas
+from stories.library import aidungeon
+from stories.library import lorebook_schemas as schemas
 from stories.models import (
     CARD_ENTRY_MAX,
     LONG_TEXT_MAX,
@@ -154,7 +155,7 @@ def read_document(request) -> object:
 
 def _entries(data, *, prefix: str = "") -> tuple[str, list[tuple[str, dict]]]:
     """The format's name and its entries as its declared schema reads them
-    (stories.lorebook_schemas), each with the place it stands at in the file."""
+    (stories.library.lorebook_schemas), each with the place it stands at in the file."""
     if isinstance(data, dict) and isinstance(data.get("entries"), dict):  # SillyTavern World Info
         book = schemas.checked(schemas.WorldInfo, data, prefix=prefix)
         return "SillyTavern lorebook", [(f"entries.{k}", v) for k, v in book["entries"].items()]
@@ -221,7 +222,7 @@ def import_cards(*, adventure: Adventure, data) -> tuple[list[StoryCard], list[d
     all or nothing, counting toward the owner's FILE_IMPORTS_PER_HOUR. Returns the cards made and
     the report."""
     if isinstance(data, list) or (isinstance(data, dict) and isinstance(data.get("storyCards"), list)):
-        made = story_cards.import_aidungeon(adventure=adventure, data=data)
+        made = aidungeon.import_aidungeon(adventure=adventure, data=data)
         return made, [{"place": "file", "what": f"read as AI Dungeon story cards: {len(made)} cards"}]
     limits.file_import(user_id=adventure.owner_id)
     if isinstance(data, dict) and str(data.get("spec") or "").startswith("chara_card"):

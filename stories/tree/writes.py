@@ -1,6 +1,6 @@
 """Every write to the story tree, the one door to it: an imported tree, place, take (retry),
 select take, undo, edit, delete, a moderator's hide, fork, checkout (the head's one write path),
-rename and delete branches. How branches share rows is stories.tree_storage.
+rename and delete branches. How branches share rows is stories.tree.storage.
 
 Each branch is an independent story; sharing rows with ancestors is storage,
 never semantics. So before a node is rewritten on branch H:
@@ -24,11 +24,11 @@ from django.utils import timezone
 
 from config import jobs
 from config.errors import Conflict, InvalidRequest, NotFound
-from stories import lineage, tree_sql
-from stories.generation import generation_check
 from stories.models import Action, Adventure, Branch, RedoTurn
-from stories.tree_signals import head_moved, nodes_copied, story_rewritten  # noqa: F401 (the tree's signals)
-from stories.tree_storage import copy_rows, detach_borrowers, materialize, own_for_rewrite
+from stories.tree import lineage, sql
+from stories.tree.generation import generation_check
+from stories.tree.signals import head_moved, nodes_copied, story_rewritten  # noqa: F401 (the tree's signals)
+from stories.tree.storage import copy_rows, detach_borrowers, materialize, own_for_rewrite
 
 DEPTH_SHIFT_OFFSET = 1_000_000  # parks rows out of the way while depths are renumbered
 
@@ -47,7 +47,7 @@ def lock(adventure_id: int, branch_id: int | None = None, *, tree_write: bool = 
     """Lock the adventure row (serializing tree writes) and re-read a branch.
 
     Must run inside ``transaction.atomic()``. ``branch_id`` defaults to the head.
-    Raises Conflict while another request's reply is being written (stories.generation),
+    Raises Conflict while another request's reply is being written (stories.tree.generation),
     unless ``tree_write`` is False: a writer that only needs the lock order (the memory
     pass's summary) and changes no node."""
     adventure = _lock_adventure(adventure_id, tree_write=tree_write)
@@ -87,7 +87,7 @@ def _save_branch(branch: Branch, *fields: str) -> None:
 
 def tip_set(branch: Branch, depth: int) -> None:
     """The one write path of a branch's tip (the depth of the newest node on its path), but for
-    the append statement (stories.tree_sql). The tree's modules only."""
+    the append statement (stories.tree.sql). The tree's modules only."""
     branch.tip_depth = depth
     _save_branch(branch, "tip_depth")
 
@@ -187,14 +187,14 @@ def place(
     it ends what undo kept to redo on the branch. ``ask_pass``: False when the caller asks for the
     memory pass itself once a series of changes is done (a turn asks after its reply, or when it
     fails). ``release``: a generation's claim token, freed in the same write (its reply).
-    ``redone_hidden``: a node redo brings back (stories.tree_history), hidden as it was.
+    ``redone_hidden``: a node redo brings back (stories.tree.history), hidden as it was.
     The returned action's ``branch`` is the branch as it stands after the write."""
     with transaction.atomic():
-        locked = tree_sql.append_lock(adventure_id=adventure_id, release=release)
+        locked = sql.append_lock(adventure_id=adventure_id, release=release)
         if locked is None:
             raise NotFound("no such adventure")
         generation_check(locked)
-        action = tree_sql.append_node(
+        action = sql.append_node(
             adventure_id=adventure_id,
             branch_id=branch_id or locked.head_branch_id,
             kind=kind,

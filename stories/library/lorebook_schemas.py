@@ -1,4 +1,4 @@
-"""The declared shapes of the field's formats that stories.lorebooks reads: SillyTavern character
+"""The declared shapes of the field's formats that stories.library.lorebooks reads: SillyTavern character
 cards (V1 fields at the top; V2 and V3 under `data`), their character books, SillyTavern World
 Info and NovelAI lorebooks. Each is checked whole before a row is written; a file that breaks one
 is a 400 naming the place in the file (`entries.3.content`, `data.first_mes`). Fields these

@@ -1,5 +1,5 @@
-"""The story tree's signals, sent by stories.tree inside the writing transaction, so listeners
-(memory.sync) commit or roll back with the change. Listeners import them from stories.tree."""
+"""The story tree's signals, sent by stories.tree.writes inside the writing transaction, so listeners
+(memory.sync) commit or roll back with the change. Listeners import them from stories.tree.writes."""
 
 from __future__ import annotations
 

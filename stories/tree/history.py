@@ -5,18 +5,18 @@ whose reply failed, is a turn of one node). What it took goes on the branch's re
 of them again as new nodes (the memory pass remembers them again), hidden as they were.
 
 Each is decided and done in one transaction under the adventure row lock with the generation check
-(``tree.lock``): two at once never take back or bring back one turn twice, and nothing written in
+(``writes.lock``): two at once never take back or bring back one turn twice, and nothing written in
 between can make them remove other nodes than they record. Any other write to the branch (a turn,
-an edit, a take, a delete, a hide) ends its stack (``tree.rewritten_notify``, ``tree_sql``), so a
+an edit, a take, a delete, a hide) ends its stack (``writes.rewritten_notify``, ``tree_sql``), so a
 redo lands only on the very end it was taken from."""
 
 from __future__ import annotations
 
 from django.db import transaction
 
-from stories import lineage, tree
 from stories.models import Action, Branch, RedoTurn
-from stories.tree_storage import detach_borrowers
+from stories.tree import lineage, writes
+from stories.tree.storage import detach_borrowers
 
 REDO_MAX = 50  # turns kept to redo, per branch
 PLAYER_KINDS = (Action.Kind.DO, Action.Kind.SAY, Action.Kind.STORY)
@@ -26,13 +26,13 @@ def node_undo(*, adventure_id: int) -> int:
     """Remove the newest node (with all its takes) from the head branch's story. Returns the
     removed depth. Other branches keep their stories; the redo stack is the caller's."""
     with transaction.atomic():
-        branch = tree.lock(adventure_id).branch
+        branch = writes.lock(adventure_id).branch
         depth = branch.tip_depth
         if depth == 0:
-            raise tree.TreeError("there is nothing to undo")
+            raise writes.TreeError("there is nothing to undo")
         node = lineage.node_at_even_hidden(branch, depth)
         if node.kind == Action.Kind.START:
-            raise tree.TreeError("the opening cannot be undone; edit it instead")
+            raise writes.TreeError("the opening cannot be undone; edit it instead")
         if depth > branch.fork_depth:
             detach_borrowers(branch, depth)
             Action.objects.filter(branch=branch, depth=depth).delete()
@@ -41,8 +41,8 @@ def node_undo(*, adventure_id: int) -> int:
             branch.fork_depth = depth - 1
             branch.lineage = [[a, min(cap, depth - 1)] for a, cap in branch.lineage]
             branch.save(update_fields=["fork_depth", "lineage"])
-        tree.tip_set(branch, depth - 1)
-        tree.rewritten_notify(adventure_id, branch.pk, depth, "removed", ends_redo=False)
+        writes.tip_set(branch, depth - 1)
+        writes.rewritten_notify(adventure_id, branch.pk, depth, "removed", ends_redo=False)
     return depth
 
 
@@ -50,10 +50,10 @@ def turn_undo(*, adventure_id: int) -> dict:
     """Take back the newest turn of the branch played and keep it to redo. Returns the depth the
     story now ends at and what was removed. Conflict at the opening or while a reply is written."""
     with transaction.atomic():
-        branch = tree.lock(adventure_id).branch
+        branch = writes.lock(adventure_id).branch
         tip = lineage.node_at_even_hidden(branch, branch.tip_depth)
         if tip is None or tip.kind == Action.Kind.START:
-            raise tree.TreeError("there is nothing to undo: the story is at its opening")
+            raise writes.TreeError("there is nothing to undo: the story is at its opening")
         nodes = [tip]
         before = lineage.node_at_even_hidden(branch, tip.depth - 1) if tip.is_model_output else None
         if before is not None and before.kind in PLAYER_KINDS:
@@ -73,16 +73,16 @@ def turn_redo(*, adventure_id: int) -> dict:
     redone. Conflict when nothing is kept to redo (none was undone here, or the story changed
     since) or while a reply is written."""
     with transaction.atomic():
-        branch = tree.lock(adventure_id).branch
+        branch = writes.lock(adventure_id).branch
         turn = RedoTurn.objects.filter(branch=branch).order_by("-id").first()
         if turn is None or turn.from_depth != branch.tip_depth + 1:
             RedoTurn.objects.filter(branch=branch).delete()
-            raise tree.TreeError(
+            raise writes.TreeError(
                 "there is nothing to redo: no turn was undone on this branch, or its story has changed since "
                 "(a new turn, an edit, a retry or a delete ends what undo kept)"
             )
         placed = [
-            tree.place(
+            writes.place(
                 adventure_id=adventure_id,
                 branch_id=branch.pk,
                 kind=node["kind"],
