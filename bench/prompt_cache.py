@@ -2,7 +2,7 @@
 
 A long story (cards that trigger, a cast of characters, a memory bank the post-turn pass grows
 and a running summary) is played into the database; at every turn the prompt the turn would send
-is built exactly as a turn builds it (the turn's own recall, then stories.prompt.context.build) for each
+is built exactly as a turn builds it (the turn's own recall, then stories.prompt.builder.build) for each
 layout (the prefix-cache layout and the older "memories before the story" one) and context size
 (2k, 8k, 32k tokens). Each prompt is tokenized as the model server sees it (system, then user);
 the share of the previous turn's prompt that the new one starts with is what a prefix cache
@@ -12,7 +12,7 @@ window's jumps), tokens spared per turn, and the time to first token saved under
 
     .venv/bin/python bench/prompt_cache.py [--turns 300] [--smoke]
 
-STEP_TOKENS=N tries another grid for the story window (stories.prompt.context.STEP_TOKENS); EXPLAIN=1
+STEP_TOKENS=N tries another grid for the story window (stories.prompt.layouts.STEP_TOKENS); EXPLAIN=1
 prints where a prompt parted from the last one on each turn that reused less than half of it
 without a jump of the window.
 """
@@ -68,7 +68,7 @@ def main() -> None:
     from memory.story import memory_pass, retrieval, summaries
     from stories.adventures import adventure_create
     from stories.models import Adventure, Branch, StoryCard
-    from stories.prompt import context, tokens
+    from stories.prompt import builder, layouts, tokens
     from stories.tree import lineage, writes
 
     user, _ = get_user_model().objects.get_or_create(username="bench-prompt-cache")
@@ -91,7 +91,7 @@ def main() -> None:
             adventure=adventure, type="location", name=place.title(), keys=[place.split()[-1]], entry=f"{place}: old."
         )
     if os.environ.get("STEP_TOKENS"):  # to try another grid
-        context.STEP_TOKENS = int(os.environ["STEP_TOKENS"])
+        layouts.STEP_TOKENS = int(os.environ["STEP_TOKENS"])
     rng = random.Random(7)
     enc = tokens.encoding_for("fake-model")
     previous: dict[tuple[bool, int], tuple[list[int], int | None, bool]] = {}
@@ -110,7 +110,7 @@ def main() -> None:
             )
             for before in (False, True):
                 adventure.memories_before_story = before
-                ctx = context.build(
+                ctx = builder.build(
                     adventure=adventure,
                     story=story,
                     cards=cards,
@@ -118,14 +118,16 @@ def main() -> None:
                     context_tokens=size,
                     model="fake-model",
                     knowledge=recalled.knowledge,
-                    summary_before=lambda depth: summaries.summary_before(head, depth, current=adventure.story_summary),
+                    summaries=summaries.summary_frame(head, story[0].depth, current=adventure.story_summary)
+                    if story and not adventure.memories_before_story
+                    else None,
                 )
                 # the prompt as the server tokenizes it: each message, then the next (-1: a separator)
                 ids = [t for m in ctx.messages for t in [-1, *enc.encode(m["content"], disallowed_special=())]]
                 key = (before, size)
                 window = next(p for p in ctx.parts if p.name == "story").items[0]
                 full = window["dropped"] > 0
-                moving = sum(p.tokens for p in ctx.parts if p.name in context.TURN_PARTS)
+                moving = sum(p.tokens for p in ctx.parts if p.name in layouts.TURN_PARTS)
                 turn_parts.setdefault(key, []).append(moving / max(ctx.total_tokens, 1))
                 if key in previous:
                     prev, prev_first, prev_full = previous[key]

@@ -31,8 +31,8 @@ from stories import limits
 from stories.accounts import ai_settings
 from stories.adventures import access_adventure
 from stories.models import ACTION_TEXT_MAX, Action, Adventure, AISettings, Branch, ProviderCall
-from stories.prompt import context, prefix, sampling
-from stories.prompt.context import Context, MemoryItem
+from stories.prompt import builder, prefix, sampling
+from stories.prompt.context import Context, MemoryItem, SummaryFrame
 from stories.providers import Completion, Connection, ProviderError
 from stories.providers.awaited import ModelCall
 from stories.tree import lineage, writes
@@ -116,7 +116,7 @@ def _prepare(
         ai=ai,
         cards=cards,
     )
-    ctx = context.build(
+    ctx = builder.build(
         adventure=adventure,
         story=story,
         cards=cards,
@@ -125,7 +125,7 @@ def _prepare(
         model=conn.model,
         recall_note=recalled.fallback,
         knowledge=recalled.knowledge,
-        summary_before=lambda depth: summaries.summary_before(branch, depth, current=adventure.story_summary),
+        summaries=_summaries(adventure, branch, story),
     )
     # what of the last turn's prompt this one repeats (a prefix cache serves it): the access query
     # brought the last one's fingerprint, this one's goes into the model call's log row
@@ -147,6 +147,14 @@ def _prepare(
         story_ids=tuple(a.pk for a in story),
         notices=notices,
     )
+
+
+def _summaries(adventure: Adventure, branch: Branch, story: list[Action]) -> SummaryFrame | None:
+    """What memory holds of the path's summaries around ``story``, for the prefix-cache layout (the
+    older order tells the current summary)."""
+    if adventure.memories_before_story or not story:
+        return None
+    return summaries.summary_frame(branch, story[0].depth, current=adventure.story_summary)
 
 
 @contextmanager
@@ -388,7 +396,7 @@ def insights(*, user_id: int, adventure_id: int) -> Context:
         ai=ai,
         cards=cards,
     )
-    ctx = context.build(
+    ctx = builder.build(
         adventure=adventure,
         story=story,
         cards=cards,
@@ -397,7 +405,7 @@ def insights(*, user_id: int, adventure_id: int) -> Context:
         model=model,
         recall_note=recalled.fallback,
         knowledge=recalled.knowledge,
-        summary_before=lambda depth: summaries.summary_before(branch, depth, current=adventure.story_summary),
+        summaries=_summaries(adventure, branch, story),
     )
     last = (
         ProviderCall.objects.filter(adventure_id=adventure.pk, purpose=ProviderCall.Purpose.TURN)

@@ -16,7 +16,8 @@ from memory.story import scene
 from memory.vectors import vector_cursor
 from stories.models import Action, Adventure, Branch, StoryCard
 from stories.prompt import tokens
-from stories.prompt.context import Knowing, MemoryItem, render_action
+from stories.prompt.context import Knowing, MemoryItem
+from stories.prompt.voice import told
 from stories.tree import lineage
 
 log = logging.getLogger(__name__)
@@ -34,7 +35,7 @@ def query_text(branch: Branch, *, below_depth: int | None = None, story: list[Ac
     elif below_depth is not None:
         story = [a for a in story if a.depth < below_depth]
     actions = story[-QUERY_ACTIONS:]
-    return tokens.keep_end("\n".join(render_action(a) for a in actions), tokens=QUERY_TOKENS)
+    return tokens.keep_end("\n".join(told(a) for a in actions), tokens=QUERY_TOKENS)
 
 
 # Hand-written and sent with the query vector in binary: building this query

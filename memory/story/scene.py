@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from memory.sentences import split_sentences
 from memory.story.summarize import second_to_third_person
 from stories.models import Action, StoryCard
+from stories.prompt.voice import told_of
 
 
 @dataclass(frozen=True)
@@ -88,13 +89,8 @@ def sentences_of(actions: list[Action], *, name: str) -> list[Sentence]:
     out = []
     for n, action in enumerate(actions):
         raw = action.text.replace("\n", " ").strip()
-        text = raw
-        if action.kind == Action.Kind.DO:  # as the offline summarizer tells a player's act
-            text = re.sub(r"^(you|i)\s+", "", text, flags=re.I).rstrip(".!?")
-            text = third_person(f"{name} chose to {text[:1].lower()}{text[1:]}.")
-        elif action.kind == Action.Kind.SAY:
-            text = f'{name} said, "{text.strip(chr(34))}"'
-        else:
+        text = told_of(action, name=name)  # as the offline summarizer tells a player's act
+        if action.kind != Action.Kind.SAY:
             text = third_person(text)
         blanked = _blank_quotes(text)
         at = 0

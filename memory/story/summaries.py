@@ -15,6 +15,7 @@ from django.db import transaction
 
 from memory.models import Cursor, SummarySnapshot
 from stories.models import Adventure, Branch
+from stories.prompt.context import SummaryFrame
 from stories.tree import lineage, writes
 
 
@@ -41,23 +42,19 @@ def summary_base(branch: Branch) -> str:
     return cursor.summary_base if cursor else ""
 
 
-def summary_before(branch: Branch, depth: int, *, current: str) -> str:
-    """The summary for a prompt whose story window starts at ``depth`` on ``branch``'s path: the
-    newest snapshot below the window (it tells what the window does not show, and stays the same
-    until the window moves on, so a model server's prefix cache keeps serving the prompt's start).
-    ``current`` (the path's summary) when the player's own text hangs in the window or after it:
-    what the player wrote is shown as written, at once; and when the path has no snapshot. One
-    query: the snapshots in the window and the newest below it."""
+def summary_frame(branch: Branch, from_depth: int, *, current: str) -> SummaryFrame:
+    """The path's summaries around a story handed to the prompt builder from ``from_depth`` on (its
+    ``before`` picks the one below the window it lays out): the snapshots from there to the tip and
+    the newest one below, in one query; the base text only when a window could find none below."""
     path = SummarySnapshot.objects.filter(
         lineage.path_q(branch), adventure_id=branch.adventure_id, depth__lte=branch.tip_depth
     ).values_list("depth", "id", "player", "text")
-    rows = list(path.filter(depth__gte=depth).union(path.filter(depth__lt=depth).order_by("-depth", "-id")[:1]))
-    if not rows:
-        return current
-    below = [r for r in rows if r[0] < depth]
-    if any(r[2] for r in rows if r[0] >= depth) or max(rows)[2]:
-        return current
-    return below[0][3] if below else summary_base(branch)
+    rows = sorted(
+        path.filter(depth__gte=from_depth).union(path.filter(depth__lt=from_depth).order_by("-depth", "-id")[:1])
+    )
+    snapshots = tuple((depth, player, text) for depth, _, player, text in rows)
+    needs_base = rows and rows[0][0] >= from_depth
+    return SummaryFrame(current=current, base=summary_base(branch) if needs_base else "", snapshots=snapshots)
 
 
 def summary_refresh(adventure_id: int) -> str:

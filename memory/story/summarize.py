@@ -10,8 +10,8 @@ from memory.sentences import limit_words, most_telling, ranked, split_sentences,
 from stories import providers
 from stories.models import Action, Adventure, ProviderCall, StoryCard
 from stories.prompt import tokens
-from stories.prompt.context import render_action
 from stories.prompt.triggers import triggered
+from stories.prompt.voice import told, told_of
 
 BLOCK_TOKENS_MAX = 2000  # a block's text over this keeps its end
 CAST_ENTRIES_MAX = 8
@@ -57,7 +57,7 @@ def block_text(actions: list[Action], *, model: str = "") -> str:
 
 
 def full_text(actions: list[Action]) -> str:
-    return "\n\n".join(render_action(a) for a in actions)
+    return "\n\n".join(told(a) for a in actions)
 
 
 def one_line(text: str, *, limit: int = CAST_ENTRY_CHARS) -> str:
@@ -150,13 +150,7 @@ def offline_memory(*, actions: list[Action], name: str) -> str:
     story order, at most 50 words."""
     sentences = []
     for action in actions:
-        text = action.text.replace("\n", " ").strip()
-        if action.kind == Action.Kind.DO:
-            text = re.sub(r"^(you|i)\s+", "", text, flags=re.I).rstrip(".!?")
-            text = f"{name} chose to {text[:1].lower()}{text[1:]}."
-        elif action.kind == Action.Kind.SAY:
-            text = f'{name} said, "{text.strip(chr(34))}"'
-        for sentence in split_sentences(text):
+        for sentence in split_sentences(told_of(action, name=name)):
             sentences.append(sentence)
     if not sentences:
         return ""

@@ -10,6 +10,7 @@ from django.db.models import F
 
 from config import search_text
 from stories.models import Action, Adventure, Branch
+from stories.prompt import voice
 from stories.tree import lineage
 
 SEARCH_CONFIG = "english"  # stemming: "hides" finds "hid", "hiding"
@@ -40,14 +41,9 @@ def search(branch: Branch, query: str, *, limit: int) -> list[dict]:
 
 
 def _line(action: Action, *, markdown: bool) -> str:
-    text = action.text.strip()
-    if action.kind == Action.Kind.DO:
-        text = f"> {text if text.lower().startswith('you ') else 'You ' + text}"
-        return f"**{text}**" if markdown else text
-    if action.kind == Action.Kind.SAY:
-        text = f'> You say "{text.strip(chr(34))}"'
-        return f"**{text}**" if markdown else text
-    return text
+    """The node as the model reads it (stories.prompt.voice); the player's own in bold in Markdown."""
+    text = voice.told(action)
+    return f"**{text}**" if markdown and voice.is_players(action) else text
 
 
 def written(adventure: Adventure, branch: Branch, *, markdown: bool) -> Iterator[str]:

@@ -2,7 +2,7 @@ import pytest
 
 from stories.adventures import adventure_create
 from stories.models import Action, Branch, StoryCard
-from stories.prompt import context
+from stories.prompt import builder, voice
 from stories.prompt.context import MemoryItem
 from stories.tree import writes
 
@@ -77,7 +77,7 @@ def test_cards_enter_on_whole_word_keys_any_case_and_say_which_key(alice):
     card = StoryCard.objects.create(adventure=adventure, name="Eldon", keys=["wizard", "Eldon"], entry="Old wizard.")
     StoryCard.objects.create(adventure=adventure, name="Cat", keys=["cat"], entry="A cat.")
     story = story_of(adventure, "The WIZARD waves. A catapult fires.")
-    ctx = context.build(
+    ctx = builder.build(
         adventure=adventure,
         story=story,
         cards=list(adventure.cards.all()),
@@ -95,7 +95,7 @@ def test_cards_take_at_most_40_percent_of_the_flexible_budget(alice):
     for n in range(30):
         StoryCard.objects.create(adventure=adventure, name=f"Card{n}", keys=[f"k{n}"], entry="lore " * 60)
     story = story_of(adventure, " ".join(f"k{n}" for n in range(30)))
-    ctx = context.build(
+    ctx = builder.build(
         adventure=adventure,
         story=story,
         cards=list(adventure.cards.all()),
@@ -124,7 +124,7 @@ def test_the_context_fits_the_budget_keeps_the_newest_story_and_places_the_note(
     )
     story = story_of(adventure, *[f"Paragraph number {n}. " + "words " * 40 for n in range(60)])
     memories = [MemoryItem(id=1, text="Kit stole a map from the mayor.", similarity=0.91, pinned=False)]
-    ctx = context.build(
+    ctx = builder.build(
         adventure=adventure, story=story, cards=[], memories=memories, context_tokens=1500, model="gpt-4o"
     )
     assert ctx.total_tokens <= 1500
@@ -141,7 +141,7 @@ def test_the_context_fits_the_budget_keeps_the_newest_story_and_places_the_note(
 
 def test_unknown_models_count_with_cl100k(alice):
     adventure = adventure_create(owner_id=alice.pk, title="t", opening="Start.")
-    ctx = context.build(
+    ctx = builder.build(
         adventure=adventure,
         story=story_of(adventure),
         cards=[],
@@ -157,5 +157,5 @@ def test_player_actions_render_in_second_person(alice):
     root = adventure.head_branch_id
     do = writes.place(adventure_id=adventure.pk, branch_id=root, kind="do", text="draw your sword")
     say = writes.place(adventure_id=adventure.pk, branch_id=root, kind="say", text="Halt!")
-    assert context.render_action(do) == "> You draw your sword"
-    assert context.render_action(say) == '> You say "Halt!"'
+    assert voice.told(do) == "> You draw your sword"
+    assert voice.told(say) == '> You say "Halt!"'

@@ -3,7 +3,7 @@ first, then the story, then what changes every turn; the older order on the adve
 
 import pytest
 
-from stories.prompt import context
+from stories.prompt import parts
 
 pytestmark = pytest.mark.django_db
 
@@ -12,7 +12,7 @@ def narrator_prompts(fake) -> list[dict]:
     return [
         r.body["messages"]
         for r in fake.chat_requests()
-        if r.body["messages"][0]["content"].startswith(context.DEFAULT_INSTRUCTIONS[:20])
+        if r.body["messages"][0]["content"].startswith(parts.DEFAULT_INSTRUCTIONS[:20])
     ]
 
 

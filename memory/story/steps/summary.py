@@ -14,7 +14,7 @@ from memory.story.report import PassReport
 from stories import providers
 from stories.accounts import ai_settings
 from stories.models import Adventure, Branch
-from stories.prompt.context import render_action
+from stories.prompt.voice import told
 from stories.tree import lineage, writes
 
 RAW_ACTIONS_MAX = 200  # newest raw actions read for a summary (its prompt keeps at most 2,000 tokens of them)
@@ -59,7 +59,7 @@ def update_summary(
             .filter(depth__gt=max(covered, since), depth__lte=target)
             .order_by("-depth")[:RAW_ACTIONS_MAX]
         )
-        material += [render_action(a) for a in reversed(raw)]
+        material += [told(a) for a in reversed(raw)]
     conn = ai_settings.connection_for_background(user_id=adventure.owner_id, purpose="summary")
     if conn is not None and for_request:
         conn = providers.for_request(conn)

@@ -1,0 +1,109 @@
+"""The two layouts of a prompt, placing the same parts (stories.prompt.parts) around the story window.
+
+The prefix-cache layout (the default): what changes rarely first, so that a model server's prefix
+cache serves most of each prompt. AI instructions, plot essentials (with the protagonist), story
+summary; then the recent story, whose window starts at an action of a fixed grid (every
+``story_step(context)`` actions) and keeps that start for as long as the story from there fits,
+then jumps; then what changes every turn, next to the newest action: the memories recalled for
+this moment, what each character named in the recent story knows, triggered story cards, the
+author's note.
+
+The older order (an adventure's ``memories_before_story``): instructions, plot essentials,
+summary, memories, what characters know and cards in the system message, then the recent story
+(newest kept, oldest dropped one action at a time) with the author's note a few actions from the
+end.
+"""
+
+from __future__ import annotations
+
+from stories.models import Action
+from stories.prompt.context import Context, Part
+from stories.prompt.parts import OVERHEAD, Counter, Fixed, Turn
+from stories.prompt.voice import told
+
+AUTHORS_NOTE_OFFSET = 3  # actions from the end where the author's note is placed (the older order)
+STEP_TOKENS = 192  # of context per action of the grid the story window's start moves on (prefix-cache layout)
+SYSTEM_FIXED = ("instructions", "plot_essentials", "summary")
+TURN_PARTS = ("memories", "knows", "cards", "authors_note")  # after the story, in this order
+SYSTEM_BEFORE = (*SYSTEM_FIXED, "memories", "knows", "cards")  # the older order's system message
+
+
+def story_step(context_tokens: int) -> int:
+    """Actions of the grid the story window's start moves on: one per STEP_TOKENS of context (11 at
+    2k, 43 at 8k). The start holds for half a step's worth of turns, then jumps a step; the window
+    is on average half a step short of full (bench/prompt_cache.py weighs one against the other)."""
+    return max(4, round(context_tokens / STEP_TOKENS))
+
+
+def _window(story: list[Action], costs: list[int], left: int, *, step: int) -> list[Action]:
+    """The recent story that fits in ``left`` tokens. No ``step``: the newest actions, one dropped
+    at a time. A ``step``: from the earliest action on the grid of depths 1, 1 + step, 1 + 2 step,
+    ... from which the story to the newest action fits, so the start stays put turn after turn and
+    then jumps a step; when not even the newest step fits, the newest actions."""
+    if step:
+        total = sum(costs)
+        for i, action in enumerate(story):
+            if total <= left and (action.depth - 1) % step == 0:
+                return story[i:]
+            total -= costs[i]
+    kept, used = [], 0
+    for action, cost in zip(reversed(story), reversed(costs)):
+        if used + cost > left:
+            break
+        kept.append(action)
+        used += cost
+    return kept[::-1]
+
+
+def _story_part(c: Counter, story: list[Action], kept: list[Action], *, step: int) -> Part:
+    dropped = len(story) - len(kept)
+    text = "\n\n".join(told(a) for a in kept)
+    reason = f"the newest {len(kept)} actions" + (f"; {dropped} older ones did not fit" if dropped else "")
+    if step and kept and dropped:
+        reason += f" (the window starts on a step of {step} actions, so the prompt's start holds)"
+    window = {"first_depth": kept[0].depth if kept else None, "last_depth": kept[-1].depth if kept else None}
+    return Part("story", text, c.count(text), reason, [{**window, "dropped": dropped}])
+
+
+def _context(c: Counter, parts: list[Part], system: str, user: str, *, budget: int, recall_note: str) -> Context:
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    total = c.count(system) + c.count(user) + OVERHEAD
+    return Context(
+        messages=messages,
+        parts=parts,
+        total_tokens=total,
+        budget=budget,
+        encoding=c.encoding.name,
+        recall_note=recall_note,
+    )
+
+
+def prefix_cache(
+    c: Counter, fixed: Fixed, turn: Turn, story: list[Action], *, budget: int, recall_note: str
+) -> Context:
+    """Instructions, plot essentials, summary; the story window on its grid; then memories, what
+    characters know, cards and the author's note after the newest action."""
+    step = story_step(budget)
+    kept = _window(story, [c.count(told(a) + "\n\n") for a in story], turn.left, step=step)
+    parts = [*fixed.parts, _story_part(c, story, kept, step=step), *turn.parts]
+    if fixed.note:
+        parts.append(Part("authors_note", fixed.note, c.count(fixed.note), "the author's note, after the story"))
+    system = "\n\n".join(p.text for p in parts if p.name in SYSTEM_FIXED)
+    user = "\n\n".join(told(a) for a in kept) if kept else "(The story begins.)"
+    user += "".join("\n\n" + p.text for p in parts if p.name in TURN_PARTS)
+    return _context(c, parts, system, user, budget=budget, recall_note=recall_note)
+
+
+def older_order(c: Counter, fixed: Fixed, turn: Turn, story: list[Action], *, budget: int, recall_note: str) -> Context:
+    """Instructions, plot essentials, summary, memories, what characters know and cards in the
+    system message; the newest story that fits, with the author's note a few actions from its end."""
+    kept = _window(story, [c.count(told(a) + "\n\n") for a in story], turn.left, step=0)
+    rendered = [told(a) for a in kept]
+    parts = [*fixed.parts, *turn.parts, _story_part(c, story, kept, step=0)]
+    if fixed.note:
+        rendered.insert(max(len(rendered) - AUTHORS_NOTE_OFFSET, 0), fixed.note)
+        where = f"placed {min(AUTHORS_NOTE_OFFSET, len(kept))} actions from the end"
+        parts.append(Part("authors_note", fixed.note, c.count(fixed.note), f"the author's note, {where}"))
+    system = "\n\n".join(p.text for p in parts if p.name in SYSTEM_BEFORE)
+    user = "\n\n".join(rendered) if rendered else "(The story begins.)"
+    return _context(c, parts, system, user, budget=budget, recall_note=recall_note)
