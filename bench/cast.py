@@ -110,7 +110,7 @@ def main() -> None:
     from memory.models import Memory
     from memory.story import marks, memory_pass, presence, retrieval, scene
     from stories.accounts import ai_settings
-    from stories.adventures import adventure_create
+    from stories.adventures import story_create
     from stories.models import Action, Adventure, Branch, StoryCard
     from stories.tree import lineage, writes
     from tests.support.fake_llm import FakeLLM
@@ -141,7 +141,7 @@ def main() -> None:
             )
             Adventure.objects.filter(owner=user).delete()
             for story in tqdm(data, desc=f"{writer} writer", unit="story"):
-                adventure = adventure_create(
+                adventure = story_create(
                     owner_id=user.pk,
                     title=story["title"],
                     persona_name=story["persona"],

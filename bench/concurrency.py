@@ -120,7 +120,7 @@ def _players(count: int, fake_url: str, prefix: str = "bench-crowd-") -> list[tu
     from tqdm import tqdm
 
     from stories.accounts import ai_settings
-    from stories.adventures import adventure_create
+    from stories.adventures import story_create
 
     User = get_user_model()
     batch = next(_BATCHES)
@@ -129,7 +129,7 @@ def _players(count: int, fake_url: str, prefix: str = "bench-crowd-") -> list[tu
     out = []
     for user, token in tqdm(list(zip(users, tokens)), desc="players", unit="player"):
         ai_settings.ai_settings_update(user_id=user.pk, endpoint_url=fake_url, api_key="sk-bench", model="fake")
-        adventure = adventure_create(owner_id=user.pk, title="Crowd", opening="The square fills with people.")
+        adventure = story_create(owner_id=user.pk, title="Crowd", opening="The square fills with people.")
         out.append((token.key, adventure.pk))
     return out
 

@@ -95,8 +95,8 @@ def main() -> None:
     from tqdm import tqdm
 
     from stories.accounts.auth import api_token_for
-    from stories.adventures import adventure_delete
     from stories.models import Adventure, ImportJob
+    from stories.tree.writes import adventure_delete
     from tests.support.processes import Site, Worker
 
     directory = Path(__import__("os").environ["DATA_DIR"]) / "bench-imports"
@@ -106,7 +106,7 @@ def main() -> None:
     # a last run's adventures go before a worker starts (its sweep would write their cursors meanwhile),
     # each through the delete that locks the adventure first
     for adventure in Adventure.objects.filter(owner__in=[*importers, player]):
-        adventure_delete(adventure=adventure)
+        adventure_delete(adventure_id=adventure.pk)
     ImportJob.objects.filter(owner__in=importers).delete()
     site = Site(directory, DB_POOL_SIZE="10")
     worker = Worker(extra_env={"LOG_LEVEL": "WARNING"}).wait_ready()

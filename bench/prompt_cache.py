@@ -66,14 +66,14 @@ def main() -> None:
     from tqdm import tqdm
 
     from memory.story import memory_pass, retrieval, summaries
-    from stories.adventures import adventure_create
+    from stories.adventures import story_create
     from stories.models import Adventure, Branch, StoryCard
     from stories.prompt import builder, layouts, tokens
     from stories.tree import lineage, writes
 
     user, _ = get_user_model().objects.get_or_create(username="bench-prompt-cache")
     Adventure.objects.filter(owner=user).delete()
-    adventure = adventure_create(
+    adventure = story_create(
         owner_id=user.pk,
         title="The harbor of Vell",
         persona_name="Ilse",

@@ -47,7 +47,7 @@ def populate(total_rows: int, owner) -> dict:
     from tqdm import tqdm
 
     from memory.models import Memory
-    from stories.adventures import adventure_create
+    from stories.adventures import story_create
     from stories.models import Adventure, Branch
 
     wanted = {(dims, bank): f"bench bank {bank} x {dims}d" for dims in DIMS for bank in BANKS}
@@ -88,7 +88,7 @@ def populate(total_rows: int, owner) -> dict:
     out = {}
     with tqdm(total=sum(b for _, _, b in plan), desc="filling the memory table", unit="row", unit_scale=True) as bar:
         for title, dims, bank in plan:
-            adventure = adventure_create(owner_id=owner.pk, title=title)
+            adventure = story_create(owner_id=owner.pk, title=title)
             branch = Branch.objects.get(pk=adventure.head_branch_id)
             vectors = rng.standard_normal((bank, dims)).astype(np.float32)
             vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)

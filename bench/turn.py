@@ -49,7 +49,7 @@ def main() -> None:
     from memory.story import memory_pass
     from play import turns as turns_module
     from stories.accounts import ai_settings
-    from stories.adventures import adventure_create
+    from stories.adventures import story_create
     from stories.models import Adventure, Branch, StoryCard
     from stories.tree import writes
     from tests.support.fake_llm import FakeLLM
@@ -68,7 +68,7 @@ def main() -> None:
         context_tokens=4096,
     )
     Adventure.objects.filter(owner=user).delete()
-    adventure = adventure_create(
+    adventure = story_create(
         owner_id=user.pk, title="bench turn", opening="You arrive at the harbor.", persona_name="Ada"
     )
     head = Branch.objects.get(pk=adventure.head_branch_id)

@@ -35,7 +35,7 @@ def main() -> None:
 
     from memory.models import Memory, PassRun
     from stories.accounts import ai_settings
-    from stories.adventures import adventure_create
+    from stories.adventures import story_create
     from stories.models import Adventure
     from tests.support.fake_llm import FakeLLM
     from tests.support.processes import Worker, wait_for
@@ -53,7 +53,7 @@ def main() -> None:
         Adventure.objects.filter(owner=user).delete()
         ids = []
         for n in tqdm(range(args.jobs), desc=f"stories for {count} worker(s)", unit="adventure"):
-            adventure = adventure_create(
+            adventure = story_create(
                 owner_id=user.pk, title=f"bench {n}", opening="Action 1.", auto_summarize=False, persona_name="Mira"
             )
             grow(adventure, 12)  # one job = two memories = two model calls
@@ -98,7 +98,7 @@ def main() -> None:
         blocks = args.backlog // MEMORY_INTERVAL
         for count in args.workers:
             Adventure.objects.filter(owner=user).delete()
-            adventure = adventure_create(owner_id=user.pk, title="imported", opening="Action 1.", persona_name="Mira")
+            adventure = story_create(owner_id=user.pk, title="imported", opening="Action 1.", persona_name="Mira")
             with tqdm(total=args.backlog, desc="the imported story", unit="action") as bar:
                 grow(adventure, args.backlog, run=lambda depth: bar.update(1))
             workers = [Worker(extra_env={"LOG_LEVEL": "WARNING"}) for _ in range(count)]

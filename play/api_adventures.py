@@ -21,6 +21,7 @@ from play.api_support import adventure_for as _adventure
 from stories import adventures, cards
 from stories.library import aidungeon, lorebooks
 from stories.models import Adventure, ImportJob, StoryCard
+from stories.tree import writes
 
 
 class AdventureListView(APIView):
@@ -54,7 +55,7 @@ class AdventureDetailView(APIView):
 
     @extend_schema(responses={204: None}, tags=["adventures"])
     def delete(self, request, adventure_id):
-        adventures.adventure_delete(adventure=_adventure(request, adventure_id))
+        writes.adventure_delete(adventure_id=_adventure(request, adventure_id).pk)
         return Response(status=204)
 
 

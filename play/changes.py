@@ -17,7 +17,7 @@ from stories.models import Adventure, AISettings
 def adventure_create(*, owner_id: int, story_summary: str = "", **fields) -> Adventure:
     """A new adventure; a summary given now is the player's own (kept through every rewrite)."""
     with transaction.atomic():
-        adventure = adventures.adventure_create(owner_id=owner_id, **fields)
+        adventure = adventures.story_create(owner_id=owner_id, **fields)
         if story_summary:
             memories.summary_set(adventure=adventure, text=story_summary)
     adventure.refresh_from_db()
@@ -28,7 +28,7 @@ def adventure_export(*, adventure: Adventure) -> dict:
     """The whole adventure (stories.adventures) with its memories: the adventure's own and its
     characters', with their pins and the player's edits."""
     return {
-        **adventures.adventure_export(adventure=adventure),
+        **adventures.story_export(adventure=adventure),
         "memories": memories.memories_export(adventure=adventure),
     }
 
@@ -41,7 +41,7 @@ def adventure_import(*, owner_id: int, data, progress=None) -> Adventure:
     progress = progress or (lambda stage, done, total: None)
     carried = memories.memories_document(data)  # every part checked against its schema before a row
     with transaction.atomic():
-        imported = adventures.adventure_import_mapped(owner_id=owner_id, data=data, progress=progress)
+        imported = adventures.story_import(owner_id=owner_id, data=data, progress=progress)
         adventure = imported.adventure
         if carried is not None:
             progress("memories", 0, len(carried))
@@ -61,7 +61,7 @@ def adventure_update(*, adventure: Adventure, story_summary: str | None = None, 
     with transaction.atomic():
         if story_summary is not None:
             adventure = memories.summary_set(adventure=adventure, text=story_summary.strip())
-        adventure = adventures.adventure_update(adventure=adventure, **fields)
+        adventure = adventures.story_fields_update(adventure=adventure, **fields)
     return adventure
 
 

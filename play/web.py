@@ -18,9 +18,9 @@ from play import changes
 from stories import limits
 from stories.accounts import auth
 from stories.adventures import access_adventure
-from stories.adventures import adventure_delete as adventure_delete_service
 from stories.cards import clean_keys
 from stories.models import ACTION_TEXT_MAX, AUTHORS_NOTE_MAX, LONG_TEXT_MAX, Adventure
+from stories.tree import writes
 
 
 class LoginView(auth_views.LoginView):
@@ -158,7 +158,7 @@ def adventures(request):
 @login_required
 @require_POST
 def adventure_delete(request, adventure_id):
-    adventure_delete_service(adventure=access_adventure(user_id=request.user.id, adventure_id=adventure_id))
+    writes.adventure_delete(adventure_id=access_adventure(user_id=request.user.id, adventure_id=adventure_id).pk)
     return redirect("web-adventures")
 
 

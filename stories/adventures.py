@@ -53,7 +53,9 @@ def access_adventure(*, user_id: int, adventure_id: int, for_play: bool = False)
     return adventure
 
 
-def adventure_create(*, owner_id: int, opening: str = "", cards: list[dict] | None = None, **fields) -> Adventure:
+def story_create(*, owner_id: int, opening: str = "", cards: list[dict] | None = None, **fields) -> Adventure:
+    """A new adventure's story part: its row, its root branch with the opening, its cards (within
+    the card limit). No memory work: play.changes.adventure_create is the player's use case."""
     with transaction.atomic():
         adventure = Adventure.objects.create(owner_id=owner_id, **fields)
         writes.adventure_start(adventure=adventure, opening=opening)
@@ -63,7 +65,7 @@ def adventure_create(*, owner_id: int, opening: str = "", cards: list[dict] | No
     return adventure
 
 
-def adventure_update(*, adventure: Adventure, **fields) -> Adventure:
+def story_fields_update(*, adventure: Adventure, **fields) -> Adventure:
     """Change the fields given (title, persona, notes, switches); writes only
     those, so a concurrent fork or the worker's summary is never overwritten."""
     unknown = set(fields) - set(ADVENTURE_TEXT_FIELDS) - set(ADVENTURE_BOOL_FIELDS) - {"story_summary"}
@@ -76,18 +78,9 @@ def adventure_update(*, adventure: Adventure, **fields) -> Adventure:
     return adventure
 
 
-def adventure_delete(*, adventure: Adventure) -> None:
-    """The adventure goes with its whole tree, cards and memories. Its row is
-    locked first: a memory pass writing for it finishes before the delete
-    gathers what to remove (and what it wrote goes too), and none starts while
-    the delete runs."""
-    with transaction.atomic():
-        Adventure.objects.select_for_update().filter(pk=adventure.pk).exists()
-        adventure.delete()
-
-
-def adventure_export(*, adventure: Adventure) -> dict:
-    """The whole adventure: fields, every branch and take, and the cards."""
+def story_export(*, adventure: Adventure) -> dict:
+    """The story part of an export: fields, every branch and take, and the cards (play.changes.adventure_export
+    adds the memories)."""
     branches = list(Branch.objects.filter(adventure=adventure).order_by("id"))
     actions = Action.objects.filter(adventure=adventure).order_by("branch_id", "depth", "created_at", "id")
     return {
@@ -170,15 +163,10 @@ def _require_contiguous(branches: list[dict], actions: list[dict]) -> None:
         )
 
 
-def adventure_import(*, owner_id: int, data) -> Adventure:
-    """Create an adventure from ``adventure_export`` output. All or nothing;
-    every reference and the tree's shape are checked."""
-    return adventure_import_mapped(owner_id=owner_id, data=data).adventure
-
-
-def adventure_import_mapped(*, owner_id: int, data, progress=lambda stage, done, total: None) -> Imported:
-    """``adventure_import``, saying where the file's branches and cards went (for the parts of the
-    file other rooms import: the memories). The document is checked whole against its declared
+def story_import(*, owner_id: int, data, progress=lambda stage, done, total: None) -> Imported:
+    """The story part of an export of this site (``story_export``'s) as a new adventure, all or
+    nothing, saying where the file's branches and cards went (for the parts of the file other rooms
+    import: the memories, play.changes.adventure_import). The document is checked whole against its declared
     schema (``stories.import_doc``) and then for its references and the tree's shape, before
     any row is written."""
     doc = import_doc.story_document(data)

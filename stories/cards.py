@@ -12,6 +12,7 @@ from stories.models import (
     Adventure,
     StoryCard,
 )
+from stories.tree import writes
 
 
 def clean_keys(raw) -> list[str]:
@@ -47,7 +48,7 @@ def access_card(*, adventure: Adventure, card_id: int) -> StoryCard:
 def card_create(*, adventure: Adventure, **fields) -> StoryCard:
     """A new card, within the adventure's card limit (checked under the adventure's row lock)."""
     with transaction.atomic():
-        Adventure.objects.select_for_update().filter(pk=adventure.pk).first()
+        writes.lock(adventure.pk, tree_write=False, read_branch=False)
         card_limit_check(adventure=adventure, adding=1)
         return StoryCard.objects.create(adventure=adventure, **fields)
 

@@ -124,9 +124,9 @@ def owner(alice, memory_llm):
 
 @pytest.fixture
 def adventure(owner):
-    from stories.adventures import adventure_create
+    from stories.adventures import story_create
 
-    return adventure_create(
+    return story_create(
         owner_id=owner.pk,
         title="The Salt Road",
         opening="Action 1: dawn on the flats.",

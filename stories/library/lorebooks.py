@@ -23,6 +23,7 @@ from config.errors import InvalidRequest
 from config.input_guard import parse_json
 from stories import cards as story_cards
 from stories import limits
+from stories.adventures import story_create
 from stories.library import aidungeon
 from stories.library import lorebook_schemas as schemas
 from stories.models import (
@@ -267,8 +268,6 @@ def adventure_from_card(*, owner_id: int, data) -> tuple[Adventure, list[dict]]:
     (its personality), the system prompt the AI instructions, the post-history instructions the
     author's note, the character book the story cards. Counts toward FILE_IMPORTS_PER_HOUR.
     Returns the adventure and the report."""
-    from stories.adventures import adventure_create
-
     limits.file_import(user_id=owner_id)
     if not isinstance(data, dict):
         raise InvalidRequest("expected a character card: a JSON object (or a PNG carrying one)")
@@ -314,7 +313,7 @@ def adventure_from_card(*, owner_id: int, data) -> tuple[Adventure, list[dict]]:
         "entry": (personality.strip() or card.get("description") or "")[:CARD_ENTRY_MAX],
     }
     with transaction.atomic():
-        adventure = adventure_create(
+        adventure = story_create(
             owner_id=owner_id,
             title=name[:TITLE_MAX],
             opening=opening.strip(),

@@ -194,7 +194,7 @@ def scenario_play(*, scenario: Scenario, user_id: int, answers: dict[str, str]) 
     setup = {name: fill(getattr(version, name)) for name in PLAYED_FIELDS}
     _filled_lengths_check(setup, cards)
     with transaction.atomic():
-        adventure = adventures.adventure_create(
+        adventure = adventures.story_create(
             owner_id=user_id, cards=cards, scenario=scenario, scenario_version=version, **setup
         )
         if scenario.author_id != user_id:

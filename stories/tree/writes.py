@@ -40,27 +40,27 @@ class TreeError(Conflict):
 @dataclass(frozen=True)
 class Locked:
     adventure: Adventure
-    branch: Branch
+    branch: Branch | None
 
 
-def lock(adventure_id: int, branch_id: int | None = None, *, tree_write: bool = True) -> Locked:
-    """Lock the adventure row (serializing tree writes) and re-read a branch.
-
-    Must run inside ``transaction.atomic()``. ``branch_id`` defaults to the head.
-    Raises Conflict while another request's reply is being written (stories.tree.generation),
-    unless ``tree_write`` is False: a writer that only needs the lock order (the memory
-    pass's summary) and changes no node."""
-    adventure = _lock_adventure(adventure_id, tree_write=tree_write)
-    branch = Branch.objects.get(pk=branch_id or adventure.head_branch_id, adventure=adventure)
-    return Locked(adventure, branch)
-
-
-def _lock_adventure(adventure_id: int, *, tree_write: bool = True) -> Adventure:
-    """The adventure row, locked; Conflict while a reply is written unless ``tree_write`` is False."""
-    adventure = Adventure.objects.select_for_update().get(pk=adventure_id)
+def lock(
+    adventure_id: int, branch_id: int | None = None, *, tree_write: bool = True, read_branch: bool = True
+) -> Locked:
+    """The one way to take an adventure's row lock (which serializes its tree writes), and re-read a
+    branch (``branch_id``, the head by default; none without ``read_branch``). Must run inside
+    ``transaction.atomic()``. Raises NotFound for no such adventure, and Conflict while another
+    request's reply is being written (stories.tree.generation) unless ``tree_write`` is False: a
+    writer that only needs the lock order (the memory pass's summary, a card's count) and changes
+    no node. ``sql.append_lock`` is this lock as one statement, for a turn's append."""
+    adventure = Adventure.objects.select_for_update().filter(pk=adventure_id).first()
+    if adventure is None:
+        raise NotFound("no such adventure")
     if tree_write:
         generation_check(adventure)
-    return adventure
+    if not read_branch:
+        return Locked(adventure, None)
+    branch = Branch.objects.get(pk=branch_id or adventure.head_branch_id, adventure=adventure)
+    return Locked(adventure, branch)
 
 
 def rewritten_notify(
@@ -102,7 +102,7 @@ def _set_head(adventure: Adventure, branch: Branch, *, moved: bool = True) -> No
         head_moved.send(sender=Branch, adventure_id=adventure.pk, branch_id=branch.pk)
 
 
-# ---------------------------------------------------------------------------- creation
+# ---------------------------------------------------------------------------- creation and deletion
 
 
 def adventure_start(*, adventure: Adventure, opening: str) -> Branch:
@@ -114,6 +114,14 @@ def adventure_start(*, adventure: Adventure, opening: str) -> Branch:
             Action.objects.create(adventure=adventure, branch=root, depth=1, kind=Action.Kind.START, text=opening)
             tip_set(root, 1)
     return root
+
+
+def adventure_delete(*, adventure_id: int) -> None:
+    """The adventure goes with its whole tree, cards and memories, under its row lock: a memory pass
+    writing for it finishes before the delete gathers what to remove (and what it wrote goes too),
+    and none starts while the delete runs. Conflict while a reply is being written (delete after)."""
+    with transaction.atomic():
+        lock(adventure_id, read_branch=False).adventure.delete()
 
 
 def tree_import(
@@ -129,7 +137,7 @@ def tree_import(
     ``branches`` parents first or in any order (a cycle is InvalidRequest), ``actions`` in
     batches of ``batch`` rows (a node with two live takes is InvalidRequest), then the head.
     The document was checked whole before (stories.import_doc). Returns file id -> branch id."""
-    Adventure.objects.select_for_update().get(pk=adventure.pk)
+    lock(adventure.pk, read_branch=False)
     new_ids: dict[int, int] = {}
     pending = list(branches)
     while pending:  # parents first
@@ -336,7 +344,7 @@ def checkout(*, adventure_id: int, branch_id: int) -> Branch:
     """Make ``branch_id`` the head: play continues at its tip. Conflict while a reply is written
     (the reply would land on the branch the player left)."""
     with transaction.atomic():
-        adventure = _lock_adventure(adventure_id)
+        adventure = lock(adventure_id, read_branch=False).adventure
         branch = Branch.objects.filter(pk=branch_id, adventure=adventure, internal=False).first()
         if branch is None:
             raise NotFound("no such branch in this adventure")
@@ -350,7 +358,7 @@ def hide(*, adventure_id: int, action_id: int, hidden: bool) -> Action:
     leave it out (or read it again). Conflict while a reply is written; NotFound for an action
     of another adventure."""
     with transaction.atomic():
-        _lock_adventure(adventure_id)
+        lock(adventure_id, read_branch=False)
         action = Action.objects.filter(pk=action_id, adventure_id=adventure_id).first()
         if action is None:
             raise NotFound("no such action in this adventure")

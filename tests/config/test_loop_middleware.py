@@ -14,7 +14,7 @@ from django.http import HttpResponse
 from django.test import AsyncRequestFactory
 
 from config import loop_middleware
-from stories.adventures import adventure_create
+from stories.adventures import story_create
 from stories.models import Adventure
 from tests.support.processes import Site
 
@@ -76,7 +76,7 @@ def test_a_login_keeps_its_session_and_logging_out_ends_it_on_the_real_server(si
 
 def test_a_post_without_its_csrf_token_is_refused_and_changes_nothing(site, django_user_model):
     alice = _site_user(django_user_model, "alice", "alice-pass-123")
-    adventure = adventure_create(owner_id=alice.pk, title="Harbor", opening="You arrive.")
+    adventure = story_create(owner_id=alice.pk, title="Harbor", opening="You arrive.")
     player = requests.Session()
     _login(site, player, "/accounts/login/", "alice", "alice-pass-123")
     refused = player.post(f"{site.url}/play/{adventure.pk}/delete/", timeout=10, allow_redirects=False)
@@ -87,7 +87,7 @@ def test_a_post_without_its_csrf_token_is_refused_and_changes_nothing(site, djan
 
 
 def test_a_moderators_action_message_shows_once(site, alice, django_user_model):
-    adventure = adventure_create(owner_id=alice.pk, title="Harbor", opening="You arrive.")
+    adventure = story_create(owner_id=alice.pk, title="Harbor", opening="You arrive.")
     _site_user(django_user_model, "root", "root-pass-123", is_staff=True, is_superuser=True)
     staff = requests.Session()
     landed = _login(site, staff, "/admin/login/?next=/admin/", "root", "root-pass-123")

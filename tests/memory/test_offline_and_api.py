@@ -6,7 +6,7 @@ from django.core.management import call_command
 from memory import embedder, embeddings
 from memory.models import Memory
 from memory.story import memory_pass, retrieval, summarize
-from stories.adventures import adventure_create
+from stories.adventures import story_create
 from stories.models import Branch
 
 pytestmark = pytest.mark.django_db
@@ -67,7 +67,7 @@ def test_the_offline_summarizer_names_the_protagonist_and_keeps_facts():
 
 
 def test_recall_is_one_ranked_query_and_counts_use_only_on_real_turns(alice, django_assert_num_queries):
-    adventure = adventure_create(owner_id=alice.pk, title="t", opening="A quiet harbor at dusk.")
+    adventure = story_create(owner_id=alice.pk, title="t", opening="A quiet harbor at dusk.")
     head = Branch.objects.get(pk=adventure.head_branch_id)
     texts = ["Ada sold her boat to the harbor master.", "A storm sank three ships.", "Ada hid a key in the lighthouse."]
     for text in texts:
@@ -92,7 +92,7 @@ def test_recall_is_one_ranked_query_and_counts_use_only_on_real_turns(alice, dja
 
 
 def test_pinned_memories_always_come_back_and_count_toward_top_k(alice):
-    adventure = adventure_create(owner_id=alice.pk, title="t", opening="Sailing.")
+    adventure = story_create(owner_id=alice.pk, title="t", opening="Sailing.")
     head = Branch.objects.get(pk=adventure.head_branch_id)
     pinned = Memory.objects.create(
         adventure=adventure, branch=head, depth=1, text="Ada is allergic to honey.", pinned=True

@@ -276,10 +276,10 @@ def test_pages_walk_a_long_list_without_gaps_or_repeats(alice_api):
 
 @pytest.mark.django_db
 def test_the_adventures_page_shows_fifty_at_a_time(alice, client):
-    from stories.adventures import adventure_create
+    from stories.adventures import story_create
 
     for i in range(52):
-        adventure_create(owner_id=alice.pk, title=f"Tale number {i:02d}")
+        story_create(owner_id=alice.pk, title=f"Tale number {i:02d}")
     client.force_login(alice)
     first = client.get("/play/").content.decode()
     assert first.count("Tale number") == 50 and "Page 1 of 2" in first

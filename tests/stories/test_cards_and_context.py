@@ -1,6 +1,6 @@
 import pytest
 
-from stories.adventures import adventure_create
+from stories.adventures import story_create
 from stories.models import Action, Branch, StoryCard
 from stories.prompt import builder, voice
 from stories.prompt.context import MemoryItem
@@ -73,7 +73,7 @@ def story_of(adventure, *texts):
 
 
 def test_cards_enter_on_whole_word_keys_any_case_and_say_which_key(alice):
-    adventure = adventure_create(owner_id=alice.pk, title="t", opening="Start.")
+    adventure = story_create(owner_id=alice.pk, title="t", opening="Start.")
     card = StoryCard.objects.create(adventure=adventure, name="Eldon", keys=["wizard", "Eldon"], entry="Old wizard.")
     StoryCard.objects.create(adventure=adventure, name="Cat", keys=["cat"], entry="A cat.")
     story = story_of(adventure, "The WIZARD waves. A catapult fires.")
@@ -91,7 +91,7 @@ def test_cards_enter_on_whole_word_keys_any_case_and_say_which_key(alice):
 
 
 def test_cards_take_at_most_40_percent_of_the_flexible_budget(alice):
-    adventure = adventure_create(owner_id=alice.pk, title="t", opening="Start.")
+    adventure = story_create(owner_id=alice.pk, title="t", opening="Start.")
     for n in range(30):
         StoryCard.objects.create(adventure=adventure, name=f"Card{n}", keys=[f"k{n}"], entry="lore " * 60)
     story = story_of(adventure, " ".join(f"k{n}" for n in range(30)))
@@ -112,7 +112,7 @@ def test_cards_take_at_most_40_percent_of_the_flexible_budget(alice):
 def test_the_context_fits_the_budget_keeps_the_newest_story_and_places_the_note(alice):
     """The older order (the adventure's memories_before_story); the prefix-cache layout is in
     tests/stories/test_prompt_layout.py."""
-    adventure = adventure_create(
+    adventure = story_create(
         memories_before_story=True,
         owner_id=alice.pk,
         title="t",
@@ -140,7 +140,7 @@ def test_the_context_fits_the_budget_keeps_the_newest_story_and_places_the_note(
 
 
 def test_unknown_models_count_with_cl100k(alice):
-    adventure = adventure_create(owner_id=alice.pk, title="t", opening="Start.")
+    adventure = story_create(owner_id=alice.pk, title="t", opening="Start.")
     ctx = builder.build(
         adventure=adventure,
         story=story_of(adventure),
@@ -153,7 +153,7 @@ def test_unknown_models_count_with_cl100k(alice):
 
 
 def test_player_actions_render_in_second_person(alice):
-    adventure = adventure_create(owner_id=alice.pk, title="t", opening="Start.")
+    adventure = story_create(owner_id=alice.pk, title="t", opening="Start.")
     root = adventure.head_branch_id
     do = writes.place(adventure_id=adventure.pk, branch_id=root, kind="do", text="draw your sword")
     say = writes.place(adventure_id=adventure.pk, branch_id=root, kind="say", text="Halt!")

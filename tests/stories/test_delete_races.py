@@ -10,8 +10,9 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models.signals import post_delete
 
 from memory.models import PassRun
-from stories.adventures import adventure_create, adventure_delete
+from stories.adventures import story_create
 from stories.models import Adventure, Branch
+from stories.tree.writes import adventure_delete
 from tests.support.processes import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -29,7 +30,7 @@ def _someone_waits_on_a_lock() -> bool:
 
 
 def test_a_pass_run_committed_mid_delete_does_not_fail_the_delete(alice):
-    adventure = adventure_create(owner_id=alice.pk, title="Race", opening="Dusk.")
+    adventure = story_create(owner_id=alice.pk, title="Race", opening="Dusk.")
     pass_outcome = {}
 
     def memory_pass_writes():
@@ -56,7 +57,7 @@ def test_a_pass_run_committed_mid_delete_does_not_fail_the_delete(alice):
 
     post_delete.connect(mid_delete, sender=Branch)
     try:
-        adventure_delete(adventure=Adventure.objects.get(pk=adventure.pk))
+        adventure_delete(adventure_id=adventure.pk)
     finally:
         post_delete.disconnect(mid_delete, sender=Branch)
         writer.join(30)

@@ -8,7 +8,7 @@ from django.test.utils import CaptureQueriesContext
 from memory.agents import agent_events, worlds
 from memory.models import Memory
 from stories import cards
-from stories.adventures import adventure_create
+from stories.adventures import story_create
 from stories.tree import writes
 
 pytestmark = pytest.mark.django_db
@@ -25,7 +25,7 @@ def _queries(api, url) -> int:
 
 def _grow(owner, adventure, world, rows: int, start: int) -> None:
     for n in range(start, start + rows):
-        adventure_create(owner_id=owner.pk, title=f"A{n}", opening="Go.")
+        story_create(owner_id=owner.pk, title=f"A{n}", opening="Go.")
         cards.card_create(adventure=adventure, name=f"Card {n}", keys=[f"k{n}"], entry="x")
         action = writes.place(
             adventure_id=adventure.pk, branch_id=adventure.head_branch_id, kind="do", text=f"step {n}"
@@ -44,7 +44,7 @@ def test_list_endpoints_and_the_world_export_do_not_grow_their_queries_with_thei
     from django.contrib.auth import get_user_model
 
     owner = get_user_model().objects.get(username="alice")
-    adventure = adventure_create(owner_id=owner.pk, title="Lists", opening="Begin.")
+    adventure = story_create(owner_id=owner.pk, title="Lists", opening="Begin.")
     world = worlds.world_create(owner_id=owner.pk, name="Lists")
     a, w = adventure.pk, world.pk
     urls = [

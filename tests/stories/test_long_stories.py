@@ -3,7 +3,7 @@ search over the played path finds a passage, and the story leaves as plain text 
 
 import pytest
 
-from stories.adventures import adventure_create
+from stories.adventures import story_create
 from stories.tree import writes
 
 pytestmark = pytest.mark.django_db
@@ -11,7 +11,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def long_road(alice):
-    adventure = adventure_create(owner_id=alice.pk, title="A long road", opening="The road begins at the river.")
+    adventure = story_create(owner_id=alice.pk, title="A long road", opening="The road begins at the river.")
     for n in range(2, 321):
         kind, text = ("do", f"walk on past milestone {n}") if n % 2 == 0 else ("story", f"Milestone {n} is mossy.")
         if n == 77:

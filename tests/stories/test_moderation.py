@@ -99,9 +99,9 @@ def test_a_moderator_cannot_make_a_superuser(moderator, bob):
 
 
 def test_memory_moderation_actions(moderator, alice):
-    from stories.adventures import adventure_create
+    from stories.adventures import story_create
 
-    adventure = adventure_create(owner_id=alice.pk, title="t", opening="o")
+    adventure = story_create(owner_id=alice.pk, title="t", opening="o")
     memory = Memory.objects.create(adventure=adventure, branch=adventure.head_branch, depth=1, text="a memory")
     url = reverse("admin:memory_memory_changelist")
     moderator.post(url, {"action": "forget", "_selected_action": [memory.pk]})

@@ -126,3 +126,27 @@ def test_a_branch_switch_while_a_reply_is_written_answers_409_and_the_reply_land
     assert story == ["A fork in the road.", "go right", "The right road climbs."], "the reply is on the branch played"
     assert Branch.objects.filter(adventure_id=aid, name="back").count() == 0, "the refused fork stored nothing"
     assert _post(api, f"/api/adventures/{aid}/branches/{side_id}/checkout/").status_code == 200
+
+
+def test_deleting_an_adventure_while_its_reply_is_written_answers_409_and_the_reply_lands(alice_plays, fake_llm, alice):
+    """The delete used to answer 204 under a reply being written, and the turn's own request 500."""
+    from django.test import Client
+
+    from stories.models import Adventure
+
+    api = alice_plays
+    page = Client()
+    page.force_login(alice)
+    aid = _post(api, "/api/adventures/", {"title": "Doomed", "opening": "A candle."}).json()["id"]
+    with _reply_held_at_the_model(
+        api, fake_llm, f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "blow it out"}, reply="Darkness."
+    ) as first:
+        refused = api.delete(f"/api/adventures/{aid}/")
+        assert refused.status_code == 409 and "being written" in refused.json()["detail"], refused.content
+        from_page = page.post(f"/play/{aid}/delete/")
+        assert from_page.status_code == 409 and b"being written" in from_page.content
+        assert Adventure.objects.filter(pk=aid).exists()
+    assert first["response"].status_code == 201, first["response"].content
+    assert [a["text"] for a in api.get(f"/api/adventures/{aid}/story/").json()["actions"]][-1] == "Darkness."
+    assert api.delete(f"/api/adventures/{aid}/").status_code == 204, "once written, the delete goes through"
+    assert not Adventure.objects.filter(pk=aid).exists()

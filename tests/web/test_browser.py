@@ -227,9 +227,9 @@ def long_road(alice):
     """An adventure with 105 memories and alice's session, made before Playwright starts (its
     greenlets would give the ORM a second database session that outlives the test)."""
     from memory.story import memories
-    from stories.adventures import adventure_create
+    from stories.adventures import story_create
 
-    adventure = adventure_create(owner_id=alice.pk, title="Long road", opening="Dawn.")
+    adventure = story_create(owner_id=alice.pk, title="Long road", opening="Dawn.")
     for n in range(105):
         memories.memory_write(adventure=adventure, text=f"Memory number {n}.")
     return adventure.pk, session_of(alice)
@@ -252,10 +252,10 @@ def test_the_memory_drawer_pages_through_a_large_bank(site, long_road, browser):
 @pytest.fixture
 def road_of_320(alice):
     """A 320-action story (a hooded stranger at milestone 77) and alice's session."""
-    from stories.adventures import adventure_create
+    from stories.adventures import story_create
     from stories.tree import writes
 
-    adventure = adventure_create(owner_id=alice.pk, title="Road of 320", opening="The road begins at the river.")
+    adventure = story_create(owner_id=alice.pk, title="Road of 320", opening="The road begins at the river.")
     for n in range(2, 321):
         kind, text = ("do", f"walk on past milestone {n}") if n % 2 == 0 else ("story", f"Milestone {n} is mossy.")
         if n == 77:
@@ -355,10 +355,10 @@ def test_a_sillytavern_card_and_a_lorebook_come_in_through_the_page(site, newcom
 def hall_of_tarn(alice):
     """An adventure whose cast holds Cora, with a memory of the story's own and two of Cora's."""
     from memory.story import memories
-    from stories.adventures import adventure_create
+    from stories.adventures import story_create
     from stories.models import StoryCard
 
-    adventure = adventure_create(owner_id=alice.pk, title="Hall of Tarn", opening="Dawn in the hall.")
+    adventure = story_create(owner_id=alice.pk, title="Hall of Tarn", opening="Dawn in the hall.")
     cora = StoryCard.objects.create(adventure=adventure, type="character", name="Cora", entry="A servant.")
     memories.memory_write(adventure=adventure, text="Mira reached the hall of Tarn.")
     memories.memory_write(adventure=adventure, text="Cora saw Aria hide the crown.", character=cora)
@@ -388,9 +388,9 @@ def test_the_memory_drawer_shows_and_steers_each_characters_memories(site, hall_
 @pytest.fixture
 def staff_session(alice, django_user_model):
     """alice's adventure and a superuser's session, made before Playwright starts."""
-    from stories.adventures import adventure_create
+    from stories.adventures import story_create
 
-    adventure = adventure_create(owner_id=alice.pk, title="Harbor", opening="You arrive.")
+    adventure = story_create(owner_id=alice.pk, title="Harbor", opening="You arrive.")
     root = django_user_model.objects.create_superuser(username="root", password="root-pass-123")
     return adventure.pk, session_of(root)
 
@@ -423,7 +423,7 @@ def test_the_admin_the_api_docs_and_the_login_pages_work_under_the_csp(site, sta
 def failing_embeddings(alice, fake_llm):
     """alice's adventure on the fake model, whose embedding endpoint refuses the key, and her session."""
     from stories.accounts import ai_settings
-    from stories.adventures import adventure_create
+    from stories.adventures import story_create
     from tests.support.fake_llm import Reply
 
     ai_settings.ai_settings_update(
@@ -433,7 +433,7 @@ def failing_embeddings(alice, fake_llm):
         model="fake-model",
         embedding_model="fake-embed",
     )
-    adventure = adventure_create(owner_id=alice.pk, title="Fog", opening="The fog rolls in.")
+    adventure = story_create(owner_id=alice.pk, title="Fog", opening="The fog rolls in.")
     for _ in range(2):
         fake_llm.queue(Reply(status=401, when=lambda body: "input" in body))
     return adventure.pk, session_of(alice)
@@ -468,12 +468,12 @@ def streaming_site(site, alice, fake_llm):
     endpoint on a fake model that writes slowly, and her session; made before Playwright starts."""
 
     from stories.accounts import ai_settings
-    from stories.adventures import adventure_create
+    from stories.adventures import story_create
 
     ai_settings.ai_settings_update(
         user_id=alice.pk, api_key="sk-alice-stream-0001", endpoint_url=fake_llm.url, model="fake-model"
     )
-    adventure = adventure_create(owner_id=alice.pk, title="Lighthouse", opening="The lamp is dark.")
+    adventure = story_create(owner_id=alice.pk, title="Lighthouse", opening="The lamp is dark.")
     return site, adventure.pk, session_of(alice)
 
 

@@ -9,7 +9,7 @@ import pytest
 from django.db.models import Count
 
 from memory.models import Cursor, Memory, PassRun
-from stories.adventures import adventure_create
+from stories.adventures import story_create
 from tests.support.processes import Worker, wait_for
 from tests.support.story import grow, is_memory_request
 from workers.models import ParkedJob
@@ -37,9 +37,7 @@ def expected_blocks(actions):
 def make_adventures(owner, count, actions):
     made = []
     for n in range(count):
-        adventure = adventure_create(
-            owner_id=owner.pk, title=f"Load {n}", opening="Action 1: dawn.", persona_name="Mira"
-        )
+        adventure = story_create(owner_id=owner.pk, title=f"Load {n}", opening="Action 1: dawn.", persona_name="Mira")
         grow(adventure, actions)
         made.append(adventure.pk)
     return made

@@ -67,11 +67,11 @@ def test_workers_status_shows_the_pool_to_operators(adventure, memory_llm, capsy
 def test_adventures_that_keep_failing_never_starve_the_others_out_of_the_sweep(owner, memory_llm):
     """The backoff used to be applied after the batch was cut: enough failing adventures
     (lower ids first) filled it, and the healthy one behind them was never re-queued."""
-    from stories.adventures import adventure_create
+    from stories.adventures import story_create
 
     made = []
     for n in range(6):
-        a = adventure_create(owner_id=owner.pk, title=f"A{n}", opening="Action 1: dawn.")
+        a = story_create(owner_id=owner.pk, title=f"A{n}", opening="Action 1: dawn.")
         grow(a, 13)
         made.append(a)
     failing, healthy = made[:5], made[5]
