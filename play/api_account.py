@@ -93,7 +93,7 @@ class MeView(APIView):
 class SettingsView(APIView):
     @extend_schema(responses=s.AISettingsSerializer, tags=["settings"])
     def get(self, request):
-        return Response(s.AISettingsSerializer(ai_settings.ai_settings_get(user_id=request.user.id)).data)
+        return Response(s.AISettingsSerializer(ai_settings.ai_settings_of(user_id=request.user.id)).data)
 
     @extend_schema(request=s.AISettingsSerializer, responses=s.AISettingsSerializer, tags=["settings"])
     def patch(self, request):

@@ -40,7 +40,7 @@ class LibraryView(APIView):
     )
     def get(self, request):
         query = valid(ss.LibraryQuerySerializer, request, query=True)
-        max_rating = ai_settings.ai_settings_get(user_id=request.user.id).content_rating
+        max_rating = ai_settings.ai_settings_of(user_id=request.user.id).content_rating
         rows = scenarios.library(max_rating=max_rating, **query)
         return paging.page(request, rows, ss.ScenarioSummarySerializer, default=LIBRARY_PAGE, maximum=LIBRARY_PAGE_MAX)
 

@@ -171,7 +171,7 @@ class ActionView(APIView):
 class TakesView(APIView):
     def _takes(self, adventure, action):
         branch = lineage.head(adventure)
-        if not lineage.on_path(branch, action):
+        if not lineage.on_path(branch, action.branch_id, action.depth):
             branch = Branch.objects.get(pk=action.branch_id)
         takes = [t for t in lineage.takes_at(branch, action.depth) if not t.hidden]
         counts = {(t.branch_id, t.depth): len(takes) for t in takes}
@@ -191,9 +191,8 @@ class TakesView(APIView):
         action = _action(adventure, action_id)
         take_id = _valid(s.TakeSelectSerializer, request)["take_id"]
         branch = lineage.head(adventure)
-        if take_id not in {t.pk for t in lineage.takes_at(branch, action.depth) if not t.hidden} or not lineage.on_path(
-            branch, action
-        ):
+        takes = {t.pk for t in lineage.takes_at(branch, action.depth) if not t.hidden}
+        if take_id not in takes or not lineage.on_path(branch, action.branch_id, action.depth):
             raise NotFound("take_id is not a take of this action on the current branch")
         selected = writes.take_select(adventure_id=adventure.pk, action_id=take_id)
         return Response(self._takes(adventure, selected))

@@ -105,28 +105,7 @@ def _prepare(
     conn = ai_settings.connection_for_turn(user_id=user_id, ai=ai)
     limits.model_call(user_id=user_id)
     story = lineage.recent(branch, count=_story_window(ai.context_tokens), below_depth=below_depth)
-    cards = list(adventure.cards.all())
-    recalled = retrieval.recall_for_turn(
-        adventure=adventure,
-        branch=branch,
-        user_id=user_id,
-        top_k=ai.memory_top_k,
-        story=story,
-        record_use=True,
-        ai=ai,
-        cards=cards,
-    )
-    ctx = builder.build(
-        adventure=adventure,
-        story=story,
-        cards=cards,
-        memories=recalled.items,
-        context_tokens=ai.context_tokens,
-        model=conn.model,
-        recall_note=recalled.fallback,
-        knowledge=recalled.knowledge,
-        summaries=_summaries(adventure, branch, story),
-    )
+    ctx, recalled = _told(adventure, branch, user_id=user_id, ai=ai, story=story, model=conn.model, record_use=True)
     # what of the last turn's prompt this one repeats (a prefix cache serves it): the access query
     # brought the last one's fingerprint, this one's goes into the model call's log row
     sent = prefix.fingerprint(ctx.messages)
@@ -147,6 +126,43 @@ def _prepare(
         story_ids=tuple(a.pk for a in story),
         notices=notices,
     )
+
+
+def _told(
+    adventure: Adventure,
+    branch: Branch,
+    *,
+    user_id: int,
+    ai: AISettings,
+    story: list[Action],
+    model: str,
+    record_use: bool,
+) -> tuple[Context, retrieval.Recall]:
+    """What the model is told after ``story``, and what recall brought: a turn's and Insights' alike.
+    ``record_use``: the memories told count as used (a turn; Insights is a dry run)."""
+    cards = list(adventure.cards.all())
+    recalled = retrieval.recall_for_turn(
+        adventure=adventure,
+        branch=branch,
+        user_id=user_id,
+        top_k=ai.memory_top_k,
+        story=story,
+        record_use=record_use,
+        ai=ai,
+        cards=cards,
+    )
+    ctx = builder.build(
+        adventure=adventure,
+        story=story,
+        cards=cards,
+        memories=recalled.items,
+        context_tokens=ai.context_tokens,
+        model=model,
+        recall_note=recalled.fallback,
+        knowledge=recalled.knowledge,
+        summaries=_summaries(adventure, branch, story),
+    )
+    return ctx, recalled
 
 
 def _summaries(adventure: Adventure, branch: Branch, story: list[Action]) -> SummaryFrame | None:
@@ -382,31 +398,10 @@ def insights(*, user_id: int, adventure_id: int) -> Context:
     """A dry run of the next turn's context. Changes nothing, spends nothing."""
     adventure = access_adventure(user_id=user_id, adventure_id=adventure_id)
     branch = lineage.head(adventure)
-    ai = ai_settings.ai_settings_get(user_id=user_id)
+    ai = ai_settings.ai_settings_of(user_id=user_id)
     model = ai_settings.model_for_display(user_id=user_id)
     story = lineage.recent(branch, count=_story_window(ai.context_tokens))
-    cards = list(adventure.cards.all())
-    recalled = retrieval.recall_for_turn(
-        adventure=adventure,
-        branch=branch,
-        user_id=user_id,
-        top_k=ai.memory_top_k,
-        story=story,
-        record_use=False,
-        ai=ai,
-        cards=cards,
-    )
-    ctx = builder.build(
-        adventure=adventure,
-        story=story,
-        cards=cards,
-        memories=recalled.items,
-        context_tokens=ai.context_tokens,
-        model=model,
-        recall_note=recalled.fallback,
-        knowledge=recalled.knowledge,
-        summaries=_summaries(adventure, branch, story),
-    )
+    ctx, _ = _told(adventure, branch, user_id=user_id, ai=ai, story=story, model=model, record_use=False)
     last = (
         ProviderCall.objects.filter(adventure_id=adventure.pk, purpose=ProviderCall.Purpose.TURN)
         .order_by("-created_at", "-id")

@@ -33,7 +33,7 @@ class LibraryForm(forms.Form):
 def library(request):
     form = LibraryForm(request.GET or None)
     query = form.cleaned_data if form.is_valid() else {}
-    max_rating = ai_settings.ai_settings_get(user_id=request.user.id).content_rating
+    max_rating = ai_settings.ai_settings_of(user_id=request.user.id).content_rating
     rows = scenarios.library(max_rating=max_rating, **query)
     page = Paginator(rows, LIBRARY_PAGE).get_page(request.GET.get("page"))
     keep = request.GET.copy()
@@ -54,7 +54,7 @@ def mine(request):
 def _page(request, scenario: Scenario, *, status: int = 200, **extra):
     version = scenario.current
     is_author = scenario.author_id == request.user.id
-    max_rating = ai_settings.ai_settings_get(user_id=request.user.id).content_rating
+    max_rating = ai_settings.ai_settings_of(user_id=request.user.id).content_rating
     context = {
         "max_rating": max_rating,
         "above_preference": RATING_ORDER.index(scenario.rating) > RATING_ORDER.index(max_rating),

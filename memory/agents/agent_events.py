@@ -84,7 +84,8 @@ def _world_room_check(world: World) -> None:
 DEFAULT_IMPORTANCE = {"say": 0.5, "interact": 0.6, "observe": 0.4}
 
 
-def _clip(text: str) -> str:
+def memory_text(text: str) -> str:
+    """``text`` as an agent memory holds it: one line, at most AGENT_MEMORY_TEXT_MAX characters."""
     text = re.sub(r"\s+", " ", text).strip()
     return text if len(text) <= AGENT_MEMORY_TEXT_MAX else text[: AGENT_MEMORY_TEXT_MAX - 1] + "…"
 
@@ -145,7 +146,7 @@ def _fan_out(event: Event, now: datetime) -> list[tuple[str, dict]]:
                     **base,
                     "kind": "say",
                     "partner": event.target,
-                    "content": _clip(f'{dated}{event.actor} said to {to}{at}: "{event.text}"'),
+                    "content": memory_text(f'{dated}{event.actor} said to {to}{at}: "{event.text}"'),
                 },
             )
         )
@@ -160,13 +161,13 @@ def _fan_out(event: Event, now: datetime) -> list[tuple[str, dict]]:
                         **base,
                         "kind": "heard",
                         "partner": event.actor,
-                        "content": _clip(f'{dated}{event.actor} said to {to}{at}: "{event.text}"'),
+                        "content": memory_text(f'{dated}{event.actor} said to {to}{at}: "{event.text}"'),
                         "importance": importance * (1.0 if listener == event.target else 0.6),
                     },
                 )
             )
     elif event.type == "interact":
-        content = _clip(dated + interaction_sentence(event))
+        content = memory_text(dated + interaction_sentence(event))
         out.append((event.actor, {**base, "kind": "interaction", "partner": event.target, "content": content}))
         # The target takes part (created if new) whether or not it is listed nearby.
         present = others + (
@@ -194,7 +195,7 @@ def _fan_out(event: Event, now: datetime) -> list[tuple[str, dict]]:
                     **base,
                     "kind": "observation",
                     "partner": event.target,
-                    "content": _clip(f"{dated}{event.actor} noticed{at}: {event.text}"),
+                    "content": memory_text(f"{dated}{event.actor} noticed{at}: {event.text}"),
                 },
             )
         )
@@ -203,7 +204,7 @@ def _fan_out(event: Event, now: datetime) -> list[tuple[str, dict]]:
         content = template_check(event.template or "{actor} ({type}): {text}").format(**values, type=event.type)
         base["metadata"]["type"] = event.type
         content = dated + content
-        out.append((event.actor, {**base, "kind": "custom", "partner": event.target, "content": _clip(content)}))
+        out.append((event.actor, {**base, "kind": "custom", "partner": event.target, "content": memory_text(content)}))
         for witness in others:
             out.append(
                 (
@@ -212,7 +213,7 @@ def _fan_out(event: Event, now: datetime) -> list[tuple[str, dict]]:
                         **base,
                         "kind": "witnessed",
                         "partner": event.actor,
-                        "content": _clip(content),
+                        "content": memory_text(content),
                         "importance": importance * 0.5,
                     },
                 )
@@ -294,7 +295,7 @@ def remember(
             world=world,
             kind=AgentMemory.Kind.NOTE,
             actor=agent.external_id,
-            content=_clip(content),
+            content=memory_text(content),
             partner=partner,
             location=location,
             importance=importance,

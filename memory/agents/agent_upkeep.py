@@ -14,7 +14,7 @@ from pgvector import HalfVector
 from config.errors import DomainError
 from memory import embedder
 from memory.agents import agent_indexes
-from memory.agents.agent_events import _clip, undated
+from memory.agents.agent_events import memory_text, undated
 from memory.models import Agent, AgentMemory
 from memory.sentences import limit_words, most_telling, ranked, strip_preamble
 from stories import providers
@@ -128,7 +128,7 @@ def consolidate(*, agent_id: int, now: datetime | None = None) -> int:
                 partner=first.partner,
                 actor=first.actor if len({m.actor for m in group}) == 1 else "",
                 location=first.location if len({m.location for m in group}) == 1 else "",
-                content=_clip(summary),
+                content=memory_text(summary),
                 occurred_at=last.occurred_at,
                 importance=max(m.importance for m in group),
                 metadata={

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.db.models import Case, Value, When
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -12,8 +13,8 @@ from config.serializer_fields import valid as _valid
 from memory.story import marks, memories
 from memory.story import serializers as s
 from stories.adventures import access_adventure
+from stories.models import Adventure
 from stories.serializers import ActionSerializer
-from stories.tree import lineage
 
 
 def _adventure(request, adventure_id):
@@ -111,19 +112,19 @@ class MemoryRunView(APIView):
 
 
 def _summary(adventure) -> dict:
-    cursor = marks.cursor_for(adventure.pk)
-    head = lineage.head(adventure)
-    behind = (
-        adventure.memory_bank_enabled
-        and head.tip_depth >= marks.MEMORY_THRESHOLD
-        and (head.tip_depth - cursor.memory_depth >= marks.MEMORY_INTERVAL)
+    """The summary and how far the pass has come; ``catching_up`` by the pass's own rule (marks.MEMORIES_DUE)."""
+    row = (
+        marks.with_marks(Adventure.objects.filter(pk=adventure.pk))
+        .annotate(catching_up=Case(When(marks.MEMORIES_DUE, then=Value(True)), default=Value(False)))
+        .values("summ", "mem", "catching_up")
+        .get()
     )
     return {
         "story_summary": adventure.story_summary,
         "auto_summarize": adventure.auto_summarize,
-        "summary_depth": cursor.summary_depth,
-        "memory_depth": cursor.memory_depth,
-        "catching_up": behind,
+        "summary_depth": row["summ"],
+        "memory_depth": row["mem"],
+        "catching_up": row["catching_up"],
     }
 
 

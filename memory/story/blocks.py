@@ -4,9 +4,13 @@ replaced). The post-turn pass (memory.story.steps) calls these in its transactio
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from memory.models import Memory
 from memory.story import cast, presence, scene, summarize
+from memory.story.report import PassReport
 from stories.models import Adventure, Branch
+from stories.providers import ProviderError
 from stories.tree import lineage
 
 
@@ -25,6 +29,58 @@ def block_changed(head: Branch, actions: list, *, start: int, end: int) -> bool:
     (a take, an edit or a hide moved in while its memory was being written)."""
     now = list(lineage.story(head).filter(depth__gte=start, depth__lte=end).values_list("pk", "text"))
     return now != [(a.pk, a.text) for a in actions]
+
+
+@dataclass(frozen=True)
+class BlockWritten:
+    """A block's memories as written, not yet stored: its own (None when not asked) and its cast's."""
+
+    own: summarize.Written | None
+    cast: list[cast.CastMemory]
+
+
+def block_write(
+    *,
+    conn,
+    adventure: Adventure,
+    head: Branch,
+    members: list[scene.Member],
+    actions: list,
+    cards: list,
+    start: int,
+    end: int,
+    report: PassReport,
+    own: bool = True,
+    only: int | None = None,
+    whose: str = "",
+) -> BlockWritten | None:
+    """The one block writer of the pass: the block's own memory (``own``) and its cast's (``only``:
+    one member's), written outside any transaction (the model is the slow part). A model failure
+    goes into ``report`` as the failure of ``whose`` memory of the block and answers None: the
+    step stops, and a later run tries again."""
+    try:
+        written = (
+            summarize.write_memory(
+                conn=conn, adventure=adventure, actions=actions, cards=cards, user_id=adventure.owner_id
+            )
+            if own
+            else None
+        )
+        cast_written = write_cast(
+            conn=conn,
+            adventure=adventure,
+            head=head,
+            members=members,
+            actions=actions,
+            cards=cards,
+            start=start,
+            block=end - start + 1,
+            only=only,
+        )
+    except ProviderError as exc:
+        report.failed(f"{whose}memory of actions {start}-{end}: {exc.message}", exc.code)
+        return None
+    return BlockWritten(written, cast_written)
 
 
 def write_cast(

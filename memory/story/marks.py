@@ -5,6 +5,8 @@ stores what they cover), and when work is due (block size, threshold, summary in
 from __future__ import annotations
 
 from django.db import transaction
+from django.db.models import F, Q, QuerySet, Value
+from django.db.models.functions import Coalesce
 
 from memory.models import Cursor
 from memory.story.blocks import own_memories
@@ -17,22 +19,32 @@ MEMORIES_PER_RUN = 5  # imports catch up over several runs
 SUMMARY_INTERVAL = 15  # actions past the summary mark before a rewrite
 
 
-def cursor_for(adventure_id: int) -> Cursor:
+def cursor_of(adventure_id: int) -> Cursor:
+    """The adventure's marks as stored, or both at the root (unsaved) before its first pass. Writes
+    nothing: ``cursor_ensure`` makes the row the pass moves its marks on."""
+    return Cursor.objects.filter(adventure_id=adventure_id).first() or Cursor(adventure_id=adventure_id)
+
+
+def cursor_ensure(adventure_id: int) -> Cursor:
+    """The adventure's marks, the row made (both marks at the root) when the pass first runs."""
     cursor, _ = Cursor.objects.get_or_create(adventure_id=adventure_id)
     return cursor
 
 
-def on_path(branch: Branch, node_branch_id: int | None, depth: int) -> bool:
-    """Whether the node (node_branch_id, depth) is on ``branch``'s path; depth 0 always is."""
-    if depth == 0:
-        return True
-    return (
-        node_branch_id is not None and depth <= branch.tip_depth and lineage.owner_at(branch, depth) == node_branch_id
+def with_marks(adventures: QuerySet) -> QuerySet:
+    """``adventures`` annotated with the head's tip and both marks' depths (``tip``, ``mem``, ``summ``),
+    for MEMORIES_DUE and SUMMARY_DUE."""
+    return adventures.annotate(
+        tip=F("head_branch__tip_depth"),
+        mem=Coalesce(F("memory_cursor__memory_depth"), Value(0)),
+        summ=Coalesce(F("memory_cursor__summary_depth"), Value(0)),
     )
 
 
-def node_of(branch: Branch, depth: int) -> int | None:
-    return lineage.owner_at(branch, depth) if depth else None
+# The one rule of "behind": a block of memories is due once the path holds MEMORY_THRESHOLD actions
+# and a whole block past the memory mark; a summary once SUMMARY_INTERVAL actions past its mark.
+MEMORIES_DUE = Q(memory_bank_enabled=True, tip__gte=MEMORY_THRESHOLD) & Q(tip__gte=F("mem") + MEMORY_INTERVAL)
+SUMMARY_DUE = Q(auto_summarize=True, tip__gte=F("summ") + SUMMARY_INTERVAL)
 
 
 def mark_move(adventure_id: int, mark: str, old: tuple[int | None, int], new: tuple[int | None, int]) -> bool:
@@ -64,13 +76,13 @@ def covered_depth(branch: Branch) -> int:
 def memory_mark(*, adventure: Adventure, head: Branch) -> tuple[int | None, int]:
     """The memory mark as a node on the head's path; reconciled (compare-and-set)
     when the player moved to a path the mark is not on."""
-    cursor = cursor_for(adventure.pk)
+    cursor = cursor_of(adventure.pk)
     old = (cursor.memory_branch_id, cursor.memory_depth)
-    if on_path(head, *old):
+    if lineage.on_path(head, *old):
         return old
-    covered = covered_depth(head)
-    new = (node_of(head, covered), covered)
+    new = lineage.node_ref(head, covered_depth(head))
     with transaction.atomic():
         if not mark_move(adventure.pk, "memory", old, new):
-            return (cursor_for(adventure.pk).memory_branch_id, cursor_for(adventure.pk).memory_depth)
+            moved = cursor_of(adventure.pk)
+            return (moved.memory_branch_id, moved.memory_depth)
     return new

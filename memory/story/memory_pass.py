@@ -20,7 +20,7 @@ from django.utils import timezone
 from config.errors import DomainError
 from memory import embeddings
 from memory.models import Cursor, Memory, PassRun
-from memory.story.marks import MEMORY_INTERVAL, MEMORY_THRESHOLD, SUMMARY_INTERVAL, cursor_for
+from memory.story.marks import MEMORIES_DUE, SUMMARY_DUE, cursor_ensure, with_marks
 from memory.story.report import PassReport
 from memory.story.steps.backfill import backfill_cast
 from memory.story.steps.blocks import create_due_memories
@@ -61,7 +61,7 @@ def run_recorded(adventure_id: int, *, worker: str = "") -> PassReport:
         evicted=report.evicted,
         errors="\n".join(report.errors)[:5000],
     )
-    cursor_for(adventure_id)
+    cursor_ensure(adventure_id)
     if report.errors:
         _failure_count(adventure_id, report.errors[0])
     else:
@@ -89,7 +89,7 @@ def _crash_record(*, adventure_id: int, run_id: int, exc: Exception) -> None:
     error = f"crashed: {exc.__class__.__name__}"
     try:
         PassRun.objects.filter(pk=run_id).update(finished_at=timezone.now(), outcome="crashed", errors=error)
-        cursor_for(adventure_id)
+        cursor_ensure(adventure_id)
         _failure_count(adventure_id, error)
     except DatabaseError:
         log.warning("pass of adventure %s crashed and could not be recorded", adventure_id)
@@ -103,6 +103,7 @@ def run(adventure_id: int, *, report: PassReport | None = None) -> PassReport:
     if adventure is None or adventure.head_branch_id is None or adventure.hidden:
         return report
     head = lineage.head(adventure)
+    cursor_ensure(adventure_id)  # the row the steps move their marks on (compare-and-set)
     steps = [create_due_memories, rewrite_stale, backfill_cast] if adventure.memory_bank_enabled else []
     steps += [update_summary] if adventure.auto_summarize else []
     steps += [lambda adventure, head, report: embeddings.embed_pending(adventure=adventure, report=report), evict]
@@ -130,21 +131,13 @@ def adventures_behind(*, limit: int = SWEEP_BATCH) -> list[int]:
         adventure_id=OuterRef("pk"), stale=True, edited=False, source_start__isnull=False
     )
     qs = (
-        Adventure.objects.filter(head_branch__isnull=False)
+        with_marks(Adventure.objects.filter(head_branch__isnull=False))
         .annotate(
-            tip=F("head_branch__tip_depth"),
-            mem=Coalesce(F("memory_cursor__memory_depth"), Value(0)),
-            summ=Coalesce(F("memory_cursor__summary_depth"), Value(0)),
             fails=Coalesce(F("memory_cursor__failures"), Value(0)),
             pending=Exists(unembedded),
             rewrite=Exists(to_rewrite),
         )
-        .filter(
-            Q(memory_bank_enabled=True, tip__gte=MEMORY_THRESHOLD) & Q(tip__gte=F("mem") + MEMORY_INTERVAL)
-            | Q(auto_summarize=True, tip__gte=F("summ") + SUMMARY_INTERVAL)
-            | Q(pending=True)
-            | Q(memory_bank_enabled=True, rewrite=True)
-        )
+        .filter(MEMORIES_DUE | SUMMARY_DUE | Q(pending=True) | Q(memory_bank_enabled=True, rewrite=True))
     )
     # The backoff is in the query: failing adventures never fill the batch the others wait behind.
     due = Q(fails=0) | Q(memory_cursor__last_error_at__isnull=True)

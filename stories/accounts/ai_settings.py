@@ -44,9 +44,10 @@ SETTINGS_FIELDS = (
 DEMO_COUNTER_PREFIX = "everlore:demo-turns:"
 
 
-def ai_settings_get(*, user_id: int) -> AISettings:
-    obj, _ = AISettings.objects.get_or_create(user_id=user_id)
-    return obj
+def ai_settings_of(*, user_id: int) -> AISettings:
+    """The player's AI settings as stored, or the defaults (unsaved) when they never saved any.
+    Writes nothing: ``ai_settings_update`` stores them."""
+    return AISettings.objects.filter(user_id=user_id).first() or AISettings(user_id=user_id)
 
 
 def ai_settings_loaded(*, adventure, user_id: int) -> AISettings:
@@ -57,7 +58,7 @@ def ai_settings_loaded(*, adventure, user_id: int) -> AISettings:
             return adventure.owner.ai_settings
         except AISettings.DoesNotExist:  # joined, and none stored yet
             pass
-    return ai_settings_get(user_id=user_id)
+    return ai_settings_of(user_id=user_id)
 
 
 def endpoint_origin(url: str) -> str:
@@ -85,11 +86,12 @@ def ai_settings_update(*, user_id: int, api_key: str | None = None, **fields) ->
     unknown = set(fields) - set(SETTINGS_FIELDS)
     if unknown:
         raise TypeError(f"unknown settings: {sorted(unknown)}")
-    stored = ai_settings_get(user_id=user_id)
+    stored = ai_settings_of(user_id=user_id)
     if fields.get("endpoint_url") and fields["endpoint_url"] != stored.endpoint_url:
         check_endpoint(fields["endpoint_url"])  # resolves the host: before the row lock, holding no connection
     with transaction.atomic():
-        obj = AISettings.objects.select_for_update().get(pk=stored.pk)
+        AISettings.objects.get_or_create(user_id=user_id)
+        obj = AISettings.objects.select_for_update().get(user_id=user_id)
         cleared = (
             api_key is None
             and obj.api_key_encrypted
@@ -130,7 +132,7 @@ def demo_available() -> bool:
 def connection_for_turn(*, user_id: int, ai: AISettings | None = None) -> Connection:
     """The user's own model, else the demo model (counting a demo turn).
     ``ai``: the user's settings when the caller has loaded them already."""
-    obj = ai or ai_settings_get(user_id=user_id)
+    obj = ai or ai_settings_of(user_id=user_id)
     if obj.endpoint_url and obj.model:
         return _own(obj, obj.model)
     if demo_available():
@@ -144,7 +146,7 @@ def connection_for_turn(*, user_id: int, ai: AISettings | None = None) -> Connec
 
 def connection_for_listing(*, user_id: int) -> Connection:
     """The player's endpoint, to list its models while they wait: a model need not be chosen yet."""
-    obj = ai_settings_get(user_id=user_id)
+    obj = ai_settings_of(user_id=user_id)
     if not obj.endpoint_url:
         raise ProviderError("not_configured", "set an endpoint URL first")
     return for_request(_own(obj, obj.model))
@@ -152,7 +154,7 @@ def connection_for_listing(*, user_id: int) -> Connection:
 
 def connection_for_test(*, user_id: int) -> Connection:
     """The player's model, to test while they wait."""
-    obj = ai_settings_get(user_id=user_id)
+    obj = ai_settings_of(user_id=user_id)
     if not (obj.endpoint_url and obj.model):
         raise ProviderError("not_configured", "set an endpoint URL and a model first")
     return for_request(_own(obj, obj.model))
@@ -161,7 +163,7 @@ def connection_for_test(*, user_id: int) -> Connection:
 def background_model(*, user_id: int, purpose: str, ai: AISettings | None = None) -> str:
     """The owner's own model for summaries ("summary") or embeddings ("embedding"),
     or "" when the owner has not set one up. Reads no key."""
-    obj = ai if ai is not None and ai.user_id == user_id else ai_settings_get(user_id=user_id)
+    obj = ai if ai is not None and ai.user_id == user_id else ai_settings_of(user_id=user_id)
     if not obj.endpoint_url:
         return ""
     return {"summary": obj.summary_model or obj.model, "embedding": obj.embedding_model}[purpose]
@@ -172,7 +174,7 @@ def connection_for_background(*, user_id: int, purpose: str, ai: AISettings | No
     ("embedding"), or None when the owner has not set one up. Never the demo.
     ``ai``: the owner's settings when the caller has loaded them already.
     Raises SecretUnreadable when the stored key cannot be decrypted."""
-    obj = ai if ai is not None and ai.user_id == user_id else ai_settings_get(user_id=user_id)
+    obj = ai if ai is not None and ai.user_id == user_id else ai_settings_of(user_id=user_id)
     model = background_model(user_id=user_id, purpose=purpose, ai=obj)
     return _own(obj, model) if model else None
 
@@ -215,7 +217,7 @@ def _count_demo_turn(user_id: int) -> None:
 
 def model_for_display(*, user_id: int) -> str:
     """The model name the next turn would use (for token counting), spending nothing."""
-    obj = ai_settings_get(user_id=user_id)
+    obj = ai_settings_of(user_id=user_id)
     if obj.endpoint_url and obj.model:
         return obj.model
     if demo_available():

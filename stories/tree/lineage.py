@@ -118,11 +118,18 @@ def take_counts(actions: list[Action]) -> dict[tuple[int, int], int]:
     return {(r["branch_id"], r["depth"]): r["n"] for r in rows if (r["branch_id"], r["depth"]) in keys}
 
 
-def on_path(branch: Branch, action: Action) -> bool:
-    """Whether ``action`` (any take) is a node of ``branch``'s path."""
-    if action.adventure_id != branch.adventure_id or not 1 <= action.depth <= branch.tip_depth:
-        return False
-    return owner_at(branch, action.depth) == action.branch_id
+def on_path(branch: Branch, node_branch_id: int | None, depth: int) -> bool:
+    """Whether the node at ``depth`` that ``node_branch_id`` owns (an action's, a mark's, a
+    snapshot's) is on ``branch``'s path; depth 0, before the first node, always is."""
+    if depth == 0:
+        return True
+    return node_branch_id is not None and 1 <= depth <= branch.tip_depth and owner_at(branch, depth) == node_branch_id
+
+
+def node_ref(branch: Branch, depth: int) -> tuple[int | None, int]:
+    """The node at ``depth`` of ``branch``'s path as a mark names it: (the branch that owns it,
+    depth); (None, 0) before the first node."""
+    return (owner_at(branch, depth) if depth else None, depth)
 
 
 def borrowers(branch: Branch, *, from_depth: int) -> list[Branch]:

@@ -298,7 +298,7 @@ def delete(*, adventure_id: int, action_id: int) -> int:
 
 def _action_on_path(branch: Branch, action_id: int) -> Action:
     action = Action.objects.filter(pk=action_id, adventure_id=branch.adventure_id).first()
-    if action is None or not lineage.on_path(branch, action):
+    if action is None or not lineage.on_path(branch, action.branch_id, action.depth):
         raise TreeError("that action is not part of the current branch's story; switch to its branch first")
     return action
 
@@ -317,7 +317,9 @@ def fork(*, adventure_id: int, action_id: int, name: str = "", checkout: bool = 
         action = Action.objects.filter(pk=action_id, adventure_id=adventure_id).first()
         if action is None:
             raise NotFound("no such action in this adventure")
-        source = head if lineage.on_path(head, action) else Branch.objects.get(pk=action.branch_id)
+        source = (
+            head if lineage.on_path(head, action.branch_id, action.depth) else Branch.objects.get(pk=action.branch_id)
+        )
         depth = action.depth if action.live else action.depth - 1
         if action.live and action.kind in (Action.Kind.DO, Action.Kind.SAY, Action.Kind.STORY):
             reply = lineage.node_at_even_hidden(source, action.depth + 1)  # a player's action forks with its reply
@@ -368,7 +370,7 @@ def hide(*, adventure_id: int, action_id: int, hidden: bool) -> Action:
         action.hidden = hidden
         if action.live:
             for branch in Branch.objects.filter(adventure_id=adventure_id):
-                if lineage.on_path(branch, action):
+                if lineage.on_path(branch, action.branch_id, action.depth):
                     rewritten_notify(adventure_id, branch.pk, action.depth, "hidden")
     return action
 

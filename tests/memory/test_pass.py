@@ -250,7 +250,7 @@ def test_the_summary_prompt_is_bounded_and_carries_the_cast(adventure, memory_ll
     from stories.prompt import tokens
 
     assert tokens.count(happened) <= 2000 + 5 and "stone 200 " in happened and "stone 2 " not in happened
-    assert ai_settings.ai_settings_get(user_id=adventure.owner_id)
+    assert ai_settings.ai_settings_of(user_id=adventure.owner_id)
 
 
 def test_a_block_hidden_whole_after_its_memory_was_written_is_forgotten_and_comes_back_when_shown(

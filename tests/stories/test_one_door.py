@@ -98,7 +98,7 @@ def test_a_stale_card_world_agent_memory_or_settings_save_keeps_what_changed_mea
     )
 
     ai_settings.ai_settings_update(user_id=owner.pk, memory_top_k=7)
-    stale_settings = ai_settings.ai_settings_get(user_id=owner.pk)
+    stale_settings = ai_settings.ai_settings_of(user_id=owner.pk)
     type(stale_settings).objects.filter(pk=stale_settings.pk).update(temperature=0.2)
     ai_settings.ai_settings_update(user_id=owner.pk, memory_top_k=3)
     assert type(stale_settings).objects.values_list("memory_top_k", "temperature").get(pk=stale_settings.pk) == (3, 0.2)
@@ -253,7 +253,7 @@ def test_a_pass_that_meets_an_unreadable_key_is_a_failed_run_that_backs_off(adve
     assert report.errors and "enter the key again" in report.errors[0] and not report.transient
     run = PassRun.objects.get(adventure=adventure)
     assert run.outcome == "errors" and run.finished_at is not None and "enter the key again" in run.errors
-    cursor = marks.cursor_for(adventure.pk)
+    cursor = marks.cursor_ensure(adventure.pk)
     assert cursor.failures == 1 and "enter the key again" in cursor.last_error
     assert adventure.pk not in memory_pass.adventures_behind(), "the sweeper must back off a failing adventure"
 
@@ -267,7 +267,7 @@ def test_a_crashed_pass_is_recorded_as_crashed_and_counted(adventure, monkeypatc
         memory_pass.run_recorded(adventure.pk, worker="w1")
     run = PassRun.objects.get(adventure=adventure)
     assert run.outcome == "crashed" and run.finished_at is not None and "ZeroDivisionError" in run.errors
-    assert marks.cursor_for(adventure.pk).failures == 1
+    assert marks.cursor_ensure(adventure.pk).failures == 1
 
 
 def test_an_agent_pass_with_an_unreadable_key_leaves_the_work_for_later(owner, settings):

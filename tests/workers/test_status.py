@@ -76,7 +76,7 @@ def test_adventures_that_keep_failing_never_starve_the_others_out_of_the_sweep(o
         made.append(a)
     failing, healthy = made[:5], made[5]
     for a in failing:
-        marks.cursor_for(a.pk)
+        marks.cursor_ensure(a.pk)
         Cursor.objects.filter(adventure=a).update(failures=4, last_error="bad key", last_error_at=timezone.now())
     assert memory_pass.adventures_behind(limit=2) == [healthy.pk]
     # and a failing one comes back once its backoff (16 minutes at 4 failures) has passed

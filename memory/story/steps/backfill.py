@@ -16,12 +16,11 @@ from django.db import IntegrityError, transaction
 
 from memory.models import CastMark
 from memory.story import presence, scene, summarize
-from memory.story.blocks import block_changed, cast_store, own_memories, path_memories, write_cast
+from memory.story.blocks import block_changed, block_write, cast_store, own_memories, path_memories
 from memory.story.marks import MEMORIES_PER_RUN, MEMORY_INTERVAL, memory_mark
 from memory.story.report import PassReport
 from stories.accounts import ai_settings
 from stories.models import Adventure, Branch
-from stories.providers import ProviderError
 from stories.tree import lineage
 
 log = logging.getLogger(__name__)
@@ -74,20 +73,21 @@ def backfill_cast(*, adventure: Adventure, head: Branch, report: PassReport) -> 
                         break
                     if conn is None:
                         conn = ai_settings.connection_for_background(user_id=adventure.owner_id, purpose="summary")
-                    try:
-                        written = write_cast(
-                            conn=conn,
-                            adventure=adventure,
-                            head=head,
-                            members=members,
-                            actions=actions,
-                            cards=cards,
-                            start=start,
-                            block=MEMORY_INTERVAL,
-                            only=member.card_id,
-                        )
-                    except ProviderError as exc:
-                        report.failed(f"{member.name}'s memory of actions {start}-{end}: {exc.message}", exc.code)
+                    written = block_write(
+                        conn=conn,
+                        adventure=adventure,
+                        head=head,
+                        members=members,
+                        actions=actions,
+                        cards=cards,
+                        start=start,
+                        end=end,
+                        report=report,
+                        own=False,
+                        only=member.card_id,
+                        whose=f"{member.name}'s ",
+                    )
+                    if written is None:
                         return
                     try:
                         with transaction.atomic():
@@ -100,9 +100,9 @@ def backfill_cast(*, adventure: Adventure, head: Branch, report: PassReport) -> 
                                     depth=depth,
                                     start=start,
                                     end=end,
-                                    written=written,
+                                    written=written.cast,
                                 )
-                                report.memories_created += 1 if written else 0
+                                report.memories_created += 1 if written.cast else 0
                     except IntegrityError as exc:
                         log.info("cast backfill of adventure %s stopped: %s", adventure.pk, exc)
                         return

@@ -8,21 +8,18 @@ import logging
 from django.db import IntegrityError, transaction
 
 from memory.models import Memory
-from memory.story import cast, scene, summarize
-from memory.story.blocks import block_changed, cast_store, own_memories, write_cast
+from memory.story import scene
+from memory.story.blocks import block_changed, block_write, cast_store, own_memories
 from memory.story.marks import (
     MEMORIES_PER_RUN,
     MEMORY_INTERVAL,
     MEMORY_THRESHOLD,
     mark_move,
     memory_mark,
-    node_of,
-    on_path,
 )
 from memory.story.report import PassReport
 from stories.accounts import ai_settings
 from stories.models import Adventure, Branch
-from stories.providers import ProviderError
 from stories.tree import lineage
 
 log = logging.getLogger(__name__)
@@ -36,14 +33,14 @@ def create_due_memories(*, adventure: Adventure, head: Branch, report: PassRepor
     if head.tip_depth < MEMORY_THRESHOLD:
         return
     mark = memory_mark(adventure=adventure, head=head)
-    if not on_path(head, *mark):
+    if not lineage.on_path(head, *mark):
         return  # another run moved it meanwhile; it will do the work
     conn = ai_settings.connection_for_background(user_id=adventure.owner_id, purpose="summary")
     cards = list(adventure.cards.all())
     members = scene.members(cards)
     while report.memories_created < MEMORIES_PER_RUN and mark[1] + MEMORY_INTERVAL <= head.tip_depth:
         start, end = mark[1] + 1, mark[1] + MEMORY_INTERVAL
-        new = (node_of(head, end), end)
+        new = lineage.node_ref(head, end)
         existing = own_memories(head).filter(source_start=start, source_end=end).exists()
         actions = list(lineage.story(head).filter(depth__gte=start, depth__lte=end))
         if not actions:
@@ -54,24 +51,20 @@ def create_due_memories(*, adventure: Adventure, head: Branch, report: PassRepor
             log.info("memory pass of adventure %s skipped actions %s-%s: all hidden", adventure.pk, start, end)
             mark = new
             continue
-        cast_written: list[cast.CastMemory] = []
+        written = None
         if not existing:
-            try:
-                written = summarize.write_memory(
-                    conn=conn, adventure=adventure, actions=actions, cards=cards, user_id=adventure.owner_id
-                )
-                cast_written = write_cast(
-                    conn=conn,
-                    adventure=adventure,
-                    head=head,
-                    members=members,
-                    actions=actions,
-                    cards=cards,
-                    start=start,
-                    block=MEMORY_INTERVAL,
-                )
-            except ProviderError as exc:
-                report.failed(f"memory of actions {start}-{end}: {exc.message}", exc.code)
+            written = block_write(
+                conn=conn,
+                adventure=adventure,
+                head=head,
+                members=members,
+                actions=actions,
+                cards=cards,
+                start=start,
+                end=end,
+                report=report,
+            )
+            if written is None:
                 return
         try:
             with transaction.atomic():
@@ -86,8 +79,8 @@ def create_due_memories(*, adventure: Adventure, head: Branch, report: PassRepor
                         depth=end,
                         source_start=start,
                         source_end=end,
-                        text=written.text,
-                        offline=written.offline,
+                        text=written.own.text,
+                        offline=written.own.offline,
                     )
                     cast_store(
                         adventure_id=adventure.pk,
@@ -95,7 +88,7 @@ def create_due_memories(*, adventure: Adventure, head: Branch, report: PassRepor
                         depth=end,
                         start=start,
                         end=end,
-                        written=cast_written,
+                        written=written.cast,
                     )
                     report.memories_created += 1
         except (_Abort, IntegrityError) as exc:

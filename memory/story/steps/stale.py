@@ -7,13 +7,12 @@ from django.db import transaction
 
 from memory import embeddings
 from memory.models import Memory
-from memory.story import scene, summarize
-from memory.story.blocks import block_changed, cast_replace, path_memories, write_cast
-from memory.story.marks import MEMORIES_PER_RUN, MEMORY_INTERVAL
+from memory.story import scene
+from memory.story.blocks import block_changed, block_write, cast_replace, path_memories
+from memory.story.marks import MEMORIES_PER_RUN
 from memory.story.report import PassReport
 from stories.accounts import ai_settings
 from stories.models import Adventure, Branch
-from stories.providers import ProviderError
 from stories.tree import lineage
 
 
@@ -47,26 +46,19 @@ def rewrite_stale(*, adventure: Adventure, head: Branch, report: PassReport) -> 
             Memory.objects.filter(pk__in=[m.pk for m in rows], stale=True, edited=False).delete()
             continue
         own = next((m for m in rows if m.character_id is None), None)
-        try:
-            written = (
-                summarize.write_memory(
-                    conn=conn, adventure=adventure, actions=actions, cards=cards, user_id=adventure.owner_id
-                )
-                if own
-                else None
-            )
-            cast_written = write_cast(
-                conn=conn,
-                adventure=adventure,
-                head=head,
-                members=members,
-                actions=actions,
-                cards=cards,
-                start=start,
-                block=MEMORY_INTERVAL,
-            )
-        except ProviderError as exc:
-            report.failed(f"memory of actions {start}-{end}: {exc.message}", exc.code)
+        written = block_write(
+            conn=conn,
+            adventure=adventure,
+            head=head,
+            members=members,
+            actions=actions,
+            cards=cards,
+            start=start,
+            end=end,
+            report=report,
+            own=own is not None,
+        )
+        if written is None:
             return
         anchor = own or rows[0]
         with transaction.atomic():
@@ -75,12 +67,12 @@ def rewrite_stale(*, adventure: Adventure, head: Branch, report: PassReport) -> 
             if own is not None:
                 if (
                     Memory.objects.filter(pk=own.pk, text=own.text, stale=True, edited=False).update(
-                        text=written.text, stale=False, offline=written.offline
+                        text=written.own.text, stale=False, offline=written.own.offline
                     )
                     != 1
                 ):
                     continue
-                embeddings.vector_set(memory_id=own.pk, expected_text=written.text, vector=None, model="")
+                embeddings.vector_set(memory_id=own.pk, expected_text=written.own.text, vector=None, model="")
             cast_replace(
                 adventure_id=adventure.pk,
                 branch_id=anchor.branch_id,
@@ -88,6 +80,6 @@ def rewrite_stale(*, adventure: Adventure, head: Branch, report: PassReport) -> 
                 start=start,
                 end=end,
                 old=[m for m in rows if m.character_id is not None],
-                written=cast_written,
+                written=written.cast,
             )
         report.memories_created += 1

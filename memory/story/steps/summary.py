@@ -9,7 +9,7 @@ from django.utils import timezone
 from memory.models import Cursor
 from memory.story import summaries, summarize
 from memory.story.blocks import own_memories
-from memory.story.marks import SUMMARY_INTERVAL, cursor_for, mark_move, node_of, on_path
+from memory.story.marks import SUMMARY_INTERVAL, cursor_of, mark_move
 from memory.story.report import PassReport
 from stories import providers
 from stories.accounts import ai_settings
@@ -30,16 +30,16 @@ def update_summary(
     own text. If the path's summary changed during the model call (the player
     edited it, or the tree moved), the rewrite is dropped and a later run retries. ``for_request``:
     a request waits on it (the model call within providers.for_request's deadline)."""
-    cursor = cursor_for(adventure.pk)
+    cursor = cursor_of(adventure.pk)
     old = (cursor.summary_branch_id, cursor.summary_depth)
     snap = summaries.snapshot_on_path(head)
     since = 0 if force or snap is None else snap.depth
     target = head.tip_depth
-    if not on_path(head, *old) or old[1] < since:
+    if not lineage.on_path(head, *old) or old[1] < since:
         # the mark follows the path's snapshot (a branch switch costs no model call)
         with transaction.atomic():
-            mark_move(adventure.pk, "summary", old, (node_of(head, since), since))
-        old = (node_of(head, since), since)
+            mark_move(adventure.pk, "summary", old, lineage.node_ref(head, since))
+        old = lineage.node_ref(head, since)
     if target == 0 or (not force and target - since < SUMMARY_INTERVAL):
         return
     base = summaries.summary_base(head)  # read only when a rewrite is due: the pass runs after every turn
@@ -83,7 +83,7 @@ def update_summary(
         now = summaries.snapshot_on_path(head)
         if (now and (now.pk, now.text)) != (snap and (snap.pk, snap.text)) or head.tip_depth < target:
             return  # the player wrote their own summary, or the story moved, during the call
-        if not mark_move(adventure.pk, "summary", old, (node_of(head, target), target)):
+        if not mark_move(adventure.pk, "summary", old, lineage.node_ref(head, target)):
             return
         summaries.snapshot_write(
             adventure_id=adventure.pk, branch=head, depth=target, text=written.text, player=False, replace_player=force
