@@ -4,7 +4,9 @@ A server that is down refuses connections (a 503 at once), and a new connection 
 does not answer gives up after ``connect_timeout``. But a server that stops answering on a
 connection already open (a frozen host, a network that drops packets, a stopped process) leaves a
 query waiting as long as the operating system keeps the socket: minutes. The server's own
-``statement_timeout`` cannot help, since the server is what stopped.
+``statement_timeout`` cannot help, since the server is what stopped; libpq's ``tcp_user_timeout``
+and keepalives (set below) close a connection whose packets are dropped, but cannot see a frozen
+server: its kernel acknowledges the bytes for it (and a local socket has neither).
 
 So in the web processes every round trip to the server (a query, a commit, a rollback) has a
 deadline on the client's side, DB_QUERY_TIMEOUT seconds: past it the connection is closed (it is
@@ -47,6 +49,12 @@ def pooled_options(options: dict, *, deadline_s: int) -> None:
         return
     DeadlineConnection.deadline_s = float(deadline_s)
     options["pool"]["connection_class"] = DeadlineConnection
+    # a network that drops packets: libpq closes the connection once sent bytes stay unacknowledged
+    options.setdefault("tcp_user_timeout", deadline_s * 1000)
+    options.setdefault("keepalives", 1)
+    options.setdefault("keepalives_idle", 30)
+    options.setdefault("keepalives_interval", 5)
+    options.setdefault("keepalives_count", 3)
     server_ms = max(500, deadline_s * 1000 - 1000)
     existing = options.get("options", "")
     if "statement_timeout" not in existing:

@@ -1,25 +1,21 @@
-"""Per-adventure (and per-agent) locks in Redis: a token and a TTL, extended
-while the holder works. The lock saves work; correctness rests on the
-database (cursor compare-and-set and unique constraints)."""
+"""Per-adventure (and per-agent) locks in Redis: redis-py's ``Lock`` (a token and a timeout,
+released only by its holder), kept while the holder works by a keeper thread that extends it, with
+what redis-py's lock does not have: the flag a waiting job leaves to ask the holder to run again,
+and the one follow-up a waiter schedules in case the holder died. The lock saves work; correctness
+rests on the database (cursor compare-and-set and unique constraints)."""
 
 from __future__ import annotations
 
 import threading
-import uuid
 
 import redis
 from django.conf import settings
+from redis.exceptions import LockError
 
 from config.redis_pool import redis_client
 
-LOCK_TTL_MS = 60_000  # a holder that stops extending loses the lock after this
 EXTEND_EVERY_S = 15.0  # how often a working holder extends its lock
 RERUN_TTL_S = 3600  # a pending re-run request expires after this
-
-_RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
-_EXTEND = (
-    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end"
-)
 
 
 def client() -> redis.Redis:
@@ -27,22 +23,23 @@ def client() -> redis.Redis:
 
 
 class Lock:
-    """``with Lock(...) as held:`` held is False when someone else has it."""
+    """``lock.acquire()`` is False when someone else has it; a holder's lock is extended every
+    ``extend_every`` seconds until ``release`` (``lost``: it ran out anyway)."""
 
     def __init__(self, name: str, *, ttl_ms: int | None = None, extend_every: float | None = None):
-        self.key = f"everlore:lock:{name}"
         self.rerun_key = f"everlore:rerun:{name}"
         self.followup_key = f"everlore:followup:{name}"
-        self.token = uuid.uuid4().hex
         self.ttl_ms = ttl_ms or settings.WORKER_LOCK_TTL_MS
         self.extend_every = extend_every or settings.WORKER_LOCK_EXTEND_S or min(EXTEND_EVERY_S, self.ttl_ms / 3000)
         self.redis = client()
+        # not thread-local: the keeper thread extends the token the worker's thread took
+        self.held = self.redis.lock(f"everlore:lock:{name}", timeout=self.ttl_ms / 1000, thread_local=False)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.lost = False
 
     def acquire(self) -> bool:
-        if not self.redis.set(self.key, self.token, nx=True, px=self.ttl_ms):
+        if not self.held.acquire(blocking=False):
             return False
         self._stop.clear()
         self._thread = threading.Thread(target=self._keep, daemon=True)
@@ -52,20 +49,21 @@ class Lock:
     def _keep(self) -> None:
         while not self._stop.wait(self.extend_every):
             try:
-                if not self.redis.eval(_EXTEND, 1, self.key, self.token, self.ttl_ms):
-                    self.lost = True
-                    return
+                self.held.reacquire()  # the whole timeout again, only while this token holds it
+            except LockError:
+                self.lost = True
+                return
             except redis.RedisError:
-                pass  # try again; if Redis stays away the TTL ends the lock
+                pass  # try again; if Redis stays away the timeout ends the lock
 
     def release(self) -> None:
         self._stop.set()
         if self._thread:
             self._thread.join(5)
         try:
-            self.redis.eval(_RELEASE, 1, self.key, self.token)
-        except redis.RedisError:
-            pass  # the TTL ends it
+            self.held.release()
+        except (LockError, redis.RedisError):
+            pass  # lost already, or the timeout ends it
 
     def request_rerun(self) -> None:
         self.redis.set(self.rerun_key, "1", ex=RERUN_TTL_S)

@@ -5,10 +5,11 @@ model, the offline writer keeps each member's most telling sentences."""
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from memory.models import MEMORY_TEXT_MAX
 from memory.sentences import most_telling, ranked
@@ -203,48 +204,68 @@ def write_cast_memories(
     return out
 
 
+class _Seen(BaseModel):
+    """One line of the scene reading: a sentence's number and who of the cast perceived it."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+    sentence: int
+    present: list[str]
+
+
+class _Remembered(BaseModel):
+    """One memory the writer wrote; its kind and importance are read leniently (cast_memories)."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+    character: str
+    text: str
+    kind: object = None
+    importance: object = None
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    scene: object = None
+    memories: object = None
+
+
+_SCENE = TypeAdapter(list[_Seen])
+_REMEMBERED = TypeAdapter(_Remembered)
+
+
 def _parse(text: str, *, cast: list[Member], count: int) -> tuple[dict[Member, set[int]] | None, dict[str, list[dict]]]:
-    """The writer's answer: who of ``cast`` perceived which of the ``count`` sentences (0-based), or None
-    when the scene answer is missing or garbled (every sentence must be listed, each with a list of
-    names; names outside the cast are ignored), and {character name (casefolded): its memory entries}."""
+    """The writer's answer, checked against its declared shape: who of ``cast`` perceived which of
+    the ``count`` sentences (0-based), or None when the scene answer is missing or garbled (every
+    sentence must be listed, each with a list of names; names outside the cast are ignored), and
+    {character name (casefolded): its memory entries} (an entry not of the shape is passed over)."""
     start, end = text.find("{"), text.rfind("}")
     if start < 0 or end <= start:
         return None, {}
     try:
-        data = json.loads(text[start : end + 1])
-    except ValueError:
+        answer = _Answer.model_validate_json(text[start : end + 1])
+    except ValidationError:
         return None, {}
-    if not isinstance(data, dict):
-        return None, {}
-    entries = data.get("memories")
     answered: dict[str, list[dict]] = {}
-    for entry in entries if isinstance(entries, list) else []:
-        if (
-            isinstance(entry, dict)
-            and isinstance(entry.get("character"), str)
-            and isinstance(entry.get("text"), str)
-            and entry["text"].strip()
-        ):
-            answered.setdefault(entry["character"].strip().casefold(), []).append(entry)
-    scene, read, listed = data.get("scene"), {m: set() for m in cast}, set()
-    if not isinstance(scene, list):
+    for entry in answer.memories if isinstance(answer.memories, list) else []:
+        try:
+            memory = _REMEMBERED.validate_python(entry)
+        except ValidationError:
+            continue
+        if memory.text.strip():
+            answered.setdefault(memory.character.strip().casefold(), []).append(memory.model_dump())
+    try:
+        scene = _SCENE.validate_python(answer.scene)
+    except ValidationError:
         return None, answered
-    for item in scene:
-        number = item.get("sentence") if isinstance(item, dict) else None
-        names = item.get("present") if isinstance(item, dict) else None
-        if (
-            not isinstance(number, int)
-            or isinstance(number, bool)
-            or not 1 <= number <= count
-            or not isinstance(names, list)
-            or not all(isinstance(n, str) for n in names)
-        ):
+    read: dict[Member, set[int]] = {m: set() for m in cast}
+    listed = set()
+    for seen in scene:
+        if not 1 <= seen.sentence <= count:
             return None, answered
-        listed.add(number)
-        for n in names:
+        listed.add(seen.sentence)
+        for n in seen.present:
             member = next((m for m in cast if m.name.casefold() == n.strip().casefold()), None)
             if member is not None:
-                read[member].add(number - 1)
+                read[member].add(seen.sentence - 1)
     if len(listed) != count:
         return None, answered
     return read, answered
