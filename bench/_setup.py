@@ -17,7 +17,7 @@ def django_setup() -> None:
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DATA_DIR", str(ROOT / ".data" / "bench"))
     # The bench's own Postgres holds its hot indexes in memory, as a database server would be sized
-    # (Postgres's default is 128 MB; README "Agent memory").
+    # (Postgres's default is 128 MB; docs/agent-memory.md).
     os.environ.setdefault("EMBEDDED_PG_SHARED_BUFFERS", "4GB")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("LOG_LEVEL", "WARNING")

@@ -80,7 +80,7 @@ FORCED_CANDIDATES = {"exact_up_to": 0, "hnsw_row_cost": 0}
 # (0 or 0.3) was cross-validated with rrf_k (5, 20) and context (0, 0.25, 0.5) before time and the
 # second hop existed, and hop (0, 0.3, 0.6) with rrf_k (5, 20), context and time_words (0, 0.3, 0.6);
 # then rrf_k (5, 10) and context (0.25, 0.5) with time_words: every fold chose named_actor 0.3,
-# rrf_k 5 and context 0.25, four of five hop 0, so they are held there (README). asks (0.1 to 0.7)
+# rrf_k 5 and context 0.25, four of five hop 0, so they are held there (docs/benchmarks.md). asks (0.1 to 0.7)
 # and answers (0 to 2) were searched wider with time_words (0.6 to 1.2) and list_hop: no fold chose
 # time_words 1.2, asks 0.5 or more, or answers below 1 or above 1.5.
 GRID = {

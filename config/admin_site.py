@@ -1,7 +1,7 @@
 """The admin site and the one rule every admin page follows.
 
 Moderators (staff in the "Moderators" group, or any staff who is not a
-superuser) do exactly what the README lists, through the list pages' actions:
+superuser) do exactly what docs/security.md lists, through the list pages' actions:
 hide and show adventures and actions, suspend and reinstate players who are not
 staff, forget, restore and pin memories, re-run a memory pass, delete a world's
 agent memories, unpublish, hide and restore scenarios and dismiss their reports. Every change form, add form and password page is closed to

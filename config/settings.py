@@ -1,4 +1,4 @@
-"""Settings, all read from the environment (see README's configuration table).
+"""Settings, all read from the environment (every one in docs/configuration.md).
 
 DATABASE_URL and REDIS_URL are required here. In one-machine mode the command
 that needs them (manage.py runsite or any manage.py command, the test session,
@@ -379,7 +379,7 @@ AGENT_RECALL = {
     # tokens of memories one recall returns when the caller sets no token_budget (a bounded injection cost)
     "token_budget": env_int("AGENT_RECALL_TOKEN_BUDGET", 800, minimum=16),
     # a bank holding more memories than this is ranked over candidates read from indexes, not exactly
-    # (memory.agents.agent_recall; README "Agent memory")
+    # (memory.agents.agent_recall; docs/agent-memory.md)
     "exact_up_to": env_int("AGENT_RECALL_EXACT_UP_TO", 5000, minimum=0),
     # an agent holding more than this gets an HNSW index of its own (memory.agents.agent_indexes)
     "own_index_from": env_int("AGENT_OWN_INDEX_FROM", 20000, minimum=1),

@@ -12,7 +12,7 @@ requests' synchronous parts (database steps, the query embedding) on threads bes
 uvloop takes the interpreter lock back for every callback it runs, so while a step holds the lock
 each of them waits: under load the loop fell seconds behind and connections waited that long to be
 accepted. asyncio takes the lock back once per pass over the ready callbacks. Measured with
-bench/evening.py on 2 cores (README "An evening"): at 300 players the first token's overhead p95
+bench/evening.py on 2 cores (docs/benchmarks.md, "An evening"): at 300 players the first token's overhead p95
 275 ms (asyncio) against 332 ms (uvloop); at 1,000, refusals within 0.99 s p95 against 4.9 s.
 """
 

@@ -112,7 +112,7 @@ def interaction_sentence(event: Event) -> str:
 
 
 # The date a memory of an event starts with ("(8 May 2023) "): the event time, which recall reads from
-# occurred_at; measured on LoCoMo, embedding a memory without it finds more (README "Agent memory").
+# occurred_at; measured on LoCoMo, embedding a memory without it finds more (docs/agent-memory.md).
 _DATED = re.compile(r"^\(\d{1,2} [A-Z][a-z]+ \d{4}\) ")
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-# A memory's score adds these parts (README: "Agent memory"); tuned with
+# A memory's score adds these parts (docs/agent-memory.md); tuned with
 # bench/locomo.py. settings.AGENT_RECALL holds the operator's knobs and may
 # override any of them.
 WEIGHTS = {
@@ -58,13 +58,13 @@ WEIGHTS = {
     "hop": 0.0,
     # the second hop for a question that asks for many things only ("which cities...", "how many
     # games...": asks_for_many); it helped until replies took their question's match (below), and then
-    # four folds of five chose 0 (README): off, an operator's knob
+    # four folds of five chose 0 (docs/benchmarks.md): off, an operator's knob
     "list_hop": 0.0,
     "hop_seeds": 1,
     # a line that only asks (its last sentence a question) tells no fact: it counts this much less
     "asks": 0.3,
     # ...and the line after it, which answers it, takes this much more of its match (on top of the
-    # context share: 0.25 x (1 + 1.0)); every fold chose asks 0.3, four of five answers 1.0 (README)
+    # context share: 0.25 x (1 + 1.0)); every fold chose asks 0.3, four of five answers 1.0 (docs/benchmarks.md)
     "answers": 1.0,
     # The candidate path (a bank of more than settings.AGENT_RECALL["exact_up_to"] memories): how many
     # rows each arm reads (memory.agents.agent_recall_sql).

@@ -1,6 +1,6 @@
 """Time in a recall query: whether it asks *when* something happened, and the
 period it names ("in June", "in 2023", "last week", "three days ago"), so
-recall can use the memories' event times (README: "Agent memory").
+recall can use the memories' event times (docs/agent-memory.md).
 
 English only, like the full-text side of recall. Everything here is a rule
 about language, not a parameter fitted to a benchmark; how much each cue

@@ -437,7 +437,7 @@ def test_an_answer_is_found_through_the_question_it_answers(agent_api, world):
 def test_the_reply_to_a_matching_question_outranks_the_question(agent_api, world, settings):
     """Gina's question matches the query word for word, but holds no fact; Jon's reply, which
     shares no word with it, holds the answer: the reply takes the larger share of its question's
-    match, and a line that only asks counts for less (README: "Agent memory")."""
+    match, and a line that only asks counts for less (docs/agent-memory.md)."""
     t = timezone.now() - timedelta(days=3)
     say(agent_api, world, "gina", "jon", "That's so sweet! What are the names of your pets?", t)
     say(agent_api, world, "jon", "gina", "Luna and Oliver! They liven up the whole house.", t + timedelta(minutes=1))

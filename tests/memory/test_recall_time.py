@@ -122,7 +122,10 @@ def test_a_second_hop_finds_the_other_mention_of_the_subject_the_first_matches_f
     def place(found):
         return next(n for n, m in enumerate(found) if "Colosseum" in m["content"])
 
-    settings.AGENT_RECALL = {**settings.AGENT_RECALL, "hop": 0.6}  # off by default (README: what LoCoMo showed)
+    settings.AGENT_RECALL = {
+        **settings.AGENT_RECALL,
+        "hop": 0.6,
+    }  # off by default (docs/benchmarks.md: what LoCoMo showed)
     hopped = recall(agent_api, world, "gina", question, limit=10)
     assert "Rome" in hopped[0]["content"]
     colosseum = hopped[place(hopped)]

@@ -17,7 +17,7 @@ from memory.models import AgentMemory, Memory
 from stories.models import Action, StoryCard
 from tests.support.processes import Site
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "security.md"
 BODY_LIMIT = 4096
 
 
@@ -153,7 +153,7 @@ def test_headers_that_trickle_are_cut_off_on_the_first_request_and_on_a_kept_ali
 
 
 def documented_limits():
-    """(what, number, python name) rows of the README's limits table."""
+    """(what, number, python name) rows of the security doc's limits table."""
     text = README.read_text()
     table = text.split("<!-- limits -->")[1]
     rows = []
@@ -169,7 +169,7 @@ def test_the_readme_documents_the_limits_the_code_enforces():
     assert len(rows) >= 14
     for what, number, name in rows:
         module, _, attr = name.rpartition(".")
-        assert getattr(importlib.import_module(module), attr) == number, f"README says {what} is {number}"
+        assert getattr(importlib.import_module(module), attr) == number, f"docs/security.md says {what} is {number}"
 
 
 def stored():
@@ -217,7 +217,7 @@ def test_every_size_limit_answers_400_naming_the_field_and_stores_nothing(alices
     assert stored() == before
 
 
-# Lists bounded by construction, each by a limit in the README's table.
+# Lists bounded by construction, each by a limit in the security doc's table.
 BOUNDED_LISTS = {
     "/api/debug/requests/": "the last 30 provider calls",
     "/api/adventures/{adventure_id}/cards/export/": "at most 500 cards",

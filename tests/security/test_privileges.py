@@ -2,7 +2,7 @@
 the admin site knows is walked as a moderator, by every method, with forms that
 try every escalation (passwords, staff, superuser, groups, permissions,
 is_active, owners, tokens, AI settings); nothing changes in the database. What
-moderators may do (the README's list) is run action by action and changes only
+moderators may do (docs/security.md's list) is run action by action and changes only
 what it says. A new admin page or action the walk does not know fails it."""
 
 import re
@@ -24,7 +24,7 @@ from tests.conftest import ALICE_KEY
 pytestmark = pytest.mark.django_db
 User = get_user_model()
 
-# What moderators may do, per model: the README's list, nothing else.
+# What moderators may do, per model: docs/security.md's list, nothing else.
 MODERATOR_ACTIONS = {
     "auth.user": {"suspend", "reinstate"},
     "stories.adventure": {"hide", "unhide", "rerun_memory_pass"},

@@ -1,7 +1,7 @@
 """Per-account limits on every write route and every outbound call. A sweep walks every route the
 URL resolver serves with every writing method and finds each counted toward the account's
 WRITES_PER_MINUTE (a route without a limit fails it unless it is listed as unlimited with a reason);
-the costlier ones each have a limit of their own, proven one by one; and the README's table of
+the costlier ones each have a limit of their own, proven one by one; and the security doc's table of
 limits says what the code does."""
 
 import re
@@ -16,7 +16,7 @@ from tests.stories.test_field_formats import MAREN_V2
 
 pytestmark = pytest.mark.django_db
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "security.md"
 SETTINGS = Path(__file__).resolve().parents[2] / "config" / "settings.py"
 WRITES = ("post", "put", "patch", "delete")
 # Writes that no per-account limit covers, each with the reason.
@@ -148,7 +148,7 @@ def test_recalls_are_limited_per_account_over_rest(alice_plays, one_each):
     assert refused.status_code == 429 and "recalls" in refused.json()["detail"]
 
 
-# ---------------------------------------------------------------------------- the README's table
+# ---------------------------------------------------------------------------- the security doc's table
 
 
 def _defaults() -> dict[str, int]:
@@ -162,7 +162,7 @@ def test_the_readme_lists_every_rate_limit_with_the_default_the_code_has():
     listed = {row[0].strip("`"): row[1].replace(",", "") for row in rows}
     defaults = _defaults()
     for name, default in listed.items():
-        assert name in defaults, f"README lists {name}, which settings does not read"
-        assert int(default) == defaults[name], f"README says {name} is {default}; settings: {defaults[name]}"
+        assert name in defaults, f"docs/security.md lists {name}, which settings does not read"
+        assert int(default) == defaults[name], f"docs/security.md says {name} is {default}; settings: {defaults[name]}"
     limits = {n for n in defaults if re.search(r"_PER_(MINUTE|HOUR|DAY)$|_AT_ONCE$|^LOGIN_FAILURES_MAX$", n)}
-    assert limits <= set(listed), f"limits missing from the README's table: {sorted(limits - set(listed))}"
+    assert limits <= set(listed), f"limits missing from the security doc's table: {sorted(limits - set(listed))}"
