@@ -20,14 +20,20 @@ $(STAMP): requirements.txt requirements-nodeps.txt
 run: install
 	$(PY) manage.py runsite
 
-## Run the test suite against real Postgres+pgvector and Redis (embedded unless URLs are set).
+## Run the test suite against real Postgres+pgvector and Redis (embedded unless URLs are set): on
+## TEST_WORKERS processes (a file's tests stay together), then the tests that stop or freeze the
+## session's own servers, by themselves. A phase with nothing selected (-k) is not a failure.
+TEST_WORKERS ?= 2
+PHASE_OK = s=$$?; [ $$s -eq 0 ] || [ $$s -eq 5 ] || exit $$s
 test: install browser
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not alone" $(PYTEST_ARGS); $(PHASE_OK)
+	$(PY) -m pytest -m alone $(PYTEST_ARGS); $(PHASE_OK)
 
 ## A developer's loop: the suite without the slow scenarios (extra servers, benches, explored trees).
 ## CI runs `make test`, the whole suite.
 test-quick: install browser
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow and not alone" $(PYTEST_ARGS); $(PHASE_OK)
+	$(PY) -m pytest -m "alone and not slow" $(PYTEST_ARGS); $(PHASE_OK)
 
 ## Debian's chromium for the browser tests (Playwright drives it; it never downloads a browser).
 browser:

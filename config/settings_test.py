@@ -11,6 +11,12 @@ from config.embedded import one_machine_environment  # noqa: E402
 
 one_machine_environment()  # the test session starts its own embedded servers
 
+# Under pytest-xdist each worker has a database of its own (pytest-django's suffix) and a Redis
+# database of its own: its queues, locks and counters are never another worker's.
+_worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _worker.startswith("gw") and os.environ["REDIS_URL"].rsplit("/", 1)[-1].isdigit():
+    os.environ["REDIS_URL"] = os.environ["REDIS_URL"].rsplit("/", 1)[0] + f"/{int(_worker[2:]) + 1}"
+
 from config.settings import *  # noqa: E402,F401,F403
 
 # Fast hashing keeps user fixtures cheap; tests never rely on hash strength.

@@ -1,7 +1,25 @@
 # The MCP server fixture (a real runmcp process) for any test that asks for it.
 pytest_plugins = ["tests.support.mcp"]
 
+import importlib
+
 import pytest
+from django.db.models.signals import post_migrate
+from django.dispatch import receiver
+
+
+@receiver(post_migrate, dispatch_uid="tests.data_migrations_again")
+def _data_migrations_again(sender, **kwargs):
+    """A transactional test's flush empties every table, the data migrations' rows too (the
+    Moderators group, the starter library); they are loaded again after it, as a new database has
+    them, by the migrations' own (idempotent) functions. Tests run in any order (pytest-xdist)."""
+    if sender.label != "workers":  # the last app: every app's permissions exist by now
+        return
+    from django.apps import apps
+
+    importlib.import_module("stories.migrations.0004_moderators_group").create_group(apps, None)
+    importlib.import_module("stories.migrations.0016_moderators_scenarios").permissions_add(apps, None)
+    importlib.import_module("stories.migrations.0015_starter_scenarios").load(apps, None)
 
 
 @pytest.fixture(autouse=True)

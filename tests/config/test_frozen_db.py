@@ -13,7 +13,7 @@ import pytest
 from config import embedded
 from tests.support.processes import Site, wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.alone]
 
 DEADLINE_S = 3  # DB_QUERY_TIMEOUT for the site under test
 

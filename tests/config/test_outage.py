@@ -8,7 +8,7 @@ from django.db import connection
 from config import embedded
 from stories.models import Action
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.alone]
 
 
 @pytest.fixture

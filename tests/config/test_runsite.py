@@ -22,10 +22,12 @@ from tests.support.processes import ROOT, child_env, free_port, wait_for
 class Site:
     def __init__(self, tmp_path, data_dir, port, name):
         self.port = port
+        self.mcp_port = free_port()  # not the web port + 1: another test's server may hold that one
         self.log_path = tmp_path / f"{name}.log"
         env = child_env(
             DATA_DIR=str(data_dir),
             PORT=str(port),
+            MCP_PORT=str(self.mcp_port),
             WEB_CONCURRENCY="1",
             WORKER_CONCURRENCY="1",
             DATABASE_URL=None,
@@ -195,7 +197,7 @@ def test_runsite_starts_again_whatever_dies_and_keeps_answering_meanwhile(tmp_pa
         old = _child(site, "runmcp")
         os.kill(old, signal.SIGKILL)
         wait_for(lambda: (_child(site, "runmcp") or old) != old, timeout=30, what="a new MCP server")
-        wait_for(lambda: _listening(port + 1), timeout=60, what="the MCP port to listen again")
+        wait_for(lambda: _listening(site.mcp_port), timeout=60, what="the MCP port to listen again")
         assert "The MCP server was killed by SIGKILL" in site.output()
 
         state = json.loads((data_dir / "redis" / "state.json").read_text())

@@ -14,7 +14,7 @@ from config import embedded
 from stories.models import Action
 from tests.support.events import parse_events, streamed
 
-pytestmark = [pytest.mark.django_db, pytest.mark.slow]
+pytestmark = [pytest.mark.django_db, pytest.mark.slow, pytest.mark.alone]
 
 
 @pytest.fixture

@@ -202,6 +202,7 @@ def test_a_poison_job_is_parked_after_its_attempts_and_others_keep_flowing(owner
     assert parked.attempts == 3 and parked.args == [1]
 
 
+@pytest.mark.alone
 def test_turns_survive_a_broker_outage_and_the_sweeper_catches_up(owner, memory_llm, settings, caplog):
     from config import embedded
     from tests.conftest import api_client_for
