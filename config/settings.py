@@ -357,6 +357,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": CELERY_TASK_TIME_LIMIT + 300,
     "socket_timeout": 5,
     "socket_connect_timeout": 3,
+    # A job sent while the broker is away is tried once (the sweeper catches the story up): kombu's
+    # default retries for a sender's connection held each turn's last step ~6 s. Workers reconnect by
+    # their own rule (broker_connection_max_retries), not this one.
+    "max_retries": 0,
 }
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 

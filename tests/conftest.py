@@ -168,3 +168,11 @@ def demo(settings, fake_llm):
     for key in client.scan_iter(ai_settings.DEMO_COUNTER_PREFIX + "*"):
         client.delete(key)
     return fake_llm
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    """The files that start servers first (their tests marked slow), the rest after: pytest-xdist hands
+    out whole files in this order, so the long ones never end the run on one worker alone."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)
