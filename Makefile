@@ -23,7 +23,7 @@ run: install
 ## Run the test suite against real Postgres+pgvector and Redis (embedded unless URLs are set): on
 ## TEST_WORKERS processes (a file's tests stay together), then the tests that stop or freeze the
 ## session's own servers, by themselves. A phase with nothing selected (-k) is not a failure.
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 PHASE_OK = s=$$?; [ $$s -eq 0 ] || [ $$s -eq 5 ] || exit $$s
 test: install browser
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not alone" $(PYTEST_ARGS); $(PHASE_OK)

@@ -124,8 +124,9 @@ def _pg_server(data_dir: Path):
 
 
 def _pg_settings(root: Path) -> bool | None:
-    """Writes EMBEDDED_PG_SHARED_BUFFERS (e.g. "2GB"; unset: Postgres's 128MB) into the
-    server's configuration, read at its next start, and, when EMBEDDED_PG_DURABLE=0 (the
+    """Writes EMBEDDED_PG_SHARED_BUFFERS (e.g. "2GB"; unset: Postgres's 128MB) and
+    EMBEDDED_PG_MAX_CONNECTIONS (unset: Postgres's 100) into the server's configuration,
+    read at its next start, and, when EMBEDDED_PG_DURABLE=0 (the
     test suite's throwaway data), turns off waiting for the disk. None while the data
     directory is not made yet; else whether anything is asked for."""
     if not (root / "PG_VERSION").exists():
@@ -137,6 +138,9 @@ def _pg_settings(root: Path) -> bool | None:
         with conf.open("a") as f:
             f.write(f"\n{include}\n")
     wanted = f"shared_buffers = '{size}'\n" if size else ""
+    connections = os.environ.get("EMBEDDED_PG_MAX_CONNECTIONS", "").strip()
+    if connections:
+        wanted += f"max_connections = {int(connections)}\n"
     if os.environ.get("EMBEDDED_PG_DURABLE", "1") == "0":  # the test suite's throwaway data: no waits on the disk
         wanted += "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n"
     if not sized.exists() or sized.read_text() != wanted:

@@ -6,6 +6,8 @@ from pathlib import Path
 
 os.environ.setdefault("DATA_DIR", str(Path(__file__).resolve().parent.parent / ".data" / "test"))
 os.environ.setdefault("EMBEDDED_PG_DURABLE", "0")  # throwaway data: a flush between tests never waits on the disk
+# the suite's processes at once (xdist workers, their servers and workers, the bench smokes) past 100
+os.environ.setdefault("EMBEDDED_PG_MAX_CONNECTIONS", "300")
 
 from config.embedded import one_machine_environment  # noqa: E402
 

@@ -22,6 +22,22 @@ def _data_migrations_again(sender, **kwargs):
     importlib.import_module("stories.migrations.0015_starter_scenarios").load(apps, None)
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """pytest-django's test database, and at the end of the run no session of a stopped server
+    process left on it (Postgres ends a killed client's session a moment later; the database
+    cannot be dropped while one lingers)."""
+    yield
+    with django_db_blocker.unblock():
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+
+
 @pytest.fixture(autouse=True)
 def _no_rate_limits_unless_asked(settings):
     """Tests play fast; the rate-limit tests set their own limits."""

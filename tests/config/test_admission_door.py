@@ -29,7 +29,8 @@ def _call(door, scope):
 
 
 def test_a_turn_that_comes_while_the_loop_is_behind_is_refused_with_503_and_retry_after():
-    door = Admission(None, paths=r"^/api/adventures/\d+/(turns|retry)/$", lag_ms=50, in_flight=0)
+    # 150 ms: over a busy test machine's timer jitter (three suites at once on two cores), under the hold
+    door = Admission(None, paths=r"^/api/adventures/\d+/(turns|retry)/$", lag_ms=150, in_flight=0)
 
     async def scenario():
         answers = {}
@@ -41,7 +42,7 @@ def test_a_turn_that_comes_while_the_loop_is_behind_is_refused_with_503_and_retr
                 break
             await asyncio.sleep(0.01)
         assert door.watcher.ticks, "the loop watcher never ran"
-        time.sleep(0.3)  # the loop is held: a CPU-bound stretch of 300 ms (the behaviour under test, not a wait)
+        time.sleep(0.6)  # the loop is held: a CPU-bound stretch of 600 ms (the behaviour under test, not a wait)
         await asyncio.sleep(0)  # the watcher's late timer runs
         await asyncio.sleep(0.001)
         for name, scope in (
@@ -53,12 +54,14 @@ def test_a_turn_that_comes_while_the_loop_is_behind_is_refused_with_503_and_retr
             receive, send, sent = _call(door, scope)
             await door(scope, receive, send)
             answers[name] = sent[-1]
-        deadline = time.monotonic() + 5
-        while door.watcher.lag > 0.05 and time.monotonic() < deadline:
+        deadline = time.monotonic() + 10  # the lag decays tick by tick; a turn is admitted once it is low
+        while True:
+            receive, send, sent = _call(door, TURN)
+            await door(TURN, receive, send)
+            answers["caught up"] = sent[-1]
+            if answers["caught up"] == ("app", None) or time.monotonic() > deadline:
+                break
             await asyncio.sleep(0.02)
-        receive, send, sent = _call(door, TURN)
-        await door(TURN, receive, send)
-        answers["caught up"] = sent[-1]
         door.watcher.task.cancel()
         return answers
 

@@ -7,8 +7,10 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -40,19 +42,19 @@ def test_every_bench_has_a_smoke_mode_and_a_smoke_run_here():
 SMOKES_AT_ONCE = 4  # the smokes mostly wait (on their servers, on think time): four share the two cores
 
 
-def _smoke(name: str, results: Path) -> subprocess.CompletedProcess:
+def _smoke(name: str, results: Path, database_url: str, redis_url: str) -> subprocess.CompletedProcess:
     env = {
         **os.environ,
         "DATA_DIR": str(ROOT / ".data" / f"bench-smoke-{name[:-3]}"),
         "BENCH_RESULTS": str(results),
         "TQDM_DISABLE": "1",
         "DJANGO_SETTINGS_MODULE": "config.settings",
-        "EMBEDDED_PG_SHARED_BUFFERS": "128MB",
-        "EMBEDDED_PG_DURABLE": "0",
         "ADMISSION_CPU_BUSY_PCT": "0",
+        # a database and a Redis of its own on servers already running, as an operator names them
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "EVERLORE_EMBEDDED": "1",  # one-machine mode: the bench's model stands on loopback
     }  # four smokes at once keep the cores busy: a smoke checks it runs
-    for key in ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "FIELD_ENCRYPTION_KEYS", "EVERLORE_EMBEDDED"):
-        env.pop(key, None)  # the bench's own embedded servers, never the test session's
     return subprocess.run(
         [sys.executable, str(ROOT / "bench" / name), "--smoke"],
         cwd=ROOT,
@@ -63,15 +65,62 @@ def _smoke(name: str, results: Path) -> subprocess.CompletedProcess:
     )
 
 
+def _database_url(name: str) -> str:
+    """The session's Postgres (its DATABASE_URL names the server's main database), database ``name``."""
+    base = urlsplit(os.environ["DATABASE_URL"])
+    return urlunsplit(base._replace(path=f"/{name}"))
+
+
 @pytest.fixture(scope="module")
-def smoke_runs(tmp_path_factory):
-    """Every bench's smoke run, started together (a few at a time, each on its own embedded
-    servers under its own DATA_DIR); each test below waits for its own."""
+def smoke_databases(django_db_setup, tmp_path_factory):
+    """A migrated database for each bench, copied from one template migrated once, on the
+    session's Postgres, and a Redis database each on a Redis of their own: a smoke checks the
+    bench runs, and starting eleven Postgres servers and migrating eleven databases cost more of
+    the two cores than all the smokes' work."""
+    import psycopg
+
+    from tests.support.processes import RedisServer
+
+    suffix = uuid.uuid4().hex[:8]
+    template = f"bench_smoke_template_{suffix}"
+    names = {name: f"bench_smoke_{name[:-3]}_{suffix}" for name in BENCHES}
+    admin = psycopg.connect(os.environ["DATABASE_URL"], autocommit=True)
+    redis_server = RedisServer(tmp_path_factory.mktemp("bench-redis"))
+    try:
+        admin.execute(f'CREATE DATABASE "{template}"')
+        migrated = subprocess.run(
+            [sys.executable, "manage.py", "migrate", "--verbosity", "0"],
+            cwd=ROOT,
+            env={**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "DATABASE_URL": _database_url(template)},
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+        assert migrated.returncode == 0, migrated.stderr[-3000:]
+        for name in names.values():
+            admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+        base_redis = redis_server.url.rsplit("/", 1)[0]
+        yield {
+            bench: (_database_url(database), f"{base_redis}/{i}") for i, (bench, database) in enumerate(names.items())
+        }
+    finally:
+        for name in [*names.values(), template]:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+        redis_server.stop()
+
+
+@pytest.fixture(scope="module")
+def smoke_runs(smoke_databases, tmp_path_factory):
+    """Every bench's smoke run, started together (a few at a time, each on its own database
+    and Redis database); each test below waits for its own."""
     slowest_first = ["evening.py", "concurrency.py", "workers.py", "imports.py"]
     order = slowest_first + [n for n in BENCHES if n not in slowest_first]
     folders = {name: tmp_path_factory.mktemp(name[:-3]) for name in order}
     with ThreadPoolExecutor(max_workers=SMOKES_AT_ONCE) as pool:
-        yield {name: (pool.submit(_smoke, name, folders[name]), folders[name]) for name in order}
+        yield {
+            name: (pool.submit(_smoke, name, folders[name], *smoke_databases[name]), folders[name]) for name in order
+        }
 
 
 @pytest.mark.parametrize("name", BENCHES)

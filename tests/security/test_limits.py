@@ -24,11 +24,15 @@ BODY_LIMIT = 4096
 # ---------------------------------------------------------------------------- the real server
 
 
-@pytest.fixture
-def site(tmp_path):
-    """The production web server (config.web_server, as runsite starts it) on the test database."""
+@pytest.fixture(scope="module")
+def site(django_db_setup, tmp_path_factory):
+    """The production web server (config.web_server, as runsite starts it) on the test database, one
+    for the module's tests."""
     server = Site(
-        tmp_path / "site", REQUEST_BODY_MAX_BYTES=str(BODY_LIMIT), REQUEST_BODY_TIMEOUT="2", REQUEST_HEADER_TIMEOUT="2"
+        tmp_path_factory.mktemp("site"),
+        REQUEST_BODY_MAX_BYTES=str(BODY_LIMIT),
+        REQUEST_BODY_TIMEOUT="2",
+        REQUEST_HEADER_TIMEOUT="2",
     )
     yield server.port
     server.stop()

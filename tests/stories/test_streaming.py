@@ -130,9 +130,10 @@ def test_a_model_error_midway_ends_the_stream_with_the_424_answer_and_keeps_the_
 # ---------------------------------------------------------------------------- the real server
 
 
-@pytest.fixture
-def site(tmp_path):
-    server = Site(tmp_path / "site", DB_POOL_SIZE="3")
+@pytest.fixture(scope="module")
+def site(django_db_setup, tmp_path_factory):
+    """One server for the module's tests (each brings its own rows): starting one costs seconds of a core."""
+    server = Site(tmp_path_factory.mktemp("site"), DB_POOL_SIZE="3")
     yield server
     server.stop()
 

@@ -9,8 +9,23 @@ import pytest
 from tests.support.processes import ROOT, child_database_url, child_env, free_port, stop_process, wait_for
 
 
-@pytest.fixture
-def mcp_server(tmp_path):
+class McpServer(str):
+    """The server's URL, with its log (the whole run's: a traceback anywhere in it is a bug)."""
+
+    def __new__(cls, url: str, log_path):
+        server = super().__new__(cls, url)
+        server.log_path = log_path
+        return server
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+@pytest.fixture(scope="session")
+def mcp_server(django_db_setup, tmp_path_factory):
+    """One MCP server for a test process's whole run (its tests each bring their own rows; a flush
+    between them leaves its pooled connections idle): starting one costs seconds of a core."""
+    tmp_path = tmp_path_factory.mktemp("mcp")
     port = free_port()
     log = open(tmp_path / "mcp.log", "wb")
     proc = subprocess.Popen(
@@ -28,7 +43,7 @@ def mcp_server(tmp_path):
             return s.connect_ex(("127.0.0.1", port)) == 0
 
     wait_for(listening, timeout=60, what="the MCP server")
-    yield f"http://127.0.0.1:{port}/mcp"
+    yield McpServer(f"http://127.0.0.1:{port}/mcp", tmp_path / "mcp.log")
     stop_process(proc)
     log.close()
 
