@@ -17,6 +17,7 @@ connection inside a transaction is never closed.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextvars import ContextVar
@@ -59,6 +60,24 @@ async def db_step(fn, /, *args, **kwargs):
 async def db_side_step(fn, /, *args, **kwargs):
     """``fn`` on a pooled thread of the event loop, beside the request (a claim's renewal while a reply is written)."""
     return await sync_to_async(_step, thread_sensitive=False)(fn, args, kwargs)
+
+
+LOOP_THREADS = 8  # the event loop's own pool: name lookups, a claim's renewal beside a reply
+_loops_started: set[int] = set()
+
+
+def loop_threads_start(loop: asyncio.AbstractEventLoop) -> None:
+    """Give ``loop`` a default executor whose threads all run from now on (asyncio's starts one the
+    first time no idle thread is there, which on a busy process holds every stream until it runs)."""
+    if id(loop) in _loops_started:
+        return
+    _loops_started.add(id(loop))
+    executor = ThreadPoolExecutor(max_workers=LOOP_THREADS, thread_name_prefix="loop")
+    started = threading.Barrier(LOOP_THREADS + 1)
+    for _ in range(LOOP_THREADS):  # each waits for the others: the pool finds no idle thread and starts all
+        executor.submit(started.wait, 10)
+    started.wait(10)
+    loop.set_default_executor(executor)
 
 
 class RequestThreads:
@@ -125,6 +144,7 @@ def request_threads(app, *, threads: RequestThreads):
     async def application(scope, receive, send):
         if scope["type"] != "http":
             return await app(scope, receive, send)
+        loop_threads_start(asyncio.get_running_loop())
         lease = _Lease(threads)
         token = _lease.set(lease)
         try:

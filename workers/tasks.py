@@ -18,7 +18,7 @@ import redis
 from celery import Task, current_app, shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from config.health import database_status
 from memory.agents import agent_indexes, agent_upkeep
@@ -155,11 +155,29 @@ def import_adventure(self, job_id: int) -> str:
         log.warning("import job %s stopped after %s s", job_id, settings.IMPORT_TIME_LIMIT_S)
         imports.job_stopped(job_id, "timeout")
         return "timeout"
-    except MemoryError:
+    except Exception as exc:
+        if not _out_of_memory(exc):
+            raise
+        # the bound may bite inside the database driver too (libpq's "out of memory", or a rollback
+        # failing on a connection a MemoryError left mid-message): the connection starts afresh
+        connection.close()
         gc.collect()
         log.warning("import job %s stopped: it needed more than %s MB", job_id, settings.IMPORT_MEMORY_MB)
         imports.job_stopped(job_id, "too_large")
         return "too_large"
+
+
+def _out_of_memory(exc: BaseException | None) -> bool:
+    """Whether ``exc`` or an error it was raised from is a failed allocation (a thread's stack is one:
+    under the bound Python says it "can't start new thread")."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        words = str(exc).lower()
+        if isinstance(exc, MemoryError) or "out of memory" in words or "can't start new thread" in words:
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 @contextmanager

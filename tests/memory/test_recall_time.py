@@ -69,7 +69,9 @@ def test_yesterday_means_the_day_before_the_question(agent_api, world):
     now = timezone.now()
     yesterday_noon = (now - timedelta(days=1)).replace(hour=12, minute=0, second=0, microsecond=0)
     say(agent_api, world, "ann", "bo", "The market had fresh figs and a juggler.", yesterday_noon)
-    say(agent_api, world, "ann", "bo", "The market was quiet, only a few stalls.", now - timedelta(minutes=30))
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    earlier_today = now - min(timedelta(minutes=30), (now - midnight) / 2)  # today, also just after midnight
+    say(agent_api, world, "ann", "bo", "The market was quiet, only a few stalls.", earlier_today)
     embed_all(world)
     asked = recall(agent_api, world, "bo", "What was at the market yesterday?")
     assert "figs" in asked[0]["content"] and asked[0]["parts"]["time"] > 0

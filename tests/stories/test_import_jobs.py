@@ -216,7 +216,10 @@ def test_an_import_needing_more_memory_than_its_bound_fails_saying_so_and_its_wo
     small = Worker(extra_env={"IMPORT_MEMORY_MB": "16"}).wait_ready()
     try:
         job = alice_plays.post("/api/adventures/import/", document(20000, memories=15000), format="json").json()
-        failed = poll(alice_plays, job["id"], timeout=90)
+        try:
+            failed = poll(alice_plays, job["id"], timeout=90)
+        except AssertionError as timed_out:
+            raise AssertionError(small.log()[-6000:]) from timed_out
         assert failed["status"] == "failed", (failed, small.log())
         assert failed["error"]["error"] == "too_large" and "more than 16 MB" in failed["error"]["detail"]
         assert not Adventure.objects.exists() and not Action.objects.exists()
