@@ -278,6 +278,7 @@ def main() -> None:
     if args.smoke:
         args.players, args.duration, args.think, args.model_seconds = [3], 3.0, 0.5, 1.0
         args.first_token, args.drain_timeout = 0.1, 60.0
+        os.environ.setdefault("WEB_CONCURRENCY", "1")  # one web process: a smoke checks the bench runs
     django_setup()
 
     model, fake_url = _model(args)

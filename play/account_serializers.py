@@ -9,7 +9,7 @@ from rest_framework import serializers
 
 from config import serializer_fields as strict
 from stories.accounts import ai_settings
-from stories.models import AISettings, ProviderCall, Rating
+from stories.models import LONG_TEXT_MAX, AISettings, ProviderCall, Rating
 from stories.prompt import sampling
 from stories.providers.netguard import EndpointRefused, check_url_shape
 
@@ -114,6 +114,17 @@ class AISettingsSerializer(strict.StrictModelSerializer):
         choices=Rating.choices,
         required=False,
         help_text="the highest scenario rating the library shows you (everyone < teen < mature)",
+    )
+
+    persona_name = strict.TextField(
+        max_length=100, allow_blank=True, required=False, help_text="your name in stories: {{user}} in a card"
+    )
+    persona_pronouns = strict.TextField(max_length=40, allow_blank=True, required=False)
+    persona_description = strict.TextField(
+        max_length=LONG_TEXT_MAX,
+        allow_blank=True,
+        required=False,
+        help_text="who you are in stories; an adventure may have its own persona instead",
     )
 
     class Meta:

@@ -218,10 +218,21 @@ class BookImportView(APIView):
         return Response({"cards": s.CardSerializer(made, many=True).data, "report": report}, status=201)
 
 
+class _CharacterImportQuery(serializers.Serializer):
+    persona_name = strict.TextField(
+        max_length=100,
+        required=False,
+        allow_blank=True,
+        help_text="your name in this story: what the card's {{user}} becomes (else your persona's name; a card "
+        "that names you with neither answers 400 persona_needed)",
+    )
+
+
 class CharacterImportView(APIView):
     parser_classes = [StrictJSONParser, MultiPartParser]
 
     @extend_schema(
+        parameters=[_CharacterImportQuery],
         request={"application/json": OpenApiTypes.OBJECT, "multipart/form-data": _UPLOAD},
         responses={
             201: inline_serializer("CharacterImport", {"adventure": s.AdventureSerializer(), "report": _REPORT})
@@ -233,8 +244,9 @@ class CharacterImportView(APIView):
         "its book the story cards. `report` says what was carried where and what was not.",
     )
     def post(self, request):
+        persona = _valid(_CharacterImportQuery, request, query=True).get("persona_name")
         adventure, report = lorebooks.adventure_from_card(
-            owner_id=request.user.id, data=lorebooks.read_document(request)
+            owner_id=request.user.id, data=lorebooks.read_document(request), persona_name=persona
         )
         return Response({"adventure": s.AdventureSerializer(adventure).data, "report": report}, status=201)
 

@@ -10,6 +10,7 @@ from django.db.models import OuterRef, Subquery
 from config import jobs
 from config.errors import InvalidRequest, NotFound
 from stories import import_doc
+from stories.accounts import ai_settings
 from stories.cards import card_limit_check, clean_keys
 from stories.models import (
     AUTHORS_NOTE_MAX,
@@ -55,7 +56,10 @@ def access_adventure(*, user_id: int, adventure_id: int, for_play: bool = False)
 
 def story_create(*, owner_id: int, opening: str = "", cards: list[dict] | None = None, **fields) -> Adventure:
     """A new adventure's story part: its row, its root branch with the opening, its cards (within
-    the card limit). No memory work: play.changes.adventure_create is the player's use case."""
+    the card limit). An adventure given no persona takes the player's (their settings). No memory
+    work: play.changes.adventure_create is the player's use case."""
+    if not any((fields.get(name) or "").strip() for name in ai_settings.PERSONA_FIELDS):
+        fields = {**fields, **ai_settings.persona_of(user_id=owner_id)}
     with transaction.atomic():
         adventure = Adventure.objects.create(owner_id=owner_id, **fields)
         writes.adventure_start(adventure=adventure, opening=opening)

@@ -60,6 +60,10 @@ class AISettings(models.Model):
     content_rating = models.CharField(max_length=10, choices=Rating.choices, default=Rating.TEEN)
     memory_top_k = models.PositiveSmallIntegerField(default=5)
     memory_bank_capacity = models.PositiveIntegerField(default=80)
+    # the player's persona: a new adventure, a card's or a scenario's {{user}}, takes it unless given its own
+    persona_name = models.CharField(max_length=100, blank=True, default="")
+    persona_pronouns = models.CharField(max_length=40, blank=True, default="")
+    persona_description = models.TextField(blank=True, default="")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -40,7 +40,11 @@ SETTINGS_FIELDS = (
     "memory_top_k",
     "memory_bank_capacity",
     "content_rating",  # the highest scenario rating the library shows (models.Rating)
+    "persona_name",  # the player's persona, every new adventure's unless it is given one
+    "persona_pronouns",
+    "persona_description",
 )
+PERSONA_FIELDS = ("persona_name", "persona_pronouns", "persona_description")
 DEMO_COUNTER_PREFIX = "everlore:demo-turns:"
 
 
@@ -59,6 +63,12 @@ def ai_settings_loaded(*, adventure, user_id: int) -> AISettings:
         except AISettings.DoesNotExist:  # joined, and none stored yet
             pass
     return ai_settings_of(user_id=user_id)
+
+
+def persona_of(*, user_id: int) -> dict[str, str]:
+    """The player's persona as a new adventure takes it (its fields; empty where not set)."""
+    row = AISettings.objects.filter(user_id=user_id).values(*PERSONA_FIELDS).first()
+    return row or dict.fromkeys(PERSONA_FIELDS, "")
 
 
 def endpoint_origin(url: str) -> str:

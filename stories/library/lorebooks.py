@@ -24,7 +24,7 @@ from config.input_guard import parse_json
 from stories import cards as story_cards
 from stories import limits
 from stories.adventures import story_create
-from stories.library import aidungeon
+from stories.library import aidungeon, macros
 from stories.library import lorebook_schemas as schemas
 from stories.models import (
     CARD_ENTRY_MAX,
@@ -172,14 +172,17 @@ def _entries(data, *, prefix: str = "") -> tuple[str, list[tuple[str, dict]]]:
     )
 
 
-def book_cards(data, *, prefix: str = "") -> tuple[list[dict], list[str], list[dict]]:
-    """A lorebook's entries as card fields, the always-on entries' texts (for the plot
-    essentials), and what was not carried."""
+def book_cards(
+    data, *, prefix: str = "", filler: macros.Macros | None = None
+) -> tuple[list[dict], list[str], list[dict]]:
+    """A lorebook's entries as card fields (their macros filled by ``filler``), the always-on
+    entries' texts (for the plot essentials), and what was not carried."""
     form, entries = _entries(data, prefix=prefix)
     made, always, report = [], [], []
+    fill = filler.fill if filler else (lambda text: text)
     for place, entry in entries:
         where = prefix + place
-        content = entry.get("content") or entry.get("text") or ""
+        content = fill(entry.get("content") or entry.get("text") or "")
         keys = entry.get("keys") or entry.get("key") or []
         name = entry.get("name") or entry.get("comment") or entry.get("displayName") or (keys[0] if keys else "")
         name = name[:100].strip()
@@ -232,7 +235,11 @@ def import_cards(*, adventure: Adventure, data) -> tuple[list[StoryCard], list[d
         if not isinstance(book, dict):
             raise InvalidRequest("this character card has no character book to import as cards")
         data = book
-    fields, always, report = book_cards(data)
+    player = macros.player_name(owner_id=adventure.owner_id, given=None, texts=_book_texts(data), adventure=adventure)
+    cast = list(adventure.cards.filter(type="character").values_list("name", flat=True)[:2])
+    filler = macros.Macros(user=player or None, char=cast[0] if len(cast) == 1 else None)
+    fields, always, report = book_cards(data, filler=filler)
+    report += filler.report("file")
     story_cards.card_limit_check(adventure=adventure, adding=len(fields))
     with transaction.atomic():
         made = StoryCard.objects.bulk_create(StoryCard(adventure=adventure, **f) for f in fields)
@@ -242,14 +249,15 @@ def import_cards(*, adventure: Adventure, data) -> tuple[list[StoryCard], list[d
     return made, report
 
 
-def _macros(text: str, name: str) -> str:
-    for char in ("{{char}}", "{{Char}}", "<BOT>", "<bot>"):
-        text = text.replace(char, name)
-    for user in ("{{user}}", "{{User}}", "<USER>", "<user>"):
-        text = text.replace(user, "you")
-    return text
+def _book_texts(book) -> list[str]:
+    """The texts of a lorebook's entries (to ask, before reading it, whether they name the player)."""
+    try:
+        return [str(entry.get("content") or entry.get("text") or "") for _, entry in _entries(book)[1]]
+    except InvalidRequest:
+        return []
 
 
+_CARD_TEXTS = ("first_mes", "description", "scenario", "personality", "system_prompt", "post_history_instructions")
 CARD_NOT_CARRIED = {
     "mes_example": "example dialogue: this site has no place for it",
     "alternate_greetings": "alternate greetings: start another adventure from the card to use one",
@@ -262,7 +270,7 @@ CARD_NOT_CARRIED = {
 }
 
 
-def adventure_from_card(*, owner_id: int, data) -> tuple[Adventure, list[dict]]:
+def adventure_from_card(*, owner_id: int, data, persona_name: str | None = None) -> tuple[Adventure, list[dict]]:
     """A SillyTavern character card (V1, V2 or V3) as a new adventure: the greeting is the
     opening, the description and scenario the plot essentials, the character a card of the cast
     (its personality), the system prompt the AI instructions, the post-history instructions the
@@ -285,18 +293,21 @@ def adventure_from_card(*, owner_id: int, data) -> tuple[Adventure, list[dict]]:
     name = card["name"].strip()
     if not name:
         raise InvalidRequest(f"{prefix}name: must not be empty")
+    book = raw.get("character_book")
+    texts = [str(card.get(f) or "") for f in _CARD_TEXTS] + (_book_texts(book) if isinstance(book, dict) else [])
+    player = macros.player_name(owner_id=owner_id, given=persona_name, texts=texts)
+    filler = macros.Macros(user=player or None, char=name)
 
     def text(field: str) -> str:
-        return _macros(card.get(field) or "", name)
+        return filler.fill(card.get(field) or "")
 
     opening = text("first_mes")
     plot = "\n\n".join(text(f).strip() for f in ("description", "scenario")).strip()
     personality, instructions, note = text("personality"), text("system_prompt"), text("post_history_instructions")
     report = [{"place": "file", "what": f"read as a SillyTavern character card ({spec or 'V1'})"}]
     fields, always = [], []
-    book = raw.get("character_book")
     if isinstance(book, dict) and book.get("entries"):
-        fields, always, book_report = book_cards(book, prefix=prefix + "character_book.")
+        fields, always, book_report = book_cards(book, prefix=prefix + "character_book.", filler=filler)
         report += book_report
     plot = _with_plot(plot, always, report)
     if len(plot) > LONG_TEXT_MAX:
@@ -306,11 +317,12 @@ def adventure_from_card(*, owner_id: int, data) -> tuple[Adventure, list[dict]]:
             report.append({"place": prefix + field, "what": f"not carried: {what}"})
     if raw.get("extensions"):
         report.append({"place": prefix + "extensions", "what": "not carried: other programs' extensions"})
+    report += filler.report(prefix or "file")
     character = {
         "type": "character",
         "name": name,
         "keys": [name],
-        "entry": (personality.strip() or card.get("description") or "")[:CARD_ENTRY_MAX],
+        "entry": (personality.strip() or text("description"))[:CARD_ENTRY_MAX],
     }
     with transaction.atomic():
         adventure = story_create(
@@ -321,6 +333,7 @@ def adventure_from_card(*, owner_id: int, data) -> tuple[Adventure, list[dict]]:
             ai_instructions=instructions.strip(),
             authors_note=note.strip(),
             cards=[character, *fields],
+            **({"persona_name": player[:100]} if (persona_name or "").strip() else {}),
         )
     return adventure, report
 

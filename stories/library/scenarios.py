@@ -19,6 +19,7 @@ from django.utils import timezone
 from config import search_text
 from config.errors import Conflict, InvalidRequest, NotFound
 from stories import adventures, limits
+from stories.library import macros
 from stories.models import (
     ACTION_TEXT_MAX,
     AUTHORS_NOTE_MAX,
@@ -40,6 +41,12 @@ from stories.tree import lineage
 EXPORT_FORMAT, EXPORT_VERSION = "everlore-scenario", 1
 # `${Your name?}`, as AI Dungeon writes a question the player answers when starting
 PLACEHOLDER = re.compile(r"\$\{([^{}\n]{1,80})\}")
+# the question that asks the protagonist's name ("Your name?", "What is your character's name?", "Name")
+NAME_QUESTION = re.compile(
+    r"^\s*(?:what(?:'s| is)\s+)?(?:your|the player'?s|your character'?s|the protagonist'?s|character)?\s*"
+    r"(?:first\s+|full\s+)?name\s*\??\s*$",
+    re.I,
+)
 PLACEHOLDERS_MAX = 10  # distinct questions per scenario
 ANSWER_MAX = 200  # characters in one answer
 SCENARIOS_PER_AUTHOR_MAX = 200
@@ -193,6 +200,14 @@ def scenario_play(*, scenario: Scenario, user_id: int, answers: dict[str, str]) 
     ]
     setup = {name: fill(getattr(version, name)) for name in PLAYED_FIELDS}
     _filled_lengths_check(setup, cards)
+    named = next((answers[q].strip() for q in questions if NAME_QUESTION.search(q)), "")
+    if named:  # "Your name?" names the protagonist: the memories and the prompt call them so
+        setup["persona_name"] = named[:100]
+    texts = [*setup.values(), *(card["entry"] for card in cards)]
+    if macros.names_the_player(*texts):  # a scenario made from a card may say {{user}}
+        filler = macros.Macros(user=macros.player_name(owner_id=user_id, given=named, texts=texts), char=None)
+        setup = {name: filler.fill(text) for name, text in setup.items()}
+        cards = [{**card, "entry": filler.fill(card["entry"])} for card in cards]
     with transaction.atomic():
         adventure = adventures.story_create(
             owner_id=user_id, cards=cards, scenario=scenario, scenario_version=version, **setup

@@ -61,7 +61,11 @@ def _counts():
 @pytest.mark.parametrize("document, route", [(MAREN_V2, "card"), (ST_BOOK, "book"), (NAI_BOOK, "book")])
 def test_every_one_place_change_to_a_card_or_lorebook_is_a_201_or_a_400(alice_api, document, route):
     aid = alice_api.post("/api/adventures/", {"title": "Vell"}, format="json").json()["id"]
-    url = "/api/adventures/import/character/" if route == "card" else f"/api/adventures/{aid}/cards/import/book/"
+    url = (
+        "/api/adventures/import/character/?persona_name=Wren"
+        if route == "card"
+        else f"/api/adventures/{aid}/cards/import/book/"
+    )
     assert alice_api.post(url, document, format="json").status_code == 201, "the document is valid"
     places = [path for path, _ in _paths(document) if path]
 

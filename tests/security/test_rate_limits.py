@@ -97,12 +97,12 @@ def one_each(settings):
 
 
 def test_character_cards_lorebooks_and_card_files_share_an_hourly_limit(alice_api, one_each):
-    made = alice_api.post("/api/adventures/import/character/", MAREN_V2, format="json")
+    made = alice_api.post("/api/adventures/import/character/?persona_name=Wren", MAREN_V2, format="json")
     assert made.status_code == 201
     aid = made.json()["adventure"]["id"]
     book = {"entries": {"0": {"key": ["ferry"], "content": "It sails."}}}
     for url, body in (
-        ("/api/adventures/import/character/", MAREN_V2),
+        ("/api/adventures/import/character/?persona_name=Wren", MAREN_V2),
         (f"/api/adventures/{aid}/cards/import/book/", book),
         (f"/api/adventures/{aid}/cards/import/", [{"keys": "ferry", "value": "It sails.", "title": "Ferry"}]),
     ):

@@ -19,7 +19,7 @@ from tests.stories.test_field_formats import MAREN_V2, chunk, png
 
 pytestmark = pytest.mark.django_db
 
-CARD_URL = "/api/adventures/import/character/"
+CARD_URL = "/api/adventures/import/character/?persona_name=Wren"
 
 
 def upload(name: str, content: bytes, kind: str = "application/octet-stream"):

@@ -76,18 +76,20 @@ def upload(name, content, kind):
 
 def test_a_v2_png_character_card_starts_an_adventure_and_says_what_it_did_not_carry(owner, alice_api):
     made = alice_api.post(
-        "/api/adventures/import/character/", upload("maren.png", png(chara=MAREN_V2), "image/png"), format="multipart"
+        "/api/adventures/import/character/?persona_name=Wren",
+        upload("maren.png", png(chara=MAREN_V2), "image/png"),
+        format="multipart",
     )
     assert made.status_code == 201, made.json()
     adventure = made.json()["adventure"]
-    assert adventure["title"] == "Maren"
+    assert adventure["title"] == "Maren" and adventure["persona_name"] == "Wren"
     assert "Maren keeps the lamps of Vell." in adventure["plot_essentials"]
-    assert "you arrives in Vell" in adventure["plot_essentials"] or "you arrive" in adventure["plot_essentials"]
+    assert "Wren arrives in Vell" in adventure["plot_essentials"]
     assert "nobody speaks of the sea" in adventure["plot_essentials"], "the always-on entry"
     assert adventure["ai_instructions"] == "Write as Maren, in a hushed, eerie voice."
     assert adventure["authors_note"] == "Keep Maren in character."
     story = alice_api.get(f"/api/adventures/{adventure['id']}/story/").json()["actions"]
-    assert story[0]["text"] == "*Maren lifts her lantern.* You must be the one they sent for, you."
+    assert story[0]["text"] == "*Maren lifts her lantern.* You must be the one they sent for, Wren."
     cards = {c["name"]: c for c in alice_api.get(f"/api/adventures/{adventure['id']}/cards/").json()}
     assert cards["Maren"]["type"] == "character" and cards["Maren"]["in_cast"] is True
     assert "watchful" in cards["Maren"]["entry"]
@@ -101,12 +103,12 @@ def test_a_v2_png_character_card_starts_an_adventure_and_says_what_it_did_not_ca
 def test_a_v3_json_card_in_a_ccv3_chunk_wins_over_its_v2_chunk(owner, alice_api):
     v3 = {"spec": "chara_card_v3", "spec_version": "3.0", "data": {**MAREN_V2["data"], "name": "Maren the Third"}}
     made = alice_api.post(
-        "/api/adventures/import/character/",
+        "/api/adventures/import/character/?persona_name=Wren",
         upload("maren.png", png(chara=MAREN_V2, ccv3=v3), "image/png"),
         format="multipart",
     )
     assert made.status_code == 201 and made.json()["adventure"]["title"] == "Maren the Third"
-    as_json = alice_api.post("/api/adventures/import/character/", v3, format="json")
+    as_json = alice_api.post("/api/adventures/import/character/?persona_name=Wren", v3, format="json")
     assert as_json.status_code == 201, as_json.json()
 
 
@@ -201,7 +203,9 @@ def test_a_lorebook_to_fix_is_a_400_naming_the_place_and_stores_nothing(owner, a
 )
 def test_a_character_card_to_fix_is_a_400_and_no_adventure_is_made(owner, alice_api, name, content, says):
     refused = alice_api.post(
-        "/api/adventures/import/character/", upload(name, content, "application/octet-stream"), format="multipart"
+        "/api/adventures/import/character/?persona_name=Wren",
+        upload(name, content, "application/octet-stream"),
+        format="multipart",
     )
     assert refused.status_code == 400 and says in refused.json()["detail"], refused.json()
     assert not Adventure.objects.exists()

@@ -71,6 +71,7 @@ def test_a_written_scenario_is_private_until_published_then_anyone_finds_it_and_
     assert started.status_code == 201, started.json()
     adventure = started.json()
     assert adventure["plot_essentials"] == "Tam runs a small boat called the Gull."
+    assert adventure["persona_name"] == "Tam", "the answer to 'Your name?' names the protagonist (memories say Tam)"
     story = bob_api.get(f"/api/adventures/{adventure['id']}/story/").json()
     assert story["actions"][0]["text"].startswith("Fog rolls over the quay. You are Tam,")
     cards = bob_api.get(f"/api/adventures/{adventure['id']}/cards/").json()

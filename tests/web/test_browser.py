@@ -337,10 +337,15 @@ def test_a_sillytavern_card_and_a_lorebook_come_in_through_the_page(site, newcom
     page.set_default_timeout(20_000)
     page.goto(f"{site.url}/play/")
     page.set_input_files("#card-file", {"name": "maren.png", "mimeType": "image/png", "buffer": png(chara=MAREN_V2)})
+    page.fill("#card-persona", "Wren")  # the card calls the player {{user}}: the page asks a name
+    page.click("#card-result button[type=submit]")
     page.wait_for_selector("#card-result a:has-text('Maren')")
     assert "not carried: example dialogue" in page.text_content("#card-result")
     page.click("#card-result a")
     page.wait_for_selector("#story li.action:has-text('Maren lifts her lantern')")
+    greeting = page.locator("#story li.action").first
+    assert greeting.locator("em").first.text_content() == "Maren lifts her lantern.", "*actions* in italics"
+    assert "sent for, Wren." in greeting.text_content() and "*" not in greeting.text_content()
     page.click("#toggle-world")
     book = {"entries": {"0": {"key": ["ferry"], "comment": "The ferry", "content": "It sails at dusk."}}}
     page.set_input_files(

@@ -39,12 +39,25 @@ document.getElementById("import-file").addEventListener("change", async (e) => {
 document.querySelectorAll("form.confirm-delete").forEach((form) => {
   form.addEventListener("submit", (e) => { if (!confirm("Delete this adventure?")) e.preventDefault(); });
 });
-document.getElementById("card-file").addEventListener("change", async (e) => {
+async function importCard(file, personaName) {
   const out = document.getElementById("card-result");
   out.textContent = "Reading the card…";
-  const r = await apiUpload("/api/adventures/import/character/", e.target.files[0]);
+  const query = personaName ? `?persona_name=${encodeURIComponent(personaName)}` : "";
+  const r = await apiUpload(`/api/adventures/import/character/${query}`, file);
+  if (!r.ok && r.data && r.data.error === "persona_needed") {  // the card calls the player {{user}}: ask a name
+    const name = el("input", {type: "text", id: "card-persona", maxlength: "100", required: "", autocomplete: "nickname"});
+    const form = el("form", {class: "inline-form"},
+      el("label", {for: "card-persona"}, "This card calls you by name. Your name in this story: "), name,
+      el("button", {type: "submit"}, "Start the adventure"),
+      el("p", {class: "hint"}, "Or set your persona once in ", el("a", {href: "/settings/#persona"}, "Settings"), "."));
+    form.addEventListener("submit", (ev) => { ev.preventDefault(); if (name.value.trim()) importCard(file, name.value.trim()); });
+    out.replaceChildren(form);
+    name.focus();
+    return;
+  }
   if (!r.ok) { out.textContent = errorText(r); return; }
   out.replaceChildren(
     el("p", {}, "Made ", el("a", {href: `/play/${r.data.adventure.id}/`}, r.data.adventure.title), ". What came in, and what did not:"),
     reportList(r.data.report));
-});
+}
+document.getElementById("card-file").addEventListener("change", (e) => importCard(e.target.files[0]));

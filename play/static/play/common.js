@@ -29,6 +29,19 @@ function errorText(r) {
   if (r.data.detail) return r.data.detail;
   return Object.entries(r.data).map(([k, v]) => `${k}: ${[].concat(v).join(" ")}`).join("; ");
 }
+// A passage's *actions* (the roleplay field's asterisks) in italics: text nodes and <em>, never markup
+function styled(text) {
+  const nodes = [];
+  let at = 0;
+  for (const m of text.matchAll(/\*([^*\n]+)\*/g)) {
+    if (m.index > at) nodes.push(text.slice(at, m.index));
+    nodes.push(el("em", {}, m[1]));
+    at = m.index + m[0].length;
+  }
+  if (at < text.length) nodes.push(text.slice(at));
+  return nodes;
+}
+
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) {

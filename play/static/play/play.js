@@ -46,7 +46,7 @@ async function loadStory() {
 
 function renderAction(a, last) {
   const item = el("li", {class: `action kind-${a.kind}`, "data-id": a.id, "data-depth": a.depth});
-  const text = el("p", {class: "text"}, a.kind === "do" ? `> ${a.text}` : a.kind === "say" ? `> "${a.text}"` : a.text);
+  const text = el("p", {class: "text"}, ...styled(a.kind === "do" ? `> ${a.text}` : a.kind === "say" ? `> "${a.text}"` : a.text));
   // the passage's tools wait in a small menu: one "⋯" a passage, not three links under each
   const menu = el("div", {class: "tools"},
     el("button", {type: "button", class: "link", onclick: () => startEdit(item, a)}, "Edit"),
