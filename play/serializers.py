@@ -224,6 +224,13 @@ class ContextPartSerializer(serializers.Serializer):
     text = strict.TextField()
 
 
+class UntoldSerializer(serializers.Serializer):
+    part = strict.ChoiceField(choices=["summary", "card", "memories"])
+    name = strict.TextField(allow_blank=True, help_text="a card's name")
+    why = strict.TextField()
+    when = strict.TextField(allow_blank=True)
+
+
 class ContextSerializer(serializers.Serializer):
     budget = serializers.IntegerField()
     total_tokens = serializers.IntegerField()
@@ -245,6 +252,11 @@ class ContextSerializer(serializers.Serializer):
         required=False, help_text="the last turn's view: prompt tokens the endpoint served from its cache"
     )
     parts = ContextPartSerializer(many=True)
+    untold = UntoldSerializer(
+        many=True,
+        required=False,
+        help_text="Insights: each part the model is not told this turn, why, and when it will be",
+    )
 
 
 class TurnResultSerializer(serializers.Serializer):

@@ -27,6 +27,7 @@ from config.errors import Conflict, DomainError, InvalidRequest, NotFound, as_do
 from config.redis_pool import redis_client
 from memory.story import retrieval, summaries
 from play import turn_keys
+from play.insights import untold
 from stories import limits
 from stories.accounts import ai_settings
 from stories.adventures import access_adventure
@@ -402,6 +403,7 @@ def insights(*, user_id: int, adventure_id: int) -> Context:
     model = ai_settings.model_for_display(user_id=user_id)
     story = lineage.recent(branch, count=_story_window(ai.context_tokens))
     ctx, _ = _told(adventure, branch, user_id=user_id, ai=ai, story=story, model=model, record_use=False)
+    ctx.untold = untold(adventure=adventure, ctx=ctx, ai=ai, tip_depth=branch.tip_depth)
     last = (
         ProviderCall.objects.filter(adventure_id=adventure.pk, purpose=ProviderCall.Purpose.TURN)
         .order_by("-created_at", "-id")

@@ -50,6 +50,7 @@ class Context:
     recall_note: str = ""  # why recall fell back to pinned memories only; empty when it ranked as usual
     prefix_reused: float | None = None  # share of the last prompt sent that this one starts with
     last_cached_tokens: int | None = None  # Insights: the prompt tokens the last turn's endpoint had cached
+    untold: list[dict] = field(default_factory=list)  # Insights: the parts not told this turn, and why
 
     @property
     def memory_ids(self) -> set[int]:
@@ -70,6 +71,7 @@ class Context:
             "prefix_reused": self.prefix_reused,
             "last_cached_tokens": self.last_cached_tokens,
             "parts": [p.as_dict() for p in self.parts],
+            "untold": self.untold,
         }
 
 
@@ -88,11 +90,16 @@ class SummaryFrame:
         """The summary for a window starting at ``depth``: the newest snapshot below it (it tells
         what the window does not show, and stays the same until the window moves on, so a model
         server's prefix cache keeps serving the prompt's start). ``current`` when the player's own
-        text hangs in the window or is the newest, and when the path has no snapshot."""
+        text hangs in the window or is the newest, when the path has no snapshot, and when none lies
+        below a window that does not start at the opening."""
         if not self.snapshots:
             return self.current
         inside = [s for s in self.snapshots if s[0] >= depth]
         below = [s for s in self.snapshots if s[0] < depth]
         if any(player for _, player, _ in inside) or self.snapshots[-1][1]:
             return self.current
-        return below[-1][2] if below else self.base
+        if below:
+            return below[-1][2]
+        # none below yet (a long import's pass writes its first at the tip): the story before the
+        # window is told by the base, else by the current summary, overlapping the window, until one is
+        return self.base or (self.current if depth > 1 else "")

@@ -473,7 +473,13 @@ async function loadInsights(which) {
           el("summary", {}, el("strong", {}, `${PART_NAMES[p.name] || p.name} · ${p.tokens} tokens`), el("span", {class: "muted"}, ` — ${p.reason}`)),
           el("pre", {class: "part-text"}, p.text),
           ...(items ? [items] : [])));
-    }));
+    }),
+    ...(r.data.untold && r.data.untold.length ? [el("li", {class: "part part-untold"},
+      el("details", {open: ""},
+        el("summary", {}, el("strong", {}, "Not told this turn"), el("span", {class: "muted"}, " — and why")),
+        el("ul", {class: "untold"}, ...r.data.untold.map((u) => el("li", {},
+          el("strong", {}, u.part === "card" ? `Card “${u.name}”` : PART_NAMES[u.part] || u.part), `: ${u.why}`,
+          ...(u.when ? [el("span", {class: "muted"}, ` · ${u.when}`)] : []))))))] : []));
 }
 toggle("toggle-insights", "insights", () => loadInsights("next"));
 $("insights-next").addEventListener("click", () => loadInsights("next"));
