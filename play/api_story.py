@@ -60,6 +60,7 @@ class StoryView(APIView):
                 "branch": branch.pk,
                 "tip_depth": branch.tip_depth,
                 "next_before": next_before,
+                "can_redo": history.can_redo(branch),
                 "actions": s.ActionSerializer(rows, many=True, context={"take_counts": lineage.take_counts(rows)}).data,
             }
         )

@@ -137,6 +137,7 @@ class StoryPageSerializer(serializers.Serializer):
     tip_depth = serializers.IntegerField()
     actions = ActionSerializer(many=True)
     next_before = serializers.IntegerField(allow_null=True, help_text="Pass as ?before= for older actions.")
+    can_redo = serializers.BooleanField(help_text="an undone turn waits to be redone at the tip (Redo is enabled)")
 
 
 class TurnInputSerializer(serializers.Serializer):

@@ -180,6 +180,9 @@ def _out_of_memory(exc: BaseException | None) -> bool:
     return False
 
 
+THREAD_HEADROOM_MB = 72  # one thread's default stack (8 MB) and its malloc arena's reservation (64 MB)
+
+
 @contextmanager
 def _memory_bound(mb: int):
     """While inside, the process's address space may grow by at most ``mb``: an allocation past
@@ -187,7 +190,9 @@ def _memory_bound(mb: int):
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     with open("/proc/self/statm") as statm:
         size = int(statm.read().split()[0]) * resource.getpagesize()
-    cap = size + mb * 2**20
+    # the import's own data counts; a thread's stack or a malloc arena that a library starts now
+    # (address space reserved, mostly never touched) does not make a small import "too large"
+    cap = size + (mb + THREAD_HEADROOM_MB) * 2**20
     if hard != resource.RLIM_INFINITY:
         cap = min(cap, hard)
     resource.setrlimit(resource.RLIMIT_AS, (cap, hard))

@@ -143,3 +143,17 @@ def test_three_redos_at_once_bring_the_turn_back_once_and_two_undos_take_back_tw
     assert story(api, aid) == before[:3], "two turns taken back, not one twice"
     assert at_once("redo/", 3) == [200, 200, 409]
     assert story(api, aid) == before, "both back, in order"
+
+
+def test_the_story_says_whether_redo_has_anything_to_bring_back(inn, alice_api):
+    def can_redo():
+        return alice_api.get(f"/api/adventures/{inn}/story/").json()["can_redo"]
+
+    assert can_redo() is False, "after a turn there is nothing to redo (the page keeps Redo off)"
+    alice_api.post(f"/api/adventures/{inn}/undo/")
+    assert can_redo() is True
+    alice_api.post(f"/api/adventures/{inn}/redo/")
+    assert can_redo() is False
+    alice_api.post(f"/api/adventures/{inn}/undo/")
+    turn(alice_api, inn, "sit by the fire")
+    assert can_redo() is False, "a new turn ends the redo"

@@ -224,7 +224,8 @@ def test_an_import_needing_more_memory_than_its_bound_fails_saying_so_and_its_wo
         assert failed["error"]["error"] == "too_large" and "more than 16 MB" in failed["error"]["detail"]
         assert not Adventure.objects.exists() and not Action.objects.exists()
         fits = alice_plays.post("/api/adventures/import/", document(300, title="Fits"), format="json").json()
-        assert poll(alice_plays, fits["id"])["status"] == "done", "the same worker imports the next file"
+        fitted = poll(alice_plays, fits["id"])
+        assert fitted["status"] == "done", ("the same worker imports the next file", fitted, small.log()[-4000:])
     finally:
         small.stop()
     assert Adventure.objects.get().title == "Fits"

@@ -545,3 +545,45 @@ def test_a_large_import_shows_its_progress_and_opens_the_adventure_when_done(sit
     expect(page.locator("body")).to_contain_text("Step 6000: you walk on along the river")
     assert violations == []
     context.close()
+
+
+@pytest.mark.parametrize("width,height", [(1280, 800), (390, 844)])
+def test_ten_turns_keep_the_box_and_send_on_screen_at_desktop_and_phone_sizes(
+    site, alice, browser, fake_llm, width, height
+):
+    """The story is the one scroll area: after every turn the turn box and Send are on screen, the
+    page itself never scrolled away from them, and Redo is on only after an Undo."""
+    from stories.accounts import ai_settings
+    from stories.adventures import story_create
+
+    ai_settings.ai_settings_update(user_id=alice.pk, endpoint_url=fake_llm.url, model="fake-model")
+    fake_llm.reply = lambda body, n: "The lanterns sway. " * 40 + f"(reply {n})"
+    adventure = story_create(owner_id=alice.pk, title="Lantern road", opening="*The road is dark.* You walk.")
+    context = browser.new_context(viewport={"width": width, "height": height}, has_touch=width < 700)
+    context.add_cookies([{"name": "sessionid", "value": session_of(alice), "url": site.url}])
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    page.goto(f"{site.url}/play/{adventure.pk}/")
+    page.wait_for_selector("#story li.action")
+
+    def on_screen(selector):
+        box = page.locator(selector).bounding_box()
+        return box is not None and box["y"] >= 0 and box["y"] + box["height"] <= height
+
+    assert page.locator("#redo").is_disabled(), "nothing to redo on a new story"
+    for n in range(10):
+        page.fill("#text", f"I lift my lantern and look ahead ({n})")
+        page.click("#send")
+        expect(page.locator("#story li.action")).to_have_count(1 + 2 * (n + 1))
+        assert on_screen("#text") and on_screen("#send"), f"turn {n + 1}: the box left the screen"
+        assert page.evaluate("window.scrollY") == 0, f"turn {n + 1}: the page scrolled away from the box"
+        assert page.locator("#redo").is_disabled(), f"turn {n + 1}: Redo is on with nothing to redo"
+    last = page.locator("#story li.action").last.bounding_box()
+    story = page.locator("#story").bounding_box()
+    assert last["y"] + last["height"] <= story["y"] + story["height"] + 1, "the newest reply is in view"
+    assert page.locator("#story li.action").first.locator("em").text_content() == "The road is dark."
+    page.click("#undo")
+    expect(page.locator("#redo")).to_be_enabled()
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"ten-turns-{width}x{height}.png"))
+    context.close()

@@ -39,9 +39,10 @@ async function loadStory() {
   list.replaceChildren();
   const actions = r.data.actions;
   olderBefore = r.data.next_before;
+  $("redo").disabled = !r.data.can_redo;  // enabled only while an undone turn waits at the tip
   if (olderBefore !== null) list.append(earlierButton());
   actions.forEach((a, i) => list.append(renderAction(a, i === actions.length - 1)));
-  list.lastElementChild?.scrollIntoView({block: "end"});
+  list.scrollTop = list.scrollHeight;  // the story's own scroll: the page (and the turn box) stays put
 }
 
 function renderAction(a, last) {
@@ -226,7 +227,7 @@ async function play(path, body, failed = () => {}, key = "") {
     $("story").append(live);
     const last = await readEvents(response, (text) => {
       live.firstChild.textContent += text;
-      live.scrollIntoView({block: "end"});
+      $("story").scrollTop = $("story").scrollHeight;  // the story scrolls, never the page
     });
     if (!last) { say("The connection closed before the reply was finished; what was written is kept.", "error"); return true; }
     if (last.name === "error") {  // the reply failed once it had begun: the action is stored
@@ -295,13 +296,11 @@ $("undo").addEventListener("click", async () => {
   const r = await apiFetch(`${base}/undo/`, {method: "POST"});
   if (!r.ok) say(errorText(r), "error");
   else say(r.data.removed > 1 ? "Undone: your action and its reply. Redo brings them back." : "Undone. Redo brings it back.");
-  $("redo").disabled = !r.ok && $("redo").disabled;
-  if (r.ok) $("redo").disabled = false;
   loadStory(); loadBranches();
 });
 $("redo").addEventListener("click", async () => {
   const r = await apiFetch(`${base}/redo/`, {method: "POST"});
-  if (!r.ok) { say(errorText(r), "error"); $("redo").disabled = true; } else { say(""); $("redo").disabled = !r.data.can_redo; }
+  if (!r.ok) say(errorText(r), "error"); else say("");
   loadStory(); loadBranches();
 });
 
@@ -449,7 +448,7 @@ async function showPassage(depth) {
     await loadEarlier();
   }
   const item = document.querySelector(`#story li[data-depth="${depth}"]`);
-  if (item) { item.scrollIntoView({block: "center"}); item.classList.add("flash"); setTimeout(() => item.classList.remove("flash"), 1500); }
+  if (item) { item.scrollIntoView({block: "center", inline: "nearest"}); item.classList.add("flash"); setTimeout(() => item.classList.remove("flash"), 1500); }
   else say(`Action ${depth} is further back than the story loaded here.`, "warn");
 }
 
