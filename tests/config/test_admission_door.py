@@ -4,6 +4,8 @@ pages, reads and health probes always go through; once the loop keeps up again, 
 import asyncio
 import time
 
+import pytest
+
 from config.admission import Admission
 
 TURN = {"type": "http", "method": "POST", "path": "/api/adventures/7/turns/", "headers": []}
@@ -183,6 +185,7 @@ def test_a_turn_that_comes_while_the_cores_are_busier_than_the_bound_is_refused(
     assert answers == {"unknown": "app", "calm": "app", "busy": 503, "busy read": "app", "calm again": "app"}
 
 
+@pytest.mark.alone  # it reads the whole machine's cores: calm only while no other test runs
 def test_the_cores_read_busy_while_every_core_spins_and_calm_after(tmp_path):
     import multiprocessing
     import os
