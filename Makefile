@@ -29,11 +29,12 @@ test: install browser
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not alone" $(PYTEST_ARGS); $(PHASE_OK)
 	$(PY) -m pytest -m alone $(PYTEST_ARGS); $(PHASE_OK)
 
-## A developer's loop: the suite without the slow scenarios (extra servers, benches, explored trees).
+## A developer's loop: the suite without the slow scenarios (extra servers, benches, explored trees),
+## its fuzzers drawing a tenth of their examples (EVERLORE_QUICK_TESTS=1).
 ## CI runs `make test`, the whole suite.
 test-quick: install browser
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow and not alone" $(PYTEST_ARGS); $(PHASE_OK)
-	$(PY) -m pytest -m "alone and not slow" $(PYTEST_ARGS); $(PHASE_OK)
+	EVERLORE_QUICK_TESTS=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow and not alone" $(PYTEST_ARGS); $(PHASE_OK)
+	EVERLORE_QUICK_TESTS=1 $(PY) -m pytest -m "alone and not slow" $(PYTEST_ARGS); $(PHASE_OK)
 
 ## Debian's chromium for the browser tests (Playwright drives it; it never downloads a browser).
 browser:

@@ -50,6 +50,7 @@ def test_liveness_answers_without_touching_services(client):
 
 
 @pytest.mark.django_db
+@pytest.mark.slow
 def test_worker_heartbeat_disappears_when_the_worker_stops(lone_redis):
     import redis
 

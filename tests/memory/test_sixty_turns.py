@@ -9,6 +9,7 @@ from tests.conftest import api_client_for
 pytestmark = pytest.mark.django_db
 
 
+@pytest.mark.slow  # a sweep or a bank at scale: make test runs it
 def test_sixty_turns_build_the_bank_the_rules_say_with_recall_on_every_turn(owner, memory_llm):
     api = api_client_for(owner)
     aid = api.post(

@@ -15,8 +15,9 @@ from drf_spectacular.generators import SchemaGenerator
 from hypothesis import HealthCheck, settings
 
 from tests.conftest import ALICE_KEY
+from tests.support.examples import examples
 
-EXAMPLES = 12  # per operation; keeps the whole fuzz under a minute here
+EXAMPLES = examples(12)  # per operation; keeps the whole fuzz under a minute here
 
 raw_schema = SchemaGenerator().get_schema(request=None, public=True)
 # Every check runs on every operation. The one exception is "positive data acceptance"

@@ -13,6 +13,7 @@ from memory.agents import agent_events, worlds
 from memory.models import AgentMemory, World
 from stories.models import Action, StoryCard
 from tests.security.test_ownership import all_routes, fill, snapshot
+from tests.support.examples import examples
 from tests.support.mcp import session_calls
 
 pytestmark = pytest.mark.django_db
@@ -275,7 +276,7 @@ def test_mcp_tools_hold_up_under_fuzzing(mcp_server, town):
     drawn = []
 
     @settings(
-        max_examples=40,
+        max_examples=examples(40),
         deadline=None,
         derandomize=True,
         database=None,

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from memory.models import Memory
 from stories.models import Action, Adventure, Branch, StoryCard
+from tests.support.examples import examples
 
 pytestmark = pytest.mark.django_db
 
@@ -120,7 +121,7 @@ def test_every_one_place_change_to_an_import_is_a_201_or_a_400_naming_it(exporte
     places = [path for path, _ in _paths(doc) if path]
     assert len(places) > 80
 
-    @settings(max_examples=250, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @settings(max_examples=examples(250), deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
     @given(place=st.sampled_from(places), value=st.sampled_from(HOSTILE + [_DROP]))
     def one_change(place, value):
         changed = copy.deepcopy(doc)

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from stories.models import Adventure, StoryCard
 from tests.security.test_import_fuzz import _DROP, HOSTILE, _paths, _set
 from tests.stories.test_field_formats import MAREN_V2, chunk, png
+from tests.support.examples import examples
 
 # what only a file could carry past the body's reader before: NUL, a lone surrogate, NaN
 FILE_HOSTILE = ["a\x00b", "\ud800", float("nan"), float("inf")]
@@ -69,7 +70,7 @@ def test_every_one_place_change_to_a_card_or_lorebook_is_a_201_or_a_400(alice_ap
     assert alice_api.post(url, document, format="json").status_code == 201, "the document is valid"
     places = [path for path, _ in _paths(document) if path]
 
-    @settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @settings(max_examples=examples(120), deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
     @given(
         place=st.sampled_from(places),
         value=st.sampled_from(HOSTILE + FILE_HOSTILE + [_DROP]),

@@ -181,6 +181,7 @@ def call(client, method, url, body):
 
 
 @pytest.mark.django_db
+@pytest.mark.slow  # a sweep or a bank at scale: make test runs it
 def test_every_route_refuses_bob_with_alices_ids_and_nothing_changes(
     alices_world, bobs_world, alice, alice_api, bob, bob_api, client
 ):

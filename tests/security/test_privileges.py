@@ -178,6 +178,7 @@ def everything(alices_world, bobs_world, superuser, mod_user, alice, django_user
     return {**alices_world, "superuser": superuser, "staff": staff}
 
 
+@pytest.mark.slow  # a sweep or a bank at scale: make test runs it
 def test_a_moderator_walking_every_admin_page_by_every_method_changes_nothing(everything, mod, mod_user, alice):
     routes = admin_routes()
     names = set()

@@ -42,6 +42,7 @@ def twice(client, method, url, *, user=None):
     return answers
 
 
+@pytest.mark.slow  # a sweep or a bank at scale: make test runs it
 def test_every_write_route_counts_toward_the_accounts_writes(alices_world, alice, settings):
     settings.WRITES_PER_MINUTE = 1
     signed_in, anonymous = Client(), Client()

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from stories.models import Adventure, Scenario, ScenarioReport, ScenarioVersion, StoryCard
 from tests.security.test_import_fuzz import _DROP, HOSTILE, _paths, _set
+from tests.support.examples import examples
 
 pytestmark = pytest.mark.django_db
 
@@ -39,7 +40,7 @@ def test_every_one_place_change_to_a_scenario_document_is_a_201_or_a_400(alice_a
     assert alice_api.post("/api/scenarios/import/", document, format="json").status_code == 201
     places = [path for path, _ in _paths(document) if path]
 
-    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @settings(max_examples=examples(150), deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
     @given(place=st.sampled_from(places), value=st.sampled_from(HOSTILE + [_DROP]))
     def one_change(place, value):
         changed = copy.deepcopy(document)
@@ -73,7 +74,7 @@ def test_any_json_sent_to_a_scenario_route_is_never_a_5xx(alice_api, bob_api):
         max_size=12
     )
 
-    @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @settings(max_examples=examples(200), deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
     @given(route=st.sampled_from(routes), body=st.dictionaries(names, json_values, max_size=5))
     def any_body(route, body):
         caller, method, url = route

@@ -6,6 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.examples import examples
+
 pytestmark = pytest.mark.django_db
 
 HOSTILE = [
@@ -71,7 +73,7 @@ def test_words_phrases_or_and_not_keep_their_meaning(places, alice_plays):
     assert alice_plays.get(story, {"q": "-" * 40}).json()["results"] == [], "nothing to search finds nothing"
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(text=st.text(alphabet=st.sampled_from(list('ab -"|&!():*<>or')), max_size=120))
 def test_any_search_text_is_a_200(places, alice_plays, text):
     for name, url in places.items():

@@ -83,6 +83,7 @@ def test_a_small_import_is_done_in_the_request_and_its_job_says_so(alice_plays):
     assert [j["id"] for j in alice_plays.get("/api/imports/").json()] == [job["id"]]
 
 
+@pytest.mark.slow  # a real worker process
 def test_a_large_import_runs_in_a_worker_while_the_player_polls_its_progress(
     alice, alice_plays, worker, queued_imports
 ):
@@ -118,6 +119,7 @@ def test_a_large_import_runs_in_a_worker_while_the_player_polls_its_progress(
     assert ImportJob.objects.get(pk=job["id"]).document is None, "the file is let go once imported"
 
 
+@pytest.mark.slow  # a real worker process
 def test_a_document_the_worker_refuses_fails_its_job_naming_the_field_and_stores_nothing(
     alice_plays, worker, queued_imports
 ):
@@ -137,6 +139,7 @@ def test_a_document_the_worker_refuses_fails_its_job_naming_the_field_and_stores
     assert ImportJob.objects.count() == 1
 
 
+@pytest.mark.slow  # a real worker process
 def test_a_worker_killed_mid_import_leaves_nothing_half_done_and_the_job_is_imported_once(
     alice_plays, worker, queued_imports
 ):
@@ -157,6 +160,7 @@ def test_a_worker_killed_mid_import_leaves_nothing_half_done_and_the_job_is_impo
     assert Action.objects.count() == 12000
 
 
+@pytest.mark.slow  # a real worker process
 def test_a_whole_worker_killed_mid_import_shows_retrying_and_the_next_sweep_sends_it_again(
     alice_plays, worker, queued_imports
 ):
@@ -197,6 +201,7 @@ def test_a_whole_worker_killed_mid_import_shows_retrying_and_the_next_sweep_send
     redis_client().delete("unacked", "unacked_index")
 
 
+@pytest.mark.slow  # a real worker process
 def test_an_import_past_its_time_limit_fails_saying_so_and_stores_nothing(alice_plays, queued_imports):
     # a tenth of a second: 35,001 rows take many times that even on a quiet machine
     slow = Worker(extra_env={"IMPORT_TIME_LIMIT_S": "0.1"}).wait_ready()
@@ -210,6 +215,7 @@ def test_an_import_past_its_time_limit_fails_saying_so_and_stores_nothing(alice_
     assert not Adventure.objects.exists() and not Action.objects.exists()
 
 
+@pytest.mark.slow  # a real worker process
 def test_an_import_needing_more_memory_than_its_bound_fails_saying_so_and_its_worker_goes_on(
     alice_plays, queued_imports
 ):
@@ -231,6 +237,7 @@ def test_an_import_needing_more_memory_than_its_bound_fails_saying_so_and_its_wo
     assert Adventure.objects.get().title == "Fits"
 
 
+@pytest.mark.slow  # a real worker process
 def test_a_lost_delivery_is_sent_again_by_the_sweeper(alice_plays, queued_imports, settings):
     from datetime import timedelta
 

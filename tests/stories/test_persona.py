@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from stories.library.macros import Macros
 from stories.models import Adventure, StoryCard
+from tests.support.examples import examples
 
 pytestmark = pytest.mark.django_db
 
@@ -123,7 +124,7 @@ def test_a_lorebook_added_to_an_adventure_fills_its_macros_from_the_adventures_p
     assert entry == "Maren waits for Wren at the ferry."
 
 
-@settings(max_examples=200, deadline=None, derandomize=True)
+@settings(max_examples=examples(200), deadline=None, derandomize=True)
 @given(st.text(alphabet=st.sampled_from(list("{}<>:/*,d0123456789 abcuserchar\n")), max_size=80))
 def test_any_text_of_braces_fills_without_an_error_and_text_without_macros_stays(text):
     filled = Macros(user="Wren", char="Maren", now=WHEN).fill(text)

@@ -15,6 +15,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from stories.models import Action, Adventure, Branch
 from stories.tree import history, lineage, writes
+from tests.support.examples import examples
 
 PLAYER_KINDS = ["do", "say", "story"]
 MODEL_KINDS = ["ai", "continue"]
@@ -170,7 +171,10 @@ def test_every_branch_reads_exactly_the_story_the_player_expects():
     run_state_machine_as_test(
         StoryTree,
         settings=settings(
-            max_examples=30, stateful_step_count=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+            max_examples=examples(30),
+            stateful_step_count=25,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow],
         ),
     )
 
