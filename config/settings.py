@@ -247,6 +247,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "play.context_processors.model_setup",
             ],
         },
     },

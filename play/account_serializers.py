@@ -160,6 +160,22 @@ class AISettingsSerializer(strict.StrictModelSerializer):
         return value
 
 
+class TypedConnectionSerializer(serializers.Serializer):
+    """What the Settings form holds before it is saved; a field not sent is the stored one."""
+
+    endpoint_url = strict.TextField(max_length=500, required=False, allow_blank=True)
+    api_key = strict.TextField(max_length=500, required=False, allow_blank=True, write_only=True)
+    model = strict.TextField(max_length=200, required=False, allow_blank=True)
+
+    def validate_endpoint_url(self, value):
+        if value:
+            try:
+                check_url_shape(value)
+            except EndpointRefused as exc:
+                raise serializers.ValidationError(str(exc)) from None
+        return value
+
+
 class PresetSerializer(serializers.Serializer):
     name = strict.TextField()
     note = strict.TextField()

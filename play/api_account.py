@@ -120,11 +120,33 @@ class SettingsModelsView(APIView):
         conn = ai_settings.connection_for_listing(user_id=request.user.id)
         return Response(s.ModelListSerializer({"models": providers.models(conn=conn, user_id=request.user.id)}).data)
 
+    @extend_schema(
+        request=s.TypedConnectionSerializer,
+        responses=s.ModelListSerializer,
+        tags=["settings"],
+        summary="The models an endpoint lists, as typed in the form (before saving)",
+    )
+    def post(self, request):
+        conn = ai_settings.connection_typed(user_id=request.user.id, need_model=False, **_typed(request))
+        return Response(s.ModelListSerializer({"models": providers.models(conn=conn, user_id=request.user.id)}).data)
+
+
+def _typed(request) -> dict:
+    """The form's endpoint, key and model as typed; a field not sent is the stored one."""
+    data = _valid(s.TypedConnectionSerializer, request)
+    return {name: data.get(name) for name in ("endpoint_url", "api_key", "model")}
+
 
 class SettingsTestView(APIView):
-    @extend_schema(request=None, responses={200: s.TestConnectionResultSerializer}, tags=["settings"])
+    @extend_schema(
+        request=s.TypedConnectionSerializer,
+        responses={200: s.TestConnectionResultSerializer},
+        tags=["settings"],
+        description="Tests the endpoint, key and model sent (as typed in the form); a field not sent is the "
+        "stored one. The stored key goes only to the endpoint it was entered for.",
+    )
     def post(self, request):
-        conn = ai_settings.connection_for_test(user_id=request.user.id)
+        conn = ai_settings.connection_typed(user_id=request.user.id, need_model=True, **_typed(request))
         result = providers.complete(
             conn=conn,
             messages=[{"role": "user", "content": "Reply with the word: ok"}],

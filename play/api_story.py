@@ -80,13 +80,16 @@ class StorySearchView(APIView):
         responses=s.StorySearchSerializer,
         tags=["story"],
         summary="Search the story",
-        description="The actions of the current branch's story that match, the best first, with a snippet.",
+        description="The actions of the current branch's story that match, the best first, with a snippet; "
+        "`more` says whether others match past `limit`.",
     )
     def get(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
         params = _valid(_SearchQuery, request, query=True)
-        found = story_text.search(lineage.head(adventure), params["q"], limit=params["limit"])
-        return Response({"query": params["q"], "results": found})
+        found = story_text.search(lineage.head(adventure), params["q"], limit=params["limit"] + 1)
+        return Response(
+            {"query": params["q"], "results": found[: params["limit"]], "more": len(found) > params["limit"]}
+        )
 
 
 class _ExportQuery(serializers.Serializer):

@@ -130,6 +130,7 @@ class StoryHitSerializer(serializers.Serializer):
 class StorySearchSerializer(serializers.Serializer):
     query = strict.TextField()
     results = StoryHitSerializer(many=True)
+    more = serializers.BooleanField(help_text="other actions match too, past the limit: add words to narrow it")
 
 
 class StoryPageSerializer(serializers.Serializer):

@@ -73,9 +73,10 @@ class PasswordResetView(auth_views.PasswordResetView):
 
 
 def home(request):
-    """A player with stories goes back to them; a newcomer to the library, to start one."""
+    """A visitor reads what the site is; a player with stories goes back to them; a newcomer to the
+    library, to start one."""
     if not request.user.is_authenticated:
-        return redirect("login")
+        return render(request, "play/welcome.html")
     has_stories = Adventure.objects.filter(owner=request.user, hidden=False).exists()
     return redirect("web-adventures" if has_stories else "web-library")
 

@@ -163,11 +163,28 @@ def connection_for_listing(*, user_id: int) -> Connection:
 
 
 def connection_for_test(*, user_id: int) -> Connection:
-    """The player's model, to test while they wait."""
+    """The player's model as saved, to test while they wait."""
+    return connection_typed(user_id=user_id, endpoint_url=None, api_key=None, model=None, need_model=True)
+
+
+def connection_typed(
+    *, user_id: int, endpoint_url: str | None, api_key: str | None, model: str | None, need_model: bool
+) -> Connection:
+    """The connection the Settings form holds before it is saved, to list models or test it: each
+    value typed there, else the stored one. The stored key goes only to the endpoint it was entered
+    for: a typed endpoint elsewhere gets the typed key or none."""
     obj = ai_settings_of(user_id=user_id)
-    if not (obj.endpoint_url and obj.model):
-        raise ProviderError("not_configured", "set an endpoint URL and a model first")
-    return for_request(_own(obj, obj.model))
+    url = (obj.endpoint_url if endpoint_url is None else endpoint_url).strip()
+    model = (obj.model if model is None else model).strip()
+    if not url:
+        raise ProviderError("not_configured", "set an endpoint URL first")
+    if need_model and not model:
+        raise ProviderError("not_configured", "set a model first (Load the endpoint's models lists them)")
+    if url != obj.endpoint_url:
+        check_endpoint(url)  # the SSRF rules, as a save would apply them
+    bound = bool(endpoint_origin(url)) and endpoint_origin(url) == endpoint_origin(obj.endpoint_url)
+    key = api_key or (_own(obj, model).api_key if bound else "")
+    return for_request(Connection(endpoint_url=url, api_key=key, model=model))
 
 
 def background_model(*, user_id: int, purpose: str, ai: AISettings | None = None) -> str:

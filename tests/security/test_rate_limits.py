@@ -136,7 +136,11 @@ def test_share_links_and_visibility_changes_are_limited(alice_api, one_each):
 
 def test_the_model_list_and_a_connection_test_count_as_model_calls(alice_plays, one_each):
     assert alice_plays.get("/api/settings/models/").status_code == 200
-    for refused in (alice_plays.get("/api/settings/models/"), alice_plays.post("/api/settings/test/")):
+    for refused in (
+        alice_plays.get("/api/settings/models/"),
+        alice_plays.post("/api/settings/models/", {"model": "m"}, format="json"),
+        alice_plays.post("/api/settings/test/"),
+    ):
         assert refused.status_code == 429 and "model calls" in refused.json()["detail"]
 
 

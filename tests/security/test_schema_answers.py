@@ -71,6 +71,8 @@ def test_a_whole_session_answers_exactly_what_the_schema_documents(schema, alice
     walk("post", "/api/settings/test/", 200)
     walk("get", "/api/settings/presets/", 200)
     walk("get", "/api/settings/models/", 200)
+    walk("post", "/api/settings/models/", 200, body={"endpoint_url": fake_llm.url})
+    walk("post", "/api/settings/test/", 200, body={"model": "fake-model", "api_key": "sk-typed-0002"})
     walk("patch", "/api/settings/", 200, body={"preset": "balanced", "stop": ["THE END"]})
     walk("get", "/api/debug/requests/", 200)
 

@@ -587,3 +587,35 @@ def test_ten_turns_keep_the_box_and_send_on_screen_at_desktop_and_phone_sizes(
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"ten-turns-{width}x{height}.png"))
     context.close()
+
+
+def test_settings_try_what_is_typed_answer_beside_the_button_and_show_the_active_preset(site, alice, browser, fake_llm):
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.add_cookies([{"name": "sessionid", "value": session_of(alice), "url": site.url}])
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    page.goto(f"{site.url}/settings/")
+    page.wait_for_selector("#settings[data-loaded]")
+    assert page.locator(".model-notice").is_visible(), "no model yet: the page says so"
+    page.fill("input[name=endpoint_url]", fake_llm.url)  # typed, not saved
+    page.click("#list-models")
+    expect(page.locator("#models-result")).to_contain_text("models listed")
+    page.fill("input[name=model]", "fake-model")
+    page.click("#test")
+    expect(page.locator("#test-result")).to_contain_text("Connected")
+    test_box, answer = page.locator("#test").bounding_box(), page.locator("#test-result").bounding_box()
+    assert abs(answer["y"] - test_box["y"]) < 30, "the answer is beside the button"
+    page.select_option("#preset", "balanced")
+    assert page.input_value("input[name=temperature]") == "0.85", "a preset fills the boxes at once"
+    expect(page.locator("#preset-active")).to_have_text("Active: balanced")
+    page.fill("input[name=temperature]", "0.9")
+    expect(page.locator("#preset-active")).to_have_text("Your own values")
+    page.fill("input[name=temperature]", "0.85")
+    page.click("#settings button[type=submit]")
+    page.wait_for_selector("#settings-result.ok")
+    page.reload()
+    page.wait_for_selector("#settings[data-loaded]")
+    expect(page.locator("#preset-active")).to_have_text("Active: balanced")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "settings-1280x800.png"))
+    context.close()

@@ -182,7 +182,12 @@ async function readEvents(response, onToken) {
 // Resolves true when the reply was written (or stopped), false when it failed; ``failed(stored)``
 // runs first, before the error is shown (``stored``: the player's action was kept all the same).
 const BUSY_RETRIES = 5;  // times a turn the busy site refused is sent again by itself
-const KEPT = " Your action is kept in the story: press Retry for its reply.";
+const KEPT = "Your action is kept in the story: press Retry for its reply.";
+// an error's sentence, capitalised and ended, then what happened to the player's action
+function withKept(text, stored) {
+  const sentence = text.charAt(0).toUpperCase() + text.slice(1);
+  return stored ? `${/[.!?]$/.test(sentence) ? sentence : sentence + "."} ${KEPT}` : sentence;
+}
 
 async function play(path, body, failed = () => {}, key = "") {
   const buttons = document.querySelectorAll(".turn button:not(#stop)");
@@ -217,7 +222,7 @@ async function play(path, body, failed = () => {}, key = "") {
       try { data = await response.json(); } catch (e) { data = null; }
       const stored = Boolean(data && data.stored_actions && data.stored_actions.length);
       failed(stored);
-      say(errorText({status: response.status, data}) + (stored ? KEPT : ""), "error");
+      say(withKept(errorText({status: response.status, data}), stored), "error");
       return false;
     }
     if (body && body.mode && body.mode !== "continue") {  // the player's action is stored: show it at once
@@ -233,7 +238,7 @@ async function play(path, body, failed = () => {}, key = "") {
     if (last.name === "error") {  // the reply failed once it had begun: the action is stored
       const stored = Boolean(body && body.mode && body.mode !== "continue");
       failed(stored);
-      say(errorText({status: last.data.status, data: last.data}) + (stored ? KEPT : ""), "error");
+      say(withKept(errorText({status: last.data.status, data: last.data}), stored), "error");
       return false;
     }
     // A recall that could not embed its query says so (it used pinned memories only), as does a
@@ -550,6 +555,7 @@ $("search").addEventListener("submit", async (e) => {
     return el("li", {}, el("button", {type: "button", class: "link", onclick: () => { box.hidden = true; showPassage(hit.depth); }},
       `Action ${hit.depth}: `, ...parts));
   }));
+  if (r.data.more) box.append(el("li", {class: "muted"}, `The best ${r.data.results.length} matches: more passages match “${q}”; add words to narrow it.`));
 });
 
 $("book-file").addEventListener("change", async (e) => {
