@@ -26,17 +26,19 @@ run: install
 ## TEST_WORKERS processes (a file's tests stay together), then the tests that stop or freeze the
 ## session's own servers, by themselves. A phase with nothing selected (-k) is not a failure.
 TEST_WORKERS ?= 3
+# the files that hold an alone test: the second phase collects those, not the whole suite again
+ALONE_FILES = $(shell grep -rl "mark.alone" tests --include='test_*.py')
 PHASE_OK = s=$$?; [ $$s -eq 0 ] || [ $$s -eq 5 ] || exit $$s
 test: install browser bytecode
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not alone" $(PYTEST_ARGS); $(PHASE_OK)
-	$(PY) -m pytest -m alone $(PYTEST_ARGS); $(PHASE_OK)
+	$(PY) -m pytest -m alone $(ALONE_FILES) $(PYTEST_ARGS); $(PHASE_OK)
 
 ## A developer's loop: the suite without the slow scenarios (extra servers, benches, explored trees),
 ## its fuzzers drawing a tenth of their examples (EVERLORE_QUICK_TESTS=1).
 ## CI runs `make test`, the whole suite.
 test-quick: install browser bytecode
 	EVERLORE_QUICK_TESTS=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow and not alone" $(PYTEST_ARGS); $(PHASE_OK)
-	EVERLORE_QUICK_TESTS=1 $(PY) -m pytest -m "alone and not slow" $(PYTEST_ARGS); $(PHASE_OK)
+	EVERLORE_QUICK_TESTS=1 $(PY) -m pytest -m "alone and not slow" $(ALONE_FILES) $(PYTEST_ARGS); $(PHASE_OK)
 
 ## The project's bytecode, written once: with PYTHONDONTWRITEBYTECODE set (as on CI) every process the
 ## suite starts (test workers, web servers, celery workers, bench runs) would compile each module again.

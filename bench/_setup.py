@@ -21,6 +21,9 @@ def django_setup() -> None:
     os.environ.setdefault("EMBEDDED_PG_SHARED_BUFFERS", "4GB")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
+    # a bench loads banks of thousands of rows in one statement: the web's 5 s statement deadline
+    # (DB_QUERY_TIMEOUT) is for a player's request, not for a bulk load on a busy machine
+    os.environ.setdefault("DB_QUERY_TIMEOUT", "120")
     if not sys.stderr.isatty():  # progress bars only on a terminal (tqdm reads TQDM_* overrides)
         os.environ.setdefault("TQDM_DISABLE", "1")
     # Benches measure the engine, not the abuse limits: a bench may ingest or play far past them.
