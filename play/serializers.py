@@ -23,6 +23,7 @@ from stories.models import (
     Branch,
     StoryCard,
 )
+from stories.prompt import sampling
 from stories.serializers import ActionSerializer
 
 User = get_user_model()
@@ -67,6 +68,14 @@ class AdventureSerializer(strict.StrictModelSerializer):
     authors_note = strict.TextField(max_length=AUTHORS_NOTE_MAX, allow_blank=True, required=False)
     ai_instructions = strict.TextField(max_length=LONG_TEXT_MAX, allow_blank=True, required=False)
     story_summary = strict.TextField(max_length=LONG_TEXT_MAX, allow_blank=True, required=False)
+    model = strict.TextField(
+        max_length=200, allow_blank=True, required=False, help_text="this adventure's own model; blank: your Settings'"
+    )
+    sampling_preset = strict.ChoiceField(
+        choices=["", *sampling.PRESETS],
+        required=False,
+        help_text="this adventure's sampling preset (GET /api/settings/presets/); blank: your Settings' sampling",
+    )
     opening = strict.TextField(
         max_length=ACTION_TEXT_MAX,
         allow_blank=True,
@@ -96,6 +105,8 @@ class AdventureSerializer(strict.StrictModelSerializer):
             "auto_summarize",
             "memory_bank_enabled",
             "memories_before_story",
+            "model",
+            "sampling_preset",
             "head_branch",
             "head_depth",
             "generating",

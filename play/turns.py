@@ -102,7 +102,7 @@ def _prepare(
     retake_of: Action | None = None,
     notices: tuple[str, ...] = (),
 ) -> Prepared:
-    ai = ai_settings.ai_settings_loaded(adventure=adventure, user_id=user_id)
+    ai = ai_settings.for_adventure(ai_settings.ai_settings_loaded(adventure=adventure, user_id=user_id), adventure)
     conn = ai_settings.connection_for_turn(user_id=user_id, ai=ai)
     limits.model_call(user_id=user_id)
     story = lineage.recent(branch, count=_story_window(ai.context_tokens), below_depth=below_depth)
@@ -399,8 +399,8 @@ def insights(*, user_id: int, adventure_id: int) -> Context:
     """A dry run of the next turn's context. Changes nothing, spends nothing."""
     adventure = access_adventure(user_id=user_id, adventure_id=adventure_id)
     branch = lineage.head(adventure)
-    ai = ai_settings.ai_settings_of(user_id=user_id)
-    model = ai_settings.model_for_display(user_id=user_id)
+    ai = ai_settings.for_adventure(ai_settings.ai_settings_of(user_id=user_id), adventure)
+    model = adventure.model or ai_settings.model_for_display(user_id=user_id)
     story = lineage.recent(branch, count=_story_window(ai.context_tokens))
     ctx, _ = _told(adventure, branch, user_id=user_id, ai=ai, story=story, model=model, record_use=False)
     ctx.untold = untold(adventure=adventure, ctx=ctx, ai=ai, tip_depth=branch.tip_depth)

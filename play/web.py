@@ -20,6 +20,7 @@ from stories.accounts import auth
 from stories.adventures import access_adventure
 from stories.cards import clean_keys
 from stories.models import ACTION_TEXT_MAX, AUTHORS_NOTE_MAX, LONG_TEXT_MAX, Adventure
+from stories.prompt import sampling
 from stories.tree import writes
 
 
@@ -166,7 +167,7 @@ def adventure_delete(request, adventure_id):
 @login_required
 def play(request, adventure_id):
     adventure = access_adventure(user_id=request.user.id, adventure_id=adventure_id)
-    return render(request, "play/play.html", {"adventure": adventure})
+    return render(request, "play/play.html", {"adventure": adventure, "presets": list(sampling.PRESETS)})
 
 
 @login_required

@@ -35,6 +35,8 @@ ADVENTURE_TEXT_FIELDS = {
     "authors_note": AUTHORS_NOTE_MAX,
     "ai_instructions": LONG_TEXT_MAX,
     "story_summary": LONG_TEXT_MAX,
+    "model": 200,  # blank: the player's model
+    "sampling_preset": 40,  # blank: the player's sampling
 }
 ADVENTURE_BOOL_FIELDS = ("auto_summarize", "memory_bank_enabled", "memories_before_story")
 

@@ -25,6 +25,7 @@ from stories.models import (
     Action,
     StoryCard,
 )
+from stories.prompt import sampling
 
 EXPORT_FORMAT = "everlore.adventure"
 EXPORT_VERSION = 1
@@ -79,6 +80,8 @@ class AdventureFieldsDoc(serializers.Serializer):
     story_summary = strict.TextField(
         max_length=LONG_TEXT_MAX, allow_blank=True, required=False, default="", trim_whitespace=False
     )
+    model = strict.TextField(max_length=200, allow_blank=True, required=False, default="")
+    sampling_preset = strict.ChoiceField(choices=["", *sampling.PRESETS], required=False, default="")
     auto_summarize = strict.BooleanField(required=False, default=True)
     memory_bank_enabled = strict.BooleanField(required=False, default=True)
     memories_before_story = strict.BooleanField(required=False, default=False)

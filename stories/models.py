@@ -92,6 +92,9 @@ class Adventure(models.Model):
     memory_bank_enabled = models.BooleanField(default=True)
     # the prompt's older order: memories, what characters know and cards before the story (stories.prompt.context)
     memories_before_story = models.BooleanField(default=False)
+    # this adventure's own model and sampling preset (stories.prompt.sampling.PRESETS); blank: the player's
+    model = models.CharField(max_length=200, blank=True, default="")
+    sampling_preset = models.CharField(max_length=40, blank=True, default="")
     hidden = models.BooleanField(default=False)  # by a moderator: seen only by staff, no memory work
     # where its setup came from (a copy: a new version or a deleted scenario changes nothing here)
     scenario = models.ForeignKey("Scenario", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")

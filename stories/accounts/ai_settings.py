@@ -7,6 +7,7 @@ spend the demo key (or anyone else's) by construction.
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 from urllib.parse import urlsplit
 
@@ -18,6 +19,7 @@ from config.errors import RateLimited
 from config.redis_pool import redis_client
 from stories.accounts import crypto
 from stories.models import AISettings
+from stories.prompt import sampling
 from stories.providers import Connection, ProviderError, for_request
 from stories.providers.netguard import check_endpoint
 
@@ -63,6 +65,19 @@ def ai_settings_loaded(*, adventure, user_id: int) -> AISettings:
         except AISettings.DoesNotExist:  # joined, and none stored yet
             pass
     return ai_settings_of(user_id=user_id)
+
+
+def for_adventure(ai: AISettings, adventure) -> AISettings:
+    """The settings a turn of ``adventure`` plays with: the player's, with the adventure's own model
+    and sampling preset where it has them (a copy; never saved)."""
+    if not (adventure.model or adventure.sampling_preset):
+        return ai
+    ai = copy.copy(ai)
+    if adventure.model:
+        ai.model = adventure.model
+    for name, value in sampling.PRESETS.get(adventure.sampling_preset, {}).items():
+        setattr(ai, name, value)
+    return ai
 
 
 def persona_of(*, user_id: int) -> dict[str, str]:
