@@ -334,6 +334,7 @@ SPECTACULAR_SETTINGS = {
         "ActionKindEnum": "stories.models.Action.Kind",
         "AgentMemoryKindEnum": "memory.models.AgentMemory.Kind",
         "RatingEnum": "stories.models.Rating",
+        "SamplingPresetEnum": "stories.prompt.sampling.PRESET_NAMES",
     },
 }
 

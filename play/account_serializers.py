@@ -101,7 +101,7 @@ class AISettingsSerializer(strict.StrictModelSerializer):
         help_text="Up to 4 strings that end the model's reply (not sent when empty).",
     )
     preset = strict.ChoiceField(
-        choices=sorted(sampling.PRESETS),
+        choices=sampling.PRESET_NAMES,
         write_only=True,
         required=False,
         help_text="Set temperature and the sampling fields from a named preset (GET /api/settings/presets/); "

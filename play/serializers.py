@@ -72,7 +72,7 @@ class AdventureSerializer(strict.StrictModelSerializer):
         max_length=200, allow_blank=True, required=False, help_text="this adventure's own model; blank: your Settings'"
     )
     sampling_preset = strict.ChoiceField(
-        choices=["", *sampling.PRESETS],
+        choices=["", *sampling.PRESET_NAMES],
         required=False,
         help_text="this adventure's sampling preset (GET /api/settings/presets/); blank: your Settings' sampling",
     )

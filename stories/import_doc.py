@@ -81,7 +81,7 @@ class AdventureFieldsDoc(serializers.Serializer):
         max_length=LONG_TEXT_MAX, allow_blank=True, required=False, default="", trim_whitespace=False
     )
     model = strict.TextField(max_length=200, allow_blank=True, required=False, default="")
-    sampling_preset = strict.ChoiceField(choices=["", *sampling.PRESETS], required=False, default="")
+    sampling_preset = strict.ChoiceField(choices=["", *sampling.PRESET_NAMES], required=False, default="")
     auto_summarize = strict.BooleanField(required=False, default=True)
     memory_bank_enabled = strict.BooleanField(required=False, default=True)
     memories_before_story = strict.BooleanField(required=False, default=False)

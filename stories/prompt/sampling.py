@@ -50,6 +50,7 @@ PRESETS: dict[str, dict] = {
         "repetition_penalty": None,
     },
 }
+PRESET_NAMES = tuple(sorted(PRESETS))  # the one choice set of every field that names a preset
 PRESET_NOTES = {
     "default": "the endpoint's own sampling, temperature 0.8",
     "balanced": "steady prose that still surprises",
