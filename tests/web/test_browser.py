@@ -619,3 +619,22 @@ def test_settings_try_what_is_typed_answer_beside_the_button_and_show_the_active
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "settings-1280x800.png"))
     context.close()
+
+    phone = browser.new_context(viewport={"width": 390, "height": 844}, color_scheme="dark", has_touch=True)
+    phone.add_cookies([{"name": "sessionid", "value": session_of(alice), "url": site.url}])
+    page = phone.new_page()
+    page.goto(f"{site.url}/settings/")
+    page.wait_for_selector("#settings[data-loaded]")
+    page.screenshot(path=str(ARTIFACTS / "settings-390x844-dark.png"))
+    wide = page.evaluate(
+        """() => [...document.querySelectorAll('body *')].filter((e) => e.getBoundingClientRect().right > innerWidth + 1)
+        .map((e) => e.tagName + '#' + e.id + '.' + e.className + ' ' + (e.name || '')).slice(0, 8)"""
+    )
+    assert page.evaluate("document.scrollingElement.scrollWidth <= window.innerWidth"), f"sideways scroll: {wide}"
+    phone.close()
+    visitor = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = visitor.new_page()
+    page.goto(f"{site.url}/")
+    expect(page.locator("h1")).to_have_text("Everlore")
+    page.screenshot(path=str(ARTIFACTS / "welcome-1280x800.png"))
+    visitor.close()
