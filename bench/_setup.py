@@ -24,6 +24,9 @@ def django_setup() -> None:
     # a bench loads banks of thousands of rows in one statement: the web's 5 s statement deadline
     # (DB_QUERY_TIMEOUT) is for a player's request, not for a bulk load on a busy machine
     os.environ.setdefault("DB_QUERY_TIMEOUT", "120")
+    # the site a bench starts plays its own fake model: the local demo model would only take the cores
+    # (bench/local_model.py measures that one)
+    os.environ.setdefault("LOCAL_MODEL", "off")
     if not sys.stderr.isatty():  # progress bars only on a terminal (tqdm reads TQDM_* overrides)
         os.environ.setdefault("TQDM_DISABLE", "1")
     # Benches measure the engine, not the abuse limits: a bench may ingest or play far past them.

@@ -21,6 +21,7 @@ from config.env import (
     check_networks,
     check_redis_url,
     env_bool,
+    env_choice,
     env_float,
     env_int,
     env_list,
@@ -119,6 +120,11 @@ DEMO_MODELS = env_list("DEMO_MODELS", [])
 DEMO_TURNS_PER_DAY = env_int("DEMO_TURNS_PER_DAY", 10, minimum=0)
 if DEMO_ENDPOINT_URL and not DEMO_MODELS:
     raise ImproperlyConfigured("DEMO_MODELS: list at least one model when DEMO_ENDPOINT_URL is set")
+# The local demo model (config.local_model; its process's own knobs are read by runmodel): `make run` starts it
+# when LOCAL_MODEL=auto and no DEMO_ENDPOINT_URL is set, and sets DEMO_LOCAL in its children.
+LOCAL_MODEL = env_choice("LOCAL_MODEL", "auto", ("auto", "off"))
+LOCAL_MODEL_TURNS_PER_DAY = env_int("LOCAL_MODEL_TURNS_PER_DAY", 200, minimum=0)
+DEMO_LOCAL = env_bool("DEMO_LOCAL", False)
 
 # Request bodies over this size get 413 (adventure imports are the largest).
 REQUEST_BODY_MAX_BYTES = env_int("REQUEST_BODY_MAX_BYTES", 5 * 1024 * 1024, minimum=1024)
@@ -390,11 +396,8 @@ AGENT_RECALL = {
     # an agent holding more than this gets an HNSW index of its own (memory.agents.agent_indexes)
     "own_index_from": env_int("AGENT_OWN_INDEX_FROM", 20000, minimum=1),
 }
-AGENT_CONSOLIDATION = {
-    "min_run": 5,  # fine-grained memories folded into one summary at least
-    "window_minutes": 120,  # largest gap inside one run
-    "settle_minutes": 30,  # memories younger than this are left alone
-}
+# runs of >= min_run fine memories (no gap over window_minutes, none younger than settle_minutes) fold into one
+AGENT_CONSOLIDATION = {"min_run": 5, "window_minutes": 120, "settle_minutes": 30}
 
 WORKER_HEARTBEAT_INTERVAL = 10  # seconds between a worker's heartbeats
 WORKER_HEARTBEAT_STALE = env_int("WORKER_HEARTBEAT_STALE", 60, minimum=5)  # seconds until a worker counts as down

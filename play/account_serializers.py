@@ -186,6 +186,17 @@ class PresetsSerializer(serializers.Serializer):
     presets = PresetSerializer(many=True, help_text="the named presets (a fixed, short list)")
 
 
+class DemoModelSerializer(serializers.Serializer):
+    available = serializers.BooleanField(help_text="the site has a demo model for players without their own")
+    local = serializers.BooleanField(help_text="it is the small local model `make run` starts")
+    state = serializers.ChoiceField(
+        choices=["starting", "preparing", "loading", "ready", "failed"],
+        allow_null=True,
+        help_text="the local model's state (null for another demo model): preparing is its first-run build",
+    )
+    message = strict.TextField(help_text="one sentence for the player: when it plays")
+
+
 class ModelListSerializer(serializers.Serializer):
     models = serializers.ListField(child=strict.TextField(), help_text="the ids the endpoint lists, sorted")
 

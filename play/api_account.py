@@ -10,6 +10,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config import local_model
 from config.serializer_fields import valid as _valid
 from play import account_serializers as s
 from play import changes
@@ -112,6 +113,27 @@ class SettingsPresetsView(APIView):
             for name, values in sampling.PRESETS.items()
         ]
         return Response(s.PresetsSerializer({"presets": presets}).data)
+
+
+class SettingsDemoView(APIView):
+    @extend_schema(responses=s.DemoModelSerializer, tags=["settings"], summary="The site's demo model and its state")
+    def get(self, request):
+        available = ai_settings.demo_available()
+        local = ai_settings.demo_local_status()
+        if local is not None:
+            message = local_model.describe(local)
+        else:
+            message = "The site's demo model plays for players without their own." if available else "No demo model."
+        return Response(
+            s.DemoModelSerializer(
+                {
+                    "available": available,
+                    "local": local is not None,
+                    "state": local["state"] if local else None,
+                    "message": message,
+                }
+            ).data
+        )
 
 
 class SettingsModelsView(APIView):

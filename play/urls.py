@@ -15,6 +15,7 @@ urlpatterns = [
     path("settings/test/", api_account.SettingsTestView.as_view(), name="settings-test"),
     path("settings/presets/", api_account.SettingsPresetsView.as_view(), name="settings-presets"),
     path("settings/models/", api_account.SettingsModelsView.as_view(), name="settings-models"),
+    path("settings/demo/", api_account.SettingsDemoView.as_view(), name="settings-demo"),
     path("debug/requests/", api_account.DebugRequestsView.as_view(), name="debug-requests"),
     path("adventures/", api_adventures.AdventureListView.as_view(), name="adventures"),
     path("adventures/import/", api_adventures.AdventureImportView.as_view(), name="adventure-import"),

@@ -15,6 +15,7 @@ import redis
 from django.conf import settings
 from django.db import transaction
 
+from config import local_model
 from config.errors import RateLimited
 from config.redis_pool import redis_client
 from stories.accounts import crypto
@@ -154,6 +155,11 @@ def demo_available() -> bool:
     return bool(settings.DEMO_ENDPOINT_URL and settings.DEMO_MODELS and settings.DEMO_TURNS_PER_DAY)
 
 
+def demo_local_status() -> dict | None:
+    """The local demo model's state (config.local_model) when it is the demo model, else None."""
+    return local_model.status(settings.DATA_DIR) if settings.DEMO_LOCAL and demo_available() else None
+
+
 def connection_for_turn(*, user_id: int, ai: AISettings | None = None) -> Connection:
     """The user's own model, else the demo model (counting a demo turn).
     ``ai``: the user's settings when the caller has loaded them already."""
@@ -161,6 +167,9 @@ def connection_for_turn(*, user_id: int, ai: AISettings | None = None) -> Connec
     if obj.endpoint_url and obj.model:
         return _own(obj, obj.model)
     if demo_available():
+        local = demo_local_status()
+        if local is not None and local["state"] != "ready":  # said before a demo turn is counted
+            raise ProviderError("unreachable", local_model.describe(local))
         _count_demo_turn(user_id)
         model = obj.model if obj.model in settings.DEMO_MODELS else settings.DEMO_MODELS[0]
         return Connection(

@@ -21,6 +21,7 @@ BENCHES = [
     "concurrency.py",
     "evening.py",
     "imports.py",
+    "local_model.py",
     "locomo.py",
     "prompt_cache.py",
     "recall.py",

@@ -18,9 +18,20 @@ import redis
 from config.embedded import postgres_pid, redis_pid
 from tests.support.processes import ROOT, child_env, free_port, wait_for
 
+STARTED: list = []  # every site a test started: one a failed test left running is stopped after it
+
+
+@pytest.fixture(autouse=True)
+def _stop_leftovers():
+    yield
+    while STARTED:
+        site = STARTED.pop()
+        if site.proc.poll() is None:
+            site.ctrl_c()
+
 
 class Site:
-    def __init__(self, tmp_path, data_dir, port, name):
+    def __init__(self, tmp_path, data_dir, port, name, **extra_env):
         self.port = port
         self.mcp_port = free_port()  # not the web port + 1: another test's server may hold that one
         self.log_path = tmp_path / f"{name}.log"
@@ -35,6 +46,9 @@ class Site:
             SECRET_KEY=None,
             FIELD_ENCRYPTION_KEYS=None,
             EVERLORE_EMBEDDED=None,
+            DEMO_ENDPOINT_URL=None,  # runsite's own demo model: the local one, its stand-in here
+            LOCAL_MODEL=None,
+            **extra_env,
         )
         with open(self.log_path, "wb") as log:
             # Its own process group, like a terminal's foreground job.
@@ -46,6 +60,7 @@ class Site:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+        STARTED.append(self)
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -58,6 +73,19 @@ class Site:
             return e.code, e.read()
         except OSError:
             return None, b""
+
+    def api(self, method, path, token=None, body=None):
+        """(status, JSON) of an API call, as a player's client makes it."""
+        headers = {"Content-Type": "application/json", **({"Authorization": f"Token {token}"} if token else {})}
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}{path}", data=data, headers=headers, method=method
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as r:
+                return r.status, json.loads(r.read() or b"null")
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"null")
 
     def wait_healthy(self):
         def healthy():
@@ -104,8 +132,21 @@ def data_dir(tmp_path_factory):
 def test_runsite_serves_stops_cleanly_on_ctrl_c_and_a_restart_finds_the_old_data(tmp_path, data_dir):
     port = free_port()
 
-    first = Site(tmp_path, data_dir, port, "first").wait_healthy()
+    # the demo model stands in for the local one, and "builds" on this first start until told it is built
+    first = Site(tmp_path, data_dir, port, "first", LOCAL_MODEL_STANDIN_PREPARE_S="300").wait_healthy()
     assert f"running at http://127.0.0.1:{port}/" in first.output()
+    status, signed = first.api("POST", "/api/auth/signup/", body={"username": "newcomer", "password": "a long pass 42"})
+    assert status == 201, signed
+    token = signed["token"]
+    status, demo = first.api("GET", "/api/settings/demo/", token)
+    assert (status, demo["available"], demo["local"], demo["state"]) == (200, True, True, "preparing"), demo
+    assert "being built for this machine" in demo["message"]
+    status, adventure = first.api("POST", "/api/adventures/", token, {"title": "First", "opening": "Rain on the inn."})
+    assert status == 201, adventure
+    turn = f"/api/adventures/{adventure['id']}/turns/"
+    status, refused = first.api("POST", turn, token, {"mode": "do", "text": "I knock on the door"})
+    assert status == 424 and "being built for this machine" in refused["detail"], (status, refused)
+    assert "your action was kept" in refused["hint"]
     created = re.search(r"Admin account created: username '(\w+)', password '([^']+)'", first.output())
     assert created, first.output()
     username, password = created.groups()
@@ -117,6 +158,19 @@ def test_runsite_serves_stops_cleanly_on_ctrl_c_and_a_restart_finds_the_old_data
     started = [p.pid for p in psutil.Process(first.proc.pid).children(recursive=True)]
     started += [postgres_pid(data_dir), redis_pid(data_dir)]
     assert None not in started and len(started) >= 4
+
+    # its build ends: the model joins, and the newcomer's turn is played by it (its stand-in's words)
+    (data_dir / "local-model" / "standin-built").touch()
+    wait_for(
+        lambda: first.api("GET", "/api/settings/demo/", token)[1]["state"] == "ready",
+        timeout=90,
+        interval=0.5,
+        what="the demo model to be ready",
+    )
+    status, played = first.api("POST", f"/api/adventures/{adventure['id']}/retry/", token, {})
+    assert status == 201, played
+    assert "lantern light trembles" in played["actions"][-1]["text"], played
+    assert played["usage"]["demo"] is True and played["usage"]["model"] == "gemma-3-270m"
 
     assert first.ctrl_c() == 0, first.output()[-3000:]
     wait_for(lambda: not any(alive(pid) for pid in started), timeout=15, what="every process to stop")
@@ -193,6 +247,11 @@ def test_runsite_starts_again_whatever_dies_and_keeps_answering_meanwhile(tmp_pa
         wait_for(lambda: (_child(site, "celery") or old) != old, timeout=30, what="a new worker")
         assert "The worker was killed by SIGKILL; starting it again in 1 s" in site.output()
         healthy_again("the worker's death", since=killed)
+
+        old = _child(site, "runmodel")
+        os.kill(old, signal.SIGKILL)
+        wait_for(lambda: (_child(site, "runmodel") or old) != old, timeout=30, what="a new demo model")
+        assert "The local demo model was killed by SIGKILL" in site.output()
 
         old = _child(site, "runmcp")
         os.kill(old, signal.SIGKILL)

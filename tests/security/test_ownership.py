@@ -46,6 +46,7 @@ OWN_ROUTES = {
     "api/settings/test/",
     "api/settings/presets/",
     "api/settings/models/",
+    "api/settings/demo/",
     "api/debug/requests/",
     "api/adventures/",
     "api/adventures/import/",

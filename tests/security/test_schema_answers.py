@@ -70,6 +70,7 @@ def test_a_whole_session_answers_exactly_what_the_schema_documents(schema, alice
     walk("put", "/api/settings/", 200, body={"temperature": 0.7})
     walk("post", "/api/settings/test/", 200)
     walk("get", "/api/settings/presets/", 200)
+    walk("get", "/api/settings/demo/", 200)
     walk("get", "/api/settings/models/", 200)
     walk("post", "/api/settings/models/", 200, body={"endpoint_url": fake_llm.url})
     walk("post", "/api/settings/test/", 200, body={"model": "fake-model", "api_key": "sk-typed-0002"})

@@ -69,6 +69,8 @@ def child_env(**overrides: str | None) -> dict[str, str]:
     env.setdefault("ADMISSION_LAG_MS", "0")
     env.setdefault("ADMISSION_IN_FLIGHT_MAX", "0")
     env.setdefault("ADMISSION_CPU_BUSY_PCT", "0")  # the suite itself keeps the cores busy
+    # a site the suite starts never builds llama.cpp: the demo model's stand-in plays (config.local_model)
+    env.setdefault("LOCAL_MODEL_ENGINE", "stand-in")
     for key, value in overrides.items():
         if value is None:
             env.pop(key, None)

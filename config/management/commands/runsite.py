@@ -1,13 +1,15 @@
 """Run the whole site on one machine: migrate, first admin, web server, worker.
 
-`make run` calls this. A part that dies (the web server, the worker, the MCP server, the
-embedded Redis or PostgreSQL) is started again with a backoff (config.supervisor); Ctrl-C (or
+`make run` calls this. A part that dies (the web server, the worker, the MCP server, the local
+demo model, the embedded Redis or PostgreSQL) is started again with a backoff (config.supervisor); Ctrl-C (or
 SIGTERM) stops the web server and the worker, then the embedded PostgreSQL and Redis this process
 started.
 """
 
 from __future__ import annotations
 
+import os
+import secrets
 import signal
 import socket
 import sys
@@ -17,6 +19,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from config import local_model
 from config.env import env_int, env_str
 from config.web_server import web_server_argv
 
@@ -79,6 +82,9 @@ class Command(BaseCommand):
         )
         mcp = ChildProcess([sys.executable, "manage.py", "runmcp", "--host", host, "--port", str(mcp_port)])
         children = [("web server", web), ("worker", worker), ("MCP server", mcp)]
+        model = _local_model()
+        if model is not None:  # first: its state is on the pages from the first request
+            children.insert(0, ("local demo model", model))
         parts = [
             Part(name, start=child.start, running=child.running, describe=child.describe, cleanup=child.reap_group)
             for name, child in children
@@ -108,6 +114,11 @@ class Command(BaseCommand):
         shown = host if ":" not in host else f"[{host}]"
         self.stdout.write(self.style.SUCCESS(f"Everlore is running at http://{shown}:{port}/  (Ctrl-C stops it)"))
         self.stdout.write(f"Agent memory over MCP: http://{shown}:{mcp_port}/mcp")
+        if model is not None:
+            self.stdout.write(
+                "The demo model (Gemma 3 270M, local) plays for players without a model of their own; on the "
+                "first run it is built for this machine first (about 5 minutes). LOCAL_MODEL=off leaves it out."
+            )
         self.stdout.flush()
 
         # A part that dies is started again (config.supervisor); only Ctrl-C or SIGTERM stops the site.
@@ -116,12 +127,35 @@ class Command(BaseCommand):
             time.sleep(SUPERVISE_INTERVAL_S)
 
         self.stdout.write("Stopping...")
-        for child in (web, mcp, worker):
+        for child in (web, mcp, worker, *([model] if model else [])):
             child.stop(CHILD_STOP_TIMEOUT)
         if settings.EMBEDDED:
             self.stdout.write(
                 "Stopped. The embedded database and Redis stop with this process; data stays in DATA_DIR."
             )
+
+
+def _local_model():
+    """The local demo model's process (config.local_model) when the operator set no demo model and
+    did not turn it off, with the demo settings its siblings inherit; else None."""
+    from config.supervisor import ChildProcess
+
+    if settings.LOCAL_MODEL == "off" or settings.DEMO_ENDPOINT_URL:
+        return None
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    key = secrets.token_urlsafe(24)
+    os.environ.update(
+        DEMO_ENDPOINT_URL=f"http://127.0.0.1:{port}/v1",
+        DEMO_MODELS=local_model.MODEL_ID,
+        DEMO_API_KEY=key,
+        DEMO_LOCAL="1",
+        LOCAL_MODEL_KEY=key,
+    )
+    if not os.environ.get("DEMO_TURNS_PER_DAY"):  # the operator's limit wins; a local model costs no money
+        os.environ["DEMO_TURNS_PER_DAY"] = str(settings.LOCAL_MODEL_TURNS_PER_DAY)
+    return ChildProcess([sys.executable, "manage.py", "runmodel", "--port", str(port)])
 
 
 def _check_port_free(host: str, port: int) -> None:

@@ -52,3 +52,22 @@ function el(tag, attrs = {}, ...children) {
   for (const c of children) node.append(c);
   return node;
 }
+// The local demo model getting ready (its first run builds it): the notice asks every 10 s and says
+// when it has joined, so a player waiting on the page knows when their turns play.
+(function watchDemoModel() {
+  const notice = document.querySelector(".demo-waiting");
+  if (!notice) return;
+  const timer = setInterval(async () => {
+    const r = await apiFetch("/api/settings/demo/").catch(() => null);
+    if (!r || !r.ok || !r.data) return;
+    if (r.data.state === "ready") {
+      clearInterval(timer);
+      notice.classList.remove("demo-waiting");
+      notice.classList.add("demo-ready");
+      notice.textContent = "The site's demo model is ready: your turns play now.";
+    } else {
+      if (r.data.state === "failed") clearInterval(timer);
+      notice.querySelector(".demo-message").textContent = r.data.message;
+    }
+  }, 10000);
+})();
