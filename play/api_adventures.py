@@ -19,7 +19,7 @@ from play import changes, imports
 from play import serializers as s
 from play.api_support import adventure_for as _adventure
 from stories import adventures, cards
-from stories.library import aidungeon, lorebooks
+from stories.library import aidungeon, lorebooks, story_files
 from stories.models import Adventure, ImportJob, StoryCard
 from stories.tree import writes
 
@@ -112,6 +112,17 @@ def _job_answer(job, status=200) -> Response:
     return Response(ImportJobSerializer(body).data, status=status, headers=headers)
 
 
+_REPORT = inline_serializer(
+    "ImportReportLine",
+    {"place": strict.TextField(help_text="where in the file"), "what": strict.TextField()},
+    many=True,
+)
+_UPLOAD = inline_serializer("CardFileUpload", {"file": serializers.FileField(help_text="a PNG or JSON file")})
+_UPLOAD_STORY = inline_serializer(
+    "StoryFileUpload", {"file": serializers.FileField(help_text="a .story or .json file")}
+)
+
+
 class AdventureImportView(APIView):
     @extend_schema(
         request=inline_serializer(
@@ -132,6 +143,29 @@ class AdventureImportView(APIView):
     )
     def post(self, request):
         return _job_answer(imports.import_start(owner_id=request.user.id, data=request.data), status=202)
+
+
+class StoryFileImportView(APIView):
+    parser_classes = [StrictJSONParser, MultiPartParser]
+
+    @extend_schema(
+        request={"application/json": OpenApiTypes.OBJECT, "multipart/form-data": _UPLOAD_STORY},
+        responses={202: inline_serializer("StoryFileImport", {"job": ImportJobSerializer(), "report": _REPORT})},
+        tags=["adventures"],
+        summary="Import a story from NovelAI or KoboldAI",
+        description="A NovelAI .story file or a KoboldAI story (JSON or an uploaded file) as a new adventure: "
+        "its text the story, its memory the plot essentials, its author's note, its lorebook or world info the "
+        "story cards. Imported as an export of this site is (the same job: poll GET /api/imports/{id}/); "
+        "`report` says what was carried where and what has no place here.",
+    )
+    def post(self, request):
+        document, report = story_files.story_document(lorebooks.read_document(request))
+        job = imports.import_start(owner_id=request.user.id, data=document)
+        return Response(
+            {"job": ImportJobSerializer(imports.job_state(job)).data, "report": report},
+            status=202,
+            headers={"Location": f"/api/imports/{job.pk}/"},
+        )
 
 
 class ImportListView(APIView):
@@ -190,14 +224,6 @@ class CardImportView(APIView):
         adventure = _adventure(request, adventure_id)
         created = aidungeon.import_aidungeon(adventure=adventure, data=request.data)
         return Response(s.CardSerializer(created, many=True).data, status=201)
-
-
-_REPORT = inline_serializer(
-    "ImportReportLine",
-    {"place": strict.TextField(help_text="where in the file"), "what": strict.TextField()},
-    many=True,
-)
-_UPLOAD = inline_serializer("CardFileUpload", {"file": serializers.FileField(help_text="a PNG or JSON file")})
 
 
 class BookImportView(APIView):

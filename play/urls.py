@@ -21,6 +21,7 @@ urlpatterns = [
     path("adventures/import/", api_adventures.AdventureImportView.as_view(), name="adventure-import"),
     path("imports/", api_adventures.ImportListView.as_view(), name="imports"),
     path("adventures/import/character/", api_adventures.CharacterImportView.as_view(), name="import-character"),
+    path("adventures/import/story/", api_adventures.StoryFileImportView.as_view(), name="import-story"),
     path("imports/<int:job_id>/", api_adventures.ImportDetailView.as_view(), name="import"),
     path(A, api_adventures.AdventureDetailView.as_view(), name="adventure"),
     path(A + "export/", api_adventures.AdventureExportView.as_view(), name="adventure-export"),

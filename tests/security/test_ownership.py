@@ -51,6 +51,7 @@ OWN_ROUTES = {
     "api/adventures/",
     "api/adventures/import/",
     "api/adventures/import/character/",
+    "api/adventures/import/story/",
     "api/imports/",
     "api/scenarios/",
     "api/scenarios/mine/",

@@ -222,6 +222,13 @@ def test_a_whole_session_answers_exactly_what_the_schema_documents(schema, alice
         201,
         body={"spec": "chara_card_v2", "data": {"name": "Maren", "first_mes": "Hello."}},
     )
+    walk(
+        "post",
+        "/api/adventures/import/story/",
+        202,
+        body={"gamestarted": True, "prompt": "The caravan left at dawn.", "actions": [" Dust rose."]},
+    )
+    walk("post", "/api/adventures/import/story/", 400, body={"storyContainerVersion": 7, "content": {}})
     walk("get", "/api/imports/", 200)
     walk("get", "/api/imports/{job_id}/", 200, job_id=job["id"])
     walk("delete", A, 204, adventure_id=job["adventure_id"])

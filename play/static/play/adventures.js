@@ -13,13 +13,17 @@ function jobText(job) {
   return `"${job.title}": ${STAGES[p.stage] || "Importing"}${counts}…`;
 }
 
-async function followImport(job, out) {
+async function followImport(job, out, stay = false) {
   while (["queued", "running", "retrying"].includes(job.status)) {
     out.textContent = jobText(job);
     await new Promise((done) => setTimeout(done, 1000));
     const r = await apiFetch(`/api/imports/${job.id}/`);
     if (!r.ok) { out.textContent = errorText(r); return; }
     job = r.data;
+  }
+  if (job.status === "done" && stay) {  // the report stays on the page; the story is a link away
+    out.replaceChildren("Made ", el("a", {href: `/play/${job.adventure_id}/`}, job.title), ".");
+    return;
   }
   if (job.status === "done") { location.href = `/play/${job.adventure_id}/`; return; }
   out.textContent = `The import failed, nothing was stored: ${job.error ? job.error.detail : "unknown error"}`;
@@ -32,9 +36,18 @@ document.getElementById("import-file").addEventListener("change", async (e) => {
     data = JSON.parse(await e.target.files[0].text());
   } catch (err) { out.textContent = "That file is not JSON."; return; }
   out.textContent = "Sending the file…";
-  const r = await apiFetch("/api/adventures/import/", {method: "POST", body: JSON.stringify(data)});
+  if (data && data.format === "everlore.adventure") {  // an export of this site
+    const r = await apiFetch("/api/adventures/import/", {method: "POST", body: JSON.stringify(data)});
+    if (!r.ok) { out.textContent = errorText(r); return; }
+    await followImport(r.data, out);
+    return;
+  }
+  // another site's story (NovelAI, KoboldAI): the report says what came in, and what did not
+  const r = await apiUpload("/api/adventures/import/story/", e.target.files[0]);
   if (!r.ok) { out.textContent = errorText(r); return; }
-  await followImport(r.data, out);
+  const done = el("p", {});
+  out.replaceChildren(done, el("p", {}, "What came in, and what did not:"), reportList(r.data.report));
+  await followImport(r.data.job, done, true);
 });
 document.querySelectorAll("form.confirm-delete").forEach((form) => {
   form.addEventListener("submit", (e) => { if (!confirm("Delete this adventure?")) e.preventDefault(); });
