@@ -4,6 +4,10 @@ access_adventure (another user's id is a 404)."""
 
 from __future__ import annotations
 
+import json
+import re
+
+from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
@@ -13,13 +17,14 @@ from rest_framework.views import APIView
 
 from config import paging
 from config import serializer_fields as strict
+from config.errors import InvalidRequest
 from config.input_guard import StrictJSONParser
 from config.serializer_fields import valid as _valid
 from play import changes, imports
 from play import serializers as s
 from play.api_support import adventure_for as _adventure
 from stories import adventures, cards
-from stories.library import aidungeon, lorebooks, story_files
+from stories.library import aidungeon, character_cards, lorebooks, story_files
 from stories.models import Adventure, ImportJob, StoryCard
 from stories.tree import writes
 
@@ -252,6 +257,19 @@ class _CharacterImportQuery(serializers.Serializer):
         help_text="your name in this story: what the card's {{user}} becomes (else your persona's name; a card "
         "that names you with neither answers 400 persona_needed)",
     )
+    greeting = serializers.IntegerField(  # a query's text: "2"
+        min_value=0,
+        max_value=1000,
+        required=False,
+        default=0,
+        help_text="the greeting the story opens with: 0 the card's first message, 1 and on its alternate greetings",
+    )
+    preview = serializers.BooleanField(  # a query's text: "true"
+        required=False,
+        default=False,
+        help_text="true: start nothing; answer the card's name, its greetings (to choose one) and whether your "
+        "name is needed",
+    )
 
 
 class CharacterImportView(APIView):
@@ -261,18 +279,31 @@ class CharacterImportView(APIView):
         parameters=[_CharacterImportQuery],
         request={"application/json": OpenApiTypes.OBJECT, "multipart/form-data": _UPLOAD},
         responses={
-            201: inline_serializer("CharacterImport", {"adventure": s.AdventureSerializer(), "report": _REPORT})
+            201: inline_serializer("CharacterImport", {"adventure": s.AdventureSerializer(), "report": _REPORT}),
+            200: inline_serializer(
+                "CharacterPreview",
+                {
+                    "name": strict.TextField(),
+                    "greetings": serializers.ListField(child=strict.TextField(), help_text="0: its first message"),
+                    "persona_needed": serializers.BooleanField(help_text="the card names you: send persona_name"),
+                },
+            ),
         },
         tags=["adventures"],
         summary="Start an adventure from a character card",
-        description="A SillyTavern character card (V1, V2 or V3; JSON, or a PNG carrying it): the greeting is "
-        "the opening, the description and scenario the plot essentials, the character a card of the cast, "
-        "its book the story cards. `report` says what was carried where and what was not.",
+        description="A SillyTavern character card (V1, V2 or V3; JSON, or a PNG carrying it): the greeting "
+        "chosen (`greeting`) is the opening, the description and scenario the plot essentials, the character a "
+        "card of the cast (with its example dialogue), its book the story cards. `report` says what was carried "
+        "where and what was not. With `preview=true` nothing is started: 200 with the card's greetings.",
     )
     def post(self, request):
-        persona = _valid(_CharacterImportQuery, request, query=True).get("persona_name")
-        adventure, report = lorebooks.adventure_from_card(
-            owner_id=request.user.id, data=lorebooks.read_document(request), persona_name=persona
+        query = _valid(_CharacterImportQuery, request, query=True)
+        persona = query.get("persona_name")
+        data = lorebooks.read_document(request)
+        if query["preview"]:
+            return Response(character_cards.card_preview(owner_id=request.user.id, data=data, persona_name=persona))
+        adventure, report = character_cards.adventure_from_card(
+            owner_id=request.user.id, data=data, persona_name=persona, greeting=query["greeting"]
         )
         return Response({"adventure": s.AdventureSerializer(adventure).data, "report": report}, status=201)
 
@@ -312,3 +343,41 @@ class CardExportView(APIView):
         if _valid(_CardExportQuery, request, query=True)["type"] == "sillytavern":
             return Response(lorebooks.export_sillytavern(adventure=adventure))
         return Response(aidungeon.export_aidungeon(adventure=adventure))
+
+
+class _CharacterExportQuery(serializers.Serializer):
+    # not "format": DRF reads that one as a renderer to answer with
+    file = strict.ChoiceField(choices=["png", "json"], required=False, default="png", help_text="the file's kind")
+    spec = strict.ChoiceField(
+        choices=["v3", "v2"], required=False, default="v3", help_text="json: the card's version (a PNG carries both)"
+    )
+
+
+class CharacterExportView(APIView):
+    @extend_schema(
+        parameters=[_CharacterExportQuery],
+        responses={
+            (200, "image/png"): OpenApiTypes.BINARY,
+            (200, "application/json"): OpenApiTypes.OBJECT,
+        },
+        tags=["cards"],
+        summary="Export a character as a SillyTavern character card",
+        description="A character card of this adventure as a SillyTavern card: a PNG carrying it as SillyTavern "
+        "writes one (V2 in its `chara` chunk, V3 in `ccv3`), or JSON (`spec` v3 or v2). Its entry is the "
+        "description, its example dialogue the card's, the adventure's other cards its character book.",
+    )
+    def get(self, request, adventure_id, card_id):
+        adventure = _adventure(request, adventure_id)
+        card = _card(adventure, card_id)
+        query = _valid(_CharacterExportQuery, request, query=True)
+        if card.type != StoryCard.Type.CHARACTER:
+            raise InvalidRequest("only a character card leaves as a character card (this card's type is not character)")
+        name = re.sub(r"[^\w.-]+", "_", card.name).strip("_") or "character"
+        if query["file"] == "json":
+            doc = character_cards.character_card(adventure=adventure, card=card, spec=query["spec"])
+            response = HttpResponse(json.dumps(doc, ensure_ascii=False), content_type="application/json")
+            response["Content-Disposition"] = f'attachment; filename="{name}.json"'
+            return response
+        response = HttpResponse(character_cards.character_png(adventure=adventure, card=card), content_type="image/png")
+        response["Content-Disposition"] = f'attachment; filename="{name}.png"'
+        return response

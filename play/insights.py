@@ -7,7 +7,8 @@ from memory.models import Memory
 from memory.story.marks import MEMORY_INTERVAL, MEMORY_THRESHOLD
 from stories.models import Adventure, AISettings, StoryCard
 from stories.prompt.context import Context
-from stories.prompt.triggers import triggered
+from stories.prompt.parts import CARD_PARTS
+from stories.prompt.triggers import scan
 
 CARDS_LISTED_MAX = 40  # cards Insights explains one by one; the rest are counted
 
@@ -18,7 +19,8 @@ def untold(*, adventure: Adventure, ctx: Context, ai: AISettings, tip_depth: int
     window = next((p.items[0] for p in ctx.parts if p.name == "story" and p.items), {})
     first = window.get("first_depth")
     knows = {item.get("character") for p in ctx.parts if p.name == "knows" for item in p.items}
-    lines = _summary(adventure, parts, first, tip_depth) + _cards(adventure, parts, knows)
+    newest = window.get("last_depth") or 0
+    lines = _summary(adventure, parts, first, tip_depth) + _cards(adventure, parts, knows, newest)
     return lines + _memories(adventure, parts, ai, tip_depth)
 
 
@@ -37,21 +39,22 @@ def _summary(adventure: Adventure, parts: dict, first: int | None, tip_depth: in
     return [{"part": "summary", "name": "", "why": why, "when": when}]
 
 
-def _cards(adventure: Adventure, parts: dict, knows: set) -> list[dict]:
-    told = {item["id"]: item for item in (parts["cards"].items if "cards" in parts else [])}
+def _cards(adventure: Adventure, parts: dict, knows: set, newest: int) -> list[dict]:
+    told = {item["id"]: item for name in CARD_PARTS.values() if name in parts for item in parts[name].items}
     story = parts.get("story")
     recent = story.text if story else ""
     lines = []
     cards = list(StoryCard.objects.filter(adventure=adventure).order_by("id"))
-    hits = {hit.card.pk for hit in triggered(cards=cards, text=recent)}
+    found = scan(cards=cards, text=recent, turn=newest)
+    hits = {hit.card.pk for hit in found.hits}
     for card in cards:
         if card.pk in told and told[card.pk]["included"]:
             continue
-        if card.pk in told:
+        if card.pk in hits:  # triggered, and not told: the cards' share was full
             why = "its key is in the recent story, but the cards that came first filled the cards' share of the context"
             when = "when fewer cards are triggered at once, or with a larger context"
-        elif card.pk in hits:
-            continue
+        elif card.pk in found.misses:
+            why, when = found.misses[card.pk], "a turn its rules hold"
         elif not card.keys:
             why, when = (
                 "it has no keys, so nothing in the story triggers it",

@@ -10,6 +10,7 @@ from rest_framework import serializers
 from config import serializer_fields as strict
 from config.errors import InvalidRequest
 from stories.cards import clean_keys
+from stories.import_doc import CARD_RULE_FIELDS, CardRulesDoc
 from stories.models import (
     ACTION_TEXT_MAX,
     AUTHORS_NOTE_MAX,
@@ -32,7 +33,7 @@ User = get_user_model()
 # ---------------------------------------------------------------------------- adventures
 
 
-class CardInputSerializer(serializers.Serializer):
+class CardInputSerializer(CardRulesDoc):
     type = serializers.ChoiceField(choices=StoryCard.Type.choices, default=StoryCard.Type.OTHER)
     name = strict.TextField(max_length=100)
     keys = serializers.ListField(
@@ -56,7 +57,18 @@ class CardInputSerializer(serializers.Serializer):
 class CardSerializer(strict.StrictModelSerializer):
     class Meta:
         model = StoryCard
-        fields = ["id", "type", "name", "keys", "entry", "notes", "in_cast", "created_at", "updated_at"]
+        fields = [
+            "id",
+            "type",
+            "name",
+            "keys",
+            "entry",
+            "notes",
+            "in_cast",
+            *CARD_RULE_FIELDS,
+            "created_at",
+            "updated_at",
+        ]
 
 
 class AdventureSerializer(strict.StrictModelSerializer):

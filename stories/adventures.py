@@ -124,7 +124,15 @@ def story_export(*, adventure: Adventure) -> dict:
             for a in actions
         ],
         "cards": [
-            {"type": c.type, "name": c.name, "keys": c.keys, "entry": c.entry, "notes": c.notes, "in_cast": c.in_cast}
+            {
+                "type": c.type,
+                "name": c.name,
+                "keys": c.keys,
+                "entry": c.entry,
+                "notes": c.notes,
+                "in_cast": c.in_cast,
+                **{name: getattr(c, name) for name in import_doc.CARD_RULE_FIELDS},
+            }
             for c in StoryCard.objects.filter(adventure=adventure).order_by("id")
         ],
     }
@@ -220,6 +228,7 @@ def story_import(*, owner_id: int, data, progress=lambda stage, done, total: Non
                     entry=c["entry"],
                     notes=c["notes"],
                     in_cast=c["in_cast"],
+                    **{name: c[name] for name in import_doc.CARD_RULE_FIELDS},
                 )
                 for c in cards
             ]

@@ -134,7 +134,55 @@ class CardKeys(serializers.Field):
         return value
 
 
-class CardDoc(serializers.Serializer):
+class CardRulesDoc(serializers.Serializer):
+    """A card's World Info rules (stories.prompt.triggers), each optional with its default."""
+
+    secondary_keys = serializers.ListField(
+        child=strict.TextField(max_length=CARD_KEY_MAX),
+        max_length=CARD_KEYS_MAX,
+        required=False,
+        default=list,
+        help_text="with the logic: keys that must (or must not) be there too",
+    )
+    selective_logic = strict.ChoiceField(
+        choices=StoryCard.SelectiveLogic.values,
+        required=False,
+        default="and_any",
+        help_text="a key AND any secondary key, AND NOT all, AND NOT any, AND all",
+    )
+    position = strict.ChoiceField(
+        choices=StoryCard.Position.values,
+        required=False,
+        default="world_info",
+        help_text="told with the world info after the story, before the story, or at_depth inside it",
+    )
+    depth = strict.IntegerField(
+        min_value=0, max_value=1000, required=False, default=4, help_text="at_depth: actions from the newest"
+    )
+    probability = strict.IntegerField(
+        min_value=0, max_value=100, required=False, default=100, help_text="percent of the turns it fires on"
+    )
+    prevent_recursion = strict.BooleanField(required=False, default=True, help_text="its entry triggers no other card")
+    exclude_recursion = strict.BooleanField(
+        required=False, default=False, help_text="only the story triggers it, never another card's entry"
+    )
+    examples = strict.TextField(
+        max_length=CARD_ENTRY_MAX,
+        allow_blank=True,
+        required=False,
+        default="",
+        trim_whitespace=False,
+        help_text="a character's example dialogue, told with it",
+    )
+
+    def validate_secondary_keys(self, value):
+        return list(dict.fromkeys(k.strip() for k in value if k.strip()))
+
+
+CARD_RULE_FIELDS = tuple(CardRulesDoc().fields)
+
+
+class CardDoc(CardRulesDoc):
     type = strict.ChoiceField(choices=StoryCard.Type.values, required=False, default="other")
     name = strict.TextField(max_length=100)
     keys = CardKeys(required=False, default=list)

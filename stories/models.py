@@ -197,6 +197,17 @@ class StoryCard(models.Model):
         FACTION = "faction"
         OTHER = "other"
 
+    class SelectiveLogic(models.TextChoices):  # with secondary keys: a key AND any of them, AND NOT all, ...
+        AND_ANY = "and_any"
+        NOT_ALL = "not_all"
+        NOT_ANY = "not_any"
+        AND_ALL = "and_all"
+
+    class Position(models.TextChoices):  # where a triggered card is told (stories.prompt.triggers)
+        WORLD_INFO = "world_info"
+        BEFORE_STORY = "before_story"
+        AT_DEPTH = "at_depth"
+
     adventure = models.ForeignKey(Adventure, on_delete=models.CASCADE, related_name="cards")
     type = models.CharField(max_length=10, choices=Type.choices, default=Type.OTHER)
     name = models.CharField(max_length=100)
@@ -206,6 +217,15 @@ class StoryCard(models.Model):
     # A character card in the cast keeps its own memories of the scenes it is in (memory.story.cast);
     # the flag means nothing on other card types.
     in_cast = models.BooleanField(default=True)
+    # World Info's rules (stories.prompt.triggers), as SillyTavern's lorebooks carry them
+    secondary_keys = models.JSONField(default=list, blank=True)
+    selective_logic = models.CharField(max_length=8, choices=SelectiveLogic.choices, default=SelectiveLogic.AND_ANY)
+    position = models.CharField(max_length=12, choices=Position.choices, default=Position.WORLD_INFO)
+    depth = models.PositiveSmallIntegerField(default=4)  # at_depth: actions from the newest
+    probability = models.PositiveSmallIntegerField(default=100)  # percent of the turns it is triggered on
+    prevent_recursion = models.BooleanField(default=True)  # its entry triggers no other card
+    exclude_recursion = models.BooleanField(default=False)  # no other card's entry triggers it
+    examples = models.TextField(blank=True, default="")  # a character's example dialogue
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -21,6 +21,7 @@ from stories.models import (
 )
 
 ENTRIES_MAX = 2000  # entries of one lorebook (the adventure's card limit applies too)
+GREETINGS_MAX = 100  # a card's alternate greetings
 
 
 class Text(strict.TextField):
@@ -82,7 +83,63 @@ class Flag(serializers.Field):
         return value
 
 
-class WorldInfoEntry(serializers.Serializer):
+class Number(serializers.Field):
+    """A whole number in a range (null: the format's default)."""
+
+    default_error_messages = {"invalid": "must be a whole number from {low} to {high}"}
+
+    def __init__(self, low: int, high: int, **kwargs):
+        self.low, self.high = low, high
+        super().__init__(required=False, allow_null=True, **kwargs)
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, (int, float)) or data != int(data):
+            self.fail("invalid", low=self.low, high=self.high)
+        if not self.low <= data <= self.high:
+            self.fail("invalid", low=self.low, high=self.high)
+        return int(data)
+
+    def to_representation(self, value):
+        return value
+
+
+class Place(serializers.Field):
+    """A character book entry's position: before_char or after_char (the V2 specification), or
+    SillyTavern's number (0-7) as some tools write it."""
+
+    default_error_messages = {"invalid": "must be before_char, after_char or a number from 0 to 7"}
+
+    def __init__(self, **kwargs):
+        super().__init__(required=False, allow_null=True, **kwargs)
+
+    def to_internal_value(self, data):
+        if data in ("before_char", "after_char", ""):
+            return data or None
+        if isinstance(data, int) and not isinstance(data, bool) and 0 <= data <= 7:
+            return data
+        self.fail("invalid")
+
+    def to_representation(self, value):
+        return value
+
+
+class WorldInfoRules(serializers.Serializer):
+    """World Info's rules as SillyTavern writes them (an entry's own fields, or a character book
+    entry's ``extensions``)."""
+
+    selective = Flag()
+    selectiveLogic = Number(0, 3)  # noqa: N815 (the format's own names)
+    position = Number(0, 7)
+    depth = Number(0, 10_000)
+    probability = Number(0, 100)
+    useProbability = Flag()  # noqa: N815
+    excludeRecursion = Flag()  # noqa: N815
+    preventRecursion = Flag()  # noqa: N815
+    exclude_recursion = Flag()
+    prevent_recursion = Flag()
+
+
+class WorldInfoEntry(WorldInfoRules):
     """A SillyTavern World Info entry."""
 
     key = Keys()
@@ -94,7 +151,7 @@ class WorldInfoEntry(serializers.Serializer):
 
 
 class BookEntry(serializers.Serializer):
-    """A character book's entry (character card V2/V3)."""
+    """A character book's entry (character card V2/V3); SillyTavern keeps its rules in ``extensions``."""
 
     keys = Keys()
     secondary_keys = Keys()
@@ -103,6 +160,9 @@ class BookEntry(serializers.Serializer):
     content = Text(most=CARD_ENTRY_MAX)
     constant = Flag()
     enabled = Flag()
+    selective = Flag()
+    position = Place()
+    extensions = WorldInfoRules(required=False, allow_null=True)
 
 
 class NovelAIEntry(serializers.Serializer):
@@ -137,6 +197,13 @@ class CardFields(serializers.Serializer):
 
     name = strict.TextField(max_length=100)
     first_mes = Text(most=ACTION_TEXT_MAX)
+    alternate_greetings = serializers.ListField(
+        child=strict.TextField(max_length=ACTION_TEXT_MAX, allow_blank=True, trim_whitespace=False),
+        max_length=GREETINGS_MAX,
+        required=False,
+        allow_null=True,
+    )
+    mes_example = Text(most=CARD_ENTRY_MAX)
     description = Text(most=LONG_TEXT_MAX)
     scenario = Text(most=LONG_TEXT_MAX)
     personality = Text(most=CARD_ENTRY_MAX)

@@ -1,7 +1,7 @@
-"""The formats of the field, in and out: SillyTavern character cards (V1, V2 and V3, as JSON or
-as a PNG carrying the JSON in its `chara` or `ccv3` text chunk) with their character books,
-SillyTavern and NovelAI lorebooks, AI Dungeon's story cards (stories.cards), and a story's cards
-out again as a SillyTavern lorebook.
+"""The formats of the field, in and out: a file as uploaded (a PNG character card carrying its JSON in
+its `chara` or `ccv3` text chunk, or JSON), SillyTavern and NovelAI lorebooks and character books,
+AI Dungeon's story cards (stories.cards), and a story's cards out again as a SillyTavern lorebook
+(character cards themselves: stories.library.character_cards).
 
 Everything is read and checked before a row is written, with the same limits as the site's own
 cards and adventures; a file that breaks one is a 400 naming the place. What has no equivalent
@@ -23,13 +23,10 @@ from config.errors import InvalidRequest
 from config.input_guard import parse_json
 from stories import cards as story_cards
 from stories import limits
-from stories.adventures import story_create
 from stories.library import aidungeon, macros
 from stories.library import lorebook_schemas as schemas
 from stories.models import (
-    CARD_ENTRY_MAX,
     LONG_TEXT_MAX,
-    TITLE_MAX,
     Adventure,
     StoryCard,
 )
@@ -190,8 +187,7 @@ def book_cards(
         if not enabled:
             report.append({"place": where, "what": "a disabled entry: not carried"})
             continue
-        if entry.get("secondary_keys") or entry.get("keysecondary"):
-            report.append({"place": where, "what": "secondary keys: not carried (cards here trigger on their keys)"})
+        rules = _rules(entry, where, report) if form != "NovelAI lorebook" else {}
         if entry.get("constant") or entry.get("forceActivation"):
             if content.strip():
                 always.append(content.strip())
@@ -202,12 +198,58 @@ def book_cards(
             continue
         if not keys:
             report.append({"place": where, "what": "no keys: imported as a card that triggers on nothing yet"})
-        made.append({"type": "other", "name": name or f"Entry {len(made) + 1}", "keys": keys, "entry": content})
+        made.append(
+            {"type": "other", "name": name or f"Entry {len(made) + 1}", "keys": keys, "entry": content, **rules}
+        )
     report.insert(0, {"place": prefix or "file", "what": f"read as a {form}: {len(made)} cards"})
     return made, always, report
 
 
-def _with_plot(plot: str, always: list[str], report: list[dict]) -> str:
+# SillyTavern's insertion positions: before or after the character's definitions and the example
+# messages are before the story here; before or after the author's note, and an outlet, with the
+# world info after the story; 4 is "at depth"
+ST_POSITIONS = {0: "before_story", 1: "before_story", 2: "world_info", 3: "world_info", 4: "at_depth"}
+ST_POSITIONS |= {5: "before_story", 6: "before_story", 7: "world_info"}
+ST_LOGIC = {0: "and_any", 1: "not_all", 2: "not_any", 3: "and_all"}
+ST_DEPTH_DEFAULT = 4
+
+
+def _rules(entry: dict, where: str, report: list[dict]) -> dict:
+    """A SillyTavern entry's World Info rules (its own fields, or a character book entry's
+    ``extensions``) as a card's (stories.prompt.triggers). SillyTavern scans entries recursively
+    unless one says not to, so an imported card's entry may trigger others."""
+    ext = entry.get("extensions") if isinstance(entry.get("extensions"), dict) else {}
+
+    def get(*names):
+        return next((src[n] for src in (ext, entry) for n in names if src.get(n) is not None), None)
+
+    rules = {
+        "prevent_recursion": bool(get("preventRecursion", "prevent_recursion")),
+        "exclude_recursion": bool(get("excludeRecursion", "exclude_recursion")),
+    }
+    secondary = entry.get("secondary_keys") or entry.get("keysecondary") or []
+    if secondary and get("selective") is False:
+        report.append({"place": where, "what": "secondary keys: the file does not use them (selective is off)"})
+    elif secondary:
+        rules["secondary_keys"] = secondary
+        rules["selective_logic"] = ST_LOGIC.get(get("selectiveLogic"), "and_any")
+    position = ext.get("position") if isinstance(ext.get("position"), int) else entry.get("position")
+    if isinstance(position, str):  # a character book's own field: before_char or after_char
+        rules["position"] = "before_story"
+    elif isinstance(position, int):
+        rules["position"] = ST_POSITIONS.get(position, "world_info")
+        if position == 7:
+            report.append({"place": where, "what": "an outlet entry: told with the world info after the story"})
+    if rules.get("position") == "at_depth":
+        depth = get("depth")
+        rules["depth"] = depth if depth is not None else ST_DEPTH_DEFAULT
+    probability = get("probability")
+    if probability is not None and get("useProbability") is not False:
+        rules["probability"] = probability
+    return rules
+
+
+def with_plot(plot: str, always: list[str], report: list[dict]) -> str:
     added = "\n\n".join(always)
     joined = "\n\n".join(x for x in (plot.strip(), added) if x)
     if len(joined) > LONG_TEXT_MAX:
@@ -235,7 +277,7 @@ def import_cards(*, adventure: Adventure, data) -> tuple[list[StoryCard], list[d
         if not isinstance(book, dict):
             raise InvalidRequest("this character card has no character book to import as cards")
         data = book
-    player = macros.player_name(owner_id=adventure.owner_id, given=None, texts=_book_texts(data), adventure=adventure)
+    player = macros.player_name(owner_id=adventure.owner_id, given=None, texts=book_texts(data), adventure=adventure)
     cast = list(adventure.cards.filter(type="character").values_list("name", flat=True)[:2])
     filler = macros.Macros(user=player or None, char=cast[0] if len(cast) == 1 else None)
     fields, always, report = book_cards(data, filler=filler)
@@ -244,12 +286,12 @@ def import_cards(*, adventure: Adventure, data) -> tuple[list[StoryCard], list[d
     with transaction.atomic():
         made = StoryCard.objects.bulk_create(StoryCard(adventure=adventure, **f) for f in fields)
         if always:
-            plot = _with_plot(adventure.plot_essentials, always, report)
+            plot = with_plot(adventure.plot_essentials, always, report)
             Adventure.objects.filter(pk=adventure.pk).update(plot_essentials=plot)
     return made, report
 
 
-def _book_texts(book) -> list[str]:
+def book_texts(book) -> list[str]:
     """The texts of a lorebook's entries (to ask, before reading it, whether they name the player)."""
     try:
         return [str(entry.get("content") or entry.get("text") or "") for _, entry in _entries(book)[1]]
@@ -257,101 +299,37 @@ def _book_texts(book) -> list[str]:
         return []
 
 
-_CARD_TEXTS = ("first_mes", "description", "scenario", "personality", "system_prompt", "post_history_instructions")
-CARD_NOT_CARRIED = {
-    "mes_example": "example dialogue: this site has no place for it",
-    "alternate_greetings": "alternate greetings: start another adventure from the card to use one",
-    "creator_notes": "the creator's notes",
-    "tags": "tags",
-    "creator": "the creator's name",
-    "character_version": "the card's version",
-    "group_only_greetings": "group chat greetings",
-    "assets": "assets (images, sounds)",
-}
+ST_POSITION_OF = {"before_story": 0, "world_info": 2, "at_depth": 4}
+ST_LOGIC_OF = {name: number for number, name in ST_LOGIC.items()}
 
 
-def adventure_from_card(*, owner_id: int, data, persona_name: str | None = None) -> tuple[Adventure, list[dict]]:
-    """A SillyTavern character card (V1, V2 or V3) as a new adventure: the greeting is the
-    opening, the description and scenario the plot essentials, the character a card of the cast
-    (its personality), the system prompt the AI instructions, the post-history instructions the
-    author's note, the character book the story cards. Counts toward FILE_IMPORTS_PER_HOUR.
-    Returns the adventure and the report."""
-    limits.file_import(user_id=owner_id)
-    if not isinstance(data, dict):
-        raise InvalidRequest("expected a character card: a JSON object (or a PNG carrying one)")
-    spec = str(data.get("spec") or "")
-    if spec in ("chara_card_v2", "chara_card_v3"):
-        raw, prefix = data.get("data"), "data."
-        card = schemas.checked(schemas.CharacterCard, data)["data"]
-    elif "name" in data and ("first_mes" in data or "description" in data):
-        raw, prefix = data, ""  # V1: the fields at the top
-        card = schemas.checked(schemas.CardFields, data)
-    else:
-        raise InvalidRequest(
-            "expected a SillyTavern character card (spec chara_card_v2 or chara_card_v3, or V1 fields)"
-        )
-    name = card["name"].strip()
-    if not name:
-        raise InvalidRequest(f"{prefix}name: must not be empty")
-    book = raw.get("character_book")
-    texts = [str(card.get(f) or "") for f in _CARD_TEXTS] + (_book_texts(book) if isinstance(book, dict) else [])
-    player = macros.player_name(owner_id=owner_id, given=persona_name, texts=texts)
-    filler = macros.Macros(user=player or None, char=name)
-
-    def text(field: str) -> str:
-        return filler.fill(card.get(field) or "")
-
-    opening = text("first_mes")
-    plot = "\n\n".join(text(f).strip() for f in ("description", "scenario")).strip()
-    personality, instructions, note = text("personality"), text("system_prompt"), text("post_history_instructions")
-    report = [{"place": "file", "what": f"read as a SillyTavern character card ({spec or 'V1'})"}]
-    fields, always = [], []
-    if isinstance(book, dict) and book.get("entries"):
-        fields, always, book_report = book_cards(book, prefix=prefix + "character_book.", filler=filler)
-        report += book_report
-    plot = _with_plot(plot, always, report)
-    if len(plot) > LONG_TEXT_MAX:
-        raise InvalidRequest(f"{prefix}description: with the scenario, at most {LONG_TEXT_MAX} characters")
-    for field, what in CARD_NOT_CARRIED.items():
-        if raw.get(field):
-            report.append({"place": prefix + field, "what": f"not carried: {what}"})
-    if raw.get("extensions"):
-        report.append({"place": prefix + "extensions", "what": "not carried: other programs' extensions"})
-    report += filler.report(prefix or "file")
-    character = {
-        "type": "character",
-        "name": name,
-        "keys": [name],
-        "entry": (personality.strip() or text("description"))[:CARD_ENTRY_MAX],
+def st_entry_rules(card: StoryCard) -> dict:
+    """A card's World Info rules as SillyTavern's fields (an entry's own, or a book entry's extensions)."""
+    return {
+        "selective": bool(card.secondary_keys),
+        "selectiveLogic": ST_LOGIC_OF.get(card.selective_logic, 0),
+        "position": ST_POSITION_OF.get(card.position, 2),
+        "depth": card.depth,
+        "probability": card.probability,
+        "useProbability": card.probability < 100,
+        "excludeRecursion": card.exclude_recursion,
+        "preventRecursion": card.prevent_recursion,
     }
-    with transaction.atomic():
-        adventure = story_create(
-            owner_id=owner_id,
-            title=name[:TITLE_MAX],
-            opening=opening.strip(),
-            plot_essentials=plot,
-            ai_instructions=instructions.strip(),
-            authors_note=note.strip(),
-            cards=[character, *fields],
-            **({"persona_name": player[:100]} if (persona_name or "").strip() else {}),
-        )
-    return adventure, report
 
 
 def export_sillytavern(*, adventure: Adventure) -> dict:
-    """The adventure's cards as a SillyTavern lorebook (World Info JSON)."""
+    """The adventure's cards as a SillyTavern lorebook (World Info JSON), their rules with them."""
     entries = {}
     for uid, card in enumerate(adventure.cards.order_by("id")):
         entries[str(uid)] = {
             "uid": uid,
             "key": list(card.keys),
-            "keysecondary": [],
+            "keysecondary": list(card.secondary_keys),
             "comment": card.name,
             "content": card.entry,
             "constant": False,
-            "selective": False,
             "disable": False,
             "order": 100,
-            "position": 0,
+            **st_entry_rules(card),
         }
     return {"name": adventure.title, "entries": entries}

@@ -82,6 +82,9 @@ def _layout(adventure, story, cards, memories, context_tokens, model, recall_not
     c = Counter(model)
     fixed = fixed_parts(c, adventure=adventure, knowledge=knowledge, summary=summary, budget=budget)
     recent_text = "\n".join(a.text for a in story[-CARD_SCAN_ACTIONS:])
-    turn = turn_parts(c, fixed, memories=memories, knowledge=knowledge, cards=cards, recent_text=recent_text)
+    newest = story[-1].depth if story else 0
+    turn = turn_parts(
+        c, fixed, memories=memories, knowledge=knowledge, cards=cards, recent_text=recent_text, newest=newest
+    )
     layout = layouts.older_order if adventure.memories_before_story else layouts.prefix_cache
     return layout(c, fixed, turn, story, budget=budget, recall_note=recall_note)

@@ -23,7 +23,7 @@ from stories.prompt.voice import told
 
 AUTHORS_NOTE_OFFSET = 3  # actions from the end where the author's note is placed (the older order)
 STEP_TOKENS = 192  # of context per action of the grid the story window's start moves on (prefix-cache layout)
-SYSTEM_FIXED = ("instructions", "plot_essentials", "summary")
+SYSTEM_FIXED = ("instructions", "plot_essentials", "summary", "cards_before")
 TURN_PARTS = ("memories", "knows", "cards", "authors_note")  # after the story, in this order
 SYSTEM_BEFORE = (*SYSTEM_FIXED, "memories", "knows", "cards")  # the older order's system message
 
@@ -65,6 +65,23 @@ def _story_part(c: Counter, story: list[Action], kept: list[Action], *, step: in
     return Part("story", text, c.count(text), reason, [{**window, "dropped": dropped}])
 
 
+def _with_depth_cards(rendered: list[str], parts: list[Part]) -> list[str]:
+    """The story's rendered actions with the cards told inside it, each group ``depth`` actions from
+    the newest (at the top when the window is shorter)."""
+    groups = {}
+    for part in parts:
+        if part.name == "cards_at_depth":
+            for item in part.items:
+                if item["included"]:
+                    groups[item["depth"]] = item["text"]
+    if not groups:
+        return rendered
+    out = list(rendered)
+    for depth in sorted(groups):  # the nearest first: each insert leaves the deeper ones' places
+        out.insert(max(len(rendered) - depth, 0), groups[depth])
+    return out
+
+
 def _context(c: Counter, parts: list[Part], system: str, user: str, *, budget: int, recall_note: str) -> Context:
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
     total = c.count(system) + c.count(user) + OVERHEAD
@@ -89,7 +106,7 @@ def prefix_cache(
     if fixed.note:
         parts.append(Part("authors_note", fixed.note, c.count(fixed.note), "the author's note, after the story"))
     system = "\n\n".join(p.text for p in parts if p.name in SYSTEM_FIXED)
-    user = "\n\n".join(told(a) for a in kept) if kept else "(The story begins.)"
+    user = "\n\n".join(_with_depth_cards([told(a) for a in kept], parts)) if kept else "(The story begins.)"
     user += "".join("\n\n" + p.text for p in parts if p.name in TURN_PARTS)
     return _context(c, parts, system, user, budget=budget, recall_note=recall_note)
 
@@ -98,8 +115,8 @@ def older_order(c: Counter, fixed: Fixed, turn: Turn, story: list[Action], *, bu
     """Instructions, plot essentials, summary, memories, what characters know and cards in the
     system message; the newest story that fits, with the author's note a few actions from its end."""
     kept = _window(story, [c.count(told(a) + "\n\n") for a in story], turn.left, step=0)
-    rendered = [told(a) for a in kept]
     parts = [*fixed.parts, *turn.parts, _story_part(c, story, kept, step=0)]
+    rendered = _with_depth_cards([told(a) for a in kept], parts)
     if fixed.note:
         rendered.insert(max(len(rendered) - AUTHORS_NOTE_OFFSET, 0), fixed.note)
         where = f"placed {min(AUTHORS_NOTE_OFFSET, len(kept))} actions from the end"

@@ -145,6 +145,7 @@ def turn_parts(
     knowledge: list[Knowing],
     cards: list[StoryCard],
     recent_text: str,
+    newest: int = 0,
 ) -> Turn:
     """The memories recalled, what each character named knows (at most KNOWS_SHARE each) and the
     cards the recent story triggers (at most CARD_SHARE), out of what the fixed parts leave."""
@@ -171,32 +172,66 @@ def turn_parts(
             )
             turn.parts.append(Part("knows", text, c.count(text), why, items))
             turn.left -= c.count(text)
-    card_part = _cards(c, cards=cards, recent_text=recent_text, cap=min(int(fixed.flexible * CARD_SHARE), turn.left))
-    if card_part is not None:
+    cap = min(int(fixed.flexible * CARD_SHARE), turn.left)
+    for card_part in _cards(c, cards=cards, recent_text=recent_text, cap=cap, turn=newest):
         turn.parts.append(card_part)
         turn.left -= card_part.tokens
     return turn
 
 
-def _cards(c: Counter, *, cards: list[StoryCard], recent_text: str, cap: int) -> Part | None:
-    """The story cards whose keys the recent story names, as many as fit under ``cap``."""
-    pulled = triggered(cards=cards, text=recent_text)
-    if not pulled:
-        return None
-    lines, items = [], []
+CARD_PARTS = {  # a triggered card's position: the part it is told in
+    "world_info": "cards",
+    "before_story": "cards_before",
+    "at_depth": "cards_at_depth",
+}
+
+
+def _cards(c: Counter, *, cards: list[StoryCard], recent_text: str, cap: int, turn: int) -> list[Part]:
+    """The story cards the recent story triggers (stories.prompt.triggers), as many as fit under
+    ``cap`` together, each in the part of its position: with the world info after the story, before
+    the story, or inside it ``depth`` actions from the newest (items say the depth)."""
+    pulled = triggered(cards=cards, text=recent_text, turn=turn)
+    lines: dict[str, list[tuple[int, str]]] = {name: [] for name in CARD_PARTS.values()}
+    items: dict[str, list[dict]] = {name: [] for name in CARD_PARTS.values()}
     used = c.count("[World info]\n")
     for hit in pulled:
-        line = f"{hit.card.name}: {hit.card.entry.strip()}"
+        card = hit.card
+        part = CARD_PARTS.get(card.position, "cards")
+        line = f"{card.name}: {card.entry.strip()}"
+        if card.type == "character" and card.examples.strip():
+            line += f"\nHow {card.name} speaks (examples):\n{card.examples.strip()}"
         cost = c.count(line + "\n")
         included = used + cost <= cap
-        items.append({"id": hit.card.pk, "name": hit.card.name, "key": hit.key, "included": included, "tokens": cost})
+        item = {"id": card.pk, "name": card.name, "key": hit.key, "included": included, "tokens": cost}
+        if hit.via:
+            item["via"] = hit.via
+        if part == "cards_at_depth":
+            item["depth"] = card.depth
+        items[part].append(item)
         if included:
-            lines.append(line)
+            lines[part].append((card.depth, line))
             used += cost
-    if not lines:
-        return None
-    text = "[World info]\n" + "\n".join(lines)
-    reason = "story cards whose keys appear in the recent story: " + ", ".join(
-        f'{i["name"]} ("{i["key"]}")' for i in items if i["included"]
-    )
-    return Part("cards", text, c.count(text), reason, items)
+    out = []
+    for name, kept in lines.items():
+        if not kept:  # none triggered here, or none fit: Insights says which and why
+            continue
+        if name == "cards_at_depth":
+            groups: dict[int, list[str]] = {}
+            for depth, line in kept:
+                groups.setdefault(depth, []).append(line)
+            for item in items[name]:
+                item["text"] = "[World info]\n" + "\n".join(groups.get(item["depth"], []))
+            text = "\n".join(line for _, line in kept)
+        else:
+            text = "[World info]\n" + "\n".join(line for _, line in kept)
+        told = [i for i in items[name] if i["included"]]
+        where = {"cards": "after the story", "cards_before": "before the story", "cards_at_depth": "inside the story"}
+        reason = f"story cards triggered, told {where[name]}: " + ", ".join(
+            f'{i["name"]} ("{i["key"]}"'
+            + (f", named in {i['via']}'s entry" if i.get("via") else "")
+            + (f", {i['depth']} actions from the newest" if name == "cards_at_depth" else "")
+            + ")"
+            for i in told
+        )
+        out.append(Part(name, text, c.count(text), reason, items[name]))
+    return out

@@ -9,6 +9,7 @@ from django.core.handlers.wsgi import WSGIHandler
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.authtoken.models import Token
 
+from stories.models import StoryCard
 from tests.conftest import ALICE_KEY
 from tests.support.fake_llm import Reply
 
@@ -216,12 +217,15 @@ def test_a_whole_session_answers_exactly_what_the_schema_documents(schema, alice
 
     exported = walk("get", A + "export/", 200, adventure_id=aid)
     job = walk("post", "/api/adventures/import/", 202, body=exported)
-    walk(
-        "post",
-        "/api/adventures/import/character/",
-        201,
-        body={"spec": "chara_card_v2", "data": {"name": "Maren", "first_mes": "Hello."}},
-    )
+    maren = {"spec": "chara_card_v2", "data": {"name": "Maren", "first_mes": "Hello.", "alternate_greetings": ["Hi."]}}
+    walk("post", "/api/adventures/import/character/", 200, body=maren, query={"preview": "true"})
+    made = walk("post", "/api/adventures/import/character/", 201, body=maren, query={"greeting": "1"})
+    walk("post", "/api/adventures/import/character/", 400, body=maren, query={"greeting": "2"})
+    maren_card = StoryCard.objects.get(adventure_id=made["adventure"]["id"], type="character")
+    C = "/api/adventures/{adventure_id}/cards/{card_id}/character/"
+    ids = {"adventure_id": made["adventure"]["id"], "card_id": maren_card.pk}
+    walk("get", C, 200, query={"file": "json", "spec": "v2"}, **ids)
+    walk("get", C, 200, **ids)
     walk(
         "post",
         "/api/adventures/import/story/",

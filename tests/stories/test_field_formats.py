@@ -39,6 +39,7 @@ BOOK = {
             "enabled": True,
             "name": "Lighthouse",
             "secondary_keys": ["night"],
+            "extensions": {"position": 4, "depth": 2, "probability": 60, "selectiveLogic": 1},
         },
         {
             "keys": [],
@@ -95,8 +96,21 @@ def test_a_v2_png_character_card_starts_an_adventure_and_says_what_it_did_not_ca
     assert "watchful" in cards["Maren"]["entry"]
     assert cards["Lighthouse"]["keys"] == ["lighthouse", "the light"]
     assert "smugglers" not in str(cards), "a disabled entry is not carried"
+    assert cards["Lighthouse"]["secondary_keys"] == ["night"] and cards["Lighthouse"]["selective_logic"] == "not_all"
+    assert (cards["Lighthouse"]["position"], cards["Lighthouse"]["depth"], cards["Lighthouse"]["probability"]) == (
+        "at_depth",
+        2,
+        60,
+    )
+    assert cards["Maren"]["examples"] == "<START>\nMaren: The sea gives nothing back."
     said = " | ".join(f"{line['place']}: {line['what']}" for line in made.json()["report"])
-    for expected in ("mes_example", "alternate_greetings", "secondary keys", "disabled", "always on", "extensions"):
+    for expected in (
+        "data.mes_example: carried: Maren's example dialogue",
+        "data.alternate_greetings: 2 greetings: the story opens with its first message",
+        "disabled",
+        "always on",
+        "extensions",
+    ):
         assert expected in said, (expected, said)
 
 

@@ -338,9 +338,12 @@ def test_a_sillytavern_card_and_a_lorebook_come_in_through_the_page(site, newcom
     page.goto(f"{site.url}/play/")
     page.set_input_files("#card-file", {"name": "maren.png", "mimeType": "image/png", "buffer": png(chara=MAREN_V2)})
     page.fill("#card-persona", "Wren")  # the card calls the player {{user}}: the page asks a name
+    # and it has two greetings: the page offers them, its first message chosen unless the player picks another
+    assert page.locator("#card-result .greeting").count() == 2
+    assert "Maren is asleep at her desk." in page.text_content("#card-result .greetings")
     page.click("#card-result button[type=submit]")
     page.wait_for_selector("#card-result a:has-text('Maren')")
-    assert "not carried: example dialogue" in page.text_content("#card-result")
+    assert "carried: Maren's example dialogue" in page.text_content("#card-result")
     page.click("#card-result a")
     page.wait_for_selector("#story li.action:has-text('Maren lifts her lantern')")
     greeting = page.locator("#story li.action").first
@@ -353,6 +356,20 @@ def test_a_sillytavern_card_and_a_lorebook_come_in_through_the_page(site, newcom
     )
     page.wait_for_selector("#book-result:has-text('1 cards came in')")
     page.wait_for_selector("#cards li:has-text('The ferry')")
+    # the character leaves as a SillyTavern card: the link the page shows is the card's file
+    href = page.get_attribute("#cards li:has-text('Maren') a.card-export", "href")
+    fetched = page.evaluate(
+        """async (href) => { const r = await fetch(href, {credentials: "same-origin"});
+           const bytes = new Uint8Array(await r.arrayBuffer());
+           return {status: r.status, type: r.headers.get("content-type"), body: Array.from(bytes)}; }""",
+        href,
+    )
+    assert (fetched["status"], fetched["type"]) == (200, "image/png"), (href, bytes(fetched["body"])[:300])
+    from stories.library.lorebooks import png_card
+
+    card = png_card(bytes(fetched["body"]))
+    assert card["spec"] == "chara_card_v3" and card["data"]["name"] == "Maren"
+    assert card["data"]["mes_example"] == "<START>\nMaren: The sea gives nothing back."
     context.close()
 
 

@@ -52,25 +52,56 @@ document.getElementById("import-file").addEventListener("change", async (e) => {
 document.querySelectorAll("form.confirm-delete").forEach((form) => {
   form.addEventListener("submit", (e) => { if (!confirm("Delete this adventure?")) e.preventDefault(); });
 });
-async function importCard(file, personaName) {
+async function importCard(file, personaName, greeting) {
   const out = document.getElementById("card-result");
   out.textContent = "Reading the card…";
-  const query = personaName ? `?persona_name=${encodeURIComponent(personaName)}` : "";
-  const r = await apiUpload(`/api/adventures/import/character/${query}`, file);
-  if (!r.ok && r.data && r.data.error === "persona_needed") {  // the card calls the player {{user}}: ask a name
-    const name = el("input", {type: "text", id: "card-persona", maxlength: "100", required: "", autocomplete: "nickname"});
-    const form = el("form", {class: "inline-form"},
-      el("label", {for: "card-persona"}, "This card calls you by name. Your name in this story: "), name,
-      el("button", {type: "submit"}, "Start the adventure"),
-      el("p", {class: "hint"}, "Or set your persona once in ", el("a", {href: "/settings/#persona"}, "Settings"), "."));
-    form.addEventListener("submit", (ev) => { ev.preventDefault(); if (name.value.trim()) importCard(file, name.value.trim()); });
-    out.replaceChildren(form);
-    name.focus();
-    return;
+  const params = new URLSearchParams();
+  if (personaName) params.set("persona_name", personaName);
+  if (greeting === undefined) {  // first a look: its greetings to choose from, whether it needs your name
+    params.set("preview", "true");
+    const look = await apiUpload(`/api/adventures/import/character/?${params}`, file);
+    if (!look.ok) { out.textContent = errorText(look); return; }
+    if (look.data.greetings.length > 1 || look.data.persona_needed) { chooseForCard(file, look.data, personaName); return; }
+    params.delete("preview");
+    greeting = 0;
   }
+  params.set("greeting", String(greeting));
+  const r = await apiUpload(`/api/adventures/import/character/?${params}`, file);
   if (!r.ok) { out.textContent = errorText(r); return; }
   out.replaceChildren(
     el("p", {}, "Made ", el("a", {href: `/play/${r.data.adventure.id}/`}, r.data.adventure.title), ". What came in, and what did not:"),
     reportList(r.data.report));
+}
+// A card with several greetings, or one that calls the player by name: the choice before anything is made.
+function chooseForCard(file, look, personaName) {
+  const out = document.getElementById("card-result");
+  const form = el("form", {class: "inline-form card-choice"});
+  let name = null;
+  if (look.persona_needed) {
+    name = el("input", {type: "text", id: "card-persona", maxlength: "100", required: "", autocomplete: "nickname"});
+    form.append(el("label", {for: "card-persona"}, `${look.name} calls you by name. Your name in this story: `), name,
+      el("p", {class: "hint"}, "Or set your persona once in ", el("a", {href: "/settings/#persona"}, "Settings"), "."));
+  }
+  if (look.greetings.length > 1) {
+    const list = el("fieldset", {class: "greetings"}, el("legend", {}, `${look.name} has ${look.greetings.length} greetings: open the story with`));
+    look.greetings.forEach((text, n) => {
+      const id = `greeting-${n}`;
+      const shown = text.length > 220 ? text.slice(0, 220) + "…" : text;
+      list.append(el("div", {class: "greeting"},
+        el("input", {type: "radio", name: "greeting", id, value: String(n), ...(n === 0 ? {checked: ""} : {})}),
+        el("label", {for: id}, ...styled(shown))));
+    });
+    form.append(list);
+  }
+  form.append(el("button", {type: "submit"}, "Start the adventure"));
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const chosen = form.querySelector('input[name="greeting"]:checked');
+    const given = name ? name.value.trim() : personaName;
+    if (name && !given) return;
+    importCard(file, given, chosen ? Number(chosen.value) : 0);
+  });
+  out.replaceChildren(form);
+  (name || form.querySelector("input")).focus();
 }
 document.getElementById("card-file").addEventListener("change", (e) => importCard(e.target.files[0]));

@@ -430,6 +430,7 @@ toggle("toggle-drawer", "drawer", loadBank);
 // Insights: the prompt the model reads, part by part in its order, each part's exact text a click away.
 const PART_NAMES = {instructions: "Instructions", plot_essentials: "Plot essentials", summary: "Story so far",
   story: "Recent story", memories: "Memories recalled", knows: "What a character knows", cards: "Story cards",
+  cards_before: "Story cards (before the story)", cards_at_depth: "Story cards (inside the story)",
   authors_note: "Author's note"};
 
 function partItems(p) {
@@ -441,9 +442,10 @@ function partItems(p) {
       return el("li", {}, `#${m.id} · ${score} · ${m.tokens} tokens · `, link);
     }));
   }
-  if (p.name === "cards") {
+  if (p.name.startsWith("cards")) {
     return el("ul", {class: "items"}, ...p.items.map((c) => el("li", {class: c.included ? "" : "muted"},
-      `${c.name} (key "${c.key}") · ${c.tokens} tokens${c.included ? "" : " · left out: over the cards' share"}`)));
+      `${c.name} (key "${c.key}"${c.via ? `, named in ${c.via}'s entry` : ""}${c.depth !== undefined ? `, ${c.depth} actions from the newest` : ""})`
+      + ` · ${c.tokens} tokens${c.included ? "" : " · left out: over the cards' share"}`)));
   }
   return null;
 }
@@ -498,14 +500,27 @@ async function loadWorld() {
   }
   $("cards").replaceChildren(...cards.data.map((c) => el("li", {class: "memory", "data-id": c.id},
     el("p", {}, el("strong", {}, `${c.name} `), el("span", {class: "flags"},
-      [c.type, c.type === "character" && (c.in_cast ? "in the cast" : "not in the cast"), c.keys.join(", ")].filter(Boolean).join(" · "))),
+      [c.type, c.type === "character" && (c.in_cast ? "in the cast" : "not in the cast"), c.keys.join(", "), ...cardRules(c)].filter(Boolean).join(" · "))),
     el("p", {class: "muted"}, c.entry),
     el("div", {class: "tools"},
       el("button", {type: "button", class: "link", onclick: () => editCard(c)}, "Edit"),
+      ...(c.type === "character" ? [el("a", {class: "card-export", href: `${base}/cards/${c.id}/character/?file=png`,
+        download: "", title: "A SillyTavern character card (PNG, V2 and V3)"}, "Export as a card")] : []),
       el("button", {type: "button", class: "link danger", onclick: async () => {
         if (!confirm(`Delete the card "${c.name}"${c.type === "character" ? " and this character's memories" : ""}?`)) return;
         await apiFetch(`${base}/cards/${c.id}/`, {method: "DELETE"}); loadWorld(); }}, "Delete")))));
   if (!cards.data.length) $("cards").append(el("li", {class: "muted"}, "No cards yet."));
+}
+// A card's World Info rules, said in a few words where they differ from the defaults.
+function cardRules(c) {
+  const logic = {and_any: "and any of", not_all: "and not all of", not_any: "and none of", and_all: "and all of"};
+  return [
+    c.secondary_keys && c.secondary_keys.length ? `${logic[c.selective_logic]}: ${c.secondary_keys.join(", ")}` : "",
+    c.position === "before_story" ? "told before the story" : c.position === "at_depth" ? `told ${c.depth} actions from the newest` : "",
+    c.probability < 100 ? `${c.probability} % of turns` : "",
+    c.prevent_recursion ? "" : "its entry triggers others",
+    c.examples ? "with example dialogue" : "",
+  ];
 }
 adventureForm.addEventListener("submit", async (e) => {
   e.preventDefault();
