@@ -9,10 +9,9 @@ stories.library.lorebooks, so their keys, secondary keys and always-on entries a
 lorebook's are), and the title. The report says where each went and what has no place here
 (generation settings, phrase biases, a NovelAI story's version history).
 
-NovelAI's newer editor keeps the text in ``content.document``, a MessagePack form of its
-editor's document with extensions of its own; this reader reads the older ``content.story``
-(its fragments, which every file NovelAI exports before the new editor holds) and says plainly
-when a file holds only the newer form."""
+NovelAI keeps a story's text in ``content.story`` (its fragments, each with its origin: the
+prompt, the player, the model) in files from before its newer editor, and in ``content.document``
+(the editor's document, stories.library.novelai_document) since."""
 
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ import re
 
 from config.errors import InvalidRequest
 from stories.adventures import EXPORT_FORMAT, EXPORT_VERSION
-from stories.library import lorebooks
+from stories.library import lorebooks, novelai_document
 from stories.models import ACTION_TEXT_MAX, AUTHORS_NOTE_MAX, LONG_TEXT_MAX, TITLE_MAX
 
 PARTS_MAX = 20_000  # the parts of a story read (an export holds at most as many actions)
@@ -67,11 +66,14 @@ def _novelai(data: dict) -> tuple[dict, list[dict]]:
         parts = _novelai_parts(story["fragments"])
         if isinstance(story.get("datablocks"), list) and story["datablocks"]:
             report.append({"place": "content.story.datablocks", "what": "not carried: the story's edit history"})
-    elif content.get("document"):
-        raise InvalidRequest(
-            "content.document: this story is in NovelAI's newer editor format, which this site cannot read yet; "
-            "in NovelAI, export it as plain text and start a story from that text, then import its lorebook "
-            "(Story & cards) from the same .story file"
+    elif isinstance(content.get("document"), str) and content["document"]:
+        parts = _sections_as_parts(novelai_document.sections(content["document"]))
+        report.append(
+            {
+                "place": "content.document",
+                "what": "read from NovelAI's editor document (its retries behind each "
+                "reply, the history, are not carried)",
+            }
         )
     else:
         raise InvalidRequest("content.story.fragments: this NovelAI story holds no text")
@@ -105,6 +107,23 @@ def _novelai_parts(fragments: list) -> list[tuple[str, str]]:
             parts[-1][1] += fragment["data"]
         else:
             parts.append([kind, fragment["data"]])
+    return [(kind, text) for kind, text in parts]
+
+
+SECTIONS_JOINED_MAX = ACTION_TEXT_MAX // 2  # characters of editor paragraphs joined into one part
+
+
+def _sections_as_parts(sections: list[str]) -> list[tuple[str, str]]:
+    """The editor's paragraphs as parts of about SECTIONS_JOINED_MAX characters (the document does
+    not say which the model wrote): the first opens the story."""
+    parts: list[list[str]] = []
+    for text in sections:
+        if parts and len(parts[-1][1]) + len(text) < SECTIONS_JOINED_MAX:
+            parts[-1][1] += "\n" + text
+        else:
+            parts.append(["start" if not parts else "story", text])
+    if not parts:
+        raise InvalidRequest("content.document: this NovelAI story holds no text")
     return [(kind, text) for kind, text in parts]
 
 

@@ -3,6 +3,7 @@ becomes an adventure (its text the story, the player's parts and the model's apa
 plot essentials, its author's note, its lorebook or world info the cards), with a report of what
 came in and what did not; a broken file is a 400 naming the place and stores nothing."""
 
+import base64
 import io
 import json
 
@@ -195,7 +196,7 @@ def test_a_long_story_is_cut_at_paragraphs_into_this_sites_lengths(alice_api):
         ({**NOVELAI, "storyContainerVersion": 2}, "storyContainerVersion: this site reads version 1"),
         (
             {**NOVELAI, "content": {**NOVELAI["content"], "story": None, "document": "1BQAgqhzZWN0aW9ucw=="}},
-            "content.document: this story is in NovelAI's newer editor format",
+            "content.document: NovelAI's document could not be read (the document is cut short)",
         ),
         (
             {**NOVELAI, "content": {**NOVELAI["content"], "story": {"fragments": [{"data": 3}]}}},
@@ -259,3 +260,115 @@ def test_any_shape_of_either_file_is_imported_or_refused_with_a_400_never_a_500(
     assert answer.status_code in (202, 400), answer.content[:300]
     if answer.status_code == 400:
         assert answer.json()["detail"]
+
+
+# -- NovelAI's newer editor document: MessagePack as msgpackr writes it with NovelAI's options --------
+
+
+class MsgpackrLike:
+    """Writes values as NovelAI's files hold them: structured extensions (20 the document, 30 its
+    history, 40 and 41 diffs), records (0x72) and bundled strings (0x62, then 0xc1 n), the texts
+    that are not ASCII in the first bundle (n < 0) and the others in the second (n > 0)."""
+
+    def __init__(self):
+        self.shapes, self.latin, self.other = {}, [], []
+
+    def document(self, value) -> str:
+        """``value`` as NovelAI's document (base64): ext 20, the value with the bundle's mark just
+        before its first bundled string (its distance counts from after the mark's 4 bytes to the two
+        strings after the value), then the two strings."""
+        body = self.encode(value)
+        at = body.index(b"\xc1")
+        mark = b"\xd6\x62" + (len(body) - at + 4).to_bytes(4, "big")
+        bundle = self._str("".join(self.other)) + self._str("".join(self.latin))
+        return base64.b64encode(b"\xd4\x14\x00" + body[:at] + mark + body[at:] + bundle).decode()
+
+    @staticmethod
+    def _str(text):
+        raw = text.encode()
+        return (bytes([0xA0 | len(raw)]) if len(raw) < 32 else b"\xdb" + len(raw).to_bytes(4, "big")) + raw
+
+    def encode(self, value) -> bytes:
+        if isinstance(value, tuple) and value and value[0] == "ext":
+            return bytes([0xD4, value[1], 0]) + self.encode(value[2])
+        if isinstance(value, bool):
+            return b"\xc3" if value else b"\xc2"
+        if isinstance(value, int):
+            return bytes([value]) if 0 <= value < 0x40 else b"\xcd" + value.to_bytes(2, "big")
+        if isinstance(value, str):
+            units = len(value.encode("utf-16-le")) // 2
+            if value.isascii():
+                self.latin.append(value)
+                return b"\xc1" + self.encode(units)
+            self.other.append(value)
+            return b"\xc1\xd0" + (-units).to_bytes(1, "big", signed=True)
+        if isinstance(value, list):
+            return bytes([0x90 | len(value)]) + b"".join(self.encode(v) for v in value)
+        if isinstance(value, dict) and all(isinstance(k, str) for k in value):  # a record
+            shape = tuple(value)
+            if shape in self.shapes:
+                head = bytes([0x40 + self.shapes[shape]])
+            else:
+                self.shapes[shape] = len(self.shapes)
+                head = bytes([0xD4, 0x72, 0x40 + self.shapes[shape]]) + self.encode(list(shape))
+            return head + b"".join(self.encode(v) for v in value.values())
+        if isinstance(value, dict):  # a map (keys not all texts: section ids)
+            return bytes([0x80 | len(value)]) + b"".join(self.encode(k) + self.encode(v) for k, v in value.items())
+        raise TypeError(value)
+
+
+def _editor_story(sections, order, dirty=None):
+    doc = {
+        "sections": sections,
+        "order": order,
+        "history": ("ext", 30, {"root": 0, "current": 0, "nodes": []}),
+        "dirtySections": dirty or {},
+        "step": 3,
+    }
+    return {
+        "storyContainerVersion": 1,
+        "metadata": {"title": "The Glass Orchard"},
+        "content": {
+            "storyContentVersion": 6,
+            "document": MsgpackrLike().document(doc),
+            "context": [{"text": "Ilse tends an orchard of glass trees."}, {"text": ""}],
+        },
+    }
+
+
+def test_a_story_from_novelais_newer_editor_arrives_with_its_pending_edits(alice_api):
+    sections = {
+        101: {"type": 1, "text": "The orchard rang in the wind."},
+        102: {"type": 1, "text": "Ilse counted the cracked apples: 🍎 three, élan gone."},
+        103: {"type": 1, "text": "A stranger waited at the gate."},
+        104: {"type": 2},
+    }
+    dirty = {
+        105: {"type": 0, "section": {"type": 1, "text": "She set down her basket."}, "after": 101},
+        103: {"type": 1, "diff": ("ext", 40, {"parts": [{"from": 2, "delete": "stranger", "insert": "tall man"}]})},
+        101: {"type": 1, "diff": ("ext", 40, {"to": {"type": 1, "text": "The orchard sang in the wind."}})},
+        104: {"type": 2},
+    }
+    answer = _import(alice_api, _editor_story(sections, [101, 102, 103, 104], dirty), as_file=True)
+    assert answer.status_code == 202, answer.json()
+    aid = answer.json()["job"]["adventure_id"]
+    story = _story(alice_api, aid)
+    assert story == [
+        (
+            "start",
+            "The orchard sang in the wind.\nShe set down her basket.\n"
+            "Ilse counted the cracked apples: 🍎 three, élan gone.\nA tall man waited at the gate.",
+        )
+    ]
+    assert alice_api.get(f"/api/adventures/{aid}/").json()["plot_essentials"] == "Ilse tends an orchard of glass trees."
+
+
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cut=st.integers(min_value=0, max_value=400), noise=st.binary(max_size=40))
+def test_a_damaged_editor_document_is_a_400_never_a_500(alice_api, cut, noise):
+    good = _editor_story({7: {"type": 1, "text": "Once."}}, [7])
+    raw = base64.b64decode(good["content"]["document"])
+    damaged = base64.b64encode(raw[: min(cut, len(raw))] + noise).decode()
+    doc = {**good, "content": {**good["content"], "document": damaged}}
+    answer = _import(alice_api, doc)
+    assert answer.status_code in (202, 400), answer.content[:300]
