@@ -161,8 +161,16 @@ def test_a_player_plays_and_manages_memories_in_the_browser(site, browser, memor
     page.select_option("#card-form select[name=type]", "place")
     page.fill("#card-form input[name=keys]", "well, Last Well")
     page.fill("#card-form textarea[name=entry]", "A dry well at the end of the salt road.")
+    page.click("#card-form .card-rules summary")  # World Info's rules, as a SillyTavern player sets them
+    page.fill("#card-form input[name=secondary_keys]", "night")
+    page.select_option("#card-form select[name=position]", "at_depth")
+    page.fill("#card-form input[name=depth]", "2")
+    page.fill("#card-form input[name=probability]", "50")
     page.click("#card-form button[type=submit]")
     page.wait_for_selector("#cards li.memory:has-text('Last Well')")
+    well = page.locator("#cards li.memory", has=page.locator("strong", has_text="Last Well"))
+    flags = well.locator(".flags").text_content()
+    assert "and any of: night" in flags and "told 2 actions from the newest" in flags and "50 % of turns" in flags
 
     # a model error shows the provider's message; the action is kept in the story, the box is
     # cleared and Retry is offered; sending the same text again uses the kept action, never a second

@@ -537,13 +537,24 @@ function editCard(c) {
   cardForm.elements.id.value = c.id; cardForm.elements.type.value = c.type; cardForm.elements.name.value = c.name;
   cardForm.elements.keys.value = c.keys.join(", "); cardForm.elements.entry.value = c.entry;
   cardForm.elements.in_cast.checked = c.in_cast;
+  const f = cardForm.elements;
+  f.secondary_keys.value = (c.secondary_keys || []).join(", "); f.selective_logic.value = c.selective_logic;
+  f.position.value = c.position; f.depth.value = c.depth; f.probability.value = c.probability;
+  f.prevent_recursion.checked = c.prevent_recursion; f.exclude_recursion.checked = c.exclude_recursion;
+  f.examples.value = c.examples || "";
+  cardForm.querySelector(".card-rules").open = Boolean(cardRules(c).filter(Boolean).length);
   cardForm.elements.name.focus();
 }
 cardForm.addEventListener("submit", async (e) => {
   e.preventDefault();
   const f = cardForm.elements;
+  const list = (text) => text.split(",").map((k) => k.trim()).filter(Boolean);
   const body = {type: f.type.value, name: f.name.value, entry: f.entry.value, in_cast: f.in_cast.checked,
-                keys: f.keys.value.split(",").map((k) => k.trim()).filter(Boolean)};
+                keys: list(f.keys.value), secondary_keys: list(f.secondary_keys.value),
+                selective_logic: f.selective_logic.value, position: f.position.value,
+                depth: Number(f.depth.value || 0), probability: Number(f.probability.value || 0),
+                prevent_recursion: f.prevent_recursion.checked, exclude_recursion: f.exclude_recursion.checked,
+                examples: f.examples.value};
   const r = f.id.value
     ? await apiFetch(`${base}/cards/${f.id.value}/`, {method: "PATCH", body: JSON.stringify(body)})
     : await apiFetch(`${base}/cards/`, {method: "POST", body: JSON.stringify(body)});
