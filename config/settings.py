@@ -339,6 +339,8 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "ActionKindEnum": "stories.models.Action.Kind",
         "AgentMemoryKindEnum": "memory.models.AgentMemory.Kind",
+        "CardPositionEnum": "stories.models.StoryCard.Position",
+        "SelectiveLogicEnum": "stories.models.StoryCard.SelectiveLogic",
         "RatingEnum": "stories.models.Rating",
         "SamplingPresetEnum": "stories.prompt.sampling.PRESET_NAMES",
     },
@@ -348,8 +350,7 @@ SPECTACULAR_SETTINGS = {
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = REDIS_URL
 CELERY_RESULT_EXPIRES = 3600  # seconds
-# Jobs report through the database; only health probes return a result.
-CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_IGNORE_RESULT = True  # jobs report through the database; only health probes return a result
 CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = {"retry_policy": {"timeout": 3.0}}
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
@@ -365,9 +366,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": CELERY_TASK_TIME_LIMIT + 300,
     "socket_timeout": 5,
     "socket_connect_timeout": 3,
-    # A job sent while the broker is away is tried once (the sweeper catches the story up): kombu's
-    # default retries for a sender's connection held each turn's last step ~6 s. Workers reconnect by
-    # their own rule (broker_connection_max_retries), not this one.
+    # A job sent while the broker is away is tried once (the sweeper catches up): kombu's retries held each
+    # turn's last step ~6 s. Workers reconnect by their own rule (broker_connection_max_retries).
     "max_retries": 0,
 }
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False

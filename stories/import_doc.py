@@ -145,13 +145,13 @@ class CardRulesDoc(serializers.Serializer):
         help_text="with the logic: keys that must (or must not) be there too",
     )
     selective_logic = strict.ChoiceField(
-        choices=StoryCard.SelectiveLogic.values,
+        choices=StoryCard.SelectiveLogic.choices,
         required=False,
         default="and_any",
         help_text="a key AND any secondary key, AND NOT all, AND NOT any, AND all",
     )
     position = strict.ChoiceField(
-        choices=StoryCard.Position.values,
+        choices=StoryCard.Position.choices,
         required=False,
         default="world_info",
         help_text="told with the world info after the story, before the story, or at_depth inside it",
