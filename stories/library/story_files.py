@@ -17,12 +17,131 @@ from __future__ import annotations
 
 import re
 
+from rest_framework import serializers
+
+from config import serializer_fields as strict
 from config.errors import InvalidRequest
 from stories.adventures import EXPORT_FORMAT, EXPORT_VERSION
+from stories.library import lorebook_schemas as schemas
 from stories.library import lorebooks, novelai_document
-from stories.models import ACTION_TEXT_MAX, AUTHORS_NOTE_MAX, LONG_TEXT_MAX, TITLE_MAX
+from stories.models import ACTION_TEXT_MAX, AUTHORS_NOTE_MAX, CARD_ENTRY_MAX, LONG_TEXT_MAX, TITLE_MAX
 
 PARTS_MAX = 20_000  # the parts of a story read (an export holds at most as many actions)
+STORY_TEXT_MAX = 20_000_000  # characters of one part as a file writes it (cut to this site's length)
+
+
+# ---------------------------------------------------------------------------- declared shapes
+
+
+class _Fragment(serializers.Serializer):
+    data = strict.TextField(max_length=STORY_TEXT_MAX, allow_blank=True, trim_whitespace=False)
+    origin = schemas.Text(most=40)
+
+
+class _NovelAIStoryPart(serializers.Serializer):
+    fragments = strict.list_of(_Fragment, max_length=PARTS_MAX * 4)
+
+
+class _NovelAIContext(serializers.Serializer):
+    text = schemas.Text(most=LONG_TEXT_MAX)
+
+
+class _NovelAIContent(serializers.Serializer):
+    story = _NovelAIStoryPart(required=False, allow_null=True)
+    document = schemas.Text(most=STORY_TEXT_MAX)
+    context = strict.list_of(_NovelAIContext, required=False, allow_null=True, max_length=100)
+    lorebook = serializers.DictField(required=False, allow_null=True)  # read as a lorebook is
+
+
+class _NovelAIMetadata(serializers.Serializer):
+    title = schemas.Text(most=10_000)
+
+
+class NovelAIStory(serializers.Serializer):
+    """A NovelAI ``.story`` file (storyContainerVersion 1): the parts this site reads."""
+
+    storyContainerVersion = strict.IntegerField(min_value=1, max_value=1)  # noqa: N815 (the format's own names)
+    metadata = _NovelAIMetadata(required=False, allow_null=True)
+    content = _NovelAIContent()
+
+
+class _KoboldAction(serializers.Field):
+    """A KoboldAI action: its text (a classic save), or KoboldAI United's object (``Selected Text``,
+    the ``Options`` offered)."""
+
+    default_error_messages = {"invalid": "must be text, or an object with its 'Selected Text'"}
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and len(data) <= STORY_TEXT_MAX:
+            return {"text": data, "options": 0}
+        if isinstance(data, dict) and isinstance(data.get("Selected Text", ""), str):
+            options = data.get("Options") if isinstance(data.get("Options"), list) else []
+            return {
+                "text": data.get("Selected Text", ""),
+                "options": sum(1 for o in options if isinstance(o, dict) and o.get("Text")),
+            }
+        self.fail("invalid")
+
+
+class _KoboldUnited(serializers.Serializer):
+    actions = serializers.DictField(child=_KoboldAction(), allow_empty=True)
+
+    def validate_actions(self, value):
+        if len(value) > PARTS_MAX:
+            raise serializers.ValidationError(f"at most {PARTS_MAX} actions")
+        return value
+
+
+class _KoboldWorldInfo(serializers.Serializer):
+    key = schemas.Keys()
+    keysecondary = schemas.Keys()
+    content = schemas.Text(most=CARD_ENTRY_MAX)
+    comment = schemas.Text(most=TITLE_MAX)
+    title = schemas.Text(most=TITLE_MAX)
+    constant = schemas.Flag()
+    selective = schemas.Flag()
+    init = schemas.Flag()
+
+
+class _KoboldWorldInfoV2(serializers.Serializer):
+    entries = serializers.DictField(child=_KoboldWorldInfo(), allow_empty=True)
+
+
+class KoboldStory(serializers.Serializer):
+    """A KoboldAI story: a classic save (``actions`` a list of texts, ``worldinfo`` a list) or
+    KoboldAI United's (``actions.actions`` by number, ``worldinfo_v2.entries``)."""
+
+    prompt = schemas.Text(most=STORY_TEXT_MAX)
+    memory = schemas.Text(most=LONG_TEXT_MAX)
+    authorsnote = schemas.Text(most=AUTHORS_NOTE_MAX)
+    authornote = schemas.Text(most=AUTHORS_NOTE_MAX)
+    story_name = schemas.Text(most=10_000)
+    title = schemas.Text(most=10_000)
+    actions = serializers.JSONField(required=False, allow_null=True)  # a list or United's object: read below
+    worldinfo = strict.list_of(_KoboldWorldInfo, required=False, allow_null=True, max_length=schemas.ENTRIES_MAX)
+    worldinfo_v2 = _KoboldWorldInfoV2(required=False, allow_null=True)
+
+    def validate_actions(self, value):
+        if value is None:
+            return []
+        if isinstance(value, list):
+            if len(value) > PARTS_MAX:
+                raise serializers.ValidationError(f"at most {PARTS_MAX} actions")
+            field = _KoboldAction()
+            out = []
+            for n, item in enumerate(value):
+                try:
+                    out.append(field.to_internal_value(item))
+                except serializers.ValidationError as exc:
+                    raise serializers.ValidationError({n: exc.detail}) from None
+            return out
+        if isinstance(value, dict):
+            united = _KoboldUnited(data=value)
+            if not united.is_valid():
+                raise serializers.ValidationError(united.errors)
+            items = united.validated_data["actions"]
+            return [items[k] for k in sorted(items, key=lambda k: (not k.isdigit(), int(k) if k.isdigit() else 0, k))]
+        raise serializers.ValidationError("must be a list of texts (or KoboldAI United's actions)")
 
 
 def kind_of(data) -> str | None:
@@ -58,49 +177,46 @@ def _novelai(data: dict) -> tuple[dict, list[dict]]:
             f"storyContainerVersion: this site reads version 1 of NovelAI's story files, not "
             f"{data.get('storyContainerVersion')!r}"
         )
-    meta = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
-    content = data["content"]
+    story_file = schemas.checked(NovelAIStory, data)
+    meta, content = story_file.get("metadata") or {}, story_file["content"]
+    raw = data["content"]
     report = [{"place": "file", "what": "read as a NovelAI story"}]
     story = content.get("story")
-    if isinstance(story, dict) and isinstance(story.get("fragments"), list):
+    if story and story.get("fragments"):
         parts = _novelai_parts(story["fragments"])
-        if isinstance(story.get("datablocks"), list) and story["datablocks"]:
+        if isinstance(raw.get("story"), dict) and raw["story"].get("datablocks"):
             report.append({"place": "content.story.datablocks", "what": "not carried: the story's edit history"})
-    elif isinstance(content.get("document"), str) and content["document"]:
+    elif content.get("document"):
         parts = _sections_as_parts(novelai_document.sections(content["document"]))
         report.append(
             {
                 "place": "content.document",
-                "what": "read from NovelAI's editor document (its retries behind each "
-                "reply, the history, are not carried)",
+                "what": "read from NovelAI's editor document (its retries behind each reply, the history, are not "
+                "carried)",
             }
         )
     else:
         raise InvalidRequest("content.story.fragments: this NovelAI story holds no text")
-    context = content.get("context") if isinstance(content.get("context"), list) else []
-    memory = _text_of(context[0], "content.context[0].text") if len(context) > 0 else ""
-    note = _text_of(context[1], "content.context[1].text") if len(context) > 1 else ""
+    context = content.get("context") or []
+    memory = (context[0].get("text") or "") if len(context) > 0 else ""
+    note = (context[1].get("text") or "") if len(context) > 1 else ""
     cards, always = [], []
     book = content.get("lorebook")
-    if isinstance(book, dict) and book.get("entries"):
+    if book and book.get("entries"):
         cards, always, book_report = lorebooks.book_cards(book, prefix="content.lorebook.")
         report += book_report
     for place in ("settings", "phraseBiasGroups", "bannedSequenceGroups", "ephemeralContext"):
-        if content.get(place):
+        if raw.get(place):
             report.append({"place": f"content.{place}", "what": "not carried: NovelAI's own generation settings"})
     title = _title(meta.get("title"), "NovelAI story")
     return _document(title, parts, memory, note, cards, always, report, note_place="content.context[1].text"), report
 
 
-def _novelai_parts(fragments: list) -> list[tuple[str, str]]:
+def _novelai_parts(fragments: list[dict]) -> list[tuple[str, str]]:
     """(kind, text) parts: the prompt ("root") opens the story, the model's fragments ("ai") are its
     replies, the player's ("user", "edit", "prompt") their own text; neighbours of one origin join."""
-    if len(fragments) > PARTS_MAX * 4:
-        raise InvalidRequest(f"content.story.fragments: at most {PARTS_MAX * 4} fragments")
     parts: list[list[str]] = []
-    for n, fragment in enumerate(fragments):
-        if not isinstance(fragment, dict) or not isinstance(fragment.get("data"), str):
-            raise InvalidRequest(f"content.story.fragments[{n}].data: must be text")
+    for fragment in fragments:
         origin = fragment.get("origin")
         kind = "start" if origin == "root" and not parts else "ai" if origin == "ai" else "story"
         if parts and (parts[-1][0] == kind or kind == "start"):
@@ -127,81 +243,41 @@ def _sections_as_parts(sections: list[str]) -> list[tuple[str, str]]:
     return [(kind, text) for kind, text in parts]
 
 
-def _text_of(entry, place: str) -> str:
-    if not isinstance(entry, dict):
-        return ""
-    text = entry.get("text")
-    if text is not None and not isinstance(text, str):
-        raise InvalidRequest(f"{place}: must be text")
-    return text or ""
-
-
 # ---------------------------------------------------------------------------- KoboldAI
 
 
 def _koboldai(data: dict) -> tuple[dict, list[dict]]:
+    story = schemas.checked(KoboldStory, data)
     report = [{"place": "file", "what": "read as a KoboldAI story"}]
-    prompt = data.get("prompt") or ""
-    if not isinstance(prompt, str):
-        raise InvalidRequest("prompt: must be text")
-    actions = data.get("actions")
-    texts: list[str] = []
-    if isinstance(actions, list):  # a classic save: the texts in order
-        texts = actions
-        where = "actions"
-    elif isinstance(actions, dict) and isinstance(actions.get("actions"), dict):  # KoboldAI United
-        where = "actions.actions"
-        items = sorted(actions["actions"].items(), key=lambda kv: int(kv[0]) if str(kv[0]).isdigit() else 1 << 62)
-        for key, value in items:
-            texts.append(value.get("Selected Text") if isinstance(value, dict) else value)
-            if isinstance(value, dict) and any(
-                o.get("Text") for o in value.get("Options") or [] if isinstance(o, dict)
-            ):
-                report.append({"place": f"{where}.{key}.Options", "what": "not carried: the other takes offered there"})
-    elif actions is None:
-        where = "actions"
-    else:
-        raise InvalidRequest("actions: must be a list of texts (or KoboldAI United's actions)")
-    if len(texts) > PARTS_MAX:
-        raise InvalidRequest(f"{where}: at most {PARTS_MAX} actions")
+    prompt = story.get("prompt") or ""
     parts: list[tuple[str, str]] = [("start", prompt)] if prompt.strip() else []
-    for n, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise InvalidRequest(f"{where}[{n}]: must be text")
-        if not text.strip():
-            continue
-        # adventure mode writes the player's actions as "> You ..." lines
-        parts.append(("story" if text.lstrip().startswith(">") else "ai", text))
+    for n, action in enumerate(story.get("actions") or []):
+        if action["options"]:
+            report.append({"place": f"actions[{n}].Options", "what": "not carried: the other takes offered there"})
+        text = action["text"]
+        if text.strip():  # adventure mode writes the player's actions as "> You ..." lines
+            parts.append(("story" if text.lstrip().startswith(">") else "ai", text))
     if not parts:
         raise InvalidRequest("prompt: this KoboldAI story holds no text")
-    memory = data.get("memory") or ""
-    note = data.get("authorsnote") if "authorsnote" in data else data.get("authornote")
-    for place, value in (("memory", memory), ("authorsnote", note)):
-        if value is not None and not isinstance(value, str):
-            raise InvalidRequest(f"{place}: must be text")
-    book = _kobold_book(data)
+    memory = story.get("memory") or ""
+    note = story.get("authorsnote") or story.get("authornote") or ""
+    book = _kobold_book(story)
     cards, always = [], []
     if book["entries"]:
         cards, always, book_report = lorebooks.book_cards(book, prefix="worldinfo.")
         report += book_report
-    title = _title(data.get("story_name") or data.get("title"), _title_from(prompt))
-    return _document(title, parts, memory, note or "", cards, always, report, note_place="authorsnote"), report
+    title = _title(story.get("story_name") or story.get("title"), _title_from(prompt))
+    return _document(title, parts, memory, note, cards, always, report, note_place="authorsnote"), report
 
 
-def _kobold_book(data: dict) -> dict:
+def _kobold_book(story: dict) -> dict:
     """KoboldAI's world info as a SillyTavern World Info book (the same fields: key,
     keysecondary, content, comment, constant, selective)."""
-    raw = data.get("worldinfo")
-    if isinstance(data.get("worldinfo_v2"), dict) and isinstance(data["worldinfo_v2"].get("entries"), dict):
-        raw = list(data["worldinfo_v2"]["entries"].values())
-    if raw is None:
-        return {"entries": {}}
-    if not isinstance(raw, list):
-        raise InvalidRequest("worldinfo: must be a list of entries")
+    raw = story.get("worldinfo") or []
+    if story.get("worldinfo_v2") and story["worldinfo_v2"].get("entries"):
+        raw = list(story["worldinfo_v2"]["entries"].values())
     entries = {}
     for n, entry in enumerate(raw):
-        if not isinstance(entry, dict):
-            raise InvalidRequest(f"worldinfo[{n}]: must be an object")
         if entry.get("init") is False and not entry.get("content"):
             continue  # KoboldAI's empty placeholder entry
         entries[str(n)] = {

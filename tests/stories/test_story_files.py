@@ -175,7 +175,7 @@ def test_a_kobold_save_classic_or_united_arrives_with_the_players_actions_apart(
         ("story", "\n> You ride ahead to scout.\n"),
     ]
     assert [c["name"] for c in alice_api.get(f"/api/adventures/{aid}/cards/").json()] == ["The caravan"]
-    assert ("actions.actions.0.Options", "not carried: the other takes offered there") in {
+    assert ("actions[0].Options", "not carried: the other takes offered there") in {
         (line["place"], line["what"]) for line in answer.json()["report"]
     }
 
@@ -200,12 +200,18 @@ def test_a_long_story_is_cut_at_paragraphs_into_this_sites_lengths(alice_api):
         ),
         (
             {**NOVELAI, "content": {**NOVELAI["content"], "story": {"fragments": [{"data": 3}]}}},
-            "content.story.fragments[0].data: must be text",
+            "content.story.fragments[0].data: Not a valid string.",
         ),
         ({**KOBOLD_CLASSIC, "actions": "once upon a time"}, "actions: must be a list of texts"),
         ({**KOBOLD_CLASSIC, "actions": [" ok", 7]}, "actions[1]: must be text"),
-        ({**KOBOLD_CLASSIC, "authorsnote": "x" * 1001}, "authorsnote: the author's note is at most 1000"),
-        ({**KOBOLD_CLASSIC, "worldinfo": [{"key": ["k" * 81], "content": "x"}]}, "worldinfo.entries.0.key"),
+        (
+            {**KOBOLD_CLASSIC, "authorsnote": "x" * 1001},
+            "authorsnote: Ensure this field has no more than 1000 characters.",
+        ),
+        (
+            {**KOBOLD_CLASSIC, "worldinfo": [{"key": ["k" * 81], "content": "x"}]},
+            "worldinfo[0].key: a key of at most 80",
+        ),
         ({"entries": {}}, "expected a story from another site"),
     ],
 )
