@@ -84,13 +84,18 @@ function chooseForCard(file, look, personaName) {
   }
   if (look.greetings.length > 1) {
     const list = el("fieldset", {class: "greetings"}, el("legend", {}, `${look.name} has ${look.greetings.length} greetings: open the story with`));
-    look.greetings.forEach((text, n) => {
+    const labels = look.greetings.map((text, n) => {
       const id = `greeting-${n}`;
-      const shown = text.length > 220 ? text.slice(0, 220) + "…" : text;
+      const label = el("label", {for: id});
       list.append(el("div", {class: "greeting"},
-        el("input", {type: "radio", name: "greeting", id, value: String(n), ...(n === 0 ? {checked: ""} : {})}),
-        el("label", {for: id}, ...styled(shown))));
+        el("input", {type: "radio", name: "greeting", id, value: String(n), ...(n === 0 ? {checked: ""} : {})}), label));
+      return [label, text.length > 220 ? text.slice(0, 220) + "…" : text];
     });
+    // each greeting as it will read: {{user}} becomes the name typed
+    const fill = () => labels.forEach(([label, text]) => label.replaceChildren(
+      ...styled(name && name.value.trim() ? text.replaceAll("{{user}}", name.value.trim()) : text)));
+    fill();
+    if (name) name.addEventListener("input", fill);
     form.append(list);
   }
   form.append(el("button", {type: "submit"}, "Start the adventure"));
