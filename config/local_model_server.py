@@ -27,6 +27,7 @@ from __future__ import annotations
 import hmac
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -108,6 +109,11 @@ class Llama:
         log = state_dir(data_dir) / "build.log"
         env = {**os.environ, "CMAKE_ARGS": BUILD_CMAKE_ARGS, "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 1)}
         with open(log, "w") as out:
+            if not _compiler(out):
+                marker.write_text("no C++ compiler\n")
+                raise Failed(
+                    "building it needs a C++ compiler: install g++ (apt-get install g++), then run make run again"
+                )
             try:
                 done = subprocess.run(
                     [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "-r", str(REQUIREMENTS)],
@@ -161,6 +167,22 @@ class Llama:
             text = piece["choices"][0]["text"]
             if text:
                 yield text
+
+
+def _compiler(log) -> bool:
+    """A C++ compiler for the build: found, or installed with Debian's apt-get when this runs as root
+    (as `make test` installs chromium); the attempt goes to the build log."""
+    if shutil.which("c++") or shutil.which("g++"):
+        return True
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        return False
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "g++"]):
+        try:
+            subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=BUILD_TIMEOUT_S, check=True)
+        except (OSError, subprocess.SubprocessError):
+            return False
+    return bool(shutil.which("g++"))
 
 
 class Failed(Exception):

@@ -265,3 +265,12 @@ def test_the_demo_setting_runsite_gives_its_children(monkeypatch, settings):
     assert runsite._local_model() is None, "LOCAL_MODEL=off leaves it out"
     settings.LOCAL_MODEL, settings.DEMO_ENDPOINT_URL = "auto", "https://models.example/v1"
     assert runsite._local_model() is None, "an operator's demo model wins"
+
+
+def test_a_machine_without_a_compiler_is_told_what_to_install(tmp_path, monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "llama_cpp", None)  # not installed: a build would start
+    monkeypatch.setattr(local_model_server.shutil, "which", lambda name: None)  # no c++, no g++, no apt-get
+    with pytest.raises(local_model_server.Failed, match=r"needs a C\+\+ compiler: install g\+\+"):
+        local_model_server.Llama(512, 1).prepare(tmp_path)
+    assert local_model.status(tmp_path)["state"] == "preparing", "said while it was tried"
+    assert (local_model.state_dir(tmp_path) / "build-failed").exists(), "not tried again at every restart"
