@@ -8,7 +8,7 @@ from django.db import models
 from django.db.models import F, Func, Q
 from pgvector.django import HalfVectorField
 
-from stories.models import Adventure, Branch, StoryCard
+from stories.models import Action, Adventure, Branch, StoryCard
 
 MEMORY_TEXT_MAX = 1000  # characters in one memory (hand-written or generated)
 EMBEDDING_DIMS_MAX = 4000  # halfvec with STORAGE PLAIN must fit an 8 kB page
@@ -276,3 +276,23 @@ class SummarySnapshot(models.Model):
 
     def __str__(self) -> str:
         return self.text[:60]
+
+
+class CanonText(models.Model):
+    """One version of an adventure's plot essentials or author's note, made at a story node: the
+    live action at the tip when it was written (``at_root``: before the story, true on every path).
+    It is true down every path through that node, while that take is the live one
+    (memory.story.canon); a node undone away leaves it in the history, with no node."""
+
+    adventure = models.ForeignKey(Adventure, on_delete=models.CASCADE, related_name="canon_texts")
+    field = models.CharField(max_length=20)  # plot_essentials or authors_note
+    action = models.ForeignKey(Action, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    at_root = models.BooleanField(default=False)
+    text = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["adventure", "field"], name="canon_text_adventure_field")]
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.text[:60]}"

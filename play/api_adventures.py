@@ -17,9 +17,10 @@ from rest_framework.views import APIView
 
 from config import paging
 from config import serializer_fields as strict
-from config.errors import InvalidRequest
+from config.errors import InvalidRequest, NotFound
 from config.input_guard import StrictJSONParser
 from config.serializer_fields import valid as _valid
+from memory.story import canon
 from play import changes, imports
 from play import serializers as s
 from play.api_support import adventure_for as _adventure
@@ -245,7 +246,11 @@ class BookImportView(APIView):
     )
     def post(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
-        made, report = lorebooks.import_cards(adventure=adventure, data=lorebooks.read_document(request))
+        made, report = lorebooks.import_cards(
+            adventure=adventure,
+            data=lorebooks.read_document(request),
+            plot_writer=lambda plot: changes.adventure_update(adventure=adventure, plot_essentials=plot),
+        )
         return Response({"cards": s.CardSerializer(made, many=True).data, "report": report}, status=201)
 
 
@@ -381,3 +386,31 @@ class CharacterExportView(APIView):
         response = HttpResponse(character_cards.character_png(adventure=adventure, card=card), content_type="image/png")
         response["Content-Disposition"] = f'attachment; filename="{name}.png"'
         return response
+
+
+class CanonVersionSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    text = strict.TextField()
+    action = serializers.IntegerField(allow_null=True, help_text="the story node it hangs off; null: none")
+    depth = serializers.IntegerField(
+        allow_null=True, help_text="its node's depth: 0 before the story; null: its node was undone away"
+    )
+    on_path = serializers.BooleanField(help_text="true on the path being played (the newest of these is told)")
+    told = serializers.BooleanField(help_text="the version the model is told now")
+    created_at = serializers.DateTimeField()
+
+
+class CanonHistoryView(APIView):
+    @extend_schema(
+        responses=CanonVersionSerializer(many=True),
+        tags=["adventures"],
+        summary="Every version of the plot essentials or the author's note",
+        description="Newest first: each edit hangs off the story node it was made at and is true down the paths "
+        "through it; a version whose node was undone away stays here (PATCH the adventure with its text to bring "
+        "it back at the node being played).",
+    )
+    def get(self, request, adventure_id, field):
+        adventure = _adventure(request, adventure_id)
+        if field not in canon.FIELDS:
+            raise NotFound()
+        return Response(CanonVersionSerializer(canon.history(adventure=adventure, field=field), many=True).data)

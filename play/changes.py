@@ -8,7 +8,7 @@ from __future__ import annotations
 from django.db import transaction
 
 from memory import embedder, embeddings
-from memory.story import memories
+from memory.story import canon, memories
 from stories import adventures
 from stories.accounts import ai_settings
 from stories.models import Adventure, AISettings
@@ -61,6 +61,11 @@ def adventure_update(*, adventure: Adventure, story_summary: str | None = None, 
     with transaction.atomic():
         if story_summary is not None:
             adventure = memories.summary_set(adventure=adventure, text=story_summary.strip())
+        texts = {f: fields.pop(f) for f in canon.FIELDS if f in fields and fields[f] != getattr(adventure, f)}
+        for f in canon.FIELDS:
+            fields.pop(f, None)  # unchanged: no version
+        if texts:  # true from the node being played down its paths (memory.story.canon)
+            adventure = canon.canon_set(adventure=adventure, **texts)
         adventure = adventures.story_fields_update(adventure=adventure, **fields)
     return adventure
 

@@ -7,7 +7,7 @@ from django.db.models import F
 from django.dispatch import receiver
 
 from memory.models import Cursor, Memory
-from memory.story import summaries
+from memory.story import canon, summaries
 from memory.story.marks import MEMORY_INTERVAL, mark_move
 from stories.models import Branch
 from stories.tree import lineage
@@ -18,6 +18,7 @@ from stories.tree.writes import head_moved, nodes_copied, story_rewritten
 def on_story_rewritten(sender, *, adventure_id: int, branch_id: int, from_depth: int, change: str, **kwargs):
     branch = Branch.objects.get(pk=branch_id)
     summaries.on_rewritten(adventure_id=adventure_id, branch_id=branch_id, from_depth=from_depth, change=change)
+    canon.canon_refresh(adventure_id)  # an undone node's versions leave the path; a retried take's too
     if (
         change == "hidden"
         and not Memory.objects.filter(
@@ -101,9 +102,12 @@ def on_nodes_copied(sender, *, adventure_id: int, from_branch_id: int, to_branch
     summaries.on_copied(
         adventure_id=adventure_id, from_branch_id=from_branch_id, to_branch_id=to_branch_id, depths=depths
     )
+    canon.on_copied(from_branch_id=from_branch_id, to_branch_id=to_branch_id, depths=depths)
 
 
 @receiver(head_moved, dispatch_uid="memory.story.sync.head_moved")
 def on_head_moved(sender, *, adventure_id: int, branch_id: int, **kwargs):
-    """A branch switch shows that path's summary at once, with no model call."""
+    """A branch switch shows that path's summary, plot essentials and author's note at once, with
+    no model call."""
     summaries.summary_refresh(adventure_id)
+    canon.canon_refresh(adventure_id)

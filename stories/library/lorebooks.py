@@ -263,10 +263,11 @@ def with_plot(plot: str, always: list[str], report: list[dict]) -> str:
 # ---------------------------------------------------------------------------- into a story
 
 
-def import_cards(*, adventure: Adventure, data) -> tuple[list[StoryCard], list[dict]]:
+def import_cards(*, adventure: Adventure, data, plot_writer=None) -> tuple[list[StoryCard], list[dict]]:
     """A lorebook (or a character card's book, or AI Dungeon's cards) into ``adventure``'s cards,
     all or nothing, counting toward the owner's FILE_IMPORTS_PER_HOUR. Returns the cards made and
-    the report."""
+    the report. Always-on entries join the plot essentials through ``plot_writer(text)`` when given
+    (the plot essentials follow the tree: memory.story.canon), inside the same transaction."""
     if isinstance(data, list) or (isinstance(data, dict) and isinstance(data.get("storyCards"), list)):
         made = aidungeon.import_aidungeon(adventure=adventure, data=data)
         return made, [{"place": "file", "what": f"read as AI Dungeon story cards: {len(made)} cards"}]
@@ -287,7 +288,10 @@ def import_cards(*, adventure: Adventure, data) -> tuple[list[StoryCard], list[d
         made = StoryCard.objects.bulk_create(StoryCard(adventure=adventure, **f) for f in fields)
         if always:
             plot = with_plot(adventure.plot_essentials, always, report)
-            Adventure.objects.filter(pk=adventure.pk).update(plot_essentials=plot)
+            if plot_writer is not None:
+                plot_writer(plot)
+            else:
+                Adventure.objects.filter(pk=adventure.pk).update(plot_essentials=plot)
     return made, report
 
 

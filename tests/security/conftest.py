@@ -43,6 +43,7 @@ def make_world(api, *, title, secret, agent, world_name):
     return {
         "scenario_key": scenario["key"],
         "number": 1,  # the first version of that scenario
+        "field": "plot_essentials",  # the adventure text whose versions are read
         "job_id": job["id"],
         "adventure_id": aid,
         "action_id": action["id"],

@@ -167,6 +167,7 @@ def test_a_whole_session_answers_exactly_what_the_schema_documents(schema, alice
         adventure_id=aid,
     )
     walk("get", A + "cards/export/", 200, adventure_id=aid)
+    walk("get", A + "canon/{field}/", 200, adventure_id=aid, field="plot_essentials")
     walk("delete", A + "cards/{card_id}/", 204, adventure_id=aid, card_id=card["id"])
 
     memory = walk("post", A + "memories/", 201, body={"text": "The gate was open."}, adventure_id=aid)

@@ -1,0 +1,102 @@
+"""The plot essentials and the author's note are true on the branch being played (issue 47's first
+rule, for the adventure's two texts): an edit applies from the node it was made at down that
+branch; a branch switch, an undo, a retry and a fork show the text of their point at once, with no
+model call; what the player wrote is never lost (the history keeps a version whose node was undone
+away); and the model is told the path's text."""
+
+import pytest
+
+from tests.stories.test_history import story, turn
+
+pytestmark = pytest.mark.django_db
+
+BEFORE = "Bram, the blacksmith, keeps the forge."
+AFTER = "Bram died in the mill fire."
+
+
+@pytest.fixture
+def mill(owner, alice_api):
+    """A story of three turns whose plot essentials say Bram is alive."""
+    made = alice_api.post(
+        "/api/adventures/",
+        {"title": "Mill", "opening": "Smoke over the village.", "plot_essentials": BEFORE},
+        format="json",
+    )
+    aid = made.json()["id"]
+    for text in ("walk to the forge", "watch the mill burn", "search the ashes"):
+        turn(alice_api, aid, text)
+    return aid
+
+
+def _plot(api, aid):
+    return api.get(f"/api/adventures/{aid}/").json()["plot_essentials"]
+
+
+def _edit(api, aid, **fields):
+    answer = api.patch(f"/api/adventures/{aid}/", fields, format="json")
+    assert answer.status_code == 200, answer.json()
+    return answer.json()
+
+
+def test_an_edit_holds_down_its_branch_and_a_fork_from_before_it_keeps_the_old_text(mill, alice_api, memory_llm):
+    actions = alice_api.get(f"/api/adventures/{mill}/story/").json()["actions"]
+    _edit(alice_api, mill, plot_essentials=AFTER, authors_note="Grief, ash and rain.")
+    assert _plot(alice_api, mill) == AFTER
+    main = alice_api.get(f"/api/adventures/{mill}/").json()["head_branch"]
+
+    forge = next(a for a in actions if a["text"] == "walk to the forge")
+    fork = alice_api.post(f"/api/adventures/{mill}/actions/{forge['id']}/fork/", {}, format="json")
+    assert fork.status_code == 201, fork.json()
+    adventure = alice_api.get(f"/api/adventures/{mill}/").json()
+    assert (adventure["plot_essentials"], adventure["authors_note"]) == (BEFORE, ""), "before the fire, Bram lives"
+
+    calls = len(memory_llm.chat_requests())
+    turn(alice_api, mill, "ask Bram about the mill")
+    sent = memory_llm.chat_requests()[calls].body["messages"]
+    told = "\n".join(m["content"] for m in sent)
+    assert BEFORE in told and AFTER not in told, "the model is told the fork's text"
+
+    back = alice_api.post(f"/api/adventures/{mill}/branches/{main}/checkout/")
+    assert back.status_code == 200, back.json()
+    assert _plot(alice_api, mill) == AFTER, "back on the main branch, at once"
+
+
+def test_an_undo_past_the_edit_shows_the_text_from_before_and_the_history_keeps_the_edit(mill, alice_api):
+    _edit(alice_api, mill, plot_essentials=AFTER)
+    assert alice_api.post(f"/api/adventures/{mill}/undo/").status_code == 200
+    assert _plot(alice_api, mill) == BEFORE, "undoing back past the node of the edit"
+    history = alice_api.get(f"/api/adventures/{mill}/canon/plot_essentials/").json()
+    assert [(v["text"], v["depth"], v["told"]) for v in history] == [(AFTER, None, False), (BEFORE, 0, True)]
+    _edit(alice_api, mill, plot_essentials=history[0]["text"])  # brought back, at the node played now
+    assert _plot(alice_api, mill) == AFTER
+    assert alice_api.get(f"/api/adventures/{mill}/canon/elsewhere/").status_code == 404
+
+
+def test_a_retry_shows_the_text_of_its_own_take_and_the_first_take_brings_the_edit_back(mill, alice_api):
+    first = alice_api.get(f"/api/adventures/{mill}/story/").json()["actions"][-1]
+    _edit(alice_api, mill, plot_essentials=AFTER)  # written after the first take of the last reply
+    assert alice_api.post(f"/api/adventures/{mill}/retry/").status_code == 201
+    assert _plot(alice_api, mill) == BEFORE, "another take: the edit made after the first one is not its story"
+    newest = alice_api.get(f"/api/adventures/{mill}/story/").json()["actions"][-1]
+    chosen = alice_api.post(
+        f"/api/adventures/{mill}/actions/{newest['id']}/takes/", {"take_id": first["id"]}, format="json"
+    )
+    assert chosen.status_code == 200, chosen.json()
+    assert _plot(alice_api, mill) == AFTER
+
+
+def test_a_story_never_edited_reads_as_before_and_an_unchanged_text_makes_no_version(mill, alice_api):
+    assert _plot(alice_api, mill) == BEFORE
+    _edit(alice_api, mill, plot_essentials=BEFORE, title="Mill at dusk")
+    assert alice_api.get(f"/api/adventures/{mill}/canon/plot_essentials/").json() == []
+    assert [k for k, _ in story(alice_api, mill)][0] == "start"
+
+
+def test_a_lorebooks_always_on_entry_joins_the_texts_of_the_node_played(mill, alice_api):
+    _edit(alice_api, mill, plot_essentials=AFTER)
+    book = {"entries": {"0": {"key": [], "comment": "Weather", "content": "It always rains.", "constant": True}}}
+    made = alice_api.post(f"/api/adventures/{mill}/cards/import/book/", book, format="json")
+    assert made.status_code == 201, made.json()
+    assert _plot(alice_api, mill) == AFTER + "\n\nIt always rains."
+    assert alice_api.post(f"/api/adventures/{mill}/undo/").status_code == 200
+    assert _plot(alice_api, mill) == BEFORE
