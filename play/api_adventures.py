@@ -403,6 +403,7 @@ class CanonVersionSerializer(serializers.Serializer):
 class CanonHistoryView(APIView):
     @extend_schema(
         responses=CanonVersionSerializer(many=True),
+        parameters=paging.parameters(),
         tags=["adventures"],
         summary="Every version of the plot essentials or the author's note",
         description="Newest first: each edit hangs off the story node it was made at and is true down the paths "
@@ -413,4 +414,4 @@ class CanonHistoryView(APIView):
         adventure = _adventure(request, adventure_id)
         if field not in canon.FIELDS:
             raise NotFound()
-        return Response(CanonVersionSerializer(canon.history(adventure=adventure, field=field), many=True).data)
+        return paging.page(request, canon.history(adventure=adventure, field=field), CanonVersionSerializer)
