@@ -296,3 +296,20 @@ class CanonText(models.Model):
 
     def __str__(self) -> str:
         return f"{self.field}: {self.text[:60]}"
+
+
+class CardVersion(models.Model):
+    """One version of a story card, made at a story node as a ``CanonText`` is: its fields as the
+    player left them there (``fields``), or its removal (``deleted``). A card with versions is on a
+    path only where the newest of them on it is not a removal (memory.story.canon)."""
+
+    adventure = models.ForeignKey(Adventure, on_delete=models.CASCADE, related_name="card_versions")
+    card = models.ForeignKey(StoryCard, on_delete=models.CASCADE, related_name="versions")
+    action = models.ForeignKey(Action, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    at_root = models.BooleanField(default=False)
+    fields = models.JSONField(default=dict)
+    deleted = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["adventure", "card"], name="card_version_adventure_card")]

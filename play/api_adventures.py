@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 
+from django.db import transaction
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, inline_serializer
@@ -17,7 +18,7 @@ from rest_framework.views import APIView
 
 from config import paging
 from config import serializer_fields as strict
-from config.errors import InvalidRequest, NotFound
+from config.errors import InvalidRequest
 from config.input_guard import StrictJSONParser
 from config.serializer_fields import valid as _valid
 from memory.story import canon
@@ -199,7 +200,7 @@ class CardListView(APIView):
     @extend_schema(request=s.CardInputSerializer, responses={201: s.CardSerializer}, tags=["cards"])
     def post(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
-        card = cards.card_create(adventure=adventure, **_valid(s.CardInputSerializer, request))
+        card = canon.card_create(adventure=adventure, **_valid(s.CardInputSerializer, request))
         return Response(s.CardSerializer(card).data, status=201)
 
 
@@ -215,12 +216,12 @@ class CardDetailView(APIView):
     @extend_schema(request=s.CardInputSerializer, responses=s.CardSerializer, tags=["cards"])
     def patch(self, request, adventure_id, card_id):
         card = _card(_adventure(request, adventure_id), card_id)
-        card = cards.card_update(card=card, **_valid(s.CardInputSerializer, request, partial=True))
+        card = canon.card_update(card=card, **_valid(s.CardInputSerializer, request, partial=True))
         return Response(s.CardSerializer(card).data)
 
     @extend_schema(responses={204: None}, tags=["cards"])
     def delete(self, request, adventure_id, card_id):
-        cards.card_delete(card=_card(_adventure(request, adventure_id), card_id))
+        canon.card_delete(card=_card(_adventure(request, adventure_id), card_id))
         return Response(status=204)
 
 
@@ -228,7 +229,9 @@ class CardImportView(APIView):
     @extend_schema(request=s.AIDungeonCardsSerializer, responses={201: s.CardSerializer(many=True)}, tags=["cards"])
     def post(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
-        created = aidungeon.import_aidungeon(adventure=adventure, data=request.data)
+        with transaction.atomic():
+            created = aidungeon.import_aidungeon(adventure=adventure, data=request.data)
+            canon.cards_created(adventure=adventure, made=created)
         return Response(s.CardSerializer(created, many=True).data, status=201)
 
 
@@ -246,11 +249,14 @@ class BookImportView(APIView):
     )
     def post(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
-        made, report = lorebooks.import_cards(
-            adventure=adventure,
-            data=lorebooks.read_document(request),
-            plot_writer=lambda plot: changes.adventure_update(adventure=adventure, plot_essentials=plot),
-        )
+        data = lorebooks.read_document(request)
+        with transaction.atomic():
+            made, report = lorebooks.import_cards(
+                adventure=adventure,
+                data=data,
+                plot_writer=lambda plot: changes.adventure_update(adventure=adventure, plot_essentials=plot),
+            )
+            canon.cards_created(adventure=adventure, made=made)
         return Response({"cards": s.CardSerializer(made, many=True).data, "report": report}, status=201)
 
 
@@ -386,32 +392,3 @@ class CharacterExportView(APIView):
         response = HttpResponse(character_cards.character_png(adventure=adventure, card=card), content_type="image/png")
         response["Content-Disposition"] = f'attachment; filename="{name}.png"'
         return response
-
-
-class CanonVersionSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
-    text = strict.TextField()
-    action = serializers.IntegerField(allow_null=True, help_text="the story node it hangs off; null: none")
-    depth = serializers.IntegerField(
-        allow_null=True, help_text="its node's depth: 0 before the story; null: its node was undone away"
-    )
-    on_path = serializers.BooleanField(help_text="true on the path being played (the newest of these is told)")
-    told = serializers.BooleanField(help_text="the version the model is told now")
-    created_at = serializers.DateTimeField()
-
-
-class CanonHistoryView(APIView):
-    @extend_schema(
-        responses=CanonVersionSerializer(many=True),
-        parameters=paging.parameters(),
-        tags=["adventures"],
-        summary="Every version of the plot essentials or the author's note",
-        description="Newest first: each edit hangs off the story node it was made at and is true down the paths "
-        "through it; a version whose node was undone away stays here (PATCH the adventure with its text to bring "
-        "it back at the node being played).",
-    )
-    def get(self, request, adventure_id, field):
-        adventure = _adventure(request, adventure_id)
-        if field not in canon.FIELDS:
-            raise NotFound()
-        return paging.page(request, canon.history(adventure=adventure, field=field), CanonVersionSerializer)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from play import api_account, api_adventures, api_scenarios, api_story, api_turns
+from play import api_account, api_adventures, api_canon, api_scenarios, api_story, api_turns
 
 A = "adventures/<int:adventure_id>/"
 S = "scenarios/<slug:scenario_key>/"
@@ -42,7 +42,7 @@ urlpatterns = [
     path(A + "cards/", api_adventures.CardListView.as_view(), name="cards"),
     path(A + "cards/import/", api_adventures.CardImportView.as_view(), name="cards-import"),
     path(A + "cards/export/", api_adventures.CardExportView.as_view(), name="cards-export"),
-    path(A + "canon/<str:field>/", api_adventures.CanonHistoryView.as_view(), name="canon-history"),
+    path(A + "canon/<str:field>/", api_canon.CanonHistoryView.as_view(), name="canon-history"),
     path(A + "cards/<int:card_id>/character/", api_adventures.CharacterExportView.as_view(), name="card-character"),
     path(A + "cards/import/book/", api_adventures.BookImportView.as_view(), name="cards-import-book"),
     path(A + "scenario/", api_scenarios.SaveAsScenarioView.as_view(), name="adventure-scenario"),

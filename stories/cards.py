@@ -33,7 +33,7 @@ def clean_keys(raw) -> list[str]:
 
 
 def card_limit_check(*, adventure: Adventure, adding: int) -> None:
-    if StoryCard.objects.filter(adventure=adventure).count() + adding > CARDS_PER_ADVENTURE_MAX:
+    if StoryCard.every.filter(adventure=adventure).count() + adding > CARDS_PER_ADVENTURE_MAX:  # every branch's
         raise InvalidRequest(f"an adventure has at most {CARDS_PER_ADVENTURE_MAX} story cards")
 
 

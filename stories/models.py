@@ -19,9 +19,7 @@ CARD_KEY_MAX = 80  # characters per trigger key
 CARDS_PER_ADVENTURE_MAX = 500
 
 
-class Rating(models.TextChoices):
-    """A scenario's content rating, in order: a player's preference shows it and those below."""
-
+class Rating(models.TextChoices):  # a scenario's content rating, in order: a preference shows it and those below
     EVERYONE = "everyone"
     TEEN = "teen"
     MATURE = "mature"
@@ -31,8 +29,7 @@ RATING_ORDER = [Rating.EVERYONE, Rating.TEEN, Rating.MATURE]
 
 
 class AISettings(models.Model):
-    """One user's model connection and budgets. The API key is stored encrypted
-    (see stories.accounts.crypto) and is never returned by the API."""
+    """One user's model connection and budgets. The key is stored encrypted (stories.accounts.crypto), never shown."""
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ai_settings")
     # validated by stories.providers.netguard (scheme, credentials, public address), not by URLField
@@ -101,7 +98,7 @@ class Adventure(models.Model):
     scenario_version = models.ForeignKey(
         "ScenarioVersion", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
-    # Where play continues; the depth is head_branch.tip_depth.
+    # where play continues (its depth: head_branch.tip_depth)
     head_branch = models.ForeignKey("Branch", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     # A reply being written holds the story until then (stories.tree.generation): one at a time.
     generation_token = models.CharField(max_length=32, blank=True, default="")
@@ -117,9 +114,8 @@ class Adventure(models.Model):
 
 
 class Branch(models.Model):
-    """A line of play. It owns the actions placed on it (depth > fork_depth) and
-    borrows its ancestors' actions: ``lineage`` lists [branch_id, read_to_depth]
-    for every ancestor, newest first. Only stories.tree.writes writes these fields."""
+    """A line of play. It owns the actions placed on it (depth > fork_depth) and borrows its ancestors':
+    ``lineage`` lists [branch_id, read_to_depth] for each, newest first. Only stories.tree.writes writes it."""
 
     adventure = models.ForeignKey(Adventure, on_delete=models.CASCADE, related_name="branches")
     parent = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="children")
@@ -163,7 +159,7 @@ class Action(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["branch", "depth"], condition=Q(live=True), name="one_live_take_per_node"),
+            models.UniqueConstraint(fields=["branch", "depth"], condition=Q(live=True), name="one_live_take_per_node")
         ]
         indexes = [models.Index(fields=["branch", "depth"])]
 
@@ -176,9 +172,8 @@ class Action(models.Model):
 
 
 class RedoTurn(models.Model):
-    """A turn undo took from the end of a branch, which redo brings back while that branch's story
-    has not changed since: any other write to the branch ends its stack (stories.tree.writes). ``nodes``:
-    each node's kind, text and whether a moderator hid it, oldest first."""
+    """A turn undo took from the end of a branch, which redo brings back while the branch has not changed
+    since (stories.tree.writes). ``nodes``: each node's kind, text and whether a moderator hid it, oldest first."""
 
     branch = models.ForeignKey(Branch, on_delete=models.CASCADE, related_name="+")
     from_depth = models.PositiveIntegerField()  # the depth of the turn's first node
@@ -187,6 +182,11 @@ class RedoTurn(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["branch", "-id"])]
+
+
+class PresentCards(models.Manager):
+    def get_queryset(self):  # the cards on the path played (memory.story.canon); ``every``: the others too
+        return super().get_queryset().filter(present=True)
 
 
 class StoryCard(models.Model):
@@ -198,15 +198,10 @@ class StoryCard(models.Model):
         OTHER = "other"
 
     class SelectiveLogic(models.TextChoices):  # with secondary keys: a key AND any of them, AND NOT all, ...
-        AND_ANY = "and_any"
-        NOT_ALL = "not_all"
-        NOT_ANY = "not_any"
-        AND_ALL = "and_all"
+        AND_ANY, NOT_ALL, NOT_ANY, AND_ALL = "and_any", "not_all", "not_any", "and_all"
 
     class Position(models.TextChoices):  # where a triggered card is told (stories.prompt.triggers)
-        WORLD_INFO = "world_info"
-        BEFORE_STORY = "before_story"
-        AT_DEPTH = "at_depth"
+        WORLD_INFO, BEFORE_STORY, AT_DEPTH = "world_info", "before_story", "at_depth"
 
     adventure = models.ForeignKey(Adventure, on_delete=models.CASCADE, related_name="cards")
     type = models.CharField(max_length=10, choices=Type.choices, default=Type.OTHER)
@@ -217,7 +212,6 @@ class StoryCard(models.Model):
     # A character card in the cast keeps its own memories of the scenes it is in (memory.story.cast);
     # the flag means nothing on other card types.
     in_cast = models.BooleanField(default=True)
-    # World Info's rules (stories.prompt.triggers), as SillyTavern's lorebooks carry them
     secondary_keys = models.JSONField(default=list, blank=True)
     selective_logic = models.CharField(max_length=8, choices=SelectiveLogic.choices, default=SelectiveLogic.AND_ANY)
     position = models.CharField(max_length=12, choices=Position.choices, default=Position.WORLD_INFO)
@@ -226,11 +220,16 @@ class StoryCard(models.Model):
     prevent_recursion = models.BooleanField(default=True)  # its entry triggers no other card
     exclude_recursion = models.BooleanField(default=False)  # no other card's entry triggers it
     examples = models.TextField(blank=True, default="")  # a character's example dialogue
+    present = models.BooleanField(default=True)  # on the path played: its versions say (memory.story.canon)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    objects = PresentCards()
+    every = models.Manager()
+
     class Meta:
         ordering = ["id"]
+        base_manager_name = "every"  # a memory's character resolves on any path
 
     def __str__(self) -> str:
         return self.name
@@ -348,9 +347,7 @@ class Scenario(models.Model):
             models.Index(fields=["visibility", "hidden", "-play_count"], name="scenario_library_played"),
             models.Index(fields=["author", "-updated_at"]),
         ]
-        constraints = [
-            models.UniqueConstraint(fields=["slug"], condition=~Q(slug=""), name="one_starter_per_slug"),
-        ]
+        constraints = [models.UniqueConstraint(fields=["slug"], condition=~Q(slug=""), name="one_starter_per_slug")]
 
     def __str__(self) -> str:
         return self.title

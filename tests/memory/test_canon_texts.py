@@ -100,3 +100,74 @@ def test_a_lorebooks_always_on_entry_joins_the_texts_of_the_node_played(mill, al
     assert _plot(alice_api, mill) == AFTER + "\n\nIt always rains."
     assert alice_api.post(f"/api/adventures/{mill}/undo/").status_code == 200
     assert _plot(alice_api, mill) == BEFORE
+
+
+# -- story cards --------------------------------------------------------------------------------------
+
+
+def _cards(api, aid):
+    return {c["name"]: c for c in api.get(f"/api/adventures/{aid}/cards/").json()}
+
+
+def test_a_card_edited_after_the_fire_is_as_it_was_on_a_fork_from_before_and_after_an_undo(mill, alice_api, memory_llm):
+    actions = alice_api.get(f"/api/adventures/{mill}/story/").json()["actions"]
+    bram = alice_api.post(
+        f"/api/adventures/{mill}/cards/",
+        {"type": "character", "name": "Bram", "keys": ["Bram"], "entry": BEFORE},
+        format="json",
+    ).json()
+    turn(alice_api, mill, "look for Bram")
+    edited = alice_api.patch(f"/api/adventures/{mill}/cards/{bram['id']}/", {"entry": AFTER}, format="json")
+    assert edited.status_code == 200 and edited.json()["entry"] == AFTER
+    main = alice_api.get(f"/api/adventures/{mill}/").json()["head_branch"]
+
+    forge = next(a for a in actions if a["text"] == "walk to the forge")
+    alice_api.post(f"/api/adventures/{mill}/actions/{forge['id']}/fork/", {}, format="json")
+    assert "Bram" not in _cards(alice_api, mill), "made after the fork's point: no card on the fork"
+    alice_api.post(f"/api/adventures/{mill}/branches/{main}/checkout/")
+    assert _cards(alice_api, mill)["Bram"]["entry"] == AFTER
+
+    assert alice_api.post(f"/api/adventures/{mill}/undo/").status_code == 200
+    assert _cards(alice_api, mill)["Bram"]["entry"] == BEFORE, "undone back past the edit"
+    calls = len(memory_llm.chat_requests())
+    turn(alice_api, mill, "call for Bram")
+    told = "\n".join(m["content"] for m in memory_llm.chat_requests()[calls].body["messages"])
+    assert "Bram: " + BEFORE in told and AFTER not in told, "the model is told the card of this point"
+
+
+def test_a_card_deleted_on_one_branch_stays_on_the_others(mill, alice_api):
+    actions = alice_api.get(f"/api/adventures/{mill}/story/").json()["actions"]
+    ferry = alice_api.post(
+        f"/api/adventures/{mill}/cards/",
+        {"name": "Ferry", "keys": ["ferry"], "entry": "It sails at dusk."},
+        format="json",
+    ).json()
+    main = alice_api.get(f"/api/adventures/{mill}/").json()["head_branch"]
+    forge = next(a for a in actions if a["text"] == "walk to the forge")
+    fork = alice_api.post(f"/api/adventures/{mill}/actions/{forge['id']}/fork/", {}, format="json").json()
+    assert "Ferry" not in _cards(alice_api, mill)
+    alice_api.post(f"/api/adventures/{mill}/branches/{main}/checkout/")
+    turn(alice_api, mill, "cross the river")
+    assert alice_api.delete(f"/api/adventures/{mill}/cards/{ferry['id']}/").status_code == 204
+    assert "Ferry" not in _cards(alice_api, mill)
+    assert alice_api.get(f"/api/adventures/{mill}/cards/{ferry['id']}/").status_code == 404
+    assert alice_api.post(f"/api/adventures/{mill}/undo/").status_code == 200
+    assert _cards(alice_api, mill)["Ferry"]["entry"] == "It sails at dusk.", "the delete was made after that turn"
+    assert alice_api.post(f"/api/adventures/{mill}/undo/").status_code == 200
+    assert "Ferry" not in _cards(alice_api, mill), "undone past the node it was made at"
+    assert fork["id"]
+
+
+def test_cards_never_changed_after_the_start_are_on_every_path_and_deleting_one_there_deletes_it(owner, alice_api):
+    aid = alice_api.post(
+        "/api/adventures/",
+        {"title": "Quay", "opening": "Fog.", "cards": [{"name": "Quay", "keys": ["quay"], "entry": "Old stones."}]},
+        format="json",
+    ).json()["id"]
+    quay = _cards(alice_api, aid)["Quay"]
+    turn(alice_api, aid, "walk the quay")
+    actions = alice_api.get(f"/api/adventures/{aid}/story/").json()["actions"]
+    alice_api.post(f"/api/adventures/{aid}/actions/{actions[0]['id']}/fork/", {}, format="json")
+    assert _cards(alice_api, aid)["Quay"]["entry"] == "Old stones."
+    assert alice_api.delete(f"/api/adventures/{aid}/cards/{quay['id']}/").status_code == 204
+    assert "Quay" not in _cards(alice_api, aid)

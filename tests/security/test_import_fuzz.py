@@ -78,13 +78,13 @@ def exported(alice_plays):
     aid = api.post(
         "/api/adventures/", {"title": "Fuzz", "opening": "The gate.", "persona_name": "Mira"}, format="json"
     ).json()["id"]
-    for text in ("go in", "look up"):
-        assert api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": text}, format="json").status_code == 201
-    api.post(
+    api.post(  # before the story: on every path, the fork's too (a card made later is only down its node's paths)
         f"/api/adventures/{aid}/cards/",
         {"type": "character", "name": "Tam", "keys": ["Tam"], "entry": "a guard"},
         format="json",
     )
+    for text in ("go in", "look up"):
+        assert api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": text}, format="json").status_code == 201
     story = api.get(f"/api/adventures/{aid}/story/").json()
     rows = story["actions"]
     api.post(f"/api/adventures/{aid}/actions/{rows[1]['id']}/fork/", format="json")
