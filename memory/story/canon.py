@@ -19,6 +19,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.db.models import Q
 
+from config.errors import NotFound
 from memory.models import CanonText, CardVersion
 from stories import cards
 from stories.import_doc import CARD_RULE_FIELDS
@@ -208,3 +209,48 @@ def on_copied(*, from_branch_id: int, to_branch_id: int, depths: list[int]) -> N
             for v in versions.select_related("action")
         ]
     )
+
+
+def card_history(*, adventure: Adventure, card_id: int) -> list[dict]:
+    """Every version of a card of ``adventure`` (on any branch), newest first: its fields or its
+    removal, where it hangs, and whether it is the one true on the path played. NotFound for a card of
+    another adventure."""
+    if not StoryCard.every.filter(pk=card_id, adventure=adventure).exists():
+        raise NotFound()
+    branch = lineage.head(adventure)
+    on_path = set(_on_path(branch, CardVersion).filter(card_id=card_id).values_list("id", flat=True))
+    versions = list(CardVersion.objects.filter(card_id=card_id).select_related("action").order_by("-id"))
+    newest_on_path = max(
+        (v for v in versions if v.pk in on_path),
+        key=lambda v: (v.action.depth if v.action_id else 0, v.pk),
+        default=None,
+    )
+    return [
+        {
+            "id": v.pk,
+            "fields": v.fields,
+            "deleted": v.deleted,
+            "action": v.action_id,
+            "depth": v.action.depth if v.action_id else (0 if v.at_root else None),
+            "on_path": v.pk in on_path,
+            "told": newest_on_path is not None and v.pk == newest_on_path.pk and not v.deleted,
+            "created_at": v.created_at,
+        }
+        for v in versions
+    ]
+
+
+def card_restore(*, adventure: Adventure, card_id: int, version_id: int) -> StoryCard:
+    """A version of a card (from any branch, a removal's last fields included) made true again from the
+    node being played: a card abandoned with a branch, or deleted here, comes back as it was then."""
+    version = CardVersion.objects.filter(pk=version_id, card_id=card_id, adventure=adventure).first()
+    card = StoryCard.every.filter(pk=card_id, adventure=adventure).first()
+    if version is None or card is None:
+        raise NotFound()
+    with transaction.atomic():
+        node = _node(adventure)
+        CardVersion.objects.create(
+            adventure=adventure, card=card, action=node, at_root=node is None, fields=version.fields
+        )
+        StoryCard.every.filter(pk=card.pk).update(present=True, **version.fields)
+    return StoryCard.objects.get(pk=card.pk)

@@ -171,3 +171,40 @@ def test_cards_never_changed_after_the_start_are_on_every_path_and_deleting_one_
     assert _cards(alice_api, aid)["Quay"]["entry"] == "Old stones."
     assert alice_api.delete(f"/api/adventures/{aid}/cards/{quay['id']}/").status_code == 204
     assert "Quay" not in _cards(alice_api, aid)
+
+
+def test_a_cards_history_keeps_every_branchs_versions_and_one_brings_a_deleted_card_back(mill, alice_api, bob_api):
+    wren = alice_api.post(
+        f"/api/adventures/{mill}/cards/", {"name": "Wren", "keys": ["Wren"], "entry": "A ferrywoman."}, format="json"
+    ).json()
+    turn(alice_api, mill, "hail the ferry")
+    alice_api.patch(f"/api/adventures/{mill}/cards/{wren['id']}/", {"entry": "A ferrywoman, drowned."}, format="json")
+    turn(alice_api, mill, "mourn")
+    assert alice_api.delete(f"/api/adventures/{mill}/cards/{wren['id']}/").status_code == 204
+    history = alice_api.get(f"/api/adventures/{mill}/cards/{wren['id']}/history/")
+    assert history.status_code == 200 and history["X-Total-Count"] == "3"
+    rows = history.json()
+    assert [(r["deleted"], r["fields"]["entry"], r["on_path"]) for r in rows] == [
+        (True, "A ferrywoman, drowned.", True),
+        (False, "A ferrywoman, drowned.", True),
+        (False, "A ferrywoman.", True),
+    ]
+    assert not any(r["told"] for r in rows), "deleted here: no version stands"
+    back = alice_api.post(
+        f"/api/adventures/{mill}/cards/{wren['id']}/restore/", {"version": rows[2]["id"]}, format="json"
+    )
+    assert back.status_code == 200 and back.json()["entry"] == "A ferrywoman."
+    assert _cards(alice_api, mill)["Wren"]["entry"] == "A ferrywoman."
+    assert bob_api.get(f"/api/adventures/{mill}/cards/{wren['id']}/history/").status_code == 404
+    assert (
+        bob_api.post(
+            f"/api/adventures/{mill}/cards/{wren['id']}/restore/", {"version": rows[2]["id"]}, format="json"
+        ).status_code
+        == 404
+    )
+    assert (
+        alice_api.post(
+            f"/api/adventures/{mill}/cards/{wren['id']}/restore/", {"version": 10**9}, format="json"
+        ).status_code
+        == 404
+    )

@@ -169,6 +169,19 @@ def test_a_whole_session_answers_exactly_what_the_schema_documents(schema, alice
     walk("get", A + "cards/export/", 200, adventure_id=aid)
     walk("get", A + "canon/{field}/", 200, adventure_id=aid, field="plot_essentials")
     walk("delete", A + "cards/{card_id}/", 204, adventure_id=aid, card_id=card["id"])
+    versions = walk("get", A + "cards/{card_id}/history/", 200, adventure_id=aid, card_id=card["id"])
+    # made while the story is played, then changed and deleted: its versions, and one brings it back
+    kept = next(v for v in versions if not v["deleted"])
+    walk(
+        "post",
+        A + "cards/{card_id}/restore/",
+        200,
+        body={"version": kept["id"]},
+        adventure_id=aid,
+        card_id=card["id"],
+    )
+    walk("delete", A + "cards/{card_id}/", 204, adventure_id=aid, card_id=card["id"])
+    walk("post", A + "cards/{card_id}/restore/", 404, body={"version": 1}, adventure_id=aid, card_id=card["id"] + 10**6)
 
     memory = walk("post", A + "memories/", 201, body={"text": "The gate was open."}, adventure_id=aid)
     walk("get", A + "memories/", 200, adventure_id=aid)
