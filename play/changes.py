@@ -30,6 +30,7 @@ def adventure_export(*, adventure: Adventure) -> dict:
     return {
         **adventures.story_export(adventure=adventure),
         "memories": memories.memories_export(adventure=adventure),
+        "canon": canon.canon_export(adventure=adventure),
     }
 
 
@@ -40,6 +41,7 @@ def adventure_import(*, owner_id: int, data, progress=None) -> Adventure:
     total)`` is told how far it is (play.imports shows it to the player)."""
     progress = progress or (lambda stage, done, total: None)
     carried = memories.memories_document(data)  # every part checked against its schema before a row
+    versions = canon.canon_document(data)
     with transaction.atomic():
         imported = adventures.story_import(owner_id=owner_id, data=data, progress=progress)
         adventure = imported.adventure
@@ -48,6 +50,11 @@ def adventure_import(*, owner_id: int, data, progress=None) -> Adventure:
             memories.memories_import(
                 adventure=adventure, rows=carried, branch_ids=imported.branch_ids, card_ids=imported.card_ids
             )
+        if versions is not None:  # the texts' and cards' versions, each at its node
+            canon.canon_import(
+                adventure=adventure, doc=versions, branch_ids=imported.branch_ids, card_ids=imported.card_ids
+            )
+            adventure.refresh_from_db()
         if adventure.story_summary:
             progress("summary", 0, 1)
             adventure = memories.summary_set(adventure=adventure, text=adventure.story_summary)

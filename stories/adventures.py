@@ -132,8 +132,9 @@ def story_export(*, adventure: Adventure) -> dict:
                 "notes": c.notes,
                 "in_cast": c.in_cast,
                 **{name: getattr(c, name) for name in import_doc.CARD_RULE_FIELDS},
+                **({} if c.present else {"present": False}),  # absent from the head path: on others
             }
-            for c in StoryCard.objects.filter(adventure=adventure).order_by("id")
+            for c in StoryCard.every.filter(adventure=adventure).order_by("id")
         ],
     }
 
@@ -229,6 +230,7 @@ def story_import(*, owner_id: int, data, progress=lambda stage, done, total: Non
                     notes=c["notes"],
                     in_cast=c["in_cast"],
                     **{name: c[name] for name in import_doc.CARD_RULE_FIELDS},
+                    present=c["present"],
                 )
                 for c in cards
             ]

@@ -193,6 +193,7 @@ class CardDoc(CardRulesDoc):
         max_length=CARD_ENTRY_MAX, allow_blank=True, allow_null=True, required=False, default="", trim_whitespace=False
     )
     in_cast = strict.BooleanField(required=False, default=True)
+    present = strict.BooleanField(required=False, default=True)  # false: on other paths than the head's
 
 
 class AdventureDocSerializer(serializers.Serializer):

@@ -209,9 +209,7 @@ def memories_export(*, adventure: Adventure) -> list[dict]:
     (the imported adventure's pass embeds them)."""
     cards = {
         pk: i
-        for i, pk in enumerate(
-            StoryCard.objects.filter(adventure=adventure).order_by("id").values_list("pk", flat=True)
-        )
+        for i, pk in enumerate(StoryCard.every.filter(adventure=adventure).order_by("id").values_list("pk", flat=True))
     }
     rows = (
         Memory.objects.filter(adventure=adventure)
@@ -310,7 +308,7 @@ def memories_import(*, adventure: Adventure, rows: list[dict], branch_ids: dict[
             raise InvalidRequest(f"import: {message}")
 
     characters = set(
-        StoryCard.objects.filter(pk__in=card_ids, type=StoryCard.Type.CHARACTER).values_list("pk", flat=True)
+        StoryCard.every.filter(pk__in=card_ids, type=StoryCard.Type.CHARACTER).values_list("pk", flat=True)
     )
     tips = dict(Branch.objects.filter(adventure=adventure).values_list("pk", "tip_depth"))
     made = []

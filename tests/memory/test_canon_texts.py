@@ -208,3 +208,36 @@ def test_a_cards_history_keeps_every_branchs_versions_and_one_brings_a_deleted_c
         ).status_code
         == 404
     )
+
+
+def test_an_export_carries_the_canon_of_every_branch_and_its_import_follows_the_tree(mill, alice_api):
+    actions = alice_api.get(f"/api/adventures/{mill}/story/").json()["actions"]
+    ferry = alice_api.post(
+        f"/api/adventures/{mill}/cards/", {"name": "Ferry", "keys": ["ferry"], "entry": "It sails."}, format="json"
+    ).json()
+    _edit(alice_api, mill, plot_essentials=AFTER)
+    main = alice_api.get(f"/api/adventures/{mill}/").json()["head_branch"]
+    forge = next(a for a in actions if a["text"] == "walk to the forge")
+    alice_api.post(f"/api/adventures/{mill}/actions/{forge['id']}/fork/", {}, format="json")
+    exported = alice_api.get(f"/api/adventures/{mill}/export/").json()
+    assert {c["name"]: c.get("present", True) for c in exported["cards"]} == {"Ferry": False}
+    assert len(exported["canon"]["texts"]) == 2 and len(exported["canon"]["cards"]) == 1
+
+    job = alice_api.post("/api/adventures/import/", exported, format="json").json()
+    copy = job["adventure_id"]
+    assert _plot(alice_api, copy) == BEFORE and "Ferry" not in _cards(alice_api, copy), "the fork's point"
+    branches = alice_api.get(f"/api/adventures/{copy}/branches/").json()
+    main_copy = next(b for b in branches if b["id"] != alice_api.get(f"/api/adventures/{copy}/").json()["head_branch"])
+    assert alice_api.post(f"/api/adventures/{copy}/branches/{main_copy['id']}/checkout/").status_code == 200
+    assert _plot(alice_api, copy) == AFTER and _cards(alice_api, copy)["Ferry"]["entry"] == "It sails."
+    assert main and ferry["id"]
+
+    broken = {
+        **exported,
+        "canon": {"texts": [{"field": "plot_essentials", "text": "x", "node": {"branch": 1, "depth": 99, "take": 0}}]},
+    }
+    refused = alice_api.post("/api/adventures/import/", broken, format="json")
+    assert (
+        refused.status_code == 400
+        and "canon.texts[0].node names a node the file does not hold" in refused.json()["detail"]
+    )

@@ -85,6 +85,10 @@ def exported(alice_plays):
     )
     for text in ("go in", "look up"):
         assert api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": text}, format="json").status_code == 201
+    # the canon's versions ride along: a text and a card changed while the story is played
+    api.patch(f"/api/adventures/{aid}/", {"plot_essentials": "The gate is shut at night."}, format="json")
+    tam = api.get(f"/api/adventures/{aid}/cards/").json()[0]
+    api.patch(f"/api/adventures/{aid}/cards/{tam['id']}/", {"entry": "a guard, asleep"}, format="json")
     story = api.get(f"/api/adventures/{aid}/story/").json()
     rows = story["actions"]
     api.post(f"/api/adventures/{aid}/actions/{rows[1]['id']}/fork/", format="json")
