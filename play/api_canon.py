@@ -90,6 +90,7 @@ class CardRestoreView(APIView):
     )
     def post(self, request, adventure_id, card_id):
         adventure = _adventure(request, adventure_id)
+        canon.card_of(adventure=adventure, card_id=card_id)  # another's card is a 404 whatever the body
         version = valid(_RestoreBody, request)["version"]
         card = canon.card_restore(adventure=adventure, card_id=card_id, version_id=version)
         return Response(CardSerializer(card).data)

@@ -213,12 +213,19 @@ def on_copied(*, from_branch_id: int, to_branch_id: int, depths: list[int]) -> N
     )
 
 
+def card_of(*, adventure: Adventure, card_id: int) -> StoryCard:
+    """A card of ``adventure`` on any branch (absent from the path played too); NotFound otherwise."""
+    card = StoryCard.every.filter(pk=card_id, adventure=adventure).first()
+    if card is None:
+        raise NotFound()
+    return card
+
+
 def card_history(*, adventure: Adventure, card_id: int) -> list[dict]:
     """Every version of a card of ``adventure`` (on any branch), newest first: its fields or its
     removal, where it hangs, and whether it is the one true on the path played. NotFound for a card of
     another adventure."""
-    if not StoryCard.every.filter(pk=card_id, adventure=adventure).exists():
-        raise NotFound()
+    card_of(adventure=adventure, card_id=card_id)
     branch = lineage.head(adventure)
     on_path = set(_on_path(branch, CardVersion).filter(card_id=card_id).values_list("id", flat=True))
     versions = list(CardVersion.objects.filter(card_id=card_id).select_related("action").order_by("-id"))
