@@ -191,11 +191,22 @@ class ImportDetailView(APIView):
 # ---------------------------------------------------------------------------- cards
 
 
+class _CardListQuery(serializers.Serializer):
+    every = serializers.BooleanField(  # a query's text: "true"
+        required=False, default=False, help_text="true: the cards of every branch too (present says which are here)"
+    )
+
+
 class CardListView(APIView):
-    @extend_schema(responses=s.CardSerializer(many=True), parameters=paging.parameters(), tags=["cards"])
+    @extend_schema(
+        responses=s.CardSerializer(many=True), parameters=[*paging.parameters(), _CardListQuery], tags=["cards"]
+    )
     def get(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
-        return paging.page(request, StoryCard.objects.filter(adventure=adventure).order_by("id"), s.CardSerializer)
+        every = _CardListQuery(data={"every": request.query_params.get("every", "false")})
+        every.is_valid(raise_exception=True)
+        rows = StoryCard.every if every.validated_data["every"] else StoryCard.objects
+        return paging.page(request, rows.filter(adventure=adventure).order_by("id"), s.CardSerializer)
 
     @extend_schema(request=s.CardInputSerializer, responses={201: s.CardSerializer}, tags=["cards"])
     def post(self, request, adventure_id):

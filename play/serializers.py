@@ -55,6 +55,10 @@ class CardInputSerializer(CardRulesDoc):
 
 
 class CardSerializer(strict.StrictModelSerializer):
+    present = serializers.BooleanField(
+        read_only=True, help_text="on the branch played (false: made on another branch, or deleted here)"
+    )
+
     class Meta:
         model = StoryCard
         fields = [
@@ -66,6 +70,7 @@ class CardSerializer(strict.StrictModelSerializer):
             "notes",
             "in_cast",
             *CARD_RULE_FIELDS,
+            "present",
             "created_at",
             "updated_at",
         ]

@@ -151,6 +151,8 @@ def test_a_card_deleted_on_one_branch_stays_on_the_others(mill, alice_api):
     assert alice_api.delete(f"/api/adventures/{mill}/cards/{ferry['id']}/").status_code == 204
     assert "Ferry" not in _cards(alice_api, mill)
     assert alice_api.get(f"/api/adventures/{mill}/cards/{ferry['id']}/").status_code == 404
+    every = alice_api.get(f"/api/adventures/{mill}/cards/?every=true").json()
+    assert [(c["name"], c["present"]) for c in every] == [("Ferry", False)], "listed with every branch's cards"
     assert alice_api.post(f"/api/adventures/{mill}/undo/").status_code == 200
     assert _cards(alice_api, mill)["Ferry"]["entry"] == "It sails at dusk.", "the delete was made after that turn"
     assert alice_api.post(f"/api/adventures/{mill}/undo/").status_code == 200

@@ -376,6 +376,18 @@ def test_a_sillytavern_card_and_a_lorebook_come_in_through_the_page(site, newcom
     from stories.library.lorebooks import png_card
 
     card = png_card(bytes(fetched["body"]))
+    # a card's history: never changed yet, then changed here (its version made at this passage stands)
+    maren = page.locator("#cards li.memory", has=page.locator("strong", has_text="Maren"))
+    maren.locator("button:has-text('History')").click()
+    page.wait_for_selector("#cards .card-history:has-text('Never changed since the story began')")
+    maren.locator("button:has-text('Edit')").click()
+    page.fill("#card-form textarea[name=entry]", "Quiet, watchful; she hides a key.")
+    page.click("#card-form button[type=submit]")
+    page.wait_for_selector("#cards li.memory:has-text('she hides a key')")
+    maren = page.locator("#cards li.memory", has=page.locator("strong", has_text="Maren"))
+    maren.locator("button:has-text('History')").click()
+    page.wait_for_selector("#cards .card-history li:has-text('stands here')")
+    assert maren.locator(".card-history li").count() == 2
     assert card["spec"] == "chara_card_v3" and card["data"]["name"] == "Maren"
     assert card["data"]["mes_example"] == "<START>\nMaren: The sea gives nothing back."
     context.close()

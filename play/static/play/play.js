@@ -493,23 +493,45 @@ $("insights-last").addEventListener("click", () => loadInsights("last"));
 
 const adventureForm = $("adventure-form");
 async function loadWorld() {
-  const [adv, cards] = await Promise.all([apiFetch(`${base}/`), apiFetch(`${base}/cards/`)]);
+  const [adv, cards] = await Promise.all([apiFetch(`${base}/`), apiFetch(`${base}/cards/?every=true`)]);
   for (const input of adventureForm.elements) {
     if (!input.name) continue;
     if (input.type === "checkbox") input.checked = adv.data[input.name]; else input.value = adv.data[input.name] ?? "";
   }
-  $("cards").replaceChildren(...cards.data.map((c) => el("li", {class: "memory", "data-id": c.id},
+  $("cards").replaceChildren(...cards.data.map((c) => el("li", {class: c.present ? "memory" : "memory absent", "data-id": c.id},
     el("p", {}, el("strong", {}, `${c.name} `), el("span", {class: "flags"},
       [c.type, c.type === "character" && (c.in_cast ? "in the cast" : "not in the cast"), c.keys.join(", "), ...cardRules(c)].filter(Boolean).join(" · "))),
-    el("p", {class: "muted"}, c.entry),
+    el("p", {class: "muted"}, c.present ? c.entry : "Not on this branch (made on another, or deleted here): its history can bring it back."),
     el("div", {class: "tools"},
-      el("button", {type: "button", class: "link", onclick: () => editCard(c)}, "Edit"),
+      ...(c.present ? [el("button", {type: "button", class: "link", onclick: () => editCard(c)}, "Edit")] : []),
+      el("button", {type: "button", class: "link", onclick: (e) => showCardHistory(c, e.target.closest("li"))}, "History"),
       ...(c.type === "character" ? [el("a", {class: "card-export", href: `${base}/cards/${c.id}/character/?file=png`,
         download: "", title: "A SillyTavern character card (PNG, V2 and V3)"}, "Export as a card")] : []),
-      el("button", {type: "button", class: "link danger", onclick: async () => {
-        if (!confirm(`Delete the card "${c.name}"${c.type === "character" ? " and this character's memories" : ""}?`)) return;
-        await apiFetch(`${base}/cards/${c.id}/`, {method: "DELETE"}); loadWorld(); }}, "Delete")))));
+      ...(c.present ? [el("button", {type: "button", class: "link danger", onclick: async () => {
+        if (!confirm(`Delete the card "${c.name}" from this point of this branch on?`)) return;
+        await apiFetch(`${base}/cards/${c.id}/`, {method: "DELETE"}); loadWorld(); }}, "Delete")] : [])))));
   if (!cards.data.length) $("cards").append(el("li", {class: "muted"}, "No cards yet."));
+}
+// A card's versions on every branch: where each was made, which one stands here, and a way back.
+async function showCardHistory(c, item) {
+  const old = item.querySelector(".card-history");
+  if (old) { old.remove(); return; }
+  const r = await apiFetch(`${base}/cards/${c.id}/history/`);
+  const list = el("ul", {class: "card-history items"});
+  if (!r.ok) list.append(el("li", {class: "error"}, errorText(r)));
+  else if (!r.data.length) list.append(el("li", {class: "muted"}, "Never changed since the story began: the same on every branch."));
+  for (const v of r.data || []) {
+    const where = v.depth === null ? "on a passage undone since" : v.depth === 0 ? "before the story" : `at passage ${v.depth}`;
+    const what = v.deleted ? "deleted" : (v.fields.entry || "").slice(0, 120);
+    const state = v.told ? " · stands here" : v.on_path ? "" : " · on another branch";
+    list.append(el("li", {}, `${where}${state}: ${what} `, ...(!v.deleted && !v.told ? [el("button", {type: "button", class: "link",
+      onclick: async () => {
+        const back = await apiFetch(`${base}/cards/${c.id}/restore/`, {method: "POST", body: JSON.stringify({version: v.id})});
+        say(back.ok ? `"${c.name}" is back as it was ${where}.` : errorText(back), back.ok ? "" : "error");
+        loadWorld();
+      }}, "Bring back")] : [])));
+  }
+  item.append(list);
 }
 // A card's World Info rules, said in a few words where they differ from the defaults.
 function cardRules(c) {
