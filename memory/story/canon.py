@@ -213,6 +213,13 @@ def on_copied(*, from_branch_id: int, to_branch_id: int, depths: list[int]) -> N
     )
 
 
+def cards_since(branch: Branch, card_ids: list[int]) -> dict[int, int]:
+    """For each of these cards that has versions, the depth of the node its version standing on
+    ``branch``'s path was made at (0: before the story). Insights says which version was told."""
+    versions = _on_path(branch, CardVersion).filter(card_id__in=card_ids).select_related("action").order_by("id")
+    return {cid: (v.action.depth if v.action_id else 0) for cid, v in _newest(versions, lambda v: v.card_id).items()}
+
+
 def card_of(*, adventure: Adventure, card_id: int) -> StoryCard:
     """A card of ``adventure`` on any branch (absent from the path played too); NotFound otherwise."""
     card = StoryCard.every.filter(pk=card_id, adventure=adventure).first()

@@ -133,6 +133,9 @@ def test_a_card_edited_after_the_fire_is_as_it_was_on_a_fork_from_before_and_aft
     turn(alice_api, mill, "call for Bram")
     told = "\n".join(m["content"] for m in memory_llm.chat_requests()[calls].body["messages"])
     assert "Bram: " + BEFORE in told and AFTER not in told, "the model is told the card of this point"
+    insights = alice_api.get(f"/api/adventures/{mill}/insights/").json()
+    bram_told = next(i for p in insights["parts"] if p["name"] == "cards" for i in p["items"] if i["name"] == "Bram")
+    assert bram_told["since"] == 7, "Insights names the version told: the card as made at passage 7"
 
 
 def test_a_card_deleted_on_one_branch_stays_on_the_others(mill, alice_api):

@@ -445,6 +445,7 @@ function partItems(p) {
   if (p.name.startsWith("cards")) {
     return el("ul", {class: "items"}, ...p.items.map((c) => el("li", {class: c.included ? "" : "muted"},
       `${c.name} (key "${c.key}"${c.via ? `, named in ${c.via}'s entry` : ""}${c.depth !== undefined ? `, ${c.depth} actions from the newest` : ""})`
+      + (c.since === undefined ? "" : c.since === 0 ? " · as it was before the story" : ` · as changed at passage ${c.since}`)
       + ` · ${c.tokens} tokens${c.included ? "" : " · left out: over the cards' share"}`)));
   }
   return null;
