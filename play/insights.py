@@ -4,13 +4,24 @@ card, the memories. Read beside the dry run of the next turn (play.turns.insight
 from __future__ import annotations
 
 from memory.models import Memory
+from memory.story import canon
 from memory.story.marks import MEMORY_INTERVAL, MEMORY_THRESHOLD
-from stories.models import Adventure, AISettings, StoryCard
+from stories.models import Adventure, AISettings, Branch, StoryCard
 from stories.prompt.context import Context
 from stories.prompt.parts import CARD_PARTS
 from stories.prompt.triggers import scan
 
 CARDS_LISTED_MAX = 40  # cards Insights explains one by one; the rest are counted
+
+
+def cards_versions(ctx: Context, branch: Branch) -> None:
+    """Which version of each card was told: ``since``, the passage its version was made at (0: before
+    the story), on the items of the cards' parts (a card never changed has none)."""
+    told = [item for part in ctx.parts if part.name.startswith("cards") for item in part.items]
+    since = canon.cards_since(branch, [item["id"] for item in told]) if told else {}
+    for item in told:
+        if item["id"] in since:
+            item["since"] = since[item["id"]]
 
 
 def untold(*, adventure: Adventure, ctx: Context, ai: AISettings, tip_depth: int) -> list[dict]:

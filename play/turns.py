@@ -25,9 +25,9 @@ from config import jobs
 from config.async_db import db_step, release_request_thread
 from config.errors import Conflict, DomainError, InvalidRequest, NotFound, as_domain_error
 from config.redis_pool import redis_client
-from memory.story import canon, retrieval, summaries
+from memory.story import retrieval, summaries
 from play import turn_keys
-from play.insights import untold
+from play.insights import cards_versions, untold
 from stories import limits
 from stories.accounts import ai_settings
 from stories.adventures import access_adventure
@@ -404,11 +404,7 @@ def insights(*, user_id: int, adventure_id: int) -> Context:
     story = lineage.recent(branch, count=_story_window(ai.context_tokens))
     ctx, _ = _told(adventure, branch, user_id=user_id, ai=ai, story=story, model=model, record_use=False)
     ctx.untold = untold(adventure=adventure, ctx=ctx, ai=ai, tip_depth=branch.tip_depth)
-    told_cards = [item for part in ctx.parts if part.name.startswith("cards") for item in part.items]
-    since = canon.cards_since(branch, [item["id"] for item in told_cards]) if told_cards else {}
-    for item in told_cards:  # which version of the card was told: the one made at this passage
-        if item["id"] in since:
-            item["since"] = since[item["id"]]
+    cards_versions(ctx, branch)
     last = (
         ProviderCall.objects.filter(adventure_id=adventure.pk, purpose=ProviderCall.Purpose.TURN)
         .order_by("-created_at", "-id")
