@@ -17,16 +17,21 @@ from play.api_support import adventure_for as _adventure
 from play.serializers import CardSerializer
 
 
-class CanonVersionSerializer(serializers.Serializer):
+class _Placed(serializers.Serializer):
+    """Where a version hangs and whether it stands (a text's or a card's)."""
+
     id = serializers.IntegerField()
-    text = strict.TextField()
     action = serializers.IntegerField(allow_null=True, help_text="the story node it hangs off; null: none")
     depth = serializers.IntegerField(
         allow_null=True, help_text="its node's depth: 0 before the story; null: its node was undone away"
     )
-    on_path = serializers.BooleanField(help_text="true on the path being played (the newest of these is told)")
-    told = serializers.BooleanField(help_text="the version the model is told now")
+    on_path = serializers.BooleanField(help_text="true on the path being played")
+    told = serializers.BooleanField(help_text="the version that stands (and is told) now")
     created_at = serializers.DateTimeField()
+
+
+class CanonVersionSerializer(_Placed):
+    text = strict.TextField()
 
 
 class CanonHistoryView(APIView):
@@ -46,17 +51,9 @@ class CanonHistoryView(APIView):
         return paging.page(request, canon.history(adventure=adventure, field=field), CanonVersionSerializer)
 
 
-class CardVersionSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
+class CardVersionSerializer(_Placed):
     fields = serializers.DictField(help_text="the card's fields in this version (as the cards' API answers them)")
     deleted = serializers.BooleanField(help_text="this version removes the card from its node on")
-    action = serializers.IntegerField(allow_null=True, help_text="the story node it hangs off; null: none")
-    depth = serializers.IntegerField(
-        allow_null=True, help_text="its node's depth: 0 before the story; null: its node was undone away"
-    )
-    on_path = serializers.BooleanField(help_text="true on the path being played")
-    told = serializers.BooleanField(help_text="the version the card stands at now")
-    created_at = serializers.DateTimeField()
 
 
 class CardHistoryView(APIView):
@@ -67,7 +64,7 @@ class CardHistoryView(APIView):
         summary="Every version of a story card, on every branch",
         description="Newest first: each change hangs off the story node it was made at and holds down the paths "
         "through it; a card absent from the branch played (made on another, or deleted here) is listed too. "
-        "PATCH the card with a version's fields to bring it back at the node played.",
+        "POST .../restore/ with a version brings it back at the node played.",
     )
     def get(self, request, adventure_id, card_id):
         adventure = _adventure(request, adventure_id)
