@@ -46,9 +46,11 @@ class Site:
             SECRET_KEY=None,
             FIELD_ENCRYPTION_KEYS=None,
             EVERLORE_EMBEDDED=None,
-            DEMO_ENDPOINT_URL=None,  # runsite's own demo model: the local one, its stand-in here
-            LOCAL_MODEL=None,
-            **extra_env,
+            **{
+                "DEMO_ENDPOINT_URL": None,  # runsite's own demo model: the local one, its stand-in here
+                "LOCAL_MODEL": None,
+                **extra_env,
+            },
         )
         with open(self.log_path, "wb") as log:
             # Its own process group, like a terminal's foreground job.
@@ -176,7 +178,7 @@ def test_runsite_serves_stops_cleanly_on_ctrl_c_and_a_restart_finds_the_old_data
     wait_for(lambda: not any(alive(pid) for pid in started), timeout=15, what="every process to stop")
     assert postgres_pid(data_dir) is None and redis_pid(data_dir) is None
 
-    second = Site(tmp_path, data_dir, port, "second").wait_healthy()
+    second = Site(tmp_path, data_dir, port, "second", LOCAL_MODEL="off").wait_healthy()  # not its subject
     try:
         assert "Admin account created" not in second.output()
         assert admin_login(port, username, password), "the admin made on the first start must still log in"

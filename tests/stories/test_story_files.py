@@ -235,7 +235,7 @@ _fragment = st.fixed_dictionaries(
 _any = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), _text), lambda c: st.lists(c, max_size=3))
 
 
-@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     kind=st.sampled_from(["novelai", "kobold"]),
     parts=st.lists(_fragment, max_size=6),
@@ -369,7 +369,7 @@ def test_a_story_from_novelais_newer_editor_arrives_with_its_pending_edits(alice
     assert alice_api.get(f"/api/adventures/{aid}/").json()["plot_essentials"] == "Ilse tends an orchard of glass trees."
 
 
-@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cut=st.integers(min_value=0, max_value=400), noise=st.binary(max_size=40))
 def test_a_damaged_editor_document_is_a_400_never_a_500(alice_api, cut, noise):
     good = _editor_story({7: {"type": 1, "text": "Once."}}, [7])
