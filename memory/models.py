@@ -313,3 +313,54 @@ class CardVersion(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["adventure", "card"], name="card_version_adventure_card")]
+
+
+class CardClaim(models.Model):
+    """What the story says changed about a card (memory.story.claims): a slot (status, whereabouts,
+    role, allegiance, holdings, relations, alias), its value and a short sentence, read from the
+    action that is its evidence. It hangs off that action as a card version does: true down the
+    paths through it while that take is live and not hidden. On a path, a later claim of the same
+    card, slot and topic (the item held, the other party) supersedes it; the player's text, never."""
+
+    class State(models.TextChoices):
+        APPLIED = "applied"  # told to the model beside the card's text
+        PROPOSED = "proposed"  # waiting for the player (the adventure's claims_review)
+        REJECTED = "rejected"  # never told, never proposed again from this evidence
+        ACCEPTED = "accepted"  # merged into the card's text by the player (a card version)
+
+    adventure = models.ForeignKey(Adventure, on_delete=models.CASCADE, related_name="card_claims")
+    card = models.ForeignKey(StoryCard, on_delete=models.CASCADE, related_name="claims")
+    action = models.ForeignKey(Action, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    slot = models.CharField(max_length=12)
+    topic = models.CharField(max_length=100, blank=True, default="")
+    value = models.CharField(max_length=200)
+    text = models.CharField(max_length=400)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.APPLIED)
+    offline = models.BooleanField(default=True)  # read by the offline reader, not the owner's model
+    edited = models.BooleanField(default=False)  # the player's edit: no reading replaces it
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["adventure", "card"], name="card_claim_adventure_card")]
+
+
+class CardProposal(models.Model):
+    """A name the story keeps using (acting or spoken to) that no card has: proposed as a card, with
+    the actions that are its evidence (one per block; memory.story.claims counts those on the path)."""
+
+    class State(models.TextChoices):
+        PROPOSED = "proposed"
+        ACCEPTED = "accepted"
+        REJECTED = "rejected"
+
+    adventure = models.ForeignKey(Adventure, on_delete=models.CASCADE, related_name="card_proposals")
+    name = models.CharField(max_length=100)
+    type = models.CharField(max_length=20, default="character")
+    keys = models.JSONField(default=list)
+    evidence = models.JSONField(default=list)  # action ids, at most PROPOSAL_EVIDENCE_MAX
+    state = models.CharField(max_length=10, choices=State.choices, default=State.PROPOSED)
+    card = models.ForeignKey(StoryCard, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["adventure", "name"], name="card_proposal_name")]

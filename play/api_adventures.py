@@ -24,6 +24,7 @@ from config.serializer_fields import valid as _valid
 from memory.story import canon
 from play import changes, imports
 from play import serializers as s
+from play.api_claims import CardCanonSerializer, cards_context
 from play.api_support import adventure_for as _adventure
 from stories import adventures, cards
 from stories.library import aidungeon, character_cards, lorebooks, story_files
@@ -199,14 +200,15 @@ class _CardListQuery(serializers.Serializer):
 
 class CardListView(APIView):
     @extend_schema(
-        responses=s.CardSerializer(many=True), parameters=[*paging.parameters(), _CardListQuery], tags=["cards"]
+        responses=CardCanonSerializer(many=True), parameters=[*paging.parameters(), _CardListQuery], tags=["cards"]
     )
     def get(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
         every = _CardListQuery(data={"every": request.query_params.get("every", "false")})
         every.is_valid(raise_exception=True)
-        rows = StoryCard.every if every.validated_data["every"] else StoryCard.objects
-        return paging.page(request, rows.filter(adventure=adventure).order_by("id"), s.CardSerializer)
+        rows = (StoryCard.every if every.validated_data["every"] else StoryCard.objects).filter(adventure=adventure)
+        context = cards_context(adventure, list(rows.values_list("pk", flat=True)))
+        return paging.page(request, rows.order_by("id"), CardCanonSerializer, context=context)
 
     @extend_schema(request=s.CardInputSerializer, responses={201: s.CardSerializer}, tags=["cards"])
     def post(self, request, adventure_id):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from django.db import transaction
 
 from memory import embedder, embeddings
-from memory.story import canon, memories
+from memory.story import canon, claims, memories
 from stories import adventures
 from stories.accounts import ai_settings
 from stories.models import Adventure, AISettings
@@ -73,7 +73,10 @@ def adventure_update(*, adventure: Adventure, story_summary: str | None = None, 
             fields.pop(f, None)  # unchanged: no version
         if texts:  # true from the node being played down its paths (memory.story.canon)
             adventure = canon.canon_set(adventure=adventure, **texts)
+        reviewed = adventure.claims_review
         adventure = adventures.story_fields_update(adventure=adventure, **fields)
+        if reviewed and not adventure.claims_review:
+            claims.claims_apply_all(adventure=adventure)  # what waited for the player is told now
     return adventure
 
 

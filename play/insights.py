@@ -4,7 +4,7 @@ card, the memories. Read beside the dry run of the next turn (play.turns.insight
 from __future__ import annotations
 
 from memory.models import Memory
-from memory.story import canon
+from memory.story import canon, claims
 from memory.story.marks import MEMORY_INTERVAL, MEMORY_THRESHOLD
 from stories.models import Adventure, AISettings, Branch, StoryCard
 from stories.prompt.context import Context
@@ -16,12 +16,19 @@ CARDS_LISTED_MAX = 40  # cards Insights explains one by one; the rest are counte
 
 def cards_versions(ctx: Context, branch: Branch) -> None:
     """Which version of each card was told: ``since``, the passage its version was made at (0: before
-    the story), on the items of the cards' parts (a card never changed has none)."""
+    the story), on the items of the cards' parts (a card never changed has none), and ``claims``, what
+    the story changed on it (told under its text)."""
     told = [item for part in ctx.parts if part.name.startswith("cards") for item in part.items]
     since = canon.cards_since(branch, [item["id"] for item in told]) if told else {}
+    changed = claims.told_on_path(branch, [item["id"] for item in told])
     for item in told:
         if item["id"] in since:
             item["since"] = since[item["id"]]
+        if item["id"] in changed:  # what the story changed on it, told under its text, with the evidence
+            item["claims"] = [
+                {"slot": c.slot, "value": c.value, "text": c.text, "evidence": c.action_id, "since": c.action.depth}
+                for c in changed[item["id"]]
+            ]
 
 
 def untold(*, adventure: Adventure, ctx: Context, ai: AISettings, tip_depth: int) -> list[dict]:

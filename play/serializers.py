@@ -122,6 +122,7 @@ class AdventureSerializer(strict.StrictModelSerializer):
             "auto_summarize",
             "memory_bank_enabled",
             "memories_before_story",
+            "claims_review",
             "model",
             "sampling_preset",
             "head_branch",

@@ -25,7 +25,7 @@ from config import jobs
 from config.async_db import db_step, release_request_thread
 from config.errors import Conflict, DomainError, InvalidRequest, NotFound, as_domain_error
 from config.redis_pool import redis_client
-from memory.story import retrieval, summaries
+from memory.story import claims, retrieval, summaries
 from play import turn_keys
 from play.insights import cards_versions, untold
 from stories import limits
@@ -141,7 +141,7 @@ def _told(
 ) -> tuple[Context, retrieval.Recall]:
     """What the model is told after ``story``, and what recall brought: a turn's and Insights' alike.
     ``record_use``: the memories told count as used (a turn; Insights is a dry run)."""
-    cards = list(adventure.cards.all())
+    cards, _ = claims.cards_told(branch, list(adventure.cards.all()))  # with what the story changed on them
     recalled = retrieval.recall_for_turn(
         adventure=adventure,
         branch=branch,

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from play import api_account, api_adventures, api_canon, api_scenarios, api_story, api_turns
+from play import api_account, api_adventures, api_canon, api_claims, api_scenarios, api_story, api_turns
 
 A = "adventures/<int:adventure_id>/"
 S = "scenarios/<slug:scenario_key>/"
@@ -45,6 +45,17 @@ urlpatterns = [
     path(A + "canon/<str:field>/", api_canon.CanonHistoryView.as_view(), name="canon-history"),
     path(A + "cards/<int:card_id>/history/", api_canon.CardHistoryView.as_view(), name="card-history"),
     path(A + "cards/<int:card_id>/restore/", api_canon.CardRestoreView.as_view(), name="card-restore"),
+    path(A + "changes/", api_claims.ChangesView.as_view(), name="changes"),
+    path(A + "claims/<int:claim_id>/", api_claims.ClaimDetailView.as_view(), name="claim"),
+    path(A + "claims/<int:claim_id>/accept/", api_claims.ClaimAcceptView.as_view(), name="claim-accept"),
+    path(A + "claims/<int:claim_id>/reject/", api_claims.ClaimRejectView.as_view(), name="claim-reject"),
+    path(A + "cards/proposed/", api_claims.ProposedCardsView.as_view(), name="cards-proposed"),
+    path(
+        A + "cards/proposed/<int:proposal_id>/accept/", api_claims.ProposalAcceptView.as_view(), name="proposal-accept"
+    ),
+    path(
+        A + "cards/proposed/<int:proposal_id>/reject/", api_claims.ProposalRejectView.as_view(), name="proposal-reject"
+    ),
     path(A + "cards/<int:card_id>/character/", api_adventures.CharacterExportView.as_view(), name="card-character"),
     path(A + "cards/import/book/", api_adventures.BookImportView.as_view(), name="cards-import-book"),
     path(A + "scenario/", api_scenarios.SaveAsScenarioView.as_view(), name="adventure-scenario"),

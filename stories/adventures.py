@@ -38,7 +38,7 @@ ADVENTURE_TEXT_FIELDS = {
     "model": 200,  # blank: the player's model
     "sampling_preset": 40,  # blank: the player's sampling
 }
-ADVENTURE_BOOL_FIELDS = ("auto_summarize", "memory_bank_enabled", "memories_before_story")
+ADVENTURE_BOOL_FIELDS = ("auto_summarize", "memory_bank_enabled", "memories_before_story", "claims_review")
 
 
 def access_adventure(*, user_id: int, adventure_id: int, for_play: bool = False) -> Adventure:

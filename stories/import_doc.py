@@ -85,6 +85,7 @@ class AdventureFieldsDoc(serializers.Serializer):
     auto_summarize = strict.BooleanField(required=False, default=True)
     memory_bank_enabled = strict.BooleanField(required=False, default=True)
     memories_before_story = strict.BooleanField(required=False, default=False)
+    claims_review = strict.BooleanField(required=False, default=False)
 
     def validate_title(self, value):
         if not value.strip():

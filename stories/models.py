@@ -87,6 +87,7 @@ class Adventure(models.Model):
     story_summary = models.TextField(blank=True, default="")
     auto_summarize = models.BooleanField(default=True)
     memory_bank_enabled = models.BooleanField(default=True)
+    claims_review = models.BooleanField(default=False)  # what the story changes on cards waits for the player
     # the prompt's older order: memories, what characters know and cards before the story (stories.prompt.context)
     memories_before_story = models.BooleanField(default=False)
     # this adventure's own model and sampling preset (stories.prompt.sampling.PRESETS); blank: the player's

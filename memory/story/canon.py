@@ -32,7 +32,7 @@ FIELDS = ("plot_essentials", "authors_note")
 CARD_FIELDS = ("type", "name", "keys", "entry", "notes", "in_cast", *CARD_RULE_FIELDS)
 
 
-def _on_path(branch: Branch, model=CanonText):
+def on_path(branch: Branch, model=CanonText):
     """The versions true on ``branch``'s path: the root ones, and those whose node is on it, live."""
     node = lineage.path_q(branch, prefix="action__") & Q(action__live=True, action__depth__lte=branch.tip_depth)
     return model.objects.filter(Q(at_root=True) | node, adventure_id=branch.adventure_id)
@@ -51,7 +51,7 @@ def _newest(versions, key) -> dict:
 
 def texts_on_path(branch: Branch) -> dict[str, CanonText]:
     """The newest version of each field on ``branch``'s path (the deepest node, then the newest)."""
-    return _newest(_on_path(branch).select_related("action").order_by("id"), lambda v: v.field)
+    return _newest(on_path(branch).select_related("action").order_by("id"), lambda v: v.field)
 
 
 def canon_refresh(adventure_id: int) -> None:
@@ -71,7 +71,7 @@ def _cards_refresh(branch: Branch) -> None:
     versioned = set(CardVersion.objects.filter(adventure_id=branch.adventure_id).values_list("card_id", flat=True))
     if not versioned:
         return
-    told = _newest(_on_path(branch, CardVersion).select_related("action").order_by("id"), lambda v: v.card_id)
+    told = _newest(on_path(branch, CardVersion).select_related("action").order_by("id"), lambda v: v.card_id)
     for card in StoryCard.every.filter(pk__in=versioned):
         version = told.get(card.pk)
         state = {"present": False} if version is None or version.deleted else {"present": True, **version.fields}
@@ -167,7 +167,7 @@ def history(*, adventure: Adventure, field: str) -> list[dict]:
     no node: undone away) and whether it is the one true on the path played."""
     branch = lineage.head(adventure)
     told = texts_on_path(branch).get(field)
-    on_path = set(_on_path(branch).filter(field=field).values_list("id", flat=True))
+    here = set(on_path(branch).filter(field=field).values_list("id", flat=True))
     out = []
     for version in CanonText.objects.filter(adventure=adventure, field=field).select_related("action").order_by("-id"):
         out.append(
@@ -176,7 +176,7 @@ def history(*, adventure: Adventure, field: str) -> list[dict]:
                 "text": version.text,
                 "action": version.action_id,
                 "depth": version.action.depth if version.action_id else (0 if version.at_root else None),
-                "on_path": version.pk in on_path,
+                "on_path": version.pk in here,
                 "told": told is not None and version.pk == told.pk,
                 "created_at": version.created_at,
             }
@@ -216,7 +216,7 @@ def on_copied(*, from_branch_id: int, to_branch_id: int, depths: list[int]) -> N
 def cards_since(branch: Branch, card_ids: list[int]) -> dict[int, int]:
     """For each of these cards that has versions, the depth of the node its version standing on
     ``branch``'s path was made at (0: before the story). Insights says which version was told."""
-    versions = _on_path(branch, CardVersion).filter(card_id__in=card_ids).select_related("action").order_by("id")
+    versions = on_path(branch, CardVersion).filter(card_id__in=card_ids).select_related("action").order_by("id")
     return {cid: (v.action.depth if v.action_id else 0) for cid, v in _newest(versions, lambda v: v.card_id).items()}
 
 
@@ -234,10 +234,10 @@ def card_history(*, adventure: Adventure, card_id: int) -> list[dict]:
     another adventure."""
     card_of(adventure=adventure, card_id=card_id)
     branch = lineage.head(adventure)
-    on_path = set(_on_path(branch, CardVersion).filter(card_id=card_id).values_list("id", flat=True))
+    here = set(on_path(branch, CardVersion).filter(card_id=card_id).values_list("id", flat=True))
     versions = list(CardVersion.objects.filter(card_id=card_id).select_related("action").order_by("-id"))
     newest_on_path = max(
-        (v for v in versions if v.pk in on_path),
+        (v for v in versions if v.pk in here),
         key=lambda v: (v.action.depth if v.action_id else 0, v.pk),
         default=None,
     )
@@ -248,7 +248,7 @@ def card_history(*, adventure: Adventure, card_id: int) -> list[dict]:
             "deleted": v.deleted,
             "action": v.action_id,
             "depth": v.action.depth if v.action_id else (0 if v.at_root else None),
-            "on_path": v.pk in on_path,
+            "on_path": v.pk in here,
             "told": newest_on_path is not None and v.pk == newest_on_path.pk and not v.deleted,
             "created_at": v.created_at,
         }

@@ -7,7 +7,7 @@ from django.db.models import F
 from django.dispatch import receiver
 
 from memory.models import Cursor, Memory
-from memory.story import canon, summaries
+from memory.story import canon, claims, summaries
 from memory.story.marks import MEMORY_INTERVAL, mark_move
 from stories.models import Branch
 from stories.tree import lineage
@@ -28,6 +28,8 @@ def on_story_rewritten(sender, *, adventure_id: int, branch_id: int, from_depth:
         # no memory holds this block (it was hidden whole): the pass writes it from here
         _rewind(adventure_id, branch, from_depth)
         return
+    if change == "edited":
+        claims.withdraw_edited(branch_id=branch_id, depth=from_depth)  # the pass reads it again
     if change in ("edited", "hidden"):
         # A stale memory leaves recall until the next pass writes it again from the edited block
         # (one the player edited by hand is theirs: it stays, flagged stale).
@@ -103,6 +105,7 @@ def on_nodes_copied(sender, *, adventure_id: int, from_branch_id: int, to_branch
         adventure_id=adventure_id, from_branch_id=from_branch_id, to_branch_id=to_branch_id, depths=depths
     )
     canon.on_copied(from_branch_id=from_branch_id, to_branch_id=to_branch_id, depths=depths)
+    claims.on_copied(from_branch_id=from_branch_id, to_branch_id=to_branch_id, depths=depths)
 
 
 @receiver(head_moved, dispatch_uid="memory.story.sync.head_moved")

@@ -17,6 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent.parent
 BENCHES = [
     "agent_recall.py",
+    "canon.py",
     "cast.py",
     "concurrency.py",
     "evening.py",

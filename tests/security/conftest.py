@@ -2,6 +2,8 @@
 
 import pytest
 
+from memory.models import CardClaim, CardProposal
+
 
 def make_world(api, *, title, secret, agent, world_name):
     """An adventure with a turn, a fork, a card, a memory and an import job (of its export), and a world
@@ -40,7 +42,13 @@ def make_world(api, *, title, secret, agent, world_name):
     scenario = api.post(f"/api/adventures/{aid}/scenario/").json()  # private: the key is no share link
     starter = api.get("/api/scenarios/", {"limit": 1}).json()[0]
     api.post(f"/api/scenarios/{starter['key']}/report/", {"reason": "other", "text": f"{title} reports"}, format="json")
+    claim = CardClaim.objects.create(  # what the story changed on the card (read by the pass in play)
+        adventure_id=aid, card_id=card["id"], action_id=action["id"], slot="status", value="lost", text=secret
+    )
+    proposal = CardProposal.objects.create(adventure_id=aid, name=f"{agent.title()}son", evidence=[action["id"]])
     return {
+        "claim_id": claim.pk,
+        "proposal_id": proposal.pk,
         "scenario_key": scenario["key"],
         "number": 1,  # the first version of that scenario
         "field": "plot_essentials",  # the adventure text whose versions are read

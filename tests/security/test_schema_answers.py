@@ -9,6 +9,7 @@ from django.core.handlers.wsgi import WSGIHandler
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.authtoken.models import Token
 
+from memory.models import CardClaim, CardProposal
 from stories.models import StoryCard
 from tests.conftest import ALICE_KEY
 from tests.support.fake_llm import Reply
@@ -168,6 +169,24 @@ def test_a_whole_session_answers_exactly_what_the_schema_documents(schema, alice
     )
     walk("get", A + "cards/export/", 200, adventure_id=aid)
     walk("get", A + "canon/{field}/", 200, adventure_id=aid, field="plot_essentials")
+    # what the story changed on the card (a claim the pass would read; made here), and a name it proposes
+    here = walk("get", A + "story/", 200, adventure_id=aid, query={"limit": 10})["actions"][-1]
+    claim = CardClaim.objects.create(
+        adventure_id=aid, card_id=card["id"], action_id=here["id"], slot="status", value="asleep", text="He sleeps."
+    ).pk
+    walk("get", A + "changes/", 200, adventure_id=aid)
+    walk("patch", A + "claims/{claim_id}/", 200, body={"value": "awake"}, adventure_id=aid, claim_id=claim)
+    walk("patch", A + "claims/{claim_id}/", 400, body={}, adventure_id=aid, claim_id=claim)
+    walk("post", A + "claims/{claim_id}/reject/", 200, adventure_id=aid, claim_id=claim)
+    walk("post", A + "claims/{claim_id}/accept/", 200, adventure_id=aid, claim_id=claim)
+    walk("post", A + "claims/{claim_id}/accept/", 404, adventure_id=aid, claim_id=claim + 10**6)
+    proposed = [
+        CardProposal.objects.create(adventure_id=aid, name=n, evidence=[here["id"]]).pk for n in ("Tom", "Pell")
+    ]
+    walk("get", A + "cards/proposed/", 200, adventure_id=aid)
+    walk("post", A + "cards/proposed/{proposal_id}/accept/", 201, body={}, adventure_id=aid, proposal_id=proposed[0])
+    walk("post", A + "cards/proposed/{proposal_id}/accept/", 400, body={}, adventure_id=aid, proposal_id=proposed[0])
+    walk("post", A + "cards/proposed/{proposal_id}/reject/", 204, adventure_id=aid, proposal_id=proposed[1])
     walk("delete", A + "cards/{card_id}/", 204, adventure_id=aid, card_id=card["id"])
     versions = walk("get", A + "cards/{card_id}/history/", 200, adventure_id=aid, card_id=card["id"])
     # made while the story is played, then changed and deleted: its versions, and one brings it back

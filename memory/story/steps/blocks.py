@@ -8,7 +8,7 @@ import logging
 from django.db import IntegrityError, transaction
 
 from memory.models import Memory
-from memory.story import scene
+from memory.story import claims, proposals, scene, summarize
 from memory.story.blocks import block_changed, block_write, cast_store, own_memories
 from memory.story.marks import (
     MEMORIES_PER_RUN,
@@ -51,6 +51,9 @@ def create_due_memories(*, adventure: Adventure, head: Branch, report: PassRepor
             log.info("memory pass of adventure %s skipped actions %s-%s: all hidden", adventure.pk, start, end)
             mark = new
             continue
+        name = summarize.protagonist(adventure)
+        read = claims.block_read(adventure=adventure, head=head, actions=actions, cards=cards, name=name)
+        names = proposals.block_names(actions=actions, cards=cards, name=name)
         written = None
         if not existing:
             written = block_write(
@@ -91,6 +94,8 @@ def create_due_memories(*, adventure: Adventure, head: Branch, report: PassRepor
                         written=written.cast,
                     )
                     report.memories_created += 1
+                claims.block_store(adventure=adventure, reads=read)
+                proposals.note(adventure=adventure, names=names)
         except (_Abort, IntegrityError) as exc:
             log.info("memory pass of adventure %s stopped: %s", adventure.pk, exc)
             return

@@ -7,7 +7,7 @@ from django.db import transaction
 
 from memory import embeddings
 from memory.models import Memory
-from memory.story import scene
+from memory.story import claims, scene, summarize
 from memory.story.blocks import block_changed, block_write, cast_replace, path_memories
 from memory.story.marks import MEMORIES_PER_RUN
 from memory.story.report import PassReport
@@ -60,6 +60,9 @@ def rewrite_stale(*, adventure: Adventure, head: Branch, report: PassReport) -> 
         )
         if written is None:
             return
+        read = claims.block_read(
+            adventure=adventure, head=head, actions=actions, cards=cards, name=summarize.protagonist(adventure)
+        )
         anchor = own or rows[0]
         with transaction.atomic():
             if block_changed(head, actions, start=start, end=end):
@@ -82,4 +85,5 @@ def rewrite_stale(*, adventure: Adventure, head: Branch, report: PassReport) -> 
                 old=[m for m in rows if m.character_id is not None],
                 written=written.cast,
             )
+            claims.block_store(adventure=adventure, reads=read)
         report.memories_created += 1

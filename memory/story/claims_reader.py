@@ -1,0 +1,256 @@
+"""The offline reader of what a block changed on the cards (memory.story.claims stores what it reads).
+
+It reads the narration only (what is inside quotes is someone speaking: threats, rumours, lies) and
+catches the changes a sentence states outright, about a card it names (or the character a "he" or
+"she" at its start refers to): a death (said outright or told by a body, a grave, a blanket over a
+face), a reversal of one ("alive after all"), going missing, departure to or arrival at a named
+place, an item given, taken, lost or destroyed, a title or rank given or taken, an allegiance sworn,
+changed or betrayed, a marriage, a place destroyed, an alias ("Maud, the innkeeper"). It ignores what
+only suggests a change: a sentence with a plan, a threat, a wish, a condition, a modal ("would",
+"must have"), a negation, a question, pretence or disguise, a lie, a rumour or anything reported
+("they say", "news came that"), and every sentence of a dream or a vision until the dreamer wakes.
+Sleep and wounds are not deaths: only the words of a death are read as one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from memory.story import claims_words as w
+from memory.story.scene import Sentence, sentences_of
+from stories.models import Action, StoryCard
+
+
+@dataclass(frozen=True)
+class Read:
+    """One change read from a sentence, about one card."""
+
+    card_id: int
+    slot: str
+    value: str
+    text: str
+    action_id: int
+    topic: str = ""
+
+
+@dataclass(frozen=True)
+class Named:
+    """A card as the reader finds it: its name and keys as whole words."""
+
+    card_id: int
+    name: str
+    type: str
+    pattern: re.Pattern
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        return [m.span() for m in self.pattern.finditer(text)]
+
+
+def named_cards(cards: list[StoryCard]) -> list[Named]:
+    out = []
+    for card in cards:
+        words = [w.strip() for w in [card.name, *card.keys] if w and w.strip()]
+        if not words:
+            continue
+        alternatives = sorted(dict.fromkeys(words), key=len, reverse=True)
+        body = "|".join((re.escape(w) if w != w.lower() else "(?i:" + re.escape(w) + ")") for w in alternatives)
+        out.append(Named(card.pk, card.name.strip(), card.type, re.compile(r"(?<![\w'’])(?:" + body + r")(?!\w)")))
+    return out
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= w.TEXT_MAX else text[: w.TEXT_MAX - 1].rstrip() + "…"
+
+
+def _phrase(text: str) -> str:
+    return " ".join(text.split()).strip(" ,.;:")
+
+
+def _card_by_name(named: list[Named], text: str) -> Named | None:
+    return next((n for n in named if n.pattern.fullmatch(text.strip())), None)
+
+
+def read_block(
+    *,
+    actions: list[Action],
+    cards: list[StoryCard],
+    name: str,
+    standing: dict[tuple[int, str, str], str] | None = None,
+) -> list[Read]:
+    """What ``actions`` (a block, oldest first) changed on ``cards``: every change a sentence states
+    outright, in story order. ``standing``: the values true on the path before the block, by (card,
+    slot, topic); a claim equal to its standing value is not read again, and "alive" is read only
+    after a death or a disappearance."""
+    named = named_cards(cards)
+    state = dict(standing or {})
+    out: list[Read] = []
+    last_character: Named | None = None
+    dreaming, passage = False, -1
+    for sentence in sentences_of(actions, name=name):
+        if sentence.passage != passage:
+            dreaming, passage = False, sentence.passage
+        narration = sentence.narration
+        found = sorted(((s, e, n) for n in named for s, e in n.spans(narration)), key=lambda t: t[0])
+        if w.DREAM.search(narration):
+            dreaming = True
+        elif dreaming and w.WAKE.search(narration):
+            dreaming = False
+            continue
+        hedged = dreaming or bool(w.HEDGE.search(narration)) or narration.rstrip().endswith("?")
+        if not hedged:
+            subjects = list(found)
+            pronoun = w.PRONOUN_START.match(narration)
+            if pronoun and last_character is not None:
+                subjects.append((pronoun.start(1), pronoun.end(1), last_character))
+            action = actions[sentence.passage]
+            reads = _reads(sentence, narration, subjects, named, action)
+            if m := w.TAKEN_FROM_PRONOUN.search(narration):
+                owner = _antecedent(found, narration, m.start("pronoun")) or last_character
+                if owner is not None:
+                    item = _item(m["item"])
+                    reads.append(Read(owner.card_id, "holdings", f"lost {item}", _clip(sentence.text), action.pk, item))
+            for read in reads:
+                key = (read.card_id, read.slot, read.topic)
+                if state.get(key) == read.value:
+                    continue
+                if read.value == "alive" and state.get(key) not in ("dead", "missing"):
+                    continue
+                state[key] = read.value
+                out.append(read)
+        last_character = _antecedent(found, narration, len(narration)) or last_character
+    return out
+
+
+def _antecedent(found: list, narration: str, at: int) -> Named | None:
+    """The character a "he", "she", "his" or "her" at ``at`` most likely means: the last one named
+    before it (one named as an owner, "Stroud's men", only when no other is)."""
+    before = [t for t in found if t[2].type == StoryCard.Type.CHARACTER and t[1] <= at]
+    plain = [t for t in before if not re.match(r"['’]s\b", narration[t[1] :])]
+    chosen = plain or before
+    return max(chosen, key=lambda t: t[1])[2] if chosen else None
+
+
+def _reads(sentence: Sentence, narration: str, found: list, named: list[Named], action: Action) -> list[Read]:
+    out: list[Read] = []
+    text = _clip(sentence.text)
+
+    def claim(card: Named, slot: str, value: str, topic: str = "") -> None:
+        out.append(Read(card.card_id, slot, value[:200], text, action.pk, topic[:100]))
+
+    for start, end, card in found:
+        after, before = narration[end:], narration[:start]
+        if card.type in w.PLACE_TYPES:
+            if w.PLACE_DESTROYED_AFTER.match(after) or w.PLACE_DESTROYED_BEFORE.search(before):
+                claim(card, "status", "destroyed")
+            continue
+        if card.type == StoryCard.Type.CHARACTER:
+            if (
+                w.DEATH_AFTER.match(after)
+                or w.DEATH_BEFORE.search(before)
+                or w.DEATH_POSSESSIVE.match(after)
+                or w.FACE_COVERED.search(before)
+            ):
+                claim(card, "status", "dead")
+                continue
+            if w.ALIVE_AFTER.match(after):
+                claim(card, "status", "alive")
+                continue
+            if w.MISSING_AFTER.match(after):
+                claim(card, "status", "missing")
+                continue
+            if m := w.CAUGHT_AFTER.match(after):
+                caught = m["how"].split()[0].lower() in ("arrested", "imprisoned", "jailed", "locked", "taken")
+                claim(card, "status", "arrested" if caught else " ".join(m["how"].lower().split()))
+                continue
+            _character_changes(card, after, before, named, claim)
+            _done_to(card, after, before, claim)
+            continue
+        if card.type == "item" and w.ITEM_DESTROYED_AFTER.match(after):
+            claim(card, "status", "destroyed")
+    return out
+
+
+def _character_changes(card: Named, after: str, before: str, named: list[Named], claim) -> None:
+    m = w.DEPART_AFTER.match(after)
+    if m:
+        claim(card, "whereabouts", f"gone to {_phrase(m['place'])}")
+    elif m := w.ARRIVE_AFTER.match(after):
+        claim(card, "whereabouts", f"at {_phrase(m['place'])}")
+    m = w.GIVE_AFTER.match(after) or w.GIVE_TO_AFTER.match(after)
+    if m:
+        item, to = _item(m["item"]), m["to"]
+        claim(card, "holdings", f"gave {item} to {to}", topic=item)
+        other = _card_by_name(named, to)
+        if other is not None and other.card_id != card.card_id:
+            claim(other, "holdings", f"has {item}", topic=item)
+    else:
+        m = w.TAKE_AFTER.match(after)
+        if m and not w.NOT_HELD.match(m["item"]):
+            item = _item(m["item"])
+            claim(card, "holdings", f"has {item}", topic=item)
+            other = _card_by_name(named, m["from"]) if m["from"] else None
+            if other is not None and other.card_id != card.card_id:
+                claim(other, "holdings", f"lost {item} to {card.name}", topic=item)
+        m = w.LOSE_AFTER.match(after)
+        if m:
+            item = _item(m["item"])
+            claim(card, "holdings", f"lost {item}", topic=item)
+    m = w.ROLE_AFTER.match(after)
+    if m:
+        claim(card, "role", _phrase(m["role"]))
+    elif w.ROLE_LOST_AFTER.match(after):
+        claim(card, "role", "stripped of rank")
+    m = w.ALLEGIANCE_AFTER.match(after)
+    if m:
+        verb, group = m["verb"].lower(), _phrase(m["group"])
+        other = _card_by_name(named, group)
+        if other is not None and other.type == StoryCard.Type.CHARACTER:
+            if re.match(r"betray|turn|desert|break|broke", verb):
+                claim(card, "relations", f"betrayed {group}", topic=other.name)
+        elif re.match(r"betray|desert|turn|break|broke|leave|left", verb):
+            claim(card, "allegiance", f"broke with {group}")
+        else:
+            claim(card, "allegiance", f"sworn to {group}")
+    m = w.MARRY_AFTER.match(after)
+    if m:
+        other = _card_by_name(named, m["to"])
+        claim(card, "relations", f"married to {m['to']}", topic=m["to"])
+        if other is not None and other.card_id != card.card_id:
+            claim(other, "relations", f"married to {card.name}", topic=card.name)
+    m = w.APPOSITIVE_AFTER.match(after) or w.KNOWN_AS_AFTER.match(after)
+    if m is None:
+        m = w.APPOSITIVE_BEFORE.search(before) or w.NAMED_BEFORE.search(before)
+    if m and _card_by_name(named, m["alias"]) is None and not w.NOT_ALIASES.search(m["alias"]):
+        alias = _phrase(m["alias"])
+        claim(
+            card,
+            "alias",
+            alias[0].lower() + alias[1:] if alias.lower().startswith("the ") else alias,
+            topic=alias.lower(),
+        )
+
+
+def _done_to(card: Named, after: str, before: str, claim) -> None:
+    """What someone else (the protagonist too) does to a character named as the object: gives it an
+    item, takes one from it, names it to a title."""
+    if (m := w.ROLE_OBJECT_BEFORE.search(before)) and (r := w.ROLE_OBJECT_AFTER.match(after)):
+        claim(card, "role", _phrase(r["role"]))
+    if m := w.TAKEN_FROM_BEFORE.search(before):
+        item = _item(m["item"])
+        claim(card, "holdings", f"lost {item}", topic=item)
+    elif m := w.GIVEN_TO_BEFORE.search(before):
+        item = _item(m["item"])
+        claim(card, "holdings", f"has {item}", topic=item)
+    elif w.GIVEN_BEFORE.search(before) and (m := re.match(r"^\s+" + w.ITEM, after)):
+        item = _item(m["item"])
+        claim(card, "holdings", f"has {item}", topic=item)
+
+
+def _item(phrase: str) -> str:
+    """An item as a topic: "his silver key" and "the silver key" are one."""
+    words = phrase.split()
+    if words and words[0].lower() in ("his", "her", "their", "a"):
+        words[0] = "the"
+    return " ".join(words).lower()

@@ -1,0 +1,206 @@
+"""The words the offline claims reader (memory.story.claims_reader) reads: what hedges a sentence (a
+plan, a condition, a rumour, a dream, a lie), and what follows or comes before a card's name when
+the sentence states a death, a reversal, a disappearance, an arrest, a move, an item changing hands,
+a title, an allegiance, a marriage, a place destroyed or an alias."""
+
+from __future__ import annotations
+
+import re
+
+I = re.IGNORECASE
+TEXT_MAX = 300  # characters of a claim's sentence
+
+HEDGE = re.compile(
+    r"\b(?:will|would|could|might|may|shall|should|must|can|cannot|won't|wouldn't|plans?|planned|planning|"
+    r"plots?|plotted|intends?|intended|means\s+to|meant\s+to|going\s+to|about\s+to|threat\w*|hopes?|hoped|"
+    r"wants?\s+to|wanted\s+to|wish\w*|if|unless|whether|perhaps|maybe|almost|nearly|pretend\w*|feign\w*|"
+    r"fak(?:e|es|ed|ing)|disguis\w*|dressed\s+as|posing\s+as|poses\s+as|lie[sd]?\s+to|lying\s+to|lied|a\s+lie|"
+    r"rumou?r\w*|gossip\w*|news|word\s+(?:is|was|has\s+it|had\s+it|came|comes|spread\w*)|letter|messenger|"
+    r"legend|songs?|tale|(?:is|are|was|were)\s+said|(?:hears?|heard|learns?|learned|says?|said|tells?|told|"
+    r"whispers?|whispered|claims?|claimed|insists?|insisted|reports?|reported|swears?|swore|believes?|"
+    r"believed|thinks?|thought|fears?|feared|suspects?|suspected|knows?|knew|according)\s+(?:\w+\s+)?that|"
+    r"(?:some|people|they|everyone|folk|villagers|others)\s+(?:say|said|whisper\w*|claim\w*)|supposedly|"
+    r"allegedly|apparently|dream\w*|vision\w*|nightmare\w*|imagin\w*|pictures?\s+(?:\w+\s+)?(?:dead|dying)|"
+    r"seems?|seemed|as\s+if|as\s+though|looks?\s+like|not|never|n't|no\s+longer|nobody|no\s+one|"
+    r"vows?\s+to|vowed\s+to|swears?\s+to|swore\s+to|promises?\s+to|promised\s+to|tries|tried|attempts?|"
+    r"attempted|fails?|failed|used\s+to|remembers?|remembered|recalls?|recalled|story|stories|play|"
+    r"rehears\w*|mock|pretence|pretense|ruse|trick\w*|staged|actor)\b",
+    I,
+)
+DREAM = re.compile(r"\b(?:dream\w*|vision\w*|nightmare\w*|hallucinat\w*|trance)\b", I)
+WAKE = re.compile(r"\b(?:wakes?|woke|awake\w*|waking|comes?\s+to|came\s+to)\b", I)
+PRONOUN_START = re.compile(r"^\s*(?:(?:then|later|at\s+last|finally|soon),?\s+)?(he|she)\b", I)
+# between a name and its verb: a surname, "from the Blue Lantern", an aside in commas, an adverb, or a
+# first verb and "and" ("Jory comes to her cabin and steals the chart")
+GAP = (
+    r"(?-i:\s+[A-Z][\w'’-]+)?(?:\s+(?:from|of)\s+the(?-i:\s+[A-Z][\w'’-]+){1,2})?\s*(?:,[^,.;]{1,60},\s*)?"
+    r"(?:[^,.;:\"“”]{1,50}?\s(?:and|then)\s+)?(?:(?:\w+ly|then|too|also|finally|at\s+last|soon)\s+)?"
+)
+
+# --- what a character's name (or he/she) followed by these words means
+DEATH_AFTER = re.compile(
+    GAP + r"(?:(?:(?:has|had)\s+(?:\w+ly\s+)?)?(?:dies|died|perishes|perished|drowns|drowned|succumbs|succumbed|"
+    r"expires|expired|passe[sd]\s+away)\b|(?:is|was|has\s+been|had\s+been)\s+(?:declared|pronounced|confirmed)\s+dead|"
+    r"(?:is|was|lies|lay|lay\s+there|falls|fell|drops|dropped)\s+(?:\w+\s+)?dead\b|"
+    r"(?:is|was|has\s+been|had\s+been)\s+(?:\w+ly\s+)?(?:killed|slain|murdered|executed|hanged|beheaded|"
+    r"poisoned\s+to\s+death|burned\s+to\s+death|struck\s+down|cut\s+down)\b|"
+    r"breathes?\s+(?:his|her|their)\s+last|breathed\s+(?:his|her|their)\s+last|is\s+no\s+more|was\s+no\s+more|"
+    r"(?:is|was)\s+buried|(?:is|was)\s+laid\s+to\s+rest|'s\s+heart\s+stops|’s\s+heart\s+stops)",
+    I,
+)
+DEATH_BEFORE = re.compile(
+    r"(?:\b(?:kills?|killed|slays?|slew|slain|murders?|murdered|executes?|executed|beheads?|beheaded|"
+    r"strangles?|strangled|buries|buried|bury|mourns?|mourned|avenges?|avenged)|"
+    r"\b(?:the\s+)?(?:body|corpse|remains|grave|coffin|pyre|funeral|death)\s+of|"
+    r"\b(?:the\s+)?late)\s+$",
+    I,
+)
+DEATH_POSSESSIVE = re.compile(
+    r"^(?:'s|’s)\s+(?:\w+\s+)?(?:body|corpse|remains|grave|coffin|pyre|funeral|death|burial|ashes|"
+    r"lifeless|dead\s+body|cold\s+body|wake\b|shroud|tomb|eyes\s+(?:are\s+)?(?:closed\s+)?for\s+the\s+last)",
+    I,
+)
+FACE_COVERED = re.compile(
+    r"\b(?:pulls?|pulled|draws?|drew|lays?|laid)\s+(?:a|the)\s+(?:blanket|sheet|shroud|cloak|cloth)\s+over\s+$", I
+)
+ALIVE_AFTER = re.compile(
+    GAP + r"(?:(?:is|was)\s+(?:still\s+|very\s+much\s+)?alive|lives\b|survived|survives|"
+    r"(?:is|was)\s+not\s+dead|never\s+died|returns?\s+from\s+the\s+dead|"
+    r"(?:steps?|stepped|walks?|walked|crawls?|crawled|stumbles?|stumbled)\s+(?:\w+,?\s+){0,5}alive|"
+    r"faked\s+(?:his|her|their)\s+(?:own\s+)?death|had\s+faked\s+(?:his|her|their)\s+(?:own\s+)?death)",
+    I,
+)
+MISSING_AFTER = re.compile(
+    GAP + r"(?:(?:is|was|has\s+been|had\s+been)\s+(?:\w+ly\s+)?(?:missing|abducted|kidnapped|taken\s+captive|"
+    r"captured|taken\s+prisoner|carried\s+off)|(?:goes|went|has\s+gone|had\s+gone)\s+missing|"
+    r"vanishe[sd]\s+without\s+a\s+trace)\b",
+    I,
+)
+CAUGHT_AFTER = re.compile(
+    GAP + r"(?:is|was|has\s+been|had\s+been)\s+(?:\w+ly\s+)?(?P<how>arrested|imprisoned|jailed|locked\s+up|"
+    r"taken\s+into\s+custody|released|freed|set\s+free|pardoned|escaped|acquitted)\b",
+    I,
+)
+PLACE_NAME = r"(?P<place>(?:the\s+)?[A-Z][\w'’-]+(?:\s+(?:of\s+)?[A-Z][\w'’-]+){0,3})"
+ARRIVE_AFTER = re.compile(
+    GAP + r"(?:arrives?|arrived|reaches|reached|comes?\s+to|came\s+to|lands?\s+at|landed\s+at|rides?\s+into|"
+    r"rode\s+into|sails?\s+into|sailed\s+into|walks?\s+into|walked\s+into|settles?\s+in|settled\s+in|"
+    r"returns?\s+to|returned\s+to|moves?\s+to|moved\s+to|is\s+back\s+in|was\s+back\s+in|enters|entered)"
+    r"(?:\s+(?:at|in))?\s+" + PLACE_NAME,
+)
+DEPART_AFTER = re.compile(
+    GAP + r"(?:leaves?\s+for|left\s+for|departs?\s+for|departed\s+for|sets?\s+(?:out|off|sail)\s+for|"
+    r"set\s+(?:out|off|sail)\s+for|sails?\s+for|sailed\s+for|rides?\s+(?:out\s+)?(?:for|to)|rode\s+(?:out\s+)?"
+    r"(?:for|to)|heads?\s+(?:north|south|east|west|out|off|back)?\s*(?:to|for)|headed\s+(?:north|south|east|"
+    r"west|out|off|back)?\s*(?:to|for)|travels?\s+to|travell?ed\s+to|flees?\s+to|fled\s+to|marches\s+to|"
+    r"marched\s+to|journeys?\s+to|journeyed\s+to|goes\s+(?:back\s+)?to|went\s+(?:back\s+)?to|"
+    r"is\s+gone\s+to|has\s+gone\s+to|is\s+on\s+(?:the|her|his|their)\s+way\s+to)\s+" + PLACE_NAME,
+)
+ITEM = r"(?P<item>(?:the|his|her|their|a)\s+(?:[a-z][\w'’-]*\s+){0,3}?[a-z][\w'’-]*)"
+GIVE_AFTER = re.compile(
+    GAP + r"(?:gives?|gave|hands?|handed|passes|passed|entrusts?|entrusted|sells?|sold|returns?|returned|"
+    r"leaves?|left|bequeaths?|bequeathed)\s+" + ITEM + r"\s+to\s+(?P<to>[A-Z][\w'’-]+)",
+)
+GIVE_TO_AFTER = re.compile(
+    GAP + r"(?:gives?|gave|hands?|handed|passes|passed|sells?|sold)\s+(?P<to>[A-Z][\w'’-]+)\s+" + ITEM + r"\b",
+)
+TAKE_AFTER = re.compile(
+    GAP + r"(?:takes?|took|steals?|stole|snatch(?:es|ed)|grabs?|grabbed|pockets?|pocketed|receives?|received|"
+    r"accepts?|accepted|picks?\s+up|picked\s+up|wins?|won|buys?|bought|claims?|claimed|inherits?|inherited|"
+    r"recovers?|recovered|finds?|found|seizes?|seized)\s+" + ITEM + r"(?:\s+from\s+(?P<from>[A-Z][\w'’-]+))?",
+)
+TAKING = (
+    r"(?:takes?|took|pry|pries|pried|prises?|prised|pulls?|pulled|wrests?|wrested|wrench(?:es|ed)|steals?|stole|"
+    r"snatch(?:es|ed)|grabs?|grabbed|seizes?|seized|confiscates?|confiscated|rips?|ripped|tears?|tore)"
+)
+TAKEN_FROM_BEFORE = re.compile(r"\b" + TAKING + r"\s+" + ITEM + r"\s+from\s+(?:the\s+)?$")
+TAKEN_FROM_PRONOUN = re.compile(r"\b" + TAKING + r"\s+" + ITEM + r"\s+from\s+(?P<pronoun>his|her)\b")
+GIVEN_TO_BEFORE = re.compile(
+    r"\b(?:gives?|gave|hands?|handed|passes|passed|entrusts?|entrusted|returns?|returned|sells?|sold)\s+"
+    + ITEM
+    + r"\s+(?:back\s+)?to\s+$"
+)
+GIVEN_BEFORE = re.compile(r"\b(?:gives?|gave|hands?|handed|passes|passed|sells?|sold)\s+$")
+NOT_HELD = re.compile(  # what "takes" or "finds" without holding it: "takes the stairs", "finds the way"
+    r"(?:the|a)\s+(?:\w+\s+)?(?:way|road|path|stairs|step|steps|lead|turn|time|chance|breath)\b", I
+)
+LOSE_AFTER = re.compile(
+    GAP + r"(?:loses?|lost|breaks?|broke|shatters?|shattered|destroys?|destroyed|burns?|burned|burnt|"
+    r"throws?\s+away|threw\s+away|casts?\s+away|melts?\s+down|melted\s+down)\s+" + ITEM,
+)
+ROLE_WORD = (
+    r"(?i:captain|commander|king|queen|lord|lady|chief|head|leader|mayor|master|mistress|steward|regent|general|"
+    r"marshal|sheriff|warden|abbot|abbess|priest|priestess|bishop|prince|princess|duke|duchess|baron|baroness|"
+    r"knight|squire|heir|emperor|empress|chancellor|governor|admiral|guildmaster|elder|champion|apprentice|"
+    r"councillor|councilor|magistrate|judge|sergeant|lieutenant|officer|boss|director|president|ambassador|"
+    r"keeper|high\s+\w+)"
+)
+ROLE = (
+    r"(?P<role>(?:the\s+(?:new\s+)?|a\s+|an\s+)?(?:[a-zA-Z][\w'’-]*\s+){0,4}?"
+    + ROLE_WORD
+    + r"(?:\s+"
+    + ROLE_WORD
+    + r")*(?:\s+of\s+(?:the\s+)?[\w'’-]+(?:\s+[A-Z][\w'’-]+){0,2})?)"
+)
+ROLE_AFTER = re.compile(
+    GAP + r"(?:(?:is|was|has\s+been|had\s+been)\s+(?:\w+ly\s+)?(?:crowned|named|made|appointed|proclaimed|"
+    r"elected|promoted\s+to|sworn\s+in\s+as|knighted\s+as|raised\s+to|chosen\s+as)|becomes|became|"
+    r"takes?\s+up\s+the\s+post\s+of|took\s+up\s+the\s+post\s+of|succeeds?\s+\w+\s+as|succeeded\s+\w+\s+as)\s+"
+    r"(?:as\s+)?" + ROLE,
+)
+ROLE_OBJECT_BEFORE = re.compile(
+    r"\b(?:names?|named|appoints?|appointed|crowns?|crowned|makes?|made|proclaims?|proclaimed|promotes?|promoted|"
+    r"elects?|elected|dubs?|dubbed)\s+$",
+    I,
+)
+ROLE_OBJECT_AFTER = re.compile(r"^(?-i:\s+[A-Z][\w'’-]+)??\s+(?:as\s+|to\s+)?" + ROLE)
+ROLE_LOST_AFTER = re.compile(
+    GAP + r"(?:(?:is|was)\s+(?:\w+ly\s+)?(?:stripped\s+of\s+(?:his|her|their)\s+(?:\w+\s+)?(?:rank|title|"
+    r"command|office|crown|post)|deposed|dethroned|dismissed|demoted|exiled|banished|cast\s+out)|"
+    r"abdicates?|abdicated|resigns?|resigned|steps?\s+down|stepped\s+down)",
+    I,
+)
+ALLEGIANCE_AFTER = re.compile(
+    GAP
+    + r"(?P<verb>joins?|joined|(?:has\s+|had\s+)?sworn\s+(?:fealty|allegiance|loyalty|an\s+oath)\s+to|swears?\s+(?:fealty|allegiance|loyalty|an\s+oath)\s+to|swore\s+(?:fealty|"
+    r"allegiance|loyalty|an\s+oath)\s+to|pledges?\s+(?:\w+\s+)?(?:sword|allegiance|loyalty|service)\s+to|"
+    r"pledged\s+(?:\w+\s+)?(?:sword|allegiance|loyalty|service)\s+to|defects?\s+to|defected\s+to|sides?\s+"
+    r"with|sided\s+with|goes\s+over\s+to|went\s+over\s+to|betrays?|betrayed|deserts?|deserted|turns?\s+on|"
+    r"turned\s+on|turns?\s+against|turned\s+against|breaks?\s+with|broke\s+with|leaves\s+the|left\s+the)\s+"
+    r"(?P<group>(?:the\s+)?[A-Z][\w'’-]+(?:\s+(?:of\s+)?[A-Z][\w'’-]+){0,3})",
+)
+MARRY_AFTER = re.compile(GAP + r"(?:marries|married|weds|wedded)\s+(?P<to>[A-Z][\w'’-]+)")
+PLACE_DESTROYED_AFTER = re.compile(
+    GAP + r"(?:(?:has|had)\s+(?:\w+ly\s+)?(?:burned|burnt)\s+(?:down|to\s+the\s+ground|to\s+ashes)|"
+    r"(?:has|had)\s+(?:\w+ly\s+)?(?:sunk|collapsed|crumbled|exploded|fallen\s+to\s+the)|burns?\s+(?:down|to\s+the\s+ground|to\s+ashes)|burned\s+(?:down|to\s+the\s+ground|to\s+ashes)|"
+    r"burnt\s+(?:down|to\s+the\s+ground)|(?:is|was|has\s+been|had\s+been|lies|lay)\s+(?:\w+ly\s+)?"
+    r"(?:destroyed|razed|levell?ed|flattened|burned\s+down|burnt\s+down|burned\s+to\s+the\s+ground|"
+    r"reduced\s+to\s+(?:ash|ashes|rubble|ruin|ruins)|in\s+ruins|in\s+ashes|swallowed\s+by\s+the\s+sea|"
+    r"sunk|flooded|demolished|torn\s+down|blown\s+up)|collapses|collapsed|crumbles|crumbled|sinks|sank|"
+    r"explodes|exploded|goes\s+up\s+in\s+flames|went\s+up\s+in\s+flames|falls\s+to\s+the|fell\s+to\s+the)",
+    I,
+)
+PLACE_DESTROYED_BEFORE = re.compile(
+    r"\b(?:burns?|burned|burnt|razes?|razed|destroys?|destroyed|levels?|levell?ed|sacks?|sacked|"
+    r"torches?|torched|demolish(?:es|ed)?|blows?\s+up|blew\s+up|sets?\s+fire\s+to|set\s+fire\s+to)\s+(?:the\s+)?$",
+    I,
+)
+ITEM_DESTROYED_AFTER = re.compile(
+    GAP + r"(?:shatters?|shattered|breaks?\s+(?:apart|in\s+two)|broke\s+(?:apart|in\s+two)|"
+    r"(?:is|was)\s+(?:\w+ly\s+)?(?:destroyed|shattered|broken|lost|melted|burned|burnt|stolen)|"
+    r"crumbles\s+to\s+dust|crumbled\s+to\s+dust|melts|melted)",
+    I,
+)
+APPOSITIVE_AFTER = re.compile(r"^,\s+(?P<alias>the\s+(?:[a-z][\w'’-]*\s+){0,2}[a-z][\w'’-]*),")
+APPOSITIVE_BEFORE = re.compile(r"^\s*(?P<alias>[Tt]he\s+(?:[a-z][\w'’-]*\s+){0,2}[a-z][\w'’-]*),\s+$")
+NOT_ALIASES = re.compile(
+    r"\b(?:morning|night|evening|day|dawn|dusk|noon|midnight|week|month|year|hour|moment|minute|time|end|"
+    r"start|rest|way|meantime|while|dark|silence|chaos|crowd|room|hall|street|road|door|gate|square|end)$",
+    I,
+)
+KNOWN_AS_AFTER = re.compile(
+    r"^,?\s+(?:also\s+|better\s+|once\s+)?(?:known\s+as|called|named|whom\s+\w+\s+call(?:s|ed)?|who\s+goes\s+by)\s+"
+    r"(?P<alias>(?:the\s+)?[A-Z][\w'’-]+(?:\s+[A-Z][\w'’-]+){0,2})"
+)
+NAMED_BEFORE = re.compile(r"\b(?P<alias>[Tt]he\s+(?:[a-z][\w'’-]*\s+){0,2}[a-z][\w'’-]*)\s+(?:named|called)\s+$")
+PLACE_TYPES = {"location", "place"}
