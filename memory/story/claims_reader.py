@@ -104,6 +104,10 @@ def read_block(
             pronoun = w.PRONOUN_START.match(narration)
             if pronoun and last_character is not None:
                 subjects.append((pronoun.start(1), pronoun.end(1), last_character))
+            for clause in w.CLAUSE_PRONOUN.finditer(narration):
+                who = _antecedent(found, narration, clause.start(1)) or last_character
+                if who is not None and not (pronoun and clause.start(1) == pronoun.start(1)):
+                    subjects.append((clause.start(1), clause.end(1), who))
             action = actions[sentence.passage]
             reads = _reads(sentence, narration, subjects, named, action)
             if m := w.TAKEN_FROM_PRONOUN.search(narration):
@@ -151,6 +155,7 @@ def _reads(sentence: Sentence, narration: str, found: list, named: list[Named], 
                 or w.DEATH_BEFORE.search(before)
                 or w.DEATH_POSSESSIVE.match(after)
                 or w.FACE_COVERED.search(before)
+                or (w.DEATH_OBJECT_BEFORE.search(before) and w.DEATH_OBJECT_AFTER.match(after))
             ):
                 claim(card, "status", "dead")
                 continue

@@ -60,6 +60,10 @@ DEATH_POSSESSIVE = re.compile(
     r"lifeless|dead\s+body|cold\s+body|wake\b|shroud|tomb|eyes\s+(?:are\s+)?(?:closed\s+)?for\s+the\s+last)",
     I,
 )
+DEATH_OBJECT_BEFORE = re.compile(r"\b(?:pronounces?|pronounced|declares?|declared|finds?|found)\s+$", I)
+DEATH_OBJECT_AFTER = re.compile(r"^(?-i:\s+[A-Z][\w'’-]+)??\s+(?:dead|deceased|lifeless)\b", I)
+# "..., and she falls dead": a he or she opening a clause, after the first
+CLAUSE_PRONOUN = re.compile(r"(?:,\s*(?:and\s+|but\s+|then\s+)?|;\s*|\band\s+(?:then\s+)?)(he|she)\b", I)
 FACE_COVERED = re.compile(
     r"\b(?:pulls?|pulled|draws?|drew|lays?|laid)\s+(?:a|the)\s+(?:blanket|sheet|shroud|cloak|cloth)\s+over\s+$", I
 )
@@ -96,7 +100,12 @@ DEPART_AFTER = re.compile(
     r"marched\s+to|journeys?\s+to|journeyed\s+to|goes\s+(?:back\s+)?to|went\s+(?:back\s+)?to|"
     r"is\s+gone\s+to|has\s+gone\s+to|is\s+on\s+(?:the|her|his|their)\s+way\s+to)\s+" + PLACE_NAME,
 )
-ITEM = r"(?P<item>(?:the|his|her|their|a)\s+(?:[a-z][\w'’-]*\s+){0,3}?[a-z][\w'’-]*)"
+# an item: "the silver key", "his sword" (ending where the phrase does: "the silver key to Maud")
+ITEM = (
+    r"(?P<item>(?:the|his|her|their|a)\s+(?:[a-z][\w'’-]*\s+){0,3}?[a-z][\w'’-]*)"
+    r"(?=\s*(?:[.,;:!?\"”]|$)|\s+(?:and|to|from|in|into|on|onto|at|with|before|after|as|while|for|back|away|"
+    r"under|over|beside|behind|across|through|then|but)\b)"
+)
 GIVE_AFTER = re.compile(
     GAP + r"(?:gives?|gave|hands?|handed|passes|passed|entrusts?|entrusted|sells?|sold|returns?|returned|"
     r"leaves?|left|bequeaths?|bequeathed)\s+" + ITEM + r"\s+to\s+(?P<to>[A-Z][\w'’-]+)",
@@ -162,7 +171,7 @@ ROLE_LOST_AFTER = re.compile(
 )
 ALLEGIANCE_AFTER = re.compile(
     GAP
-    + r"(?P<verb>joins?|joined|(?:has\s+|had\s+)?sworn\s+(?:fealty|allegiance|loyalty|an\s+oath)\s+to|swears?\s+(?:fealty|allegiance|loyalty|an\s+oath)\s+to|swore\s+(?:fealty|"
+    + r"(?P<verb>(?:has\s+|had\s+)?joined|joins?|(?:has\s+|had\s+)?sworn\s+(?:fealty|allegiance|loyalty|an\s+oath)\s+to|swears?\s+(?:fealty|allegiance|loyalty|an\s+oath)\s+to|swore\s+(?:fealty|"
     r"allegiance|loyalty|an\s+oath)\s+to|pledges?\s+(?:\w+\s+)?(?:sword|allegiance|loyalty|service)\s+to|"
     r"pledged\s+(?:\w+\s+)?(?:sword|allegiance|loyalty|service)\s+to|defects?\s+to|defected\s+to|sides?\s+"
     r"with|sided\s+with|goes\s+over\s+to|went\s+over\s+to|betrays?|betrayed|deserts?|deserted|turns?\s+on|"

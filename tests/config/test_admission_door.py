@@ -185,7 +185,7 @@ def test_a_turn_that_comes_while_the_cores_are_busier_than_the_bound_is_refused(
     assert answers == {"unknown": "app", "calm": "app", "busy": 503, "busy read": "app", "calm again": "app"}
 
 
-@pytest.mark.alone  # it reads the whole machine's cores: calm only while no other test runs
+@pytest.mark.calm  # it reads the whole machine's cores: calm only while no other test runs
 def test_the_cores_read_busy_while_every_core_spins_and_calm_after(tmp_path):
     import multiprocessing
     import os

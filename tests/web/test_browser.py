@@ -3,6 +3,7 @@ against the real server (uvicorn, as `make run` serves the site, one per module)
 real worker and the local fake model server."""
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -675,3 +676,45 @@ def test_settings_try_what_is_typed_answer_beside_the_button_and_show_the_active
     expect(page.locator("h1")).to_have_text("Everlore")
     page.screenshot(path=str(ARTIFACTS / "welcome-1280x800.png"))
     visitor.close()
+
+
+@pytest.fixture
+def mill_fire(alice):
+    """Bram's card, a story in which he dies (told indirectly) and a ferryman named in three blocks,
+    read by the pass."""
+    from memory.story import memory_pass
+    from stories.adventures import story_create
+    from stories.models import StoryCard
+    from stories.tree import writes
+
+    adventure = story_create(owner_id=alice.pk, title="The Mill Fire", opening="Smoke over Harrowdale.")
+    StoryCard.objects.create(
+        adventure=adventure, type="character", name="Bram", keys=["Bram"], entry="Bram keeps the forge."
+    )
+    passages = [("ai", "Tomas poles the ferry across."), ("do", "wait")] * 9
+    passages[13] = ("ai", "The healer pulls the blanket over Bram's face.")  # passage 15
+    for kind, text in passages:
+        writes.place(adventure_id=adventure.pk, branch_id=adventure.head_branch_id, kind=kind, text=text)
+    while memory_pass.run(adventure.pk).more_due:
+        pass
+    return adventure.pk, session_of(alice)
+
+
+def test_the_cards_drawer_shows_what_the_story_changed_and_the_player_reviews_it(site, mill_fire, browser):
+    adventure_id, session = mill_fire
+    context, page = open_play_page(browser, site.url, session, adventure_id)
+    page.click("#toggle-world")
+    bram = page.locator("#cards li.memory", has=page.locator("strong", has_text="Bram"))
+    expect(bram.locator(".card-claims li")).to_have_text(re.compile(r"since passage 15: status — dead"))
+    assert "Bram keeps the forge." in bram.inner_text(), "the player's text stands as written"
+    bram.locator(".card-claims a").click()  # the evidence
+    expect(page.locator("#story li.flash")).to_contain_text("blanket over Bram's face")
+    expect(page.locator("#proposed-cards li")).to_have_text(re.compile("Tomas"))
+    page.locator("#proposed-cards button:has-text('Make a card')").click()
+    expect(page.locator("#cards li.memory", has=page.locator("strong", has_text="Tomas"))).to_have_count(1)
+    expect(page.locator("#proposed-cards")).to_be_hidden()
+    bram.locator("button:has-text('Accept into the text')").click()
+    expect(bram.locator("p.muted").first).to_contain_text("Since passage 15: dead.")
+    expect(bram.locator(".card-claims li")).to_contain_text("in your text")
+    page.screenshot(path=str(ARTIFACTS / "cards-what-the-story-changed.png"))
+    context.close()

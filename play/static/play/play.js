@@ -446,6 +446,7 @@ function partItems(p) {
     return el("ul", {class: "items"}, ...p.items.map((c) => el("li", {class: c.included ? "" : "muted"},
       `${c.name} (key "${c.key}"${c.via ? `, named in ${c.via}'s entry` : ""}${c.depth !== undefined ? `, ${c.depth} actions from the newest` : ""})`
       + (c.since === undefined ? "" : c.since === 0 ? " · as it was before the story" : ` · as changed at passage ${c.since}`)
+      + (c.claims ? ` · with what the story changed: ${c.claims.map((k) => `${k.value} (passage ${k.since})`).join(", ")}` : "")
       + ` · ${c.tokens} tokens${c.included ? "" : " · left out: over the cards' share"}`)));
   }
   return null;
@@ -503,6 +504,7 @@ async function loadWorld() {
     el("p", {}, el("strong", {}, `${c.name} `), el("span", {class: "flags"},
       [c.type, c.type === "character" && (c.in_cast ? "in the cast" : "not in the cast"), c.keys.join(", "), ...cardRules(c)].filter(Boolean).join(" · "))),
     el("p", {class: "muted"}, c.present ? c.entry : "Not on this branch (made on another, or deleted here): its history can bring it back."),
+    ...(c.present && c.claims.length ? [cardClaims(c)] : []),
     el("div", {class: "tools"},
       ...(c.present ? [el("button", {type: "button", class: "link", onclick: () => editCard(c)}, "Edit")] : []),
       el("button", {type: "button", class: "link", onclick: (e) => showCardHistory(c, e.target.closest("li"))}, "History"),
@@ -512,6 +514,47 @@ async function loadWorld() {
         if (!confirm(`Delete the card "${c.name}" from this point of this branch on?`)) return;
         await apiFetch(`${base}/cards/${c.id}/`, {method: "DELETE"}); loadWorld(); }}, "Delete")] : [])))));
   if (!cards.data.length) $("cards").append(el("li", {class: "muted"}, "No cards yet."));
+  loadProposedCards();
+}
+// What the story changed on a card, under the player's text: each with its passage, and accept (into the
+// text), reject (never again from that passage) or edit (in your words).
+const SLOT_NAMES = {status: "status", whereabouts: "where", role: "title", allegiance: "allegiance", holdings: "holds",
+  relations: "relations", alias: "also called"};
+function cardClaims(c) {
+  return el("ul", {class: "card-claims items", "aria-label": `What the story changed on ${c.name}`}, ...c.claims.slice().reverse().map((k) => {
+    const state = k.state === "proposed" ? " · waiting for you" : k.state === "rejected" ? " · rejected" :
+      k.state === "accepted" ? " · in your text" : k.standing ? "" : " · since superseded";
+    const act = (verb, label, done) => el("button", {type: "button", class: "link", onclick: async () => {
+      const r = await apiFetch(`${base}/claims/${k.id}/${verb}`, {method: "POST"});
+      say(r.ok ? `${c.name}: ${done}.` : errorText(r), r.ok ? "" : "error"); loadWorld(); }}, label);
+    return el("li", {class: k.standing && k.state !== "rejected" ? "" : "muted", "data-claim": k.id},
+      el("a", {href: "#", onclick: (e) => { e.preventDefault(); showPassage(k.since); }}, `since passage ${k.since}`),
+      `: ${SLOT_NAMES[k.slot] || k.slot} — ${k.value}${state} `,
+      ...(k.state === "applied" || k.state === "proposed" ? [act("accept/", "Accept into the text", "merged into the card's text"), " ",
+        act("reject/", "Reject", "rejected; not told, and never read again from that passage"), " ",
+        el("button", {type: "button", class: "link", onclick: async () => {
+          const value = prompt(`In your words: ${SLOT_NAMES[k.slot] || k.slot} of ${c.name}`, k.value);
+          if (!value) return;
+          const r = await apiFetch(`${base}/claims/${k.id}/`, {method: "PATCH", body: JSON.stringify({value})});
+          say(r.ok ? `${c.name}: kept in your words.` : errorText(r), r.ok ? "" : "error"); loadWorld(); }}, "Edit")] : []));
+  }));
+}
+async function loadProposedCards() {
+  const r = await apiFetch(`${base}/cards/proposed/`);
+  const box = $("proposed-cards");
+  box.hidden = !(r.ok && r.data.length);
+  if (box.hidden) return;
+  box.querySelector("ul").replaceChildren(...r.data.map((p) => el("li", {class: "memory", "data-proposal": p.id},
+    el("p", {}, el("strong", {}, `${p.name} `), el("span", {class: "flags"}, `${p.type} · keys: ${p.keys.join(", ")} · named in `),
+      ...p.evidence.slice(0, 5).flatMap((id, i) => [i ? ", " : "", el("a", {href: "#", onclick: async (e) => {
+        e.preventDefault(); const a = await apiFetch(`${base}/actions/${id}/`); if (a.ok) showPassage(a.data.depth); }}, `passage ${i + 1}`)])),
+    el("div", {class: "tools"},
+      el("button", {type: "button", class: "link", onclick: async () => {
+        const made = await apiFetch(`${base}/cards/proposed/${p.id}/accept/`, {method: "POST", body: "{}"});
+        say(made.ok ? `"${p.name}" is a card now.` : errorText(made), made.ok ? "" : "error"); loadWorld(); }}, "Make a card"),
+      el("button", {type: "button", class: "link", onclick: async () => {
+        const no = await apiFetch(`${base}/cards/proposed/${p.id}/reject/`, {method: "POST"});
+        say(no.ok ? `"${p.name}" will not be proposed again.` : errorText(no), no.ok ? "" : "error"); loadWorld(); }}, "Not a card")))));
 }
 // A card's versions on every branch: where each was made, which one stands here, and a way back.
 async function showCardHistory(c, item) {
