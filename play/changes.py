@@ -8,7 +8,7 @@ from __future__ import annotations
 from django.db import transaction
 
 from memory import embedder, embeddings
-from memory.story import canon, claims, memories
+from memory.story import canon, canon_files, claims, memories
 from stories import adventures
 from stories.accounts import ai_settings
 from stories.models import Adventure, AISettings
@@ -30,7 +30,7 @@ def adventure_export(*, adventure: Adventure) -> dict:
     return {
         **adventures.story_export(adventure=adventure),
         "memories": memories.memories_export(adventure=adventure),
-        "canon": canon.canon_export(adventure=adventure),
+        "canon": canon_files.canon_export(adventure=adventure),
     }
 
 
@@ -41,7 +41,7 @@ def adventure_import(*, owner_id: int, data, progress=None) -> Adventure:
     total)`` is told how far it is (play.imports shows it to the player)."""
     progress = progress or (lambda stage, done, total: None)
     carried = memories.memories_document(data)  # every part checked against its schema before a row
-    versions = canon.canon_document(data)
+    versions = canon_files.canon_document(data)
     with transaction.atomic():
         imported = adventures.story_import(owner_id=owner_id, data=data, progress=progress)
         adventure = imported.adventure
@@ -51,7 +51,7 @@ def adventure_import(*, owner_id: int, data, progress=None) -> Adventure:
                 adventure=adventure, rows=carried, branch_ids=imported.branch_ids, card_ids=imported.card_ids
             )
         if versions is not None:  # the texts' and cards' versions, each at its node
-            canon.canon_import(
+            canon_files.canon_import(
                 adventure=adventure, doc=versions, branch_ids=imported.branch_ids, card_ids=imported.card_ids
             )
             adventure.refresh_from_db()

@@ -18,14 +18,12 @@ from __future__ import annotations
 
 from django.db import transaction
 from django.db.models import Q
-from rest_framework import serializers
 
-from config import serializer_fields as strict
-from config.errors import InvalidRequest, NotFound
+from config.errors import NotFound
 from memory.models import CanonText, CardVersion
-from stories import cards, import_doc
+from stories import cards
 from stories.import_doc import CARD_RULE_FIELDS
-from stories.models import LONG_TEXT_MAX, Action, Adventure, Branch, StoryCard
+from stories.models import Action, Adventure, Branch, StoryCard
 from stories.tree import lineage
 
 FIELDS = ("plot_essentials", "authors_note")
@@ -270,136 +268,3 @@ def card_restore(*, adventure: Adventure, card_id: int, version_id: int) -> Stor
         )
         StoryCard.every.filter(pk=card.pk).update(present=True, **version.fields)
     return StoryCard.objects.get(pk=card.pk)
-
-
-# ---------------------------------------------------------------------------- export and import
-
-VERSIONS_MAX = 20_000  # versions of one document (texts and cards together)
-
-
-class _Node(serializers.Serializer):
-    """The action a version hangs off, as the export lists it: its branch (the file's id), its depth and
-    its place among that node's takes (0: the first in the file)."""
-
-    branch = strict.IntegerField(min_value=0, max_value=2**63 - 1)
-    depth = strict.IntegerField(min_value=1, max_value=import_doc.DEPTH_MAX)
-    take = strict.IntegerField(min_value=0, max_value=1000)
-
-
-class _TextVersion(serializers.Serializer):
-    field = strict.ChoiceField(choices=FIELDS)
-    text = strict.TextField(max_length=LONG_TEXT_MAX, allow_blank=True, trim_whitespace=False)
-    node = _Node(required=False, allow_null=True, default=None)
-    at_root = strict.BooleanField(required=False, default=False)
-
-
-class _CardFields(import_doc.CardDoc):
-    present = None  # a version's fields are the card's, not where it stands
-
-
-class _CardVersion(serializers.Serializer):
-    card = strict.IntegerField(min_value=0, max_value=import_doc.IMPORT_CARDS_MAX, help_text="its place in 'cards'")
-    fields = _CardFields()
-    node = _Node(required=False, allow_null=True, default=None)
-    at_root = strict.BooleanField(required=False, default=False)
-    deleted = strict.BooleanField(required=False, default=False)
-
-
-class CanonDoc(serializers.Serializer):
-    texts = strict.list_of(_TextVersion, required=False, default=list, max_length=VERSIONS_MAX)
-    cards = strict.list_of(_CardVersion, required=False, default=list, max_length=VERSIONS_MAX)
-
-
-def _node_ref(action: Action | None, takes: dict) -> dict | None:
-    return None if action is None else {"branch": action.branch_id, "depth": action.depth, "take": takes[action.pk]}
-
-
-def canon_export(*, adventure: Adventure) -> dict:
-    """Every version of the adventure's texts and cards, on every branch (``card``: the card's place
-    in the export's card list; ``node``: the action it hangs off, as the export lists the actions)."""
-    takes, seen = {}, {}
-    for pk, branch, depth in (
-        Action.objects.filter(adventure=adventure)
-        .order_by("branch_id", "depth", "created_at", "id")
-        .values_list("pk", "branch_id", "depth")
-    ):
-        takes[pk] = seen.get((branch, depth), 0)
-        seen[(branch, depth)] = takes[pk] + 1
-    places = {
-        pk: i
-        for i, pk in enumerate(StoryCard.every.filter(adventure=adventure).order_by("id").values_list("pk", flat=True))
-    }
-    texts = CanonText.objects.filter(adventure=adventure).select_related("action").order_by("id")
-    cards_ = CardVersion.objects.filter(adventure=adventure).select_related("action").order_by("id")
-    return {
-        "texts": [
-            {"field": v.field, "text": v.text, "node": _node_ref(v.action, takes), "at_root": v.at_root} for v in texts
-        ],
-        "cards": [
-            {
-                "card": places[v.card_id],
-                "fields": v.fields,
-                "node": _node_ref(v.action, takes),
-                "at_root": v.at_root,
-                "deleted": v.deleted,
-            }
-            for v in cards_
-        ],
-    }
-
-
-def canon_document(data) -> dict | None:
-    """The canon part of an export document, checked against ``CanonDoc`` (None when it has none)."""
-    if not isinstance(data, dict) or data.get("canon") is None:
-        return None
-    return import_doc.check(CanonDoc, data["canon"], what="import: canon")
-
-
-def canon_import(*, adventure: Adventure, doc: dict, branch_ids: dict[int, int], card_ids: list[int]) -> None:
-    """Store an export's versions on the imported adventure's tree (in the import's transaction; a
-    version naming a node, branch or card the file does not hold is InvalidRequest, undoing all)."""
-    actions: dict[tuple[int, int], list[int]] = {}
-    for pk, branch, depth in (
-        Action.objects.filter(adventure=adventure)
-        .order_by("branch_id", "depth", "id")
-        .values_list("pk", "branch_id", "depth")
-    ):
-        actions.setdefault((branch, depth), []).append(pk)
-
-    def node(ref, where: str) -> int | None:
-        if ref is None:
-            return None
-        found = actions.get((branch_ids.get(ref["branch"]), ref["depth"]), [])
-        if ref["take"] >= len(found):
-            raise InvalidRequest(f"import: {where}.node names a node the file does not hold")
-        return found[ref["take"]]
-
-    texts = [
-        CanonText(
-            adventure=adventure,
-            field=v["field"],
-            text=v["text"],
-            at_root=v["at_root"],
-            action_id=node(v["node"], f"canon.texts[{n}]"),
-        )
-        for n, v in enumerate(doc["texts"])
-    ]
-    versions = []
-    for n, v in enumerate(doc["cards"]):
-        if v["card"] >= len(card_ids):
-            raise InvalidRequest(f"import: canon.cards[{n}].card must be the place of a card in 'cards'")
-        fields = {k: v["fields"][k] for k in CARD_FIELDS}
-        fields["keys"], fields["notes"] = cards.clean_keys(fields["keys"]), fields["notes"] or ""
-        versions.append(
-            CardVersion(
-                adventure=adventure,
-                card_id=card_ids[v["card"]],
-                fields=fields,
-                deleted=v["deleted"],
-                at_root=v["at_root"],
-                action_id=node(v["node"], f"canon.cards[{n}]"),
-            )
-        )
-    CanonText.objects.bulk_create(texts)
-    CardVersion.objects.bulk_create(versions)
-    canon_refresh(adventure.pk)

@@ -224,3 +224,22 @@ def test_another_players_claims_and_proposals_are_not_found(mill, alice_api, bob
     ):
         assert answer.status_code == 404
     assert CardClaim.objects.get(pk=claim.pk).value == "dead"
+
+
+def test_an_export_carries_the_claims_and_proposals_and_its_import_puts_them_on_their_nodes(mill, alice_api):
+    claim = _api_cards(alice_api, mill.pk)["Bram"]["claims"][0]
+    alice_api.patch(f"/api/adventures/{mill.pk}/claims/{claim['id']}/", {"value": "dead, mourned"}, format="json")
+    exported = alice_api.get(f"/api/adventures/{mill.pk}/export/").json()
+    assert [(c["slot"], c["value"], c["edited"]) for c in exported["canon"]["claims"]] == [
+        ("status", "dead, mourned", True)
+    ]
+    job = alice_api.post("/api/adventures/import/", exported, format="json")
+    assert job.status_code == 202, job.json()
+    copy = job.json()["adventure_id"]
+    assert _status(alice_api, copy) == [("status", "dead, mourned", 10, "applied")]
+    broken = {
+        **exported,
+        "canon": {**exported["canon"], "claims": [{**exported["canon"]["claims"][0], "slot": "mood"}]},
+    }
+    refused = alice_api.post("/api/adventures/import/", broken, format="json")
+    assert refused.status_code == 400 and "slot" in str(refused.json())

@@ -20,7 +20,10 @@ NAMES = {c.pk: c.name for c in CARDS}
 
 def read(*texts, standing=None):
     actions = [Action(pk=n, kind="ai", text=t, depth=n) for n, t in enumerate(texts, start=1)]
-    return [(NAMES[r.card_id], r.slot, r.value) for r in read_block(actions=actions, cards=CARDS, name="Mira", standing=standing)]
+    return [
+        (NAMES[r.card_id], r.slot, r.value)
+        for r in read_block(actions=actions, cards=CARDS, name="Mira", standing=standing)
+    ]
 
 
 @pytest.mark.parametrize(

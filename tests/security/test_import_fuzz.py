@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory.models import Memory
+from memory.models import CardClaim, CardProposal, Memory
 from stories.models import Action, Adventure, Branch, StoryCard
 from tests.support.examples import examples
 
@@ -92,6 +92,11 @@ def exported(alice_plays):
     story = api.get(f"/api/adventures/{aid}/story/").json()
     rows = story["actions"]
     api.post(f"/api/adventures/{aid}/actions/{rows[1]['id']}/fork/", format="json")
+    # and what the story changed on a card (a claim the pass would read) and a name it proposed
+    CardClaim.objects.create(
+        adventure_id=aid, card_id=tam["id"], action_id=rows[-1]["id"], slot="status", value="asleep", text="Tam sleeps."
+    )
+    CardProposal.objects.create(adventure_id=aid, name="Pell", keys=["Pell"], evidence=[rows[-1]["id"]])
     doc = api.get(f"/api/adventures/{aid}/export/").json()
     head = doc["head"]
     doc["memories"] = doc.get("memories") or []
@@ -117,7 +122,7 @@ def exported(alice_plays):
 
 
 def _counts():
-    return [m.objects.count() for m in (Adventure, Branch, Action, StoryCard, Memory)]
+    return [m.objects.count() for m in (Adventure, Branch, Action, StoryCard, Memory, CardClaim, CardProposal)]
 
 
 def test_every_one_place_change_to_an_import_is_a_201_or_a_400_naming_it(exported):
