@@ -37,6 +37,9 @@ class BlockWritten:
 
     own: summarize.Written | None
     cast: list[cast.CastMemory]
+    changes: list | None = (
+        None  # what the model read the block changed on the cards (claims_reader.Read); None: offline
+    )
 
 
 def block_write(
@@ -66,6 +69,7 @@ def block_write(
             if own
             else None
         )
+        changes: dict = {}
         cast_written = write_cast(
             conn=conn,
             adventure=adventure,
@@ -76,11 +80,33 @@ def block_write(
             start=start,
             block=end - start + 1,
             only=only,
+            changes=changes if only is None else None,
         )
     except ProviderError as exc:
         report.failed(f"{whose}memory of actions {start}-{end}: {exc.message}", exc.code)
         return None
-    return BlockWritten(written, cast_written)
+    return BlockWritten(written, cast_written, _read_changes(changes.get("changes"), actions, adventure))
+
+
+def _read_changes(found: list[dict] | None, actions: list, adventure: Adventure) -> list | None:
+    """The model's changes as the claims store takes them: each at the action of its sentence."""
+    if found is None:
+        return None
+    from memory.story.claims_reader import Read, clip
+
+    sentences = scene.sentences_of(actions, name=summarize.protagonist(adventure))
+    return [
+        Read(
+            c["card_id"],
+            c["slot"],
+            c["value"],
+            clip(sentences[c["sentence"]].text),
+            actions[sentences[c["sentence"]].passage].pk,
+            c["topic"],
+        )
+        for c in found
+        if c["sentence"] < len(sentences)
+    ]
 
 
 def write_cast(
@@ -94,6 +120,7 @@ def write_cast(
     start: int,
     block: int,
     only: int | None = None,
+    changes: dict | None = None,
 ) -> list[cast.CastMemory]:
     """The cast's memories of the block ``actions`` starting at ``start`` on ``head``'s path
     (``block``: actions per block). No model call when no member is in the block. ``only``: the
@@ -120,6 +147,7 @@ def write_cast(
         cast=members,
         sentences=scene.story_sentences(actions, name=name),
         before=" ".join(scene.story_sentences(before[-block:], name=name)),
+        changes=changes,
     )
     return [w for w in written if only is None or w.card_id == only]
 

@@ -30,7 +30,8 @@ log = logging.getLogger(__name__)
 
 CAST_PARTS_MAX = 4  # memories one member keeps of one block, at most
 WITNESS_TOKENS = 600  # of one member's scenes in the writer's prompt (its newest kept)
-CAST_MAX_OUTPUT = 1000  # tokens of the writer's JSON answer (up to CAST_PARTS_MAX memories a member)
+CAST_MAX_OUTPUT = 1300  # tokens of the writer's JSON answer (up to CAST_PARTS_MAX memories a member, changes)
+CHANGED_CARDS_MAX = 20  # cards listed for the changes the passage makes
 KINDS = ("say", "heard", "interaction", "witnessed")
 # the offline writer's importance, by kind: what a member said or did outweighs what it only saw
 KIND_IMPORTANCE = {"say": 0.7, "interaction": 0.6, "heard": 0.5, "witnessed": 0.4}
@@ -50,6 +51,14 @@ CAST_INSTRUCTIONS = (
     '"text": "<the memory>"}}]}}. kind: say if the character mainly spoke, heard if they mainly listened, '
     "interaction if they acted with or on someone or something, witnessed if they only watched. importance: how "
     "much it will matter to that character later."
+)
+CHANGES_INSTRUCTIONS = (
+    ' Also list what the passage CHANGES about the cards listed, in the same JSON object: "changes": '
+    '[{{"card": "<card as listed>", "slot": "status|whereabouts|role|allegiance|holdings|relations|alias", '
+    '"topic": "<the item held or the other party; else empty>", "value": "<what is true now, a few words: dead, '
+    'gone to Greywater, has the silver key>", "sentence": <number>}}]. Only what the narration states has happened; '
+    "never a plan, threat, wish, rumour, report, dream, vision, lie, pretence, sleep or wound, nor what a character "
+    "only says. [] when nothing changed."
 )
 
 _SPEECH = re.compile(
@@ -138,6 +147,7 @@ def write_cast_memories(
     cast: list[Member] | None = None,
     sentences: list[str] | None = None,
     before: str = "",
+    changes: dict | None = None,
 ) -> list[CastMemory]:
     """The cast's memories of a block. Without ``conn``, the offline writer over the offline reading
     (``witnesses``). With ``conn``, one model call reads the scene of the block's ``sentences`` (who
@@ -145,7 +155,11 @@ def write_cast_memories(
     sentences it says that member perceived (raises ProviderError when the call fails). Parsed
     strictly: when the scene answer is missing or garbled, every member falls back to the offline
     reading and writer; a member it reads as present whose memory the answer leaves out gets the
-    offline writer's memories of what the model says it perceived; both flagged offline."""
+    offline writer's memories of what the model says it perceived; both flagged offline.
+
+    ``changes``: the same call also reads what the passage changed on ``cards`` (memory.story.claims);
+    a well-formed answer is put under ``changes["changes"]`` (each: card id, slot, topic, value, the
+    0-based sentence); a missing or garbled one leaves it out (the caller reads offline)."""
     name = protagonist(adventure)
     cast = cast if cast is not None else [w.member for w in witnesses]
     sentences = sentences if sentences is not None else list(dict.fromkeys(s for w in witnesses for s in w.sentences))
@@ -156,14 +170,17 @@ def write_cast_memories(
     numbered = "\n".join(f"{n}. {s}" for n, s in enumerate(sentences, start=1))
     brief = cast_brief(adventure=adventure, text=" ".join(sentences), cards=cards)
     context = tokens.keep_end(before, tokens=WITNESS_TOKENS // 2, model=conn.model) if before else ""
+    listed = _changed_cards(cards, " ".join(sentences)) if changes is not None else []
+    system = CAST_INSTRUCTIONS + (CHANGES_INSTRUCTIONS if listed else "")
     messages = [
-        {"role": "system", "content": CAST_INSTRUCTIONS.format(words=MEMORY_WORDS_MAX, parts=CAST_PARTS_MAX)},
+        {"role": "system", "content": system.format(words=MEMORY_WORDS_MAX, parts=CAST_PARTS_MAX)},
         {
             "role": "user",
             "content": (brief + "\n\n" if brief else "")
             + "The cast: "
             + ", ".join(m.name for m in cast)
             + "\n\n"
+            + ("The cards: " + ", ".join(f"{c.name} ({c.type})" for c in listed) + "\n\n" if listed else "")
             + (f"Just before (context only, remember nothing of it):\n{context}\n\n" if context else "")
             + "The passage:\n"
             + tokens.keep_end(numbered, tokens=WITNESS_TOKENS * 2, model=conn.model),
@@ -179,6 +196,10 @@ def write_cast_memories(
         adventure_id=adventure.pk,
     )
     read, answered = _parse(result.text, cast=cast, count=len(sentences))
+    if listed:
+        found = _changes(result.text, cards=listed, count=len(sentences))
+        if found is not None:
+            changes["changes"] = found
     if read is None:
         log.info("cast of adventure %s read offline: the model's scene answer is missing or garbled", adventure.pk)
         return [m for w in witnesses for m in offline_cast_memories(w, name=name)]
@@ -269,3 +290,59 @@ def _parse(text: str, *, cast: list[Member], count: int) -> tuple[dict[Member, s
     if len(listed) != count:
         return None, answered
     return read, answered
+
+
+def _changed_cards(cards: list[StoryCard], text: str) -> list[StoryCard]:
+    """The cards whose changes the writer is asked for: those the passage names (name or key)."""
+    folded = text.casefold()
+    named = [c for c in cards if any(w.strip() and w.strip().casefold() in folded for w in [c.name, *c.keys])]
+    return named[:CHANGED_CARDS_MAX]
+
+
+class _Change(BaseModel):
+    """One change the writer read, checked strictly (an entry not of this shape is passed over)."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+    card: str
+    slot: str
+    value: str
+    sentence: int
+    topic: str = ""
+
+
+class _Changes(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    changes: list[object]
+
+
+_CHANGE = TypeAdapter(_Change)
+
+
+def _changes(text: str, *, cards: list[StoryCard], count: int) -> list[dict] | None:
+    """The writer's "changes", or None when the answer has none or garbled ones: each entry names a
+    listed card, a known slot, a value and one of the ``count`` sentences (0-based in the result)."""
+    from memory.story.claims import SLOTS
+
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end <= start:
+        return None
+    try:
+        answer = _Changes.model_validate_json(text[start : end + 1])
+    except ValidationError:
+        return None
+    by_name = {c.name.strip().casefold(): c for c in cards}
+    out = []
+    for entry in answer.changes:
+        try:
+            change = _CHANGE.validate_python(entry)
+        except ValidationError:
+            continue
+        card = by_name.get(change.card.strip().casefold())
+        value = " ".join(change.value.split())[:200]
+        if card is None or change.slot not in SLOTS or not value or not 1 <= change.sentence <= count:
+            continue
+        topic = " ".join(change.topic.split())[:100]
+        out.append(
+            {"card_id": card.pk, "slot": change.slot, "topic": topic, "value": value, "sentence": change.sentence - 1}
+        )
+    return out

@@ -69,6 +69,19 @@ def block_read(*, adventure: Adventure, head: Branch, actions: list[Action], car
     )
 
 
+def model_read(*, head: Branch, actions: list[Action], reads: list) -> list:
+    """The model's reading of a block, as the offline reader's is kept: a value equal to what stands
+    before it (or to the one just read for the same card, slot and topic) is not read again."""
+    state = standing_values(head, before=actions[0].depth) if actions else {}
+    out = []
+    for read in reads:
+        key = (read.card_id, read.slot, read.topic)
+        if state.get(key) != read.value:
+            state[key] = read.value
+            out.append(read)
+    return out
+
+
 def block_store(*, adventure: Adventure, reads: list, offline: bool = True) -> int:
     """Store a block's claims (in the block's transaction). A claim the player rejected, edited or
     accepted from the same evidence is not made again; nor is one already stored (a rerun)."""

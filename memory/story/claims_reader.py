@@ -59,7 +59,7 @@ def named_cards(cards: list[StoryCard]) -> list[Named]:
     return out
 
 
-def _clip(text: str) -> str:
+def clip(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= w.TEXT_MAX else text[: w.TEXT_MAX - 1].rstrip() + "…"
 
@@ -114,7 +114,7 @@ def read_block(
                 owner = _antecedent(found, narration, m.start("pronoun")) or last_character
                 if owner is not None:
                     item = _item(m["item"])
-                    reads.append(Read(owner.card_id, "holdings", f"lost {item}", _clip(sentence.text), action.pk, item))
+                    reads.append(Read(owner.card_id, "holdings", f"lost {item}", clip(sentence.text), action.pk, item))
             for read in reads:
                 key = (read.card_id, read.slot, read.topic)
                 if state.get(key) == read.value:
@@ -138,7 +138,7 @@ def _antecedent(found: list, narration: str, at: int) -> Named | None:
 
 def _reads(sentence: Sentence, narration: str, found: list, named: list[Named], action: Action) -> list[Read]:
     out: list[Read] = []
-    text = _clip(sentence.text)
+    text = clip(sentence.text)
 
     def claim(card: Named, slot: str, value: str, topic: str = "") -> None:
         out.append(Read(card.card_id, slot, value[:200], text, action.pk, topic[:100]))

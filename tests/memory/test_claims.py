@@ -243,3 +243,91 @@ def test_an_export_carries_the_claims_and_proposals_and_its_import_puts_them_on_
     }
     refused = alice_api.post("/api/adventures/import/", broken, format="json")
     assert refused.status_code == 400 and "slot" in str(refused.json())
+
+
+def _model_reads(memory_llm, changes):
+    """The owner's model answers the cast's call as cast_reply does, with ``changes(numbered)`` added."""
+    import json
+    import re
+
+    from tests.support.story import cast_reply, memory_reply
+
+    def reply(body, n):
+        if not body["messages"][0]["content"].startswith("You keep the memories of each character"):
+            return memory_reply(body, n)
+        user = body["messages"][-1]["content"]
+        answer = json.loads(cast_reply(user).strip("`").removeprefix("json"))
+        numbered = re.findall(r"^(\d+)\. (.*)$", user.split("The passage:\n", 1)[1], re.M)
+        return json.dumps({**answer, **changes([(int(k), t) for k, t in numbered], user)})
+
+    memory_llm.reply = reply
+
+
+def _claims_of(adventure):
+    return [
+        (c.card.name, c.slot, c.value, c.offline)
+        for c in CardClaim.objects.filter(adventure=adventure).select_related("card")
+    ]
+
+
+def test_with_the_owners_model_the_blocks_call_reads_the_changes_and_a_garbled_answer_falls_back(
+    adventure, alice_api, memory_llm
+):
+    alice_api.post(
+        f"/api/adventures/{adventure.pk}/cards/",
+        {"type": "character", "name": "Bram", "keys": ["Bram"], "entry": ENTRY},
+        format="json",
+    )
+
+    def good(numbered, user):
+        assert "The cards: Bram (character)" in user
+        fire = [k for k, text in numbered if "blanket over Bram" in text]
+        return {
+            "changes": [{"card": "Bram", "slot": "status", "value": "dead", "sentence": k} for k in fire]
+            + [{"card": "Nobody"}]
+        }
+
+    _model_reads(memory_llm, good)
+    for kind, text in STORY:
+        writes.place(adventure_id=adventure.pk, branch_id=adventure.head_branch_id, kind=kind, text=text)
+    memory_pass.run(adventure.pk)
+    assert _claims_of(adventure) == [("Bram", "status", "dead", False)], "read by the model, in the block's one call"
+    system = [r for r in memory_llm.chat_requests() if "keep the memories" in r.body["messages"][0]["content"]]
+    assert system and '"changes"' in system[-1].body["messages"][0]["content"]
+
+    CardClaim.objects.filter(adventure=adventure).delete()
+    _model_reads(memory_llm, lambda numbered, user: {"changes": "Bram died"})  # garbled: not a list
+    evidence = lineage.node_at(_head(adventure), 10)
+    writes.edit(adventure_id=adventure.pk, action_id=evidence.pk, text=evidence.text + " ")
+    memory_pass.run(adventure.pk)
+    assert _claims_of(adventure) == [("Bram", "status", "dead", True)], "the offline reader, flagged"
+
+
+def test_playing_a_scenario_changes_its_cards_and_claims_in_the_adventure_only(alice_api):
+    written = alice_api.post(
+        "/api/scenarios/",
+        {
+            "title": "The mill",
+            "opening": "Smoke over Harrowdale.",
+            "cards": [{"type": "character", "name": "Bram", "keys": ["Bram"], "entry": ENTRY}],
+        },
+        format="json",
+    )
+    assert written.status_code == 201, written.json()
+    key = written.json()["key"]
+    started = alice_api.post(f"/api/scenarios/{key}/play/", {}, format="json")
+    assert started.status_code == 201, started.json()
+    aid = started.json()["id"]
+    for kind, text in STORY:
+        writes.place(adventure_id=aid, branch_id=started.json()["head_branch"], kind=kind, text=text)
+    memory_pass.run(aid)
+    bram = _api_cards(alice_api, aid)["Bram"]
+    assert _status(alice_api, aid)[0][:2] == ("status", "dead")
+    alice_api.patch(f"/api/adventures/{aid}/cards/{bram['id']}/", {"entry": "Bram is gone."}, format="json")
+    alice_api.post(f"/api/adventures/{aid}/claims/{bram['claims'][0]['id']}/accept/")
+    scenario = alice_api.get(f"/api/scenarios/{key}/").json()
+    assert (scenario["version"], scenario["cards"][0]["entry"]) == (1, ENTRY), "the scenario stays as published"
+    again = alice_api.post(f"/api/scenarios/{key}/play/", {}, format="json").json()
+    assert [(c["entry"], c["claims"]) for c in alice_api.get(f"/api/adventures/{again['id']}/cards/").json()] == [
+        (ENTRY, [])
+    ], "a new play starts from the scenario, with none of the first one's changes"

@@ -69,6 +69,8 @@ def create_due_memories(*, adventure: Adventure, head: Branch, report: PassRepor
             )
             if written is None:
                 return
+            if written.changes is not None:  # the owner's model read the changes in the block's call
+                read = claims.model_read(head=head, actions=actions, reads=written.changes)
         try:
             with transaction.atomic():
                 if block_changed(head, actions, start=start, end=end):
@@ -94,7 +96,7 @@ def create_due_memories(*, adventure: Adventure, head: Branch, report: PassRepor
                         written=written.cast,
                     )
                     report.memories_created += 1
-                claims.block_store(adventure=adventure, reads=read)
+                claims.block_store(adventure=adventure, reads=read, offline=written is None or written.changes is None)
                 proposals.note(adventure=adventure, names=names)
         except (_Abort, IntegrityError) as exc:
             log.info("memory pass of adventure %s stopped: %s", adventure.pk, exc)

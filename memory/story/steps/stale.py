@@ -60,9 +60,12 @@ def rewrite_stale(*, adventure: Adventure, head: Branch, report: PassReport) -> 
         )
         if written is None:
             return
-        read = claims.block_read(
-            adventure=adventure, head=head, actions=actions, cards=cards, name=summarize.protagonist(adventure)
-        )
+        if written.changes is not None:  # the owner's model read the changes in the block's call
+            read = claims.model_read(head=head, actions=actions, reads=written.changes)
+        else:
+            read = claims.block_read(
+                adventure=adventure, head=head, actions=actions, cards=cards, name=summarize.protagonist(adventure)
+            )
         anchor = own or rows[0]
         with transaction.atomic():
             if block_changed(head, actions, start=start, end=end):
@@ -85,5 +88,5 @@ def rewrite_stale(*, adventure: Adventure, head: Branch, report: PassReport) -> 
                 old=[m for m in rows if m.character_id is not None],
                 written=written.cast,
             )
-            claims.block_store(adventure=adventure, reads=read)
+            claims.block_store(adventure=adventure, reads=read, offline=written.changes is None)
         report.memories_created += 1
