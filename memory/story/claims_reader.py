@@ -172,9 +172,36 @@ def _reads(sentence: Sentence, narration: str, found: list, named: list[Named], 
             _character_changes(card, after, before, named, claim)
             _done_to(card, after, before, claim)
             continue
-        if card.type == "item" and w.ITEM_DESTROYED_AFTER.match(after):
-            claim(card, "status", "destroyed")
+        if card.type == StoryCard.Type.ITEM:
+            _item_moves(card, after, before, _subject(found, narration, before), claim)
     return out
+
+
+def _subject(found: list, narration: str, before: str) -> Named | None:
+    """The character that is the subject of the verb just before an item's name: named (or a he or
+    she) right before that verb, with nothing but a surname, an aside or an adverb between."""
+    verb = re.search(r"(\w+(?:\s+up)?)\s+(?:the\s+)?$", before)
+    if verb is None:
+        return None
+    for start, end, card in sorted(found, key=lambda t: -t[1]):
+        if card.type == StoryCard.Type.CHARACTER and end <= verb.start():
+            gap = narration[end : verb.start()]
+            return card if re.fullmatch(r"(?:\s+[A-Z][\w'’-]+)?\s*(?:,[^,.;]{1,60},\s*)?(?:\w+ly\s+)?", gap) else None
+    return None
+
+
+def _item_moves(card: Named, after: str, before: str, holder: Named | None, claim) -> None:
+    """An item card named in a sentence: destroyed, thrown away (its holder loses it), or taken by the
+    character named before it."""
+    topic = card.name.lower()
+    if w.ITEM_DESTROYED_AFTER.match(after):
+        claim(card, "status", "destroyed")
+    elif w.ITEM_THROWN_BEFORE.search(before) and w.ITEM_THROWN_AFTER.match(after):
+        claim(card, "status", "lost")
+        if holder is not None:
+            claim(holder, "holdings", f"lost {card.name}", topic=topic)
+    elif w.ITEM_TAKEN_BEFORE.search(before) and holder is not None:
+        claim(holder, "holdings", f"has {card.name}", topic=topic)
 
 
 def _character_changes(card: Named, after: str, before: str, named: list[Named], claim) -> None:

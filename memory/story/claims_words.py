@@ -34,7 +34,8 @@ PRONOUN_START = re.compile(r"^\s*(?:(?:then|later|at\s+last|finally|soon),?\s+)?
 # first verb and "and" ("Jory comes to her cabin and steals the chart")
 GAP = (
     r"(?-i:\s+[A-Z][\w'’-]+)?(?:\s+(?:from|of)\s+the(?-i:\s+[A-Z][\w'’-]+){1,2})?\s*(?:,[^,.;]{1,60},\s*)?"
-    r"(?:[^,.;:\"“”]{1,50}?\s(?:and|then)\s+)?(?:(?:\w+ly|then|too|also|finally|at\s+last|soon)\s+)?"
+    r"(?:(?:(?!\b(?:who|which|that|as|while|when|where|until|because)\b)[^.;:\"“”]){1,60}?\s(?:and|then)\s+)?"
+    r"(?:(?:\w+ly|then|too|also|finally|at\s+last|soon)\s+)?"
 )
 
 # --- what a character's name (or he/she) followed by these words means
@@ -45,7 +46,7 @@ DEATH_AFTER = re.compile(
     r"(?:is|was|has\s+been|had\s+been)\s+(?:\w+ly\s+)?(?:killed|slain|murdered|executed|hanged|beheaded|"
     r"poisoned\s+to\s+death|burned\s+to\s+death|struck\s+down|cut\s+down)\b|"
     r"breathes?\s+(?:his|her|their)\s+last|breathed\s+(?:his|her|their)\s+last|is\s+no\s+more|was\s+no\s+more|"
-    r"(?:is|was)\s+buried|(?:is|was)\s+laid\s+to\s+rest|'s\s+heart\s+stops|’s\s+heart\s+stops)",
+    r"(?:is|was|lies|lay)\s+buried|(?:is|was)\s+laid\s+to\s+rest|'s\s+heart\s+stops|’s\s+heart\s+stops)",
     I,
 )
 DEATH_BEFORE = re.compile(
@@ -63,7 +64,7 @@ DEATH_POSSESSIVE = re.compile(
 DEATH_OBJECT_BEFORE = re.compile(r"\b(?:pronounces?|pronounced|declares?|declared|finds?|found)\s+$", I)
 DEATH_OBJECT_AFTER = re.compile(r"^(?-i:\s+[A-Z][\w'’-]+)??\s+(?:dead|deceased|lifeless)\b", I)
 # "..., and she falls dead": a he or she opening a clause, after the first
-CLAUSE_PRONOUN = re.compile(r"(?:,\s*(?:and\s+|but\s+|then\s+)?|;\s*|\band\s+(?:then\s+)?)(he|she)\b", I)
+CLAUSE_PRONOUN = re.compile(r"(?:,\s*(?:and\s+|but\s+|then\s+)?|[;:]\s*|\band\s+(?:then\s+)?)(he|she)\b", I)
 FACE_COVERED = re.compile(
     r"\b(?:pulls?|pulled|draws?|drew|lays?|laid)\s+(?:a|the)\s+(?:blanket|sheet|shroud|cloak|cloth)\s+over\s+$", I
 )
@@ -87,13 +88,17 @@ CAUGHT_AFTER = re.compile(
 )
 PLACE_NAME = r"(?P<place>(?:the\s+)?[A-Z][\w'’-]+(?:\s+(?:of\s+)?[A-Z][\w'’-]+){0,3})"
 ARRIVE_AFTER = re.compile(
-    GAP + r"(?:arrives?|arrived|reaches|reached|comes?\s+to|came\s+to|lands?\s+at|landed\s+at|rides?\s+into|"
+    GAP
+    + r"(?:has\s+|had\s+)?(?:arrives?|arrived|reaches|reached|comes?\s+to|came\s+to|lands?\s+at|landed\s+at|rides?\s+into|"
     r"rode\s+into|sails?\s+into|sailed\s+into|walks?\s+into|walked\s+into|settles?\s+in|settled\s+in|"
     r"returns?\s+to|returned\s+to|moves?\s+to|moved\s+to|is\s+back\s+in|was\s+back\s+in|enters|entered)"
     r"(?:\s+(?:at|in))?\s+" + PLACE_NAME,
 )
 DEPART_AFTER = re.compile(
-    GAP + r"(?:leaves?\s+for|left\s+for|departs?\s+for|departed\s+for|sets?\s+(?:out|off|sail)\s+for|"
+    GAP + r"(?:has\s+|had\s+)?(?:(?:boards?|boarded|takes?\s+ship|took\s+ship|takes?\s+passage|took\s+passage)"
+    r"(?:\s+(?:it|her|him|them|the\s+\w+|a\s+\w+))?\s+for|(?:rides?|rode|ridden|walks?|walked|sails?|sailed|flies|flew|"
+    r"drives?|drove|marches|marched|travels?|travell?ed|heads?|headed|goes|went|gone|returns?|returned)\s+"
+    r"(?:north|south|east|west|home|back|away|off|out|on)\s+(?:to|for|towards?)|leaves?\s+for|left\s+for|departs?\s+for|departed\s+for|sets?\s+(?:out|off|sail)\s+for|"
     r"set\s+(?:out|off|sail)\s+for|sails?\s+for|sailed\s+for|rides?\s+(?:out\s+)?(?:for|to)|rode\s+(?:out\s+)?"
     r"(?:for|to)|heads?\s+(?:north|south|east|west|out|off|back)?\s*(?:to|for)|headed\s+(?:north|south|east|"
     r"west|out|off|back)?\s*(?:to|for)|travels?\s+to|travell?ed\s+to|flees?\s+to|fled\s+to|marches\s+to|"
@@ -102,7 +107,7 @@ DEPART_AFTER = re.compile(
 )
 # an item: "the silver key", "his sword" (ending where the phrase does: "the silver key to Maud")
 ITEM = (
-    r"(?P<item>(?:the|his|her|their|a)\s+(?:[a-z][\w'’-]*\s+){0,3}?[a-z][\w'’-]*)"
+    r"(?P<item>(?:the|his|her|their|a)\s+(?:[A-Za-z][\w'’-]*\s+){0,3}?[a-zA-Z][\w'’-]*)"
     r"(?=\s*(?:[.,;:!?\"”]|$)|\s+(?:and|to|from|in|into|on|onto|at|with|before|after|as|while|for|back|away|"
     r"under|over|beside|behind|across|through|then|but)\b)"
 )
@@ -142,7 +147,10 @@ ROLE_WORD = (
     r"marshal|sheriff|warden|abbot|abbess|priest|priestess|bishop|prince|princess|duke|duchess|baron|baroness|"
     r"knight|squire|heir|emperor|empress|chancellor|governor|admiral|guildmaster|elder|champion|apprentice|"
     r"councillor|councilor|magistrate|judge|sergeant|lieutenant|officer|boss|director|president|ambassador|"
-    r"keeper|high\s+\w+)"
+    r"keeper|castellan|seneschal|constable|provost|reeve|bailiff|vizier|consul|senator|tribune|centurion|"
+    r"chieftain|thane|earl|count|countess|marquis|archbishop|cardinal|pope|matriarch|patriarch|foreman|"
+    r"overseer|quartermaster|navigator|pilot|first\s+mate|mate|deputy|marshal|inspector|superintendent|"
+    r"chairman|chairwoman|ceo|headmaster|headmistress|high\s+\w+)"
 )
 ROLE = (
     r"(?P<role>(?:the\s+(?:new\s+)?|a\s+|an\s+)?(?:[a-zA-Z][\w'’-]*\s+){0,4}?"
@@ -204,12 +212,31 @@ APPOSITIVE_AFTER = re.compile(r"^,\s+(?P<alias>the\s+(?:[a-z][\w'’-]*\s+){0,2}
 APPOSITIVE_BEFORE = re.compile(r"^\s*(?P<alias>[Tt]he\s+(?:[a-z][\w'’-]*\s+){0,2}[a-z][\w'’-]*),\s+$")
 NOT_ALIASES = re.compile(
     r"\b(?:morning|night|evening|day|dawn|dusk|noon|midnight|week|month|year|hour|moment|minute|time|end|"
-    r"start|rest|way|meantime|while|dark|silence|chaos|crowd|room|hall|street|road|door|gate|square|end)$",
+    r"start|rest|way|meantime|while|dark|silence|chaos|crowd|room|hall|street|road|door|gate|square|end|man|woman|"
+    r"person|stranger|figure|boy|girl|child|voice|someone|people|men|women|others)$",
     I,
 )
 KNOWN_AS_AFTER = re.compile(
     r"^,?\s+(?:also\s+|better\s+|once\s+)?(?:known\s+as|called|named|whom\s+\w+\s+call(?:s|ed)?|who\s+goes\s+by)\s+"
     r"(?P<alias>(?:the\s+)?[A-Z][\w'’-]+(?:\s+[A-Z][\w'’-]+){0,2})"
 )
-NAMED_BEFORE = re.compile(r"\b(?P<alias>[Tt]he\s+(?:[a-z][\w'’-]*\s+){0,2}[a-z][\w'’-]*)\s+(?:named|called)\s+$")
+NAMED_BEFORE = re.compile(
+    r"(?:^|[,;]\s*|\b(?:and|is|was)\s+)(?P<alias>[Tt]he\s+(?:(?!(?:the|a|an)\b)[a-z][\w'’-]*\s+){0,2}[a-z][\w'’-]*)"
+    r"\s+(?:named|called)\s+$"
+)
 PLACE_TYPES = {"location", "place"}
+# an item card by its name: thrown away ("throws Brightfang into the lake"), taken or given
+ITEM_THROWN_BEFORE = re.compile(
+    r"\b(?:throws?|threw|thrown|tosses|tossed|hurls?|hurled|casts?|flings?|flung|drops?|dropped)\s+(?:the\s+)?$", I
+)
+ITEM_THROWN_AFTER = re.compile(
+    r"^\s+(?:away|overboard|into\s+the\s+(?:lake|river|sea|ocean|fire|flames|well|chasm|abyss|pit|furnace|"
+    r"volcano|water|waves|deep|void)|(?:in|off)\s+(?:the\s+)?(?:lake|river|sea|cliff|bridge))",
+    I,
+)
+ITEM_TAKEN_BEFORE = re.compile(
+    r"\b(?:takes?|took|pockets?|pocketed|grabs?|grabbed|steals?|stole|snatch(?:es|ed)|seizes?|seized|lifts?|lifted|"
+    r"picks?\s+up|picked\s+up|receives?|received|wins?|won|buys?|bought|inherits?|inherited|recovers?|recovered|"
+    r"finds?|found)\s+(?:the\s+)?$",
+    I,
+)
