@@ -109,7 +109,6 @@ def main() -> None:
     tally: dict[tuple[str, str], list[int]] = {}  # (set, measure) -> [hit, of]
     misses: list[str] = []
     costs: dict[str, list[float]] = {}
-    proposed_names: dict[str, dict] = {}
 
     def count(part: str, measure: str, hit: bool) -> None:
         row = tally.setdefault((part, measure), [0, 0])
@@ -148,11 +147,16 @@ def main() -> None:
                     seen_at.setdefault(pk, head.tip_depth)
                 for p in proposals.proposed(head):
                     ever_proposed.setdefault(p["name"], head.tip_depth)
-                    if p["name"] in story["new"] and p["name"] not in accepted:
+                    planted = next((n for n in story["new"] if proposals.same_name(n, p["name"])), None)
+                    if planted and p["name"] not in accepted:
                         accepted[p["name"]] = proposals.proposal_accept(adventure=adventure, proposal_id=p["id"]).pk
             head = Branch.objects.get(pk=adventure.head_branch_id)
             actions = list(lineage.story(head).order_by("depth"))
             cards = {c.name: c for c in StoryCard.every.filter(adventure=adventure)}
+            for name in story["new"]:  # a planted name is the card made from its proposal ("Sabine Marsh")
+                made = next((c for n, c in cards.items() if proposals.same_name(name, n)), None)
+                if made is not None:
+                    cards.setdefault(name, made)
             every = list(claims.on_path(head).select_related("action", "card"))
             block = marks.MEMORY_INTERVAL
 
@@ -169,6 +173,7 @@ def main() -> None:
                     for c in every
                 )
                 count(part, "changes", hit)
+                count(part, f"slot:{change['slot']}", hit)
                 if not hit:
                     why = "no card" if card is None else "not read"
                     misses.append(
@@ -201,13 +206,19 @@ def main() -> None:
                     misses.append(
                         f"[{part}] {story['title']}: end state wrong: {end} stands as {held.value if held else None}"
                     )
+
+            def planted_as(proposal: str) -> str | None:  # "Sabine Marsh" proposes the planted "Marsh"
+                return next((n for n in story["new"] if proposals.same_name(n, proposal)), None)
+
             for name in story["new"]:
-                count(part, "new_recall", name in ever_proposed)
-                if name not in ever_proposed:
+                hit = any(planted_as(p) == name for p in ever_proposed)
+                count(part, "new_recall", hit)
+                if not hit:
                     misses.append(f"[{part}] {story['title']}: new card not proposed: {name}")
-            for name, depth in ever_proposed.items():
-                count(part, "new_precision", name in story["new"])
-                proposed_names.setdefault(part, {})[f"{story['title']}: {name}"] = name in story["new"]
+            for name in ever_proposed:
+                count(part, "new_precision", planted_as(name) is not None)
+                if planted_as(name) is None:
+                    misses.append(f"[{part}] {story['title']}: proposed, not planted: {name}")
             known = (
                 {story_card["name"].lower() for story_card in story["cards"]}
                 | {k.lower() for c in story["cards"] for k in c["keys"]}
@@ -308,6 +319,17 @@ def main() -> None:
             for part, r in results.items()
         ],
     )
+    slots = sorted({m.split(":", 1)[1] for _, m in tally if m.startswith("slot:")})
+    print_table(
+        "Changes reflected, per slot (reflected of planted)",
+        ["stories", *slots],
+        [
+            [part, *(f"{figure(part, f'slot:{slot}')} of {of(part, f'slot:{slot}')}" for slot in slots)]
+            for part in (*parts, "all")
+        ],
+    )
+    for part in (*parts, "all"):
+        results[part]["per_slot"] = {slot: figure(part, f"slot:{slot}") for slot in slots}
     print("targets (offline reader, stories not tuned on):", TARGETS)
     shown = [m for m in misses if args.misses == "all" or m.startswith(f"[{args.misses}]")]
     for miss in shown:

@@ -166,9 +166,15 @@ def _reads(sentence: Sentence, narration: str, found: list, named: list[Named], 
                 claim(card, "status", "missing")
                 continue
             if m := w.CAUGHT_AFTER.match(after):
-                caught = m["how"].split()[0].lower() in ("arrested", "imprisoned", "jailed", "locked", "taken")
+                caught = m["how"].split()[0].lower() in (
+                    "arrested",
+                    "imprisoned",
+                    "jailed",
+                    "locked",
+                    "taken",
+                    "thrown",
+                )
                 claim(card, "status", "arrested" if caught else " ".join(m["how"].lower().split()))
-                continue
             _character_changes(card, after, before, named, claim)
             _done_to(card, after, before, claim)
             continue

@@ -29,7 +29,11 @@ HEDGE = re.compile(
 )
 DREAM = re.compile(r"\b(?:dream\w*|vision\w*|nightmare\w*|hallucinat\w*|trance)\b", I)
 WAKE = re.compile(r"\b(?:wakes?|woke|awake\w*|waking|comes?\s+to|came\s+to)\b", I)
-PRONOUN_START = re.compile(r"^\s*(?:(?:then|later|at\s+last|finally|soon),?\s+)?(he|she)\b", I)
+PRONOUN_START = re.compile(
+    r"^\s*(?:(?:then|later|at\s+last|finally|soon),?\s+|(?:with|in|at|on|after|before|by|from|for|despite|without|"
+    r"under|within|once)\s+[^,.;]{1,40}?,?\s+)?(he|she)\b",
+    I,
+)
 # between a name and its verb: a surname, "from the Blue Lantern", an aside in commas, an adverb, or a
 # first verb and "and" ("Jory comes to her cabin and steals the chart")
 GAP = (
@@ -82,7 +86,9 @@ MISSING_AFTER = re.compile(
     I,
 )
 CAUGHT_AFTER = re.compile(
-    GAP + r"(?:is|was|has\s+been|had\s+been)\s+(?:\w+ly\s+)?(?P<how>arrested|imprisoned|jailed|locked\s+up|"
+    GAP + r"(?:is|was|has\s+been|had\s+been)\s+(?:\w+ly\s+)?(?:[^.;:]{1,60}?\s+and\s+(?:then\s+)?)?"
+    r"(?P<how>arrested|imprisoned|jailed|locked\s+up|locked\s+in\s+(?:the|a)\s+(?:brig|cell|jail|gaol|prison|"
+    r"dungeon|stocks)|thrown\s+(?:in|into)\s+(?:the|a)\s+(?:brig|cell|jail|gaol|prison|dungeon)|taken\s+prisoner|"
     r"taken\s+into\s+custody|released|freed|set\s+free|pardoned|escaped|acquitted)\b",
     I,
 )

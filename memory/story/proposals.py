@@ -28,11 +28,20 @@ NAME = (
     r"Doctor|Dr\.|Professor|Mr\.|Mrs\.|Ms\.|King|Queen|Prince|Princess|Uncle|Aunt)\s+)?[A-Z][a-z'’-]{2,}"
     r"(?:\s+[A-Z][a-z'’-]{2,})?)"
 )
+IRREGULAR_PAST = (  # a name then one of these acts, as "-s" and "-ed" verbs do
+    r"said|told|read|sold|bought|came|went|took|gave|made|stood|sat|ran|saw|knew|thought|brought|held|left|kept|"
+    r"felt|found|got|put|set|let|shook|spoke|wrote|drew|threw|grew|rose|fell|led|met|paid|swore|wore|tore|woke|"
+    r"drank|ate|sang|rang|began|won|lost|hid|bit|caught|fought|taught|sought|slept|wept|crept|spent|sent|lent|"
+    r"built|dealt|meant|heard|stole|froze|chose|drove|rode|struck|hung|stuck|swung|dug|fled|bled|fed|shot|lit|"
+    r"slid|spun|cast|cut|hit|hurt|shut|strode|spat|knelt|leapt|bent|sank|swam|blew|flew|forgot|forgave|understood"
+)
 ACTS = re.compile(
     r"(?<![\w'’])"
     + NAME
     + r"(?:,[^,.;]{1,50},|\s+the\s+[a-z]+)?\s+(?:\w+ly\s+)?(?P<verb>(?:is|was|has|had|does|did|says|said|"
-    r"asks|asked|nods|nodded|grins|grinned|shrugs|shrugged|laughs|laughed|sighs|sighed|[a-z]{3,}(?:s|ed)))\b"
+    r"asks|asked|nods|nodded|grins|grinned|shrugs|shrugged|laughs|laughed|sighs|sighed|"
+    + IRREGULAR_PAST
+    + r"|[a-z]{3,}(?:s|ed)))\b"
 )
 SPOKEN_TO = re.compile(
     r"\b(?:says?\s+to|said\s+to|asks?|asked|tells?|told|thanks?|thanked|nods?\s+to|nodded\s+to|turns?\s+to|"
@@ -82,6 +91,7 @@ def block_names(*, actions: list[Action], cards: list[StoryCard], name: str) -> 
     (guessed type, the first action naming it)}."""
     named = named_cards(cards)
     hero = {w.casefold() for w in name.split()} | {"you"}
+    known = {re.sub(r"^the\s+", "", w.strip(), flags=re.I).casefold() for c in cards for w in [c.name, *c.keys]}
     out: dict[str, tuple[str, int]] = {}
     for sentence in sentences_of(actions, name=name):
         found = [*ACTS.finditer(sentence.narration), *SPOKEN_TO.finditer(sentence.narration)]
@@ -92,7 +102,11 @@ def block_names(*, actions: list[Action], cards: list[StoryCard], name: str) -> 
             candidate = _name(match["name"])
             if candidate is None or len(out) >= NAMES_PER_BLOCK:
                 continue
-            if candidate.casefold() in hero or any(n.pattern.search(candidate) for n in named):
+            if (
+                candidate.casefold() in hero
+                or candidate.casefold() in known
+                or any(n.pattern.search(candidate) for n in named)
+            ):
                 continue
             kind = "faction" if candidate.split()[-1] in FACTION_WORDS else "character"
             out.setdefault(candidate, (kind, actions[sentence.passage].pk))
@@ -105,7 +119,7 @@ def note(*, adventure: Adventure, names: dict[str, tuple[str, int]]) -> None:
     held = list(CardProposal.objects.filter(adventure=adventure))
     for candidate, (kind, action_id) in names.items():
         candidate = candidate[:100]
-        proposal = next((p for p in held if _same(p.name, candidate)), None)
+        proposal = next((p for p in held if same_name(p.name, candidate)), None)
         if proposal is None:
             proposal = CardProposal.objects.create(
                 adventure=adventure, name=candidate, type=kind, keys=_keys(candidate), evidence=[action_id]
@@ -119,7 +133,7 @@ def note(*, adventure: Adventure, names: dict[str, tuple[str, int]]) -> None:
             CardProposal.objects.filter(pk=proposal.pk).update(keys=proposal.keys, evidence=proposal.evidence)
 
 
-def _same(a: str, b: str) -> bool:
+def same_name(a: str, b: str) -> bool:
     """One name is the other's last word(s): "Aldric" and "Ser Aldric", "Pell" and "Old Pell"."""
     x, y = a.casefold().split(), b.casefold().split()
     short, long_ = (x, y) if len(x) <= len(y) else (y, x)
