@@ -187,3 +187,25 @@ def test_a_turn_with_a_full_bank_runs_a_pinned_number_of_queries(owner, memory_l
     assert response.status_code == 201 and len(response.json()["memories"]) == 5
     used = Memory.objects.filter(adventure=adventure).aggregate(n=Sum("use_count"))["n"] - used_before
     assert used == 5, "recall counted each memory it used once"
+    # with a card, what the story changed on it is read in the same first step: one statement more
+    from memory.models import CardClaim
+    from stories.models import StoryCard
+    from stories.tree import lineage
+
+    harbor = StoryCard.objects.create(
+        adventure=adventure, type="place", name="The harbor", keys=["harbor"], entry="Grey."
+    )
+    evidence = lineage.node_at(lineage.head(adventure), 5)
+    CardClaim.objects.create(
+        adventure=adventure, card=harbor, action=evidence, slot="status", value="destroyed", text="The harbor burns."
+    )
+    api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "warm up"}, format="json")
+    with CaptureQueriesContext(connection) as queries:
+        response = api.post(
+            f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "look at the harbor"}, format="json"
+        )
+    statements = [q["sql"] for q in queries.captured_queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE"))]
+    assert len(statements) == 14, "\n".join(s[:120] for s in statements)
+    assert response.status_code == 201
+    narrator = [r for r in memory_llm.chat_requests() if "narrator" in r.body["messages"][0]["content"]][-1]
+    assert "Since passage 5: destroyed." in "\n".join(m["content"] for m in narrator.body["messages"])
