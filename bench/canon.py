@@ -349,11 +349,14 @@ def main() -> None:
         fig, ax = plt.subplots(figsize=(9, 4))
         width = 0.8 / len(results)
         for i, (part, r) in enumerate(results.items()):
-            ax.bar([x + i * width for x in range(len(measures))], [r[m] for m, _ in measures], width=width, label=part)
+            bars = ax.bar(
+                [x + i * width for x in range(len(measures))], [r[m] for m, _ in measures], width=width, label=part
+            )
+            ax.bar_label(bars, fmt="%.2f", fontsize=7)
         ax.set_xticks([x + 0.4 - width / 2 for x in range(len(measures))], [label for _, label in measures])
         ax.axhline(TARGETS["changes"], color="grey", linestyle=":", linewidth=1)
-        ax.set_ylim(0, 1.05)
-        ax.legend()
+        ax.set_ylim(0, 1.12)
+        ax.legend(loc="upper center", ncol=3, bbox_to_anchor=(0.5, -0.1))
         ax.set_title("The canon the story keeps: the offline reader on planted-change stories")
         fig.tight_layout()
         fig.savefig(path, dpi=120)
