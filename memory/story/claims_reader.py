@@ -211,11 +211,12 @@ def _item_moves(card: Named, after: str, before: str, holder: Named | None, clai
 
 
 def _character_changes(card: Named, after: str, before: str, named: list[Named], claim) -> None:
-    m = w.DEPART_AFTER.match(after)
-    if m:
-        claim(card, "whereabouts", f"gone to {_phrase(m['place'])}")
-    elif m := w.ARRIVE_AFTER.match(after):
-        claim(card, "whereabouts", f"at {_phrase(m['place'])}")
+    departed, arrived = w.DEPART_AFTER.match(after), w.ARRIVE_AFTER.match(after)
+    for m, how in ((departed, "gone to"), (arrived, "at")):
+        other = _card_by_name(named, m["place"]) if m else None
+        if m and not (other is not None and other.type == StoryCard.Type.CHARACTER):  # "walks to Maud" is no place
+            claim(card, "whereabouts", f"{how} {_phrase(m['place'])}")
+            break
     m = w.GIVE_AFTER.match(after) or w.GIVE_TO_AFTER.match(after)
     if m:
         item, to = _item(m["item"]), m["to"]

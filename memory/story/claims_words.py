@@ -10,6 +10,50 @@ import re
 I = re.IGNORECASE
 TEXT_MAX = 300  # characters of a claim's sentence
 
+# verbs the reader knows in every finished form: base ("you die" told in third person keeps it), third
+# person, past and participle (never "-ing": "is dying" is not yet dead)
+IRREGULAR = {
+    "slay": "slays slew slain", "hang": "hangs hanged hung", "strike": "strikes struck stricken",
+    "cut": "cuts cut cut", "run": "runs ran run", "ride": "rides rode ridden", "go": "goes went gone",
+    "flee": "flees fled fled", "leave": "leaves left left", "set": "sets set set", "make": "makes made made",
+    "take": "takes took taken", "give": "gives gave given", "steal": "steals stole stolen", "sell": "sells sold sold",
+    "buy": "buys bought bought", "lose": "loses lost lost", "throw": "throws threw thrown", "find": "finds found found",
+    "win": "wins won won", "fall": "falls fell fallen", "drive": "drives drove driven", "fly": "flies flew flown",
+    "sink": "sinks sank sunk", "shoot": "shoots shot shot", "stab": "stabs stabbed stabbed",
+    "bury": "buries buried buried", "die": "dies died died", "come": "comes came come", "swim": "swims swam swum",
+    "put": "puts put put", "freeze": "freezes froze frozen", "bleed": "bleeds bled bled", "smite": "smites smote smitten",
+    "hurry": "hurries hurried hurried", "journey": "journeys journeyed journeyed", "travel": "travels travelled traveled",
+    "row": "rows rowed rowed", "slip": "slips slipped slipped", "stride": "strides strode stridden",
+    "drop": "drops dropped dropped", "rid": "rids rid rid", "gun": "guns gunned gunned", "grab": "grabs grabbed grabbed",
+}  # fmt: skip
+
+
+def _inflections(verb: str) -> list[str]:
+    if verb in IRREGULAR:
+        return [verb, *IRREGULAR[verb].split()]
+    if re.search(r"(?:s|sh|ch|x|z|o)$", verb):
+        third = verb + "es"
+    elif re.search(r"[^aeiou]y$", verb):
+        third = verb[:-1] + "ies"
+    else:
+        third = verb + "s"
+    past = verb + "d" if verb.endswith("e") else (verb[:-1] + "ied" if re.search(r"[^aeiou]y$", verb) else verb + "ed")
+    return [verb, third, past]
+
+
+def forms(*phrases: str, participle: bool = True) -> str:
+    """A regex alternation of every finished form of these verb phrases (the first word inflected)."""
+    out = []
+    for phrase in phrases:
+        head, _, rest = phrase.partition(" ")
+        words = _inflections(head)
+        if not participle and head in IRREGULAR:
+            words = words[:3]
+        for word in dict.fromkeys(words):
+            out.append(re.escape(word) + ("\\s+" + r"\s+".join(map(re.escape, rest.split())) if rest else ""))
+    return "(?:" + "|".join(sorted(out, key=len, reverse=True)) + ")"
+
+
 HEDGE = re.compile(
     r"\b(?:will|would|could|might|may|shall|should|must|can|cannot|won't|wouldn't|plans?|planned|planning|"
     r"plots?|plotted|intends?|intended|means\s+to|meant\s+to|going\s+to|about\s+to|threat\w*|hopes?|hoped|"
@@ -43,20 +87,65 @@ GAP = (
 )
 
 # --- what a character's name (or he/she) followed by these words means
+DYING = forms(
+    "die",
+    "perish",
+    "drown",
+    "succumb",
+    "expire",
+    "starve to death",
+    "freeze to death",
+    "bleed to death",
+    "bleed out",
+    "pass away",
+    "pass on",
+)
+KILLING = forms(
+    "kill",
+    "slay",
+    "murder",
+    "execute",
+    "hang",
+    "behead",
+    "assassinate",
+    "butcher",
+    "slaughter",
+    "strangle",
+    "smother",
+    "stab to death",
+    "shoot dead",
+    "gun down",
+    "shoot down",
+    "strike down",
+    "cut down",
+    "run through",
+    "put to death",
+    "put to the sword",
+    "burn at the stake",
+    "burn to death",
+    "poison to death",
+    "crucify",
+    "decapitate",
+    "smite",
+    "massacre",
+    "lynch",
+    "stone to death",
+    "beat to death",
+)
+BURYING = forms("bury", "mourn", "avenge", "cremate", "entomb", "inter")
 DEATH_AFTER = re.compile(
-    GAP + r"(?:(?:(?:has|had)\s+(?:\w+ly\s+)?)?(?:dies|died|perishes|perished|drowns|drowned|succumbs|succumbed|"
-    r"expires|expired|passe[sd]\s+away)\b|(?:is|was|has\s+been|had\s+been)\s+(?:declared|pronounced|confirmed)\s+dead|"
+    GAP + r"(?:(?:(?:has|had)\s+(?:\w+ly\s+)?)?" + DYING + r"\b|"
+    r"(?:is|was|has\s+been|had\s+been|gets|got)\s+(?:\w+ly\s+)?(?:declared|pronounced|confirmed|found)\s+dead|"
     r"(?:is|was|lies|lay|lay\s+there|falls|fell|drops|dropped)\s+(?:\w+\s+)?dead\b|"
-    r"(?:is|was|has\s+been|had\s+been)\s+(?:\w+ly\s+)?(?:killed|slain|murdered|executed|hanged|beheaded|"
-    r"poisoned\s+to\s+death|burned\s+to\s+death|struck\s+down|cut\s+down)\b|"
+    r"(?:is|was|has\s+been|had\s+been|gets|got)\s+(?:\w+ly\s+)?" + KILLING + r"\b|"
     r"breathes?\s+(?:his|her|their)\s+last|breathed\s+(?:his|her|their)\s+last|is\s+no\s+more|was\s+no\s+more|"
-    r"(?:is|was|lies|lay)\s+buried|(?:is|was)\s+laid\s+to\s+rest|'s\s+heart\s+stops|’s\s+heart\s+stops)",
+    r"(?:is|was|lies|lay|has\s+been|had\s+been)\s+" + BURYING + r"|(?:is|was)\s+laid\s+to\s+rest|"
+    r"'s\s+heart\s+stops|’s\s+heart\s+stops)",
     I,
 )
 DEATH_BEFORE = re.compile(
-    r"(?:\b(?:kills?|killed|slays?|slew|slain|murders?|murdered|executes?|executed|beheads?|beheaded|"
-    r"strangles?|strangled|buries|buried|bury|mourns?|mourned|avenges?|avenged)|"
-    r"\b(?:the\s+)?(?:body|corpse|remains|grave|coffin|pyre|funeral|death)\s+of|"
+    r"(?:\b(?:" + KILLING + "|" + BURYING + r")|"
+    r"\b(?:the\s+)?(?:body|corpse|remains|grave|coffin|pyre|funeral|death|murder|killing|execution)\s+of|"
     r"\b(?:the\s+)?late)\s+$",
     I,
 )
@@ -93,23 +182,82 @@ CAUGHT_AFTER = re.compile(
     I,
 )
 PLACE_NAME = r"(?P<place>(?:the\s+)?[A-Z][\w'’-]+(?:\s+(?:of\s+)?[A-Z][\w'’-]+){0,3})"
-ARRIVE_AFTER = re.compile(
-    GAP
-    + r"(?:has\s+|had\s+)?(?:arrives?|arrived|reaches|reached|comes?\s+to|came\s+to|lands?\s+at|landed\s+at|rides?\s+into|"
-    r"rode\s+into|sails?\s+into|sailed\s+into|walks?\s+into|walked\s+into|settles?\s+in|settled\s+in|"
-    r"returns?\s+to|returned\s+to|moves?\s+to|moved\s+to|is\s+back\s+in|was\s+back\s+in|enters|entered)"
-    r"(?:\s+(?:at|in))?\s+" + PLACE_NAME,
+DEPARTING = forms(
+    "leave",
+    "depart",
+    "set out",
+    "set off",
+    "set sail",
+    "sail",
+    "ride",
+    "head",
+    "travel",
+    "journey",
+    "flee",
+    "march",
+    "fly",
+    "drive",
+    "return",
+    "go",
+    "move",
+    "escape",
+    "retreat",
+    "hurry",
+    "hasten",
+    "row",
+    "walk",
+    "run",
+    "take ship",
+    "take passage",
+    "board",
+    "slip away",
+    "steal away",
+    "emigrate",
+    "stride",
+    "make way",
+    "be gone",
+    "sneak off",
+)
+ARRIVING = forms(
+    "arrive",
+    "reach",
+    "enter",
+    "land",
+    "settle",
+    "dock",
+    "make port",
+    "come",
+    "return",
+    "limp",
+    "stagger",
+    "march",
+    "ride",
+    "sail",
+    "walk",
+    "drive",
+    "fly",
+    "pull",
+    "stride",
+    "row",
+    "wander",
+    "stumble",
+    "move",
+)
+BETWEEN = (  # a few words between a move and where to: "it", "north", "at once", "by night"
+    r"(?:\s+(?:it|her|him|them|the\s+\w+|a\s+\w+|back|home|north|south|east|west|away|off|out|on|alone|again|"
+    r"together|at\s+once|by\s+night|by\s+\w+|with\s+\w+|\w+ly)){0,3}"
 )
 DEPART_AFTER = re.compile(
-    GAP + r"(?:has\s+|had\s+)?(?:(?:boards?|boarded|takes?\s+ship|took\s+ship|takes?\s+passage|took\s+passage)"
-    r"(?:\s+(?:it|her|him|them|the\s+\w+|a\s+\w+))?\s+for|(?:rides?|rode|ridden|walks?|walked|sails?|sailed|flies|flew|"
-    r"drives?|drove|marches|marched|travels?|travell?ed|heads?|headed|goes|went|gone|returns?|returned)\s+"
-    r"(?:north|south|east|west|home|back|away|off|out|on)\s+(?:to|for|towards?)|leaves?\s+for|left\s+for|departs?\s+for|departed\s+for|sets?\s+(?:out|off|sail)\s+for|"
-    r"set\s+(?:out|off|sail)\s+for|sails?\s+for|sailed\s+for|rides?\s+(?:out\s+)?(?:for|to)|rode\s+(?:out\s+)?"
-    r"(?:for|to)|heads?\s+(?:north|south|east|west|out|off|back)?\s*(?:to|for)|headed\s+(?:north|south|east|"
-    r"west|out|off|back)?\s*(?:to|for)|travels?\s+to|travell?ed\s+to|flees?\s+to|fled\s+to|marches\s+to|"
-    r"marched\s+to|journeys?\s+to|journeyed\s+to|goes\s+(?:back\s+)?to|went\s+(?:back\s+)?to|"
-    r"is\s+gone\s+to|has\s+gone\s+to|is\s+on\s+(?:the|her|his|their)\s+way\s+to)\s+" + PLACE_NAME,
+    GAP
+    + r"(?:(?:has\s+|had\s+|is\s+)?"
+    + DEPARTING
+    + BETWEEN
+    + r"\s+(?:for|towards?|bound\s+for|(?:back\s+|home\s+)?to)"
+    r"|is\s+on\s+(?:the|her|his|their)\s+way\s+to)\s+" + PLACE_NAME,
+)
+ARRIVE_AFTER = re.compile(
+    GAP + r"(?:(?:has\s+|had\s+)?" + ARRIVING + BETWEEN + r"(?:\s+(?:at|in|into|back\s+to|back\s+in|to))?"
+    r"|(?:is|was)\s+back\s+in)\s+" + PLACE_NAME,
 )
 # an item: "the silver key", "his sword" (ending where the phrase does: "the silver key to Maud")
 ITEM = (

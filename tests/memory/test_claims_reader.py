@@ -120,3 +120,24 @@ def test_a_pronoun_at_the_start_is_the_last_character_named_and_his_or_her_after
     assert read("While Maud sleeps, Bram's men take the silver key from her belt.") == [
         ("Maud", "holdings", "lost the silver key")
     ]
+
+
+@pytest.mark.parametrize(
+    "text, card, slot, word",
+    [
+        ("By nightfall Bram had succumbed to the fever.", "Bram", "status", "dead"),
+        ("Maud was cut down by the raiders at the gate.", "Maud", "status", "dead"),
+        ("The raiders gunned down Bram in the street.", "Bram", "status", "dead"),
+        ("Ostrava took ship for Greywater that night.", "Ostrava", "whereabouts", "Greywater"),
+        ("Maud has fled north to Greywater.", "Maud", "whereabouts", "Greywater"),
+        ("Bram limped into Greywater at dawn.", "Bram", "whereabouts", "Greywater"),
+    ],
+)
+def test_every_finished_form_of_a_known_verb_is_read(text, card, slot, word):
+    found = read(text)
+    assert any(c == card and s == slot and word.lower() in v.lower() for c, s, v in found), found
+
+
+def test_walking_to_a_character_is_no_move_and_dying_is_not_dead_yet():
+    assert read("Bram walks to Maud.") == []
+    assert read("Bram is dying.") == []
