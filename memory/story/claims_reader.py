@@ -110,6 +110,10 @@ def read_block(
                     subjects.append((clause.start(1), clause.end(1), who))
             action = actions[sentence.passage]
             reads = _reads(sentence, narration, subjects, named, action)
+            if (m := w.ROLE_TO_PRONOUN.search(narration)) and (
+                who := _antecedent(found, narration, m.start("pronoun"))
+            ):
+                reads.append(Read(who.card_id, "role", _phrase(m["role"]), clip(sentence.text), action.pk))
             if m := w.TAKEN_FROM_PRONOUN.search(narration):
                 owner = _antecedent(found, narration, m.start("pronoun")) or last_character
                 if owner is not None:
@@ -243,12 +247,12 @@ def _character_changes(card: Named, after: str, before: str, named: list[Named],
         claim(card, "role", "stripped of rank")
     m = w.ALLEGIANCE_AFTER.match(after)
     if m:
-        verb, group = m["verb"].lower(), _phrase(m["group"])
+        verb, group = " ".join(m["verb"].lower().split()), _phrase(m["group"])
         other = _card_by_name(named, group)
         if other is not None and other.type == StoryCard.Type.CHARACTER:
-            if re.match(r"betray|turn|desert|break|broke", verb):
+            if w.BREAKS.match(verb):
                 claim(card, "relations", f"betrayed {group}", topic=other.name)
-        elif re.match(r"betray|desert|turn|break|broke|leave|left", verb):
+        elif w.BREAKS.match(verb):
             claim(card, "allegiance", f"broke with {group}")
         else:
             claim(card, "allegiance", f"sworn to {group}")

@@ -59,7 +59,8 @@ HEDGE = re.compile(
     r"plots?|plotted|intends?|intended|means\s+to|meant\s+to|going\s+to|about\s+to|threat\w*|hopes?|hoped|"
     r"wants?\s+to|wanted\s+to|wish\w*|if|unless|whether|perhaps|maybe|almost|nearly|pretend\w*|feign\w*|"
     r"fak(?:e|es|ed|ing)|disguis\w*|dressed\s+as|posing\s+as|poses\s+as|lie[sd]?\s+to|lying\s+to|lied|a\s+lie|"
-    r"rumou?r\w*|gossip\w*|news|word\s+(?:is|was|has\s+it|had\s+it|came|comes|spread\w*)|letter|messenger|"
+    r"rumou?r\w*|gossip\w*|news|word\s+(?:is|was|has|had|came|comes|reach\w*|spread\w*|arriv\w*|got|gets)|letter|"
+    r"messenger|"
     r"legend|songs?|tale|(?:is|are|was|were)\s+said|(?:hears?|heard|learns?|learned|says?|said|tells?|told|"
     r"whispers?|whispered|claims?|claimed|insists?|insisted|reports?|reported|swears?|swore|believes?|"
     r"believed|thinks?|thought|fears?|feared|suspects?|suspected|knows?|knew|according)\s+(?:\w+\s+)?that|"
@@ -140,7 +141,8 @@ DEATH_AFTER = re.compile(
     r"(?:is|was|has\s+been|had\s+been|gets|got)\s+(?:\w+ly\s+)?" + KILLING + r"\b|"
     r"breathes?\s+(?:his|her|their)\s+last|breathed\s+(?:his|her|their)\s+last|is\s+no\s+more|was\s+no\s+more|"
     r"(?:is|was|lies|lay|has\s+been|had\s+been)\s+" + BURYING + r"|(?:is|was)\s+laid\s+to\s+rest|"
-    r"'s\s+heart\s+stops|’s\s+heart\s+stops)",
+    r"'s\s+heart\s+stops|’s\s+heart\s+stops|"
+    r"[^.;]{0,60}?,?\s+(?:his|her)\s+face\s+covered\s+(?:with|by)\s+(?:a|the)\s+(?:sheet|blanket|shroud|cloth|cloak))",
     I,
 )
 DEATH_BEFORE = re.compile(
@@ -267,7 +269,7 @@ ITEM = (
 )
 GIVE_AFTER = re.compile(
     GAP + r"(?:gives?|gave|hands?|handed|passes|passed|entrusts?|entrusted|sells?|sold|returns?|returned|"
-    r"leaves?|left|bequeaths?|bequeathed)\s+" + ITEM + r"\s+to\s+(?P<to>[A-Z][\w'’-]+)",
+    r"leaves?|left|bequeaths?|bequeathed)\s+" + ITEM + r"\s+to\s+(?P<to>(?:the\s+)?[\w'’-]+)",
 )
 GIVE_TO_AFTER = re.compile(
     GAP + r"(?:gives?|gave|hands?|handed|passes|passed|sells?|sold)\s+(?P<to>[A-Z][\w'’-]+)\s+" + ITEM + r"\b",
@@ -331,18 +333,48 @@ ROLE_LOST_AFTER = re.compile(
     r"abdicates?|abdicated|resigns?|resigned|steps?\s+down|stepped\s+down)",
     I,
 )
+SWEARING = forms(
+    "join",
+    "swear fealty to",
+    "swear allegiance to",
+    "swear loyalty to",
+    "swear an oath to",
+    "swear himself to",
+    "swear herself to",
+    "pledge allegiance to",
+    "pledge loyalty to",
+    "pledge his sword to",
+    "pledge her sword to",
+    "pledge service to",
+    "defect to",
+    "side with",
+    "go over to",
+    "cross over to",
+    "enlist in",
+    "enlist with",
+)
+BREAKING = forms(
+    "betray",
+    "desert",
+    "turn on",
+    "turn against",
+    "break with",
+    "leave",
+    "abandon",
+    "renounce",
+    "forsake",
+    "rebel against",
+    "rise against",
+)
 ALLEGIANCE_AFTER = re.compile(
-    GAP
-    + r"(?P<verb>(?:has\s+|had\s+)?joined|joins?|(?:has\s+|had\s+)?sworn\s+(?:fealty|allegiance|loyalty|an\s+oath)\s+to|swears?\s+(?:fealty|allegiance|loyalty|an\s+oath)\s+to|swore\s+(?:fealty|"
-    r"allegiance|loyalty|an\s+oath)\s+to|pledges?\s+(?:\w+\s+)?(?:sword|allegiance|loyalty|service)\s+to|"
-    r"pledged\s+(?:\w+\s+)?(?:sword|allegiance|loyalty|service)\s+to|defects?\s+to|defected\s+to|sides?\s+"
-    r"with|sided\s+with|goes\s+over\s+to|went\s+over\s+to|betrays?|betrayed|deserts?|deserted|turns?\s+on|"
-    r"turned\s+on|turns?\s+against|turned\s+against|breaks?\s+with|broke\s+with|leaves\s+the|left\s+the)\s+"
+    GAP + r"(?:has\s+|had\s+)?(?P<verb>" + SWEARING + "|" + BREAKING + r")\s+"
     r"(?P<group>(?:the\s+)?[A-Z][\w'’-]+(?:\s+(?:of\s+)?[A-Z][\w'’-]+){0,3})",
 )
+BREAKS = re.compile(r"^(?:" + BREAKING + r")$", I)
 MARRY_AFTER = re.compile(GAP + r"(?:marries|married|weds|wedded)\s+(?P<to>[A-Z][\w'’-]+)")
 PLACE_DESTROYED_AFTER = re.compile(
-    GAP + r"(?:(?:has|had)\s+(?:\w+ly\s+)?(?:burned|burnt)\s+(?:down|to\s+the\s+ground|to\s+ashes)|"
+    GAP
+    + r"(?:(?:is|was|lies|lay)\s+(?:now\s+)?(?:a|an)\s+(?:[\w-]+\s+){0,2}(?:shell|ruin|ruins|husk|wreck|wasteland)\b|(?:has|had)\s+(?:\w+ly\s+)?(?:burned|burnt)\s+(?:down|to\s+the\s+ground|to\s+ashes)|"
     r"(?:has|had)\s+(?:\w+ly\s+)?(?:sunk|collapsed|crumbled|exploded|fallen\s+to\s+the)|burns?\s+(?:down|to\s+the\s+ground|to\s+ashes)|burned\s+(?:down|to\s+the\s+ground|to\s+ashes)|"
     r"burnt\s+(?:down|to\s+the\s+ground)|(?:is|was|has\s+been|had\s+been|lies|lay)\s+(?:\w+ly\s+)?"
     r"(?:destroyed|razed|levell?ed|flattened|burned\s+down|burnt\s+down|burned\s+to\s+the\s+ground|"
@@ -393,4 +425,9 @@ ITEM_TAKEN_BEFORE = re.compile(
     r"picks?\s+up|picked\s+up|receives?|received|wins?|won|buys?|bought|inherits?|inherited|recovers?|recovered|"
     r"finds?|found)\s+(?:the\s+)?$",
     I,
+)
+# "named her lady of the chamber": a title given to a him or her (the character named last before it)
+ROLE_TO_PRONOUN = re.compile(
+    r"\b(?:names?|named|appoints?|appointed|crowns?|crowned|makes?|made|proclaims?|proclaimed|promotes?|promoted|"
+    r"elects?|elected|dubs?|dubbed)\s+(?P<pronoun>him|her)\s+(?:as\s+|to\s+)?" + ROLE
 )
