@@ -2,7 +2,7 @@ from django.contrib import admin
 
 from config.admin_site import ModeratedAdmin, each
 from memory.agents import worlds
-from memory.models import Agent, AgentMemory, Cursor, Memory, PassRun, World, WorldToken
+from memory.models import Agent, AgentMemory, CardClaim, CardProposal, Cursor, Memory, PassRun, World, WorldToken
 from memory.story import memories
 
 
@@ -64,6 +64,25 @@ class MemoryAdmin(ModeratedAdmin):
     @admin.action(description="Unpin", permissions=["change"])
     def unpin(self, request, queryset):
         self._set(request, queryset, "Unpinned", pinned=False)
+
+
+@admin.register(CardClaim)
+class CardClaimAdmin(ModeratedAdmin):
+    """What the story changed on a card (read by the pass, reviewed by the player): read-only here; a
+    moderator's hide of its evidence passage takes it off every path."""
+
+    list_display = ("id", "adventure", "card", "slot", "value", "state", "offline", "edited", "created_at")
+    list_filter = ("slot", "state", "offline", "edited")
+    search_fields = ("value", "text", "card__name", "adventure__title")
+    readonly_fields = [f.name for f in CardClaim._meta.fields]
+
+
+@admin.register(CardProposal)
+class CardProposalAdmin(ModeratedAdmin):
+    list_display = ("id", "adventure", "name", "type", "state", "created_at")
+    list_filter = ("state", "type")
+    search_fields = ("name", "adventure__title")
+    readonly_fields = [f.name for f in CardProposal._meta.fields]
 
 
 @admin.register(Cursor)

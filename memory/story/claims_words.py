@@ -7,52 +7,10 @@ from __future__ import annotations
 
 import re
 
+from memory.story.claims_verbs import ARRIVING, BREAKING, BURYING, DEPARTING, DYING, KILLING, SWEARING
+
 I = re.IGNORECASE
 TEXT_MAX = 300  # characters of a claim's sentence
-
-# verbs the reader knows in every finished form: base ("you die" told in third person keeps it), third
-# person, past and participle (never "-ing": "is dying" is not yet dead)
-IRREGULAR = {
-    "slay": "slays slew slain", "hang": "hangs hanged hung", "strike": "strikes struck stricken",
-    "cut": "cuts cut cut", "run": "runs ran run", "ride": "rides rode ridden", "go": "goes went gone",
-    "flee": "flees fled fled", "leave": "leaves left left", "set": "sets set set", "make": "makes made made",
-    "take": "takes took taken", "give": "gives gave given", "steal": "steals stole stolen", "sell": "sells sold sold",
-    "buy": "buys bought bought", "lose": "loses lost lost", "throw": "throws threw thrown", "find": "finds found found",
-    "win": "wins won won", "fall": "falls fell fallen", "drive": "drives drove driven", "fly": "flies flew flown",
-    "sink": "sinks sank sunk", "shoot": "shoots shot shot", "stab": "stabs stabbed stabbed",
-    "bury": "buries buried buried", "die": "dies died died", "come": "comes came come", "swim": "swims swam swum",
-    "put": "puts put put", "freeze": "freezes froze frozen", "bleed": "bleeds bled bled", "smite": "smites smote smitten",
-    "hurry": "hurries hurried hurried", "journey": "journeys journeyed journeyed", "travel": "travels travelled traveled",
-    "row": "rows rowed rowed", "slip": "slips slipped slipped", "stride": "strides strode stridden",
-    "drop": "drops dropped dropped", "rid": "rids rid rid", "gun": "guns gunned gunned", "grab": "grabs grabbed grabbed",
-}  # fmt: skip
-
-
-def _inflections(verb: str) -> list[str]:
-    if verb in IRREGULAR:
-        return [verb, *IRREGULAR[verb].split()]
-    if re.search(r"(?:s|sh|ch|x|z|o)$", verb):
-        third = verb + "es"
-    elif re.search(r"[^aeiou]y$", verb):
-        third = verb[:-1] + "ies"
-    else:
-        third = verb + "s"
-    past = verb + "d" if verb.endswith("e") else (verb[:-1] + "ied" if re.search(r"[^aeiou]y$", verb) else verb + "ed")
-    return [verb, third, past]
-
-
-def forms(*phrases: str, participle: bool = True) -> str:
-    """A regex alternation of every finished form of these verb phrases (the first word inflected)."""
-    out = []
-    for phrase in phrases:
-        head, _, rest = phrase.partition(" ")
-        words = _inflections(head)
-        if not participle and head in IRREGULAR:
-            words = words[:3]
-        for word in dict.fromkeys(words):
-            out.append(re.escape(word) + ("\\s+" + r"\s+".join(map(re.escape, rest.split())) if rest else ""))
-    return "(?:" + "|".join(sorted(out, key=len, reverse=True)) + ")"
-
 
 HEDGE = re.compile(
     r"\b(?:will|would|could|might|may|shall|should|must|can|cannot|won't|wouldn't|plans?|planned|planning|"
@@ -88,52 +46,6 @@ GAP = (
 )
 
 # --- what a character's name (or he/she) followed by these words means
-DYING = forms(
-    "die",
-    "perish",
-    "drown",
-    "succumb",
-    "expire",
-    "starve to death",
-    "freeze to death",
-    "bleed to death",
-    "bleed out",
-    "pass away",
-    "pass on",
-)
-KILLING = forms(
-    "kill",
-    "slay",
-    "murder",
-    "execute",
-    "hang",
-    "behead",
-    "assassinate",
-    "butcher",
-    "slaughter",
-    "strangle",
-    "smother",
-    "stab to death",
-    "shoot dead",
-    "gun down",
-    "shoot down",
-    "strike down",
-    "cut down",
-    "run through",
-    "put to death",
-    "put to the sword",
-    "burn at the stake",
-    "burn to death",
-    "poison to death",
-    "crucify",
-    "decapitate",
-    "smite",
-    "massacre",
-    "lynch",
-    "stone to death",
-    "beat to death",
-)
-BURYING = forms("bury", "mourn", "avenge", "cremate", "entomb", "inter")
 DEATH_AFTER = re.compile(
     GAP + r"(?:(?:(?:has|had)\s+(?:\w+ly\s+)?)?" + DYING + r"\b|"
     r"(?:is|was|has\s+been|had\s+been|gets|got)\s+(?:\w+ly\s+)?(?:declared|pronounced|confirmed|found)\s+dead|"
@@ -184,67 +96,6 @@ CAUGHT_AFTER = re.compile(
     I,
 )
 PLACE_NAME = r"(?P<place>(?:the\s+)?[A-Z][\w'’-]+(?:\s+(?:of\s+)?[A-Z][\w'’-]+){0,3})"
-DEPARTING = forms(
-    "leave",
-    "depart",
-    "set out",
-    "set off",
-    "set sail",
-    "sail",
-    "ride",
-    "head",
-    "travel",
-    "journey",
-    "flee",
-    "march",
-    "fly",
-    "drive",
-    "return",
-    "go",
-    "move",
-    "escape",
-    "retreat",
-    "hurry",
-    "hasten",
-    "row",
-    "walk",
-    "run",
-    "take ship",
-    "take passage",
-    "board",
-    "slip away",
-    "steal away",
-    "emigrate",
-    "stride",
-    "make way",
-    "be gone",
-    "sneak off",
-)
-ARRIVING = forms(
-    "arrive",
-    "reach",
-    "enter",
-    "land",
-    "settle",
-    "dock",
-    "make port",
-    "come",
-    "return",
-    "limp",
-    "stagger",
-    "march",
-    "ride",
-    "sail",
-    "walk",
-    "drive",
-    "fly",
-    "pull",
-    "stride",
-    "row",
-    "wander",
-    "stumble",
-    "move",
-)
 BETWEEN = (  # a few words between a move and where to: "it", "north", "at once", "by night"
     r"(?:\s+(?:it|her|him|them|the\s+\w+|a\s+\w+|back|home|north|south|east|west|away|off|out|on|alone|again|"
     r"together|at\s+once|by\s+night|by\s+\w+|with\s+\w+|\w+ly)){0,3}"
@@ -332,39 +183,6 @@ ROLE_LOST_AFTER = re.compile(
     r"command|office|crown|post)|deposed|dethroned|dismissed|demoted|exiled|banished|cast\s+out)|"
     r"abdicates?|abdicated|resigns?|resigned|steps?\s+down|stepped\s+down)",
     I,
-)
-SWEARING = forms(
-    "join",
-    "swear fealty to",
-    "swear allegiance to",
-    "swear loyalty to",
-    "swear an oath to",
-    "swear himself to",
-    "swear herself to",
-    "pledge allegiance to",
-    "pledge loyalty to",
-    "pledge his sword to",
-    "pledge her sword to",
-    "pledge service to",
-    "defect to",
-    "side with",
-    "go over to",
-    "cross over to",
-    "enlist in",
-    "enlist with",
-)
-BREAKING = forms(
-    "betray",
-    "desert",
-    "turn on",
-    "turn against",
-    "break with",
-    "leave",
-    "abandon",
-    "renounce",
-    "forsake",
-    "rebel against",
-    "rise against",
 )
 ALLEGIANCE_AFTER = re.compile(
     GAP + r"(?:has\s+|had\s+)?(?P<verb>" + SWEARING + "|" + BREAKING + r")\s+"
