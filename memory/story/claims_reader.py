@@ -91,7 +91,7 @@ def read_block(
     for sentence in sentences_of(actions, name=name):
         if sentence.passage != passage:
             dreaming, passage = False, sentence.passage
-        narration = sentence.narration
+        narration = w.plainly(sentence.narration)
         found = sorted(((s, e, n) for n in named for s, e in n.spans(narration)), key=lambda t: t[0])
         if w.DREAM.search(narration):
             dreaming = True
@@ -150,8 +150,14 @@ def _reads(sentence: Sentence, narration: str, found: list, named: list[Named], 
     for start, end, card in found:
         after, before = narration[end:], narration[:start]
         if card.type in w.PLACE_TYPES:
-            if w.PLACE_DESTROYED_AFTER.match(after) or w.PLACE_DESTROYED_BEFORE.search(before):
+            if (
+                w.PLACE_DESTROYED_AFTER.match(after)
+                or w.PLACE_DESTROYED_BEFORE.search(before)
+                or (w.PLACE_SWEPT_BEFORE.search(before) and w.PLACE_SWEPT_AFTER.match(after))
+            ):
                 claim(card, "status", "destroyed")
+            elif m := w.PLACE_TAKEN_AFTER.match(after):
+                claim(card, "status", f"taken by {_phrase(m['by'])}")
             continue
         if card.type == StoryCard.Type.CHARACTER:
             if (
@@ -160,6 +166,7 @@ def _reads(sentence: Sentence, narration: str, found: list, named: list[Named], 
                 or w.DEATH_POSSESSIVE.match(after)
                 or w.FACE_COVERED.search(before)
                 or (w.DEATH_OBJECT_BEFORE.search(before) and w.DEATH_OBJECT_AFTER.match(after))
+                or (w.DEATH_SPLIT_BEFORE.search(before) and w.DEATH_SPLIT_AFTER.match(after))
             ):
                 claim(card, "status", "dead")
                 continue
@@ -183,7 +190,7 @@ def _reads(sentence: Sentence, narration: str, found: list, named: list[Named], 
             _done_to(card, after, before, claim)
             continue
         if card.type == StoryCard.Type.ITEM:
-            _item_moves(card, after, before, _subject(found, narration, before), claim)
+            _item_moves(card, after, before, _subject(found, narration, before), named, claim)
     return out
 
 
@@ -196,16 +203,24 @@ def _subject(found: list, narration: str, before: str) -> Named | None:
     for start, end, card in sorted(found, key=lambda t: -t[1]):
         if card.type == StoryCard.Type.CHARACTER and end <= verb.start():
             gap = narration[end : verb.start()]
-            return card if re.fullmatch(r"(?:\s+[A-Z][\w'’-]+)?\s*(?:,[^,.;]{1,60},\s*)?(?:\w+ly\s+)?", gap) else None
+            between = (
+                r"(?:\s+[A-Z][\w'’-]+)?\s*(?:,[^,.;]{1,60},\s*)?(?:(?:\w+ly|now|then|still|already|soon|also)\s+)?"
+            )
+            return card if re.fullmatch(between, gap) else None
     return None
 
 
-def _item_moves(card: Named, after: str, before: str, holder: Named | None, claim) -> None:
+def _item_moves(card: Named, after: str, before: str, holder: Named | None, named: list[Named], claim) -> None:
     """An item card named in a sentence: destroyed, thrown away (its holder loses it), or taken by the
     character named before it."""
     topic = card.name.lower()
     if w.ITEM_DESTROYED_AFTER.match(after):
         claim(card, "status", "destroyed")
+    elif m := w.ITEM_GONE_AFTER.match(after):
+        claim(card, "status", m["how"].lower())
+        owner = _card_by_name(named, m["owner"]) if m["owner"] else None
+        if owner is not None and owner.type == StoryCard.Type.CHARACTER:
+            claim(owner, "holdings", f"lost {card.name}", topic=topic)
     elif w.ITEM_THROWN_BEFORE.search(before) and w.ITEM_THROWN_AFTER.match(after):
         claim(card, "status", "lost")
         if holder is not None:
@@ -215,7 +230,7 @@ def _item_moves(card: Named, after: str, before: str, holder: Named | None, clai
 
 
 def _character_changes(card: Named, after: str, before: str, named: list[Named], claim) -> None:
-    departed, arrived = w.DEPART_AFTER.match(after), w.ARRIVE_AFTER.match(after)
+    departed, arrived = w.DEPART_AFTER.match(after), w.ARRIVE_AFTER.match(after) or w.STAYS_AFTER.match(after)
     for m, how in ((departed, "gone to"), (arrived, "at")):
         other = _card_by_name(named, m["place"]) if m else None
         if m and not (other is not None and other.type == StoryCard.Type.CHARACTER):  # "walks to Maud" is no place
@@ -236,8 +251,11 @@ def _character_changes(card: Named, after: str, before: str, named: list[Named],
             other = _card_by_name(named, m["from"]) if m["from"] else None
             if other is not None and other.card_id != card.card_id:
                 claim(other, "holdings", f"lost {item} to {card.name}", topic=item)
+        if (m := w.STOWED_AFTER.match(after)) and not w.NOT_HELD.match(m["item"]):
+            item = _item(m["item"])
+            claim(card, "holdings", f"has {item}", topic=item)
         m = w.LOSE_AFTER.match(after)
-        if m:
+        if m and not w.NOT_HELD.match(m["item"]):
             item = _item(m["item"])
             claim(card, "holdings", f"lost {item}", topic=item)
     m = w.ROLE_AFTER.match(after)
@@ -256,7 +274,7 @@ def _character_changes(card: Named, after: str, before: str, named: list[Named],
             claim(card, "allegiance", f"broke with {group}")
         else:
             claim(card, "allegiance", f"sworn to {group}")
-    m = w.MARRY_AFTER.match(after)
+    m = w.MARRY_AFTER.match(after) or w.MARRIED_PAIR_AFTER.match(after)
     if m:
         other = _card_by_name(named, m["to"])
         claim(card, "relations", f"married to {m['to']}", topic=m["to"])

@@ -27,7 +27,9 @@ HEDGE = re.compile(
     r"seems?|seemed|as\s+if|as\s+though|looks?\s+like|not|never|n't|no\s+longer|nobody|no\s+one|"
     r"vows?\s+to|vowed\s+to|swears?\s+to|swore\s+to|promises?\s+to|promised\s+to|tries|tried|attempts?|"
     r"attempted|fails?|failed|used\s+to|remembers?|remembered|recalls?|recalled|story|stories|play|"
-    r"rehears\w*|mock|pretence|pretense|ruse|trick\w*|staged|actor)\b",
+    r"rehears\w*|mock|pretence|pretense|ruse|trick\w*|staged|actor|thinks?|thought|believes?|believed|assumes?|"
+    r"assumed|supposes?|supposed|guess\w*|wonders?|wondered|doubts?|doubted|expects?|expected|refuses?|refused|"
+    r"declines?|declined|hesitat\w*|considers?|considered|offers?\s+to|offered\s+to|wait\w*\s+for\s+news)\b",
     I,
 )
 DREAM = re.compile(r"\b(?:dream\w*|vision\w*|nightmare\w*|hallucinat\w*|trance)\b", I)
@@ -41,7 +43,7 @@ PRONOUN_START = re.compile(
 # first verb and "and" ("Jory comes to her cabin and steals the chart")
 GAP = (
     r"(?-i:\s+[A-Z][\w'’-]+)?(?:\s+(?:from|of)\s+the(?-i:\s+[A-Z][\w'’-]+){1,2})?\s*(?:,[^,.;]{1,60},\s*)?"
-    r"(?:(?:(?!\b(?:who|which|that|as|while|when|where|until|because)\b)[^.;:\"“”]){1,60}?\s(?:and|then)\s+)?"
+    r"(?:(?:(?!\b(?:who|which|as|while|when|where|until|because)\b)[^.;:\"“”]){1,60}?\s(?:and|then)\s+)?"
     r"(?:(?:\w+ly|then|too|also|finally|at\s+last|soon)\s+)?"
 )
 
@@ -98,7 +100,7 @@ CAUGHT_AFTER = re.compile(
 PLACE_NAME = r"(?P<place>(?:the\s+)?[A-Z][\w'’-]+(?:\s+(?:of\s+)?[A-Z][\w'’-]+){0,3})"
 BETWEEN = (  # a few words between a move and where to: "it", "north", "at once", "by night"
     r"(?:\s+(?:it|her|him|them|the\s+\w+|a\s+\w+|back|home|north|south|east|west|away|off|out|on|alone|again|"
-    r"together|at\s+once|by\s+night|by\s+\w+|with\s+\w+|\w+ly)){0,3}"
+    r"together|at\s+once|by\s+night|by\s+\w+|with\s+\w+|out\s+of\s+(?:town|the\s+\w+)|\w+ly)){0,3}"
 )
 DEPART_AFTER = re.compile(
     GAP
@@ -142,8 +144,11 @@ GIVEN_TO_BEFORE = re.compile(
     + r"\s+(?:back\s+)?to\s+$"
 )
 GIVEN_BEFORE = re.compile(r"\b(?:gives?|gave|hands?|handed|passes|passed|sells?|sold)\s+$")
-NOT_HELD = re.compile(  # what "takes" or "finds" without holding it: "takes the stairs", "finds the way"
-    r"(?:the|a)\s+(?:\w+\s+)?(?:way|road|path|stairs|step|steps|lead|turn|time|chance|breath)\b", I
+NOT_HELD = re.compile(  # what "takes", "loses" or "finds" without holding it: "takes the stairs", "loses his way"
+    r"(?:the|a|his|her|their)\s+(?:\w+\s+)?(?:way|road|path|stairs|step|steps|lead|turn|time|chance|breath|life|lives|"
+    r"temper|nerve|balance|footing|patience|mind|head|heart|voice|sight|senses?|grip|courage|hope|track|"
+    r"throne|seat|place|stand|aim|count|vow|oath|word|hand|arm|leave|fight|battle|war|race|game|bet)\b",
+    I,
 )
 LOSE_AFTER = re.compile(
     GAP + r"(?:loses?|lost|breaks?|broke|shatters?|shattered|destroys?|destroyed|burns?|burned|burnt|"
@@ -154,7 +159,7 @@ ROLE_WORD = (
     r"marshal|sheriff|warden|abbot|abbess|priest|priestess|bishop|prince|princess|duke|duchess|baron|baroness|"
     r"knight|squire|heir|emperor|empress|chancellor|governor|admiral|guildmaster|elder|champion|apprentice|"
     r"councillor|councilor|magistrate|judge|sergeant|lieutenant|officer|boss|director|president|ambassador|"
-    r"keeper|castellan|seneschal|constable|provost|reeve|bailiff|vizier|consul|senator|tribune|centurion|"
+    r"keeper|monarch|ruler|sovereign|castellan|seneschal|constable|provost|reeve|bailiff|vizier|consul|senator|tribune|centurion|"
     r"chieftain|thane|earl|count|countess|marquis|archbishop|cardinal|pope|matriarch|patriarch|foreman|"
     r"overseer|quartermaster|navigator|pilot|first\s+mate|mate|deputy|marshal|inspector|superintendent|"
     r"chairman|chairwoman|ceo|headmaster|headmistress|high\s+\w+)"
@@ -203,12 +208,14 @@ PLACE_DESTROYED_AFTER = re.compile(
 )
 PLACE_DESTROYED_BEFORE = re.compile(
     r"\b(?:burns?|burned|burnt|razes?|razed|destroys?|destroyed|levels?|levell?ed|sacks?|sacked|"
-    r"torches?|torched|demolish(?:es|ed)?|blows?\s+up|blew\s+up|sets?\s+fire\s+to|set\s+fire\s+to)\s+(?:the\s+)?$",
+    r"torches?|torched|demolish(?:es|ed)?|blows?\s+up|blew\s+up|sets?\s+fire\s+to|set\s+fire\s+to|guts?|gutted|"
+    r"consumes?|consumed|flattens?|flattened|obliterates?|obliterated|nothing\s+remains?\s+of|nothing\s+remained\s+of)"
+    r"\s+(?:the\s+)?$",
     I,
 )
 ITEM_DESTROYED_AFTER = re.compile(
     GAP + r"(?:shatters?|shattered|breaks?\s+(?:apart|in\s+two)|broke\s+(?:apart|in\s+two)|"
-    r"(?:is|was)\s+(?:\w+ly\s+)?(?:destroyed|shattered|broken|lost|melted|burned|burnt|stolen)|"
+    r"(?:is|was)\s+(?:\w+ly\s+)?(?:destroyed|shattered|broken|melted|burned|burnt)|"
     r"crumbles\s+to\s+dust|crumbled\s+to\s+dust|melts|melted)",
     I,
 )
@@ -241,7 +248,7 @@ ITEM_THROWN_AFTER = re.compile(
 ITEM_TAKEN_BEFORE = re.compile(
     r"\b(?:takes?|took|pockets?|pocketed|grabs?|grabbed|steals?|stole|snatch(?:es|ed)|seizes?|seized|lifts?|lifted|"
     r"picks?\s+up|picked\s+up|receives?|received|wins?|won|buys?|bought|inherits?|inherited|recovers?|recovered|"
-    r"finds?|found)\s+(?:the\s+)?$",
+    r"finds?|found|carries|carried|holds?|held|wears?|wore|keeps?|kept|bears?|bore)\s+(?:the\s+)?$",
     I,
 )
 # "named her lady of the chamber": a title given to a him or her (the character named last before it)
@@ -249,3 +256,65 @@ ROLE_TO_PRONOUN = re.compile(
     r"\b(?:names?|named|appoints?|appointed|crowns?|crowned|makes?|made|proclaims?|proclaimed|promotes?|promoted|"
     r"elects?|elected|dubs?|dubbed)\s+(?P<pronoun>him|her)\s+(?:as\s+|to\s+)?" + ROLE
 )
+# idioms a narrator uses, said the plain way the patterns read (the claim keeps the sentence as written)
+IDIOMS = [
+    (re.compile(r"\b(?:did\s+not|didn't|did\s+n't)\s+survive\b", I), "died"),
+    (re.compile(r"\bnever\s+(?:woke|wakes|recovered|recovers)(?:\s+up)?(?:\s+again)?\b", I), "died"),
+    (re.compile(r"\b(?:lost|loses|gave|gives)\s+(?:his|her|their)\s+(?:life|lives)\b", I), "died"),
+    (re.compile(r"\b(?:took|takes)\s+(?:his|her|their)\s+own\s+life\b", I), "died"),
+    (
+        re.compile(
+            r"\b(?:fell|falls|has\s+fallen|had\s+fallen)\s+in\s+(?:the\s+)?(?:battle|fight|fighting|war|duel)\b", I
+        ),
+        "died in battle",
+    ),
+    (re.compile(r"\b(?:was|were|is)\s+never\s+seen\s+again\b", I), "went missing"),
+    (re.compile(r"\b(?:made|makes)\s+(?:his|her|their)\s+way\s+(?:back\s+)?to\b", I), "went to"),
+    (re.compile(r"\b(?:threw|throws)\s+in\s+(?:his|her|their)\s+lot\s+with\b", I), "joined"),
+    (re.compile(r"\b(?:took|takes|ascended|ascends|claimed|claims)\s+the\s+throne\b", I), "was crowned monarch"),
+    (re.compile(r"\b(?:is|was|has\s+been|had\s+been)\s+knighted\b", I), "was made a knight"),
+    (re.compile(r"\b(?:set|sets)\s+free\b", I), "released"),
+    (re.compile(r"\bfreed\b", I), "released"),
+]
+# "the wolves tore Bram apart", "shot Bram dead", "laid Bram to rest": a verb, the name, then these
+DEATH_SPLIT_AFTER = re.compile(
+    r"^(?-i:\s+[A-Z][\w'’-]+)??\s+(?:dead|to\s+death|to\s+pieces|apart|limb\s+from\s+limb|to\s+rest)\b", I
+)
+DEATH_SPLIT_BEFORE = re.compile(
+    r"\b(?:shoots?|shot|beats?|beaten|stabs?|stabbed|tears?|tore|torn|rips?|ripped|hacks?|hacked|blows?|blew|strikes?|"
+    r"struck|kicks?|kicked|bludgeons?|bludgeoned|lays?|laid|burns?|burned|burnt|starves?|starved|works?|worked)\s+$",
+    I,
+)
+# a place stated as where someone is or lives now
+STAYS_AFTER = re.compile(
+    GAP + r"(?:(?:now\s+)?(?:is|was|are|were)\s+(?:now\s+|back\s+|already\s+|safely\s+|still\s+)?in|"
+    r"(?:now\s+)?(?:lives?|lived|settles?|settled|stays?|stayed|remains?|remained|takes?\s+up\s+residence|"
+    r"took\s+up\s+residence|makes?\s+(?:a\s+|her\s+|his\s+|their\s+)?home|made\s+(?:a\s+|her\s+|his\s+|their\s+)?home)"
+    r"\s+(?:\w+ly\s+)?in)\s+" + PLACE_NAME,
+)
+STOWED_AFTER = re.compile(
+    GAP
+    + r"(?:slips?|slipped|tucks?|tucked|stows?|stowed|hides?|hid|hidden|thrusts?|thrust|stuffs?|stuffed)\s+"
+    + ITEM
+    + r"\s+(?:into|in|under|inside|beneath)\s+(?:his|her|their)\s+\w+"
+)
+ITEM_GONE_AFTER = re.compile(
+    r"^\s+(?:is|was|has\s+been|had\s+been)\s+(?:\w+ly\s+)?(?P<how>stolen|taken|snatched|lost|pawned|sold)"
+    r"(?:\s+from\s+(?P<owner>[A-Z][\w'’-]+))?",
+    I,
+)
+MARRIED_PAIR_AFTER = re.compile(
+    r"^\s+and\s+(?P<to>[A-Z][\w'’-]+)\s+(?:were|are|got|have\s+been|had\s+been)\s+(?:\w+ly\s+)?(?:married|wed)\b"
+)
+PLACE_TAKEN_AFTER = re.compile(
+    GAP + r"(?:falls|fell|has\s+fallen|had\s+fallen)\s+to\s+(?P<by>(?:the\s+)?[A-Z][\w'’-]+(?:\s+[A-Z][\w'’-]+){0,3})"
+)
+PLACE_SWEPT_BEFORE = re.compile(r"\b(?:sweeps?|swept|washes?|washed|carries|carried)\s+(?:the\s+)?$", I)
+PLACE_SWEPT_AFTER = re.compile(r"^\s+away\b", I)
+
+
+def plainly(text: str) -> str:
+    """``text`` with the narrator's idioms said the plain way (IDIOMS)."""
+    for pattern, plain in IDIOMS:
+        text = pattern.sub(plain, text)
+    return text
