@@ -110,6 +110,8 @@ def read_block(
                     subjects.append((clause.start(1), clause.end(1), who))
             action = actions[sentence.passage]
             reads = _reads(sentence, narration, subjects, named, action)
+            if (m := w.PRONOUN_BODY.search(narration)) and (who := _antecedent(found, narration, m.start("pronoun"))):
+                reads.append(Read(who.card_id, "status", "dead", clip(sentence.text), action.pk))
             if (m := w.ROLE_TO_PRONOUN.search(narration)) and (
                 who := _antecedent(found, narration, m.start("pronoun"))
             ):
@@ -154,6 +156,7 @@ def _reads(sentence: Sentence, narration: str, found: list, named: list[Named], 
                 w.PLACE_DESTROYED_AFTER.match(after)
                 or w.PLACE_DESTROYED_BEFORE.search(before)
                 or (w.PLACE_SWEPT_BEFORE.search(before) and w.PLACE_SWEPT_AFTER.match(after))
+                or w.PLACE_SUNK_AFTER.match(after)
             ):
                 claim(card, "status", "destroyed")
             elif m := w.PLACE_TAKEN_AFTER.match(after):
@@ -167,6 +170,11 @@ def _reads(sentence: Sentence, narration: str, found: list, named: list[Named], 
                 or w.FACE_COVERED.search(before)
                 or (w.DEATH_OBJECT_BEFORE.search(before) and w.DEATH_OBJECT_AFTER.match(after))
                 or (w.DEATH_SPLIT_BEFORE.search(before) and w.DEATH_SPLIT_AFTER.match(after))
+                or (
+                    w.CAUSED_BEFORE.search(before)
+                    and (caused := w.CAUSED_AFTER.match(after))
+                    and caused["how"].split()[0].lower() in ("hanged", "hung", "shot", "killed", "executed", "beheaded")
+                )
             ):
                 claim(card, "status", "dead")
                 continue
@@ -176,7 +184,9 @@ def _reads(sentence: Sentence, narration: str, found: list, named: list[Named], 
             if w.MISSING_AFTER.match(after):
                 claim(card, "status", "missing")
                 continue
-            if m := w.CAUGHT_AFTER.match(after):
+            if (caused := w.CAUSED_AFTER.match(after)) and w.CAUSED_BEFORE.search(before):
+                claim(card, "status", "arrested")
+            elif m := w.CAUGHT_AFTER.match(after):
                 caught = m["how"].split()[0].lower() in (
                     "arrested",
                     "imprisoned",
@@ -216,6 +226,8 @@ def _item_moves(card: Named, after: str, before: str, holder: Named | None, name
     topic = card.name.lower()
     if w.ITEM_DESTROYED_AFTER.match(after):
         claim(card, "status", "destroyed")
+    elif w.ITEM_STOLEN_BEFORE.search(before):
+        claim(card, "status", "stolen")
     elif m := w.ITEM_GONE_AFTER.match(after):
         claim(card, "status", m["how"].lower())
         owner = _card_by_name(named, m["owner"]) if m["owner"] else None

@@ -100,7 +100,8 @@ CAUGHT_AFTER = re.compile(
 PLACE_NAME = r"(?P<place>(?:the\s+)?[A-Z][\w'’-]+(?:\s+(?:of\s+)?[A-Z][\w'’-]+){0,3})"
 BETWEEN = (  # a few words between a move and where to: "it", "north", "at once", "by night"
     r"(?:\s+(?:it|her|him|them|the\s+\w+|a\s+\w+|back|home|north|south|east|west|away|off|out|on|alone|again|"
-    r"together|at\s+once|by\s+night|by\s+\w+|with\s+\w+|out\s+of\s+(?:town|the\s+\w+)|\w+ly)){0,3}"
+    r"together|at\s+once|by\s+night|by\s+\w+|with\s+\w+|out\s+of\s+(?:town|the\s+\w+)|inland|upriver|downriver|"
+    r"upstream|downstream|ashore|abroad|overseas|uphill|downhill|westward|eastward|northward|southward|\w+ly)){0,3}"
 )
 DEPART_AFTER = re.compile(
     GAP
@@ -118,7 +119,8 @@ ARRIVE_AFTER = re.compile(
 ITEM = (
     r"(?P<item>(?:the|his|her|their|a)\s+(?:[A-Za-z][\w'’-]*\s+){0,3}?[a-zA-Z][\w'’-]*)"
     r"(?=\s*(?:[.,;:!?\"”]|$)|\s+(?:and|to|from|in|into|on|onto|at|with|before|after|as|while|for|back|away|"
-    r"under|over|beside|behind|across|through|then|but)\b)"
+    r"under|over|beside|behind|across|through|then|but|north|south|east|west|off|home|out|up|down|inside|outside|"
+    r"along|toward|towards|upstairs|downstairs|aboard|ashore|by|without|once|now)\b)"
 )
 GIVE_AFTER = re.compile(
     GAP + r"(?:gives?|gave|hands?|handed|passes|passed|entrusts?|entrusted|sells?|sold|returns?|returned|"
@@ -179,10 +181,10 @@ ROLE_AFTER = re.compile(
 )
 ROLE_OBJECT_BEFORE = re.compile(
     r"\b(?:names?|named|appoints?|appointed|crowns?|crowned|makes?|made|proclaims?|proclaimed|promotes?|promoted|"
-    r"elects?|elected|dubs?|dubbed)\s+$",
+    r"elects?|elected|dubs?|dubbed|swears?|swore)\s+$",
     I,
 )
-ROLE_OBJECT_AFTER = re.compile(r"^(?-i:\s+[A-Z][\w'’-]+)??\s+(?:as\s+|to\s+)?" + ROLE)
+ROLE_OBJECT_AFTER = re.compile(r"^(?-i:\s+[A-Z][\w'’-]+)??\s+(?:in\s+)?(?:as\s+|to\s+)?" + ROLE)
 ROLE_LOST_AFTER = re.compile(
     GAP + r"(?:(?:is|was)\s+(?:\w+ly\s+)?(?:stripped\s+of\s+(?:his|her|their)\s+(?:\w+\s+)?(?:rank|title|"
     r"command|office|crown|post)|deposed|dethroned|dismissed|demoted|exiled|banished|cast\s+out)|"
@@ -248,7 +250,7 @@ ITEM_THROWN_AFTER = re.compile(
 ITEM_TAKEN_BEFORE = re.compile(
     r"\b(?:takes?|took|pockets?|pocketed|grabs?|grabbed|steals?|stole|snatch(?:es|ed)|seizes?|seized|lifts?|lifted|"
     r"picks?\s+up|picked\s+up|receives?|received|wins?|won|buys?|bought|inherits?|inherited|recovers?|recovered|"
-    r"finds?|found|carries|carried|holds?|held|wears?|wore|keeps?|kept|bears?|bore)\s+(?:the\s+)?$",
+    r"finds?|found|carries|carried|holds?|held|wears?|wore|keeps?|kept|bears?|bore|has|had)\s+(?:the\s+)?$",
     I,
 )
 # "named her lady of the chamber": a title given to a him or her (the character named last before it)
@@ -299,7 +301,7 @@ STOWED_AFTER = re.compile(
     + r"\s+(?:into|in|under|inside|beneath)\s+(?:his|her|their)\s+\w+"
 )
 ITEM_GONE_AFTER = re.compile(
-    r"^\s+(?:is|was|has\s+been|had\s+been)\s+(?:\w+ly\s+)?(?P<how>stolen|taken|snatched|lost|pawned|sold)"
+    r"^\s+(?:is|was|has\s+been|had\s+been)\s+(?:\w+ly\s+)?(?P<how>stolen|taken|snatched|lost|pawned|sold|gone|missing)"
     r"(?:\s+from\s+(?P<owner>[A-Z][\w'’-]+))?",
     I,
 )
@@ -318,3 +320,28 @@ def plainly(text: str) -> str:
     for pattern, plain in IDIOMS:
         text = pattern.sub(plain, text)
     return text
+
+
+# "the fishermen bring his body up": a body brought, found or buried is a death of its owner
+PRONOUN_BODY = re.compile(
+    r"\b(?:brings?|brought|carr(?:y|ies|ied)|finds?|found|pulls?|pulled|drags?|dragged|washe[sd]|recovers?|recovered|"
+    r"buries|buried|fish(?:es|ed)?)\s+(?:up\s+|out\s+)?(?P<pronoun>his|her)\s+(?:\w+\s+)?(?:body|corpse|remains)\b",
+    I,
+)
+PLACE_SUNK_AFTER = re.compile(
+    GAP + r"(?:(?:is|was|lies|lay)\s+(?:now\s+)?gone\s+(?:beneath|under|into)|(?:falls?|fell|sinks?|sank|slides?|slid|"
+    r"collapses?|collapsed|topples?|toppled)\s+into\s+the\s+(?:sea|waves|river|lake|marsh|abyss|chasm|flood|water))",
+    I,
+)
+ITEM_STOLEN_BEFORE = re.compile(
+    r"\b(?:makes?|made|rides?|rode|runs?|ran|gets?|got|escapes?|escaped|flees|fled|takes?|took)\s+(?:off|away)\s+with\s+"
+    r"(?:the\s+)?$|\b(?:escapes?|escaped|flees|fled)\s+with\s+(?:the\s+)?$",
+    I,
+)
+# "Bell had Lowry locked in the freight car": a causative; the name, then what was done to it
+CAUSED_BEFORE = re.compile(r"\b(?:has|had|have|gets?|got)\s+$", I)
+CAUSED_AFTER = re.compile(
+    r"^\s+(?P<how>locked\s+(?:up|in|away)|arrested|thrown\s+in(?:to)?|jailed|imprisoned|hanged|hung|shot|killed|"
+    r"executed|beheaded)\b",
+    I,
+)
