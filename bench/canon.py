@@ -169,7 +169,7 @@ def main() -> None:
                     and change["value"].lower() in c.value.lower()
                     and (c.action.depth - 1) // block in {(change["at"] - 1) // block, (change["at"] - 2) // block}
                     and change["at"] - 1 <= c.action.depth
-                    and seen_at.get(c.pk, 10**9) <= max(end_of_next, 2 * block)
+                    and seen_at.get(c.pk, 10**9) <= end_of_next
                     for c in every
                 )
                 count(part, "changes", hit)

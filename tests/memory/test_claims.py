@@ -331,3 +331,24 @@ def test_playing_a_scenario_changes_its_cards_and_claims_in_the_adventure_only(a
     assert [(c["entry"], c["claims"]) for c in alice_api.get(f"/api/adventures/{again['id']}/cards/").json()] == [
         (ENTRY, [])
     ], "a new play starts from the scenario, with none of the first one's changes"
+
+
+def test_a_change_in_the_first_block_is_on_its_card_when_the_block_is_full_before_any_memory(adventure, alice_api):
+    from memory.models import Memory
+
+    alice_api.post(
+        f"/api/adventures/{adventure.pk}/cards/",
+        {"type": "character", "name": "Bram", "keys": ["Bram"], "entry": ENTRY},
+        format="json",
+    )
+    passages = [("do", "wait"), ("ai", "Bram dies in the fire."), ("do", "weep"), ("ai", "Rain."), ("do", "wait")]
+    for kind, text in passages[:4]:
+        writes.place(adventure_id=adventure.pk, branch_id=adventure.head_branch_id, kind=kind, text=text)
+    memory_pass.run(adventure.pk)
+    assert _status(alice_api, adventure.pk) == [], "the block is not full yet"
+    writes.place(adventure_id=adventure.pk, branch_id=adventure.head_branch_id, kind="do", text="wait")
+    memory_pass.run(adventure.pk)
+    assert _status(alice_api, adventure.pk) == [("status", "dead", 3, "applied")]
+    assert not Memory.objects.filter(adventure=adventure).exists(), "memories still wait for twelve actions"
+    memory_pass.run(adventure.pk)
+    assert len(_status(alice_api, adventure.pk)) == 1, "a block read again stores nothing twice"

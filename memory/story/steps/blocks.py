@@ -31,6 +31,7 @@ def create_due_memories(*, adventure: Adventure, head: Branch, report: PassRepor
     The cast members present in the block get their own memory of it, written
     in the same transaction (memory.story.cast)."""
     if head.tip_depth < MEMORY_THRESHOLD:
+        _early_claims(adventure=adventure, head=head)
         return
     mark = memory_mark(adventure=adventure, head=head)
     if not lineage.on_path(head, *mark):
@@ -108,3 +109,21 @@ def create_due_memories(*, adventure: Adventure, head: Branch, report: PassRepor
 
 class _Abort(Exception):
     pass
+
+
+def _early_claims(*, adventure: Adventure, head: Branch) -> None:
+    """Before the path has MEMORY_THRESHOLD actions no block is remembered yet, but what a full block
+    changed on the cards is read at once (offline; a block read again stores nothing twice), so a
+    change is on its card within one block of its evidence from the story's first block on."""
+    cards = list(adventure.cards.all())
+    if not cards:
+        return
+    name = summarize.protagonist(adventure)
+    for start in range(1, head.tip_depth - MEMORY_INTERVAL + 2, MEMORY_INTERVAL):
+        actions = list(lineage.story(head).filter(depth__gte=start, depth__lt=start + MEMORY_INTERVAL))
+        read = claims.block_read(adventure=adventure, head=head, actions=actions, cards=cards, name=name)
+        names = proposals.block_names(actions=actions, cards=cards, name=name)
+        with transaction.atomic():
+            if not block_changed(head, actions, start=start, end=start + MEMORY_INTERVAL - 1):
+                claims.block_store(adventure=adventure, reads=read)
+                proposals.note(adventure=adventure, names=names)
