@@ -244,6 +244,10 @@ def claim_accept(*, adventure: Adventure, claim_id: int) -> CardClaim:
         if claim.state == CardClaim.State.ACCEPTED:
             return claim
         card = StoryCard.every.select_for_update().get(pk=claim.card_id)
+        if not card.present:
+            raise InvalidRequest(
+                "this card is not on the branch played: bring it back (its history) before merging into it"
+            )
         line = f"Since passage {claim.action.depth if claim.action_id else '?'}: {claim.value}."
         entry = (card.entry.rstrip() + "\n" + line).strip()
         if len(entry) > CARD_ENTRY_MAX:

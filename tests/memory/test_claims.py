@@ -352,3 +352,12 @@ def test_a_change_in_the_first_block_is_on_its_card_when_the_block_is_full_befor
     assert not Memory.objects.filter(adventure=adventure).exists(), "memories still wait for twelve actions"
     memory_pass.run(adventure.pk)
     assert len(_status(alice_api, adventure.pk)) == 1, "a block read again stores nothing twice"
+
+
+def test_a_claim_of_a_card_deleted_here_is_not_merged_into_it(mill, alice_api):
+    bram = _api_cards(alice_api, mill.pk)["Bram"]
+    assert alice_api.delete(f"/api/adventures/{mill.pk}/cards/{bram['id']}/").status_code == 204
+    refused = alice_api.post(f"/api/adventures/{mill.pk}/claims/{bram['claims'][0]['id']}/accept/")
+    assert refused.status_code == 400 and "not on the branch played" in refused.json()["detail"]
+    every = alice_api.get(f"/api/adventures/{mill.pk}/cards/?every=true").json()
+    assert [c["entry"] for c in every if c["name"] == "Bram"] == [ENTRY], "nothing merged"
