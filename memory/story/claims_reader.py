@@ -109,7 +109,7 @@ def read_block(
                 if who is not None and not (pronoun and clause.start(1) == pronoun.start(1)):
                     subjects.append((clause.start(1), clause.end(1), who))
             action = actions[sentence.passage]
-            reads = _reads(sentence, narration, subjects, named, action)
+            reads = _reads(sentence, narration, subjects, named, action, hero=name)
             if (m := w.PRONOUN_BODY.search(narration)) and (who := _antecedent(found, narration, m.start("pronoun"))):
                 reads.append(Read(who.card_id, "status", "dead", clip(sentence.text), action.pk))
             if (m := w.ROLE_TO_PRONOUN.search(narration)) and (
@@ -142,7 +142,9 @@ def _antecedent(found: list, narration: str, at: int) -> Named | None:
     return max(chosen, key=lambda t: t[1])[2] if chosen else None
 
 
-def _reads(sentence: Sentence, narration: str, found: list, named: list[Named], action: Action) -> list[Read]:
+def _reads(
+    sentence: Sentence, narration: str, found: list, named: list[Named], action: Action, *, hero: str = ""
+) -> list[Read]:
     out: list[Read] = []
     text = clip(sentence.text)
 
@@ -196,7 +198,7 @@ def _reads(sentence: Sentence, narration: str, found: list, named: list[Named], 
                     "thrown",
                 )
                 claim(card, "status", "arrested" if caught else " ".join(m["how"].lower().split()))
-            _character_changes(card, after, before, named, claim)
+            _character_changes(card, after, before, named, claim, hero=hero)
             _done_to(card, after, before, claim)
             continue
         if card.type == StoryCard.Type.ITEM:
@@ -241,11 +243,10 @@ def _item_moves(card: Named, after: str, before: str, holder: Named | None, name
         claim(holder, "holdings", f"has {card.name}", topic=topic)
 
 
-def _character_changes(card: Named, after: str, before: str, named: list[Named], claim) -> None:
+def _character_changes(card: Named, after: str, before: str, named: list[Named], claim, *, hero: str = "") -> None:
     departed, arrived = w.DEPART_AFTER.match(after), w.ARRIVE_AFTER.match(after) or w.STAYS_AFTER.match(after)
     for m, how in ((departed, "gone to"), (arrived, "at")):
-        other = _card_by_name(named, m["place"]) if m else None
-        if m and not (other is not None and other.type == StoryCard.Type.CHARACTER):  # "walks to Maud" is no place
+        if m and _a_place(m["place"], named, hero):
             claim(card, "whereabouts", f"{how} {_phrase(m['place'])}")
             break
     m = w.GIVE_AFTER.match(after) or w.GIVE_TO_AFTER.match(after)
@@ -319,6 +320,16 @@ def _done_to(card: Named, after: str, before: str, claim) -> None:
     elif w.GIVEN_BEFORE.search(before) and (m := re.match(r"^\s+" + w.ITEM, after)):
         item = _item(m["item"])
         claim(card, "holdings", f"has {item}", topic=item)
+
+
+def _a_place(text: str, named: list[Named], hero: str) -> bool:
+    """Whether a capitalised phrase after "to" or "in" can be a place: not a character or a faction
+    ("walks to Maud", "went over to the Brotherhood"), not the protagonist, not a day or a month."""
+    other = _card_by_name(named, text)
+    if other is not None and other.type in (StoryCard.Type.CHARACTER, StoryCard.Type.FACTION):
+        return False
+    words = _phrase(text).split()
+    return not (hero and words[-1].casefold() in hero.casefold().split()) and not w.NOT_PLACES.match(words[-1])
 
 
 def _item(phrase: str) -> str:

@@ -25,6 +25,8 @@ IRREGULAR = {
 
 
 def _inflections(verb: str) -> list[str]:
+    if verb == "be":
+        return ["be", "is", "are", "was", "were", "been"]
     if verb in IRREGULAR:
         return [verb, *IRREGULAR[verb].split()]
     if re.search(r"(?:s|sh|ch|x|z|o)$", verb):
@@ -99,6 +101,19 @@ BURYING = forms("bury", "mourn", "avenge", "cremate", "entomb", "inter")
 DEPARTING = forms(
     "leave",
     "depart",
+    "head out",
+    "ship out",
+    "set forth",
+    "withdraw",
+    "relocate",
+    "transfer",
+    "be sent",
+    "be taken",
+    "be carried",
+    "be brought",
+    "be shipped",
+    "be exiled",
+    "be banished",
     "set out",
     "set off",
     "set sail",
@@ -135,6 +150,12 @@ DEPARTING = forms(
 ARRIVING = forms(
     "arrive",
     "reach",
+    "turn up",
+    "show up",
+    "appear",
+    "wash up",
+    "come ashore",
+    "pull in",
     "enter",
     "land",
     "settle",

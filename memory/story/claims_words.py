@@ -97,11 +97,9 @@ CAUGHT_AFTER = re.compile(
     r"taken\s+into\s+custody|released|freed|set\s+free|pardoned|escaped|acquitted)\b",
     I,
 )
-PLACE_NAME = r"(?P<place>(?:the\s+)?[A-Z][\w'’-]+(?:\s+(?:of\s+)?[A-Z][\w'’-]+){0,3})"
-BETWEEN = (  # a few words between a move and where to: "it", "north", "at once", "by night"
-    r"(?:\s+(?:it|her|him|them|the\s+\w+|a\s+\w+|back|home|north|south|east|west|away|off|out|on|alone|again|"
-    r"together|at\s+once|by\s+night|by\s+\w+|with\s+\w+|out\s+of\s+(?:town|the\s+\w+)|inland|upriver|downriver|"
-    r"upstream|downstream|ashore|abroad|overseas|uphill|downhill|westward|eastward|northward|southward|\w+ly)){0,3}"
+PLACE_NAME = r"(?P<place>(?:the\s+)?[A-Z][\w'’-]+(?:\s+(?:of\s+)?[A-Z][\w'’-]+){0,3}(?:['’]s\s+[a-z]+)?)"
+BETWEEN = (  # a few words between a move and where to: "north", "hard all night", "with his men", "at once"
+    r"(?:\s+(?:the\s+\w+|a\s+\w+|with\s+[\w'’]+|by\s+\w+|[a-z][\w'’-]*)){0,4}?"
 )
 DEPART_AFTER = re.compile(
     GAP
@@ -344,4 +342,8 @@ CAUSED_AFTER = re.compile(
     r"^\s+(?P<how>locked\s+(?:up|in|away)|arrested|thrown\s+in(?:to)?|jailed|imprisoned|hanged|hung|shot|killed|"
     r"executed|beheaded)\b",
     I,
+)
+NOT_PLACES = re.compile(
+    r"(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday|January|February|March|April|May|June|July|August|"
+    r"September|October|November|December|Christmas|Easter|Michaelmas|Midsummer|Midwinter|God|Heaven|Hell)$"
 )
