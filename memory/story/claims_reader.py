@@ -91,7 +91,7 @@ def read_block(
     for sentence in sentences_of(actions, name=name):
         if sentence.passage != passage:
             dreaming, passage = False, sentence.passage
-        narration = w.plainly(sentence.narration)
+        narration = w.clauses_masked(w.plainly(sentence.narration))
         found = sorted(((s, e, n) for n in named for s, e in n.spans(narration)), key=lambda t: t[0])
         if w.DREAM.search(narration):
             dreaming = True
@@ -199,7 +199,7 @@ def _reads(
                 )
                 claim(card, "status", "arrested" if caught else " ".join(m["how"].lower().split()))
             _character_changes(card, after, before, named, claim, hero=hero)
-            _done_to(card, after, before, claim)
+            _done_to(card, after, before, claim, named)
             continue
         if card.type == StoryCard.Type.ITEM:
             _item_moves(card, after, before, _subject(found, narration, before), named, claim)
@@ -228,8 +228,18 @@ def _item_moves(card: Named, after: str, before: str, holder: Named | None, name
     topic = card.name.lower()
     if w.ITEM_DESTROYED_AFTER.match(after):
         claim(card, "status", "destroyed")
-    elif w.ITEM_STOLEN_BEFORE.search(before):
-        claim(card, "status", "stolen")
+    elif m := w.ITEM_STOLEN_BEFORE.search(before):  # "made off with" is a theft; "pulls away with", a taking
+        thief = m["fled"] or (m["verb"] or "").lower() in (
+            "make",
+            "makes",
+            "made",
+            "ride",
+            "rides",
+            "rode",
+            "run",
+            "ran",
+        )
+        claim(card, "status", "stolen" if thief else "taken")
     elif m := w.ITEM_GONE_AFTER.match(after):
         claim(card, "status", m["how"].lower())
         owner = _card_by_name(named, m["owner"]) if m["owner"] else None
@@ -274,8 +284,11 @@ def _character_changes(card: Named, after: str, before: str, named: list[Named],
     m = w.ROLE_AFTER.match(after)
     if m:
         claim(card, "role", _phrase(m["role"]))
-    elif w.ROLE_LOST_AFTER.match(after):
-        claim(card, "role", "stripped of rank")
+    elif m := w.ROLE_LOST_AFTER.match(after):
+        done = m["did"] or m["done"]
+        claim(
+            card, "role", "stripped of rank" if done.lower().startswith("stripped") else " ".join(done.lower().split())
+        )
     m = w.ALLEGIANCE_AFTER.match(after)
     if m:
         verb, group = " ".join(m["verb"].lower().split()), _phrase(m["group"])
@@ -306,7 +319,7 @@ def _character_changes(card: Named, after: str, before: str, named: list[Named],
         )
 
 
-def _done_to(card: Named, after: str, before: str, claim) -> None:
+def _done_to(card: Named, after: str, before: str, claim, named: list[Named] = ()) -> None:
     """What someone else (the protagonist too) does to a character named as the object: gives it an
     item, takes one from it, names it to a title."""
     if (m := w.ROLE_OBJECT_BEFORE.search(before)) and (r := w.ROLE_OBJECT_AFTER.match(after)):
@@ -320,6 +333,11 @@ def _done_to(card: Named, after: str, before: str, claim) -> None:
     elif w.GIVEN_BEFORE.search(before) and (m := re.match(r"^\s+" + w.ITEM, after)):
         item = _item(m["item"])
         claim(card, "holdings", f"has {item}", topic=item)
+    elif w.GIVEN_IT_BEFORE.search(before):  # "it": the item card named last before it
+        items = [(s, n) for n in named if n.type == StoryCard.Type.ITEM for s, _ in n.spans(before)]
+        if items:
+            thing = max(items, key=lambda t: t[0])[1]
+            claim(card, "holdings", f"has {thing.name}", topic=thing.name.lower())
 
 
 def _a_place(text: str, named: list[Named], hero: str) -> bool:

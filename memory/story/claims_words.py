@@ -13,9 +13,9 @@ I = re.IGNORECASE
 TEXT_MAX = 300  # characters of a claim's sentence
 
 HEDGE = re.compile(
-    r"\b(?:will|would|could|might|may|shall|should|must|can|cannot|won't|wouldn't|plans?|planned|planning|"
+    r"\b(?:plans?|planned|planning|"
     r"plots?|plotted|intends?|intended|means\s+to|meant\s+to|going\s+to|about\s+to|threat\w*|hopes?|hoped|"
-    r"wants?\s+to|wanted\s+to|wish\w*|if|unless|whether|perhaps|maybe|almost|nearly|pretend\w*|feign\w*|"
+    r"wants?\s+to|wanted\s+to|wish\w*|if|unless|whether|perhaps|maybe|pretend\w*|feign\w*|"
     r"fak(?:e|es|ed|ing)|disguis\w*|dressed\s+as|posing\s+as|poses\s+as|lie[sd]?\s+to|lying\s+to|lied|a\s+lie|"
     r"rumou?r\w*|gossip\w*|news|word\s+(?:is|was|has|had|came|comes|reach\w*|spread\w*|arriv\w*|got|gets)|letter|"
     r"messenger|"
@@ -24,9 +24,8 @@ HEDGE = re.compile(
     r"believed|thinks?|thought|fears?|feared|suspects?|suspected|knows?|knew|according)\s+(?:\w+\s+)?that|"
     r"(?:some|people|they|everyone|folk|villagers|others)\s+(?:say|said|whisper\w*|claim\w*)|supposedly|"
     r"allegedly|apparently|dream\w*|vision\w*|nightmare\w*|imagin\w*|pictures?\s+(?:\w+\s+)?(?:dead|dying)|"
-    r"seems?|seemed|as\s+if|as\s+though|looks?\s+like|not|never|n't|no\s+longer|nobody|no\s+one|"
-    r"vows?\s+to|vowed\s+to|swears?\s+to|swore\s+to|promises?\s+to|promised\s+to|tries|tried|attempts?|"
-    r"attempted|fails?|failed|used\s+to|remembers?|remembered|recalls?|recalled|story|stories|play|"
+    r"seems?|seemed|as\s+if|as\s+though|looks?\s+like|"
+    r"vows?\s+to|vowed\s+to|swears?\s+to|swore\s+to|promises?\s+to|promised\s+to|used\s+to|remembers?|remembered|recalls?|recalled|story|stories|play|"
     r"rehears\w*|mock|pretence|pretense|ruse|trick\w*|staged|actor|thinks?|thought|believes?|believed|assumes?|"
     r"assumed|supposes?|supposed|guess\w*|wonders?|wondered|doubts?|doubted|expects?|expected|refuses?|refused|"
     r"declines?|declined|hesitat\w*|considers?|considered|offers?\s+to|offered\s+to|wait\w*\s+for\s+news)\b",
@@ -35,7 +34,8 @@ HEDGE = re.compile(
 DREAM = re.compile(r"\b(?:dream\w*|vision\w*|nightmare\w*|hallucinat\w*|trance)\b", I)
 WAKE = re.compile(r"\b(?:wakes?|woke|awake\w*|waking|comes?\s+to|came\s+to)\b", I)
 PRONOUN_START = re.compile(
-    r"^\s*(?:(?:then|later|at\s+last|finally|soon),?\s+|(?:with|in|at|on|after|before|by|from|for|despite|without|"
+    r"^\s*(?:(?:then|later|at\s+last|finally|soon),?\s+|(?:a|an|one|two|three|some|that|this|next|by|the\s+next)\s+"
+    r"(?:\w+\s+){0,2}?(?:later|after|ago|morning|night|evening|day|week|month|year|dawn|dusk|noon|midnight),?\s+|(?:with|in|at|on|after|before|by|from|for|despite|without|"
     r"under|within|once)\s+[^,.;]{1,40}?,?\s+)?(he|she)\b",
     I,
 )
@@ -159,7 +159,7 @@ ROLE_WORD = (
     r"marshal|sheriff|warden|abbot|abbess|priest|priestess|bishop|prince|princess|duke|duchess|baron|baroness|"
     r"knight|squire|heir|emperor|empress|chancellor|governor|admiral|guildmaster|elder|champion|apprentice|"
     r"councillor|councilor|magistrate|judge|sergeant|lieutenant|officer|boss|director|president|ambassador|"
-    r"keeper|monarch|ruler|sovereign|castellan|seneschal|constable|provost|reeve|bailiff|vizier|consul|senator|tribune|centurion|"
+    r"keeper|monarch|ruler|sovereign|executive|manager|supervisor|editor|principal|dean|castellan|seneschal|constable|provost|reeve|bailiff|vizier|consul|senator|tribune|centurion|"
     r"chieftain|thane|earl|count|countess|marquis|archbishop|cardinal|pope|matriarch|patriarch|foreman|"
     r"overseer|quartermaster|navigator|pilot|first\s+mate|mate|deputy|marshal|inspector|superintendent|"
     r"chairman|chairwoman|ceo|headmaster|headmistress|high\s+\w+)"
@@ -184,9 +184,10 @@ ROLE_OBJECT_BEFORE = re.compile(
 )
 ROLE_OBJECT_AFTER = re.compile(r"^(?-i:\s+[A-Z][\w'’-]+)??\s+(?:in\s+)?(?:as\s+|to\s+)?" + ROLE)
 ROLE_LOST_AFTER = re.compile(
-    GAP + r"(?:(?:is|was)\s+(?:\w+ly\s+)?(?:stripped\s+of\s+(?:his|her|their)\s+(?:\w+\s+)?(?:rank|title|"
-    r"command|office|crown|post)|deposed|dethroned|dismissed|demoted|exiled|banished|cast\s+out)|"
-    r"abdicates?|abdicated|resigns?|resigned|steps?\s+down|stepped\s+down)",
+    GAP + r"(?:(?:is|was|has\s+been|had\s+been)\s+(?:\w+ly\s+)?(?P<done>stripped\s+of\s+(?:his|her|their)\s+(?:\w+\s+)?"
+    r"(?:rank|title|command|office|crown|post)|deposed|dethroned|dismissed|demoted|exiled|banished|cast\s+out|fired|"
+    r"sacked|ousted|removed\s+from\s+office)|(?:has\s+|had\s+)?(?P<did>abdicates?|abdicated|resigns?|resigned|"
+    r"steps?\s+down|stepped\s+down|retires?|retired|quits?)\b)",
     I,
 )
 ALLEGIANCE_AFTER = re.compile(
@@ -258,6 +259,12 @@ ROLE_TO_PRONOUN = re.compile(
 )
 # idioms a narrator uses, said the plain way the patterns read (the claim keeps the sentence as written)
 IDIOMS = [
+    (
+        re.compile(
+            r"\bpass(?:ed|es)\s+(?=(?:in\s+the\s+night|in\s+(?:his|her|their)\s+sleep|peacefully|quietly)\b)", I
+        ),
+        "died ",
+    ),
     (re.compile(r"\b(?:did\s+not|didn't|did\s+n't)\s+survive\b", I), "died"),
     (re.compile(r"\bnever\s+(?:woke|wakes|recovered|recovers)(?:\s+up)?(?:\s+again)?\b", I), "died"),
     (re.compile(r"\b(?:lost|loses|gave|gives)\s+(?:his|her|their)\s+(?:life|lives)\b", I), "died"),
@@ -332,8 +339,7 @@ PLACE_SUNK_AFTER = re.compile(
     I,
 )
 ITEM_STOLEN_BEFORE = re.compile(
-    r"\b(?:makes?|made|rides?|rode|runs?|ran|gets?|got|escapes?|escaped|flees|fled|takes?|took)\s+(?:off|away)\s+with\s+"
-    r"(?:the\s+)?$|\b(?:escapes?|escaped|flees|fled)\s+with\s+(?:the\s+)?$",
+    r"\b(?P<verb>[a-z]+)\s+(?:off|away)\s+with\s+(?:the\s+)?$|\b(?P<fled>escapes?|escaped|flees|fled)\s+with\s+(?:the\s+)?$",
     I,
 )
 # "Bell had Lowry locked in the freight car": a causative; the name, then what was done to it
@@ -346,4 +352,31 @@ CAUSED_AFTER = re.compile(
 NOT_PLACES = re.compile(
     r"(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday|January|February|March|April|May|June|July|August|"
     r"September|October|November|December|Christmas|Easter|Michaelmas|Midsummer|Midwinter|God|Heaven|Hell)$"
+)
+# what hedges only its own clause ("she flies to Lisbon and does not come back"): a negation, a
+# modal, an attempt, a near miss
+HEDGE_CLAUSE = re.compile(
+    r"\b(?:will|would|could|might|may|shall|should|must|can|cannot|won't|wouldn't|not|never|n't|no\s+longer|"
+    r"nobody|no\s+one|almost|nearly|tries|tried|attempts?|attempted|fails?|failed)\b|n't\b",
+    I,
+)
+CLAUSE_BREAK = re.compile(r"(?:,\s*(?:and|but|then|so|yet)\s+|;\s*|:\s*|\s+(?:and|but)\s+(?=(?:he|she|they|[A-Z])))", I)
+
+
+def clauses_masked(text: str) -> str:
+    """``text`` with every clause a negation or a modal hedges blanked out (same length)."""
+    out, at = [], 0
+    for m in [*CLAUSE_BREAK.finditer(text), None]:
+        end = m.start() if m else len(text)
+        piece = text[at:end]
+        out.append(" " * len(piece) if HEDGE_CLAUSE.search(piece) else piece)
+        if m:
+            out.append(m.group())
+            at = m.end()
+    return "".join(out)
+
+
+# "unhooks the master key ... and hands it to Theo": "it" is the item named before it in the sentence
+GIVEN_IT_BEFORE = re.compile(
+    r"\b(?:gives?|gave|hands?|handed|passes|passed|entrusts?|entrusted|tosses|tossed)\s+it\s+to\s+$", I
 )

@@ -226,3 +226,10 @@ def test_a_narrators_other_ways_of_saying_it_are_read(text, card, slot, word):
 )
 def test_beliefs_refusals_near_misses_and_tales_change_nothing(text):
     assert read(text) == []
+
+
+def test_a_negation_or_a_modal_hedges_its_own_clause_only():
+    assert read("Bram leaves for Greywater and does not come back.") == [("Bram", "whereabouts", "gone to Greywater")]
+    assert read("Bram does not die, and Maud weeps.") == []
+    assert read("Maud would never forgive him, but Bram dies before dawn.") == [("Bram", "status", "dead")]
+    assert read("If Bram dies, Maud dies too.") == [], "a condition hedges the whole sentence"
