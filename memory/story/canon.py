@@ -182,11 +182,16 @@ def history(*, adventure: Adventure, field: str) -> list[dict]:
     return out
 
 
-def on_copied(*, from_branch_id: int, to_branch_id: int, depths: list[int]) -> None:
-    """Versions hanging off copied nodes hang off the copies too (copy-on-write of a borrowed node)."""
-    copies = {
+def node_copies(to_branch_id: int, depths: list[int]) -> dict[int, int]:
+    """{depth: the copy's action id} of nodes just copied onto ``to_branch_id`` (copy-on-write)."""
+    return {
         a.depth: a.pk for a in Action.objects.filter(branch_id=to_branch_id, depth__in=depths, live=True).only("depth")
     }
+
+
+def on_copied(*, from_branch_id: int, to_branch_id: int, depths: list[int]) -> None:
+    """Versions hanging off copied nodes hang off the copies too (copy-on-write of a borrowed node)."""
+    copies = node_copies(to_branch_id, depths)
     if not copies:
         return
     texts = CanonText.objects.filter(action__branch_id=from_branch_id, action__depth__in=list(copies))

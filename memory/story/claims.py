@@ -123,9 +123,7 @@ def withdraw_edited(*, branch_id: int, depth: int) -> None:
 
 def on_copied(*, from_branch_id: int, to_branch_id: int, depths: list[int]) -> None:
     """Claims whose evidence is a copied node hang off the copy too."""
-    copies = {
-        a.depth: a.pk for a in Action.objects.filter(branch_id=to_branch_id, depth__in=depths, live=True).only("depth")
-    }
+    copies = canon.node_copies(to_branch_id, depths)
     if not copies:
         return
     claims = CardClaim.objects.filter(action__branch_id=from_branch_id, action__depth__in=list(copies))

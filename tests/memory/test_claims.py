@@ -361,3 +361,14 @@ def test_a_claim_of_a_card_deleted_here_is_not_merged_into_it(mill, alice_api):
     assert refused.status_code == 400 and "not on the branch played" in refused.json()["detail"]
     every = alice_api.get(f"/api/adventures/{mill.pk}/cards/?every=true").json()
     assert [c["entry"] for c in every if c["name"] == "Bram"] == [ENTRY], "nothing merged"
+
+
+def test_a_fork_keeps_its_claims_when_the_branch_it_borrows_from_is_rewritten(mill, alice_api):
+    head = _head(mill)
+    fork = writes.fork(adventure_id=mill.pk, action_id=lineage.node_at(head, 11).pk)
+    assert _status(alice_api, mill.pk)[0][:3] == ("status", "dead", 10), "borrowed from the branch it forked"
+    writes.checkout(adventure_id=mill.pk, branch_id=head.pk)
+    writes.edit(adventure_id=mill.pk, action_id=lineage.node_at(_head(mill), 10).pk, text="Bram coughs and lives.")
+    assert _status(alice_api, mill.pk) == [], "rewritten on the main branch"
+    writes.checkout(adventure_id=mill.pk, branch_id=fork.pk)
+    assert _status(alice_api, mill.pk)[0][:3] == ("status", "dead", 10), "the fork's frozen copy keeps its claim"
