@@ -709,6 +709,7 @@ def test_the_cards_drawer_shows_what_the_story_changed_and_the_player_reviews_it
     assert "Bram keeps the forge." in bram.inner_text(), "the player's text stands as written"
     bram.locator(".card-claims a").click()  # the evidence
     expect(page.locator("#story li.flash")).to_contain_text("blanket over Bram's face")
+    expect(page.locator("#story-changes li")).to_have_text(re.compile(r"since passage 15: Bram, status — dead"))
     expect(page.locator("#proposed-cards li")).to_have_text(re.compile("Tomas"))
     page.locator("#proposed-cards button:has-text('Make a card')").click()
     expect(page.locator("#cards li.memory", has=page.locator("strong", has_text="Tomas"))).to_have_count(1)

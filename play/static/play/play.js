@@ -514,37 +514,45 @@ async function loadWorld() {
         if (!confirm(`Delete the card "${c.name}" from this point of this branch on?`)) return;
         await apiFetch(`${base}/cards/${c.id}/`, {method: "DELETE"}); loadWorld(); }}, "Delete")] : [])))));
   if (!cards.data.length) $("cards").append(el("li", {class: "muted"}, "No cards yet."));
-  loadProposedCards();
+  loadChanges();
 }
 // What the story changed on a card, under the player's text: each with its passage, and accept (into the
 // text), reject (never again from that passage) or edit (in your words).
 const SLOT_NAMES = {status: "status", whereabouts: "where", role: "title", allegiance: "allegiance", holdings: "holds",
   relations: "relations", alias: "also called"};
 function cardClaims(c) {
-  return el("ul", {class: "card-claims items", "aria-label": `What the story changed on ${c.name}`}, ...c.claims.slice().reverse().map((k) => {
-    const state = k.state === "proposed" ? " · waiting for you" : k.state === "rejected" ? " · rejected" :
-      k.state === "accepted" ? " · in your text" : k.standing ? "" : " · since superseded";
-    const act = (verb, label, done) => el("button", {type: "button", class: "link", onclick: async () => {
-      const r = await apiFetch(`${base}/claims/${k.id}/${verb}`, {method: "POST"});
-      say(r.ok ? `${c.name}: ${done}.` : errorText(r), r.ok ? "" : "error"); loadWorld(); }}, label);
-    return el("li", {class: k.standing && k.state !== "rejected" ? "" : "muted", "data-claim": k.id},
-      el("a", {href: "#", onclick: (e) => { e.preventDefault(); showPassage(k.since); }}, `since passage ${k.since}`),
-      `: ${SLOT_NAMES[k.slot] || k.slot} — ${k.value}${state} `,
-      ...(k.state === "applied" || k.state === "proposed" ? [act("accept/", "Accept into the text", "merged into the card's text"), " ",
-        act("reject/", "Reject", "rejected; not told, and never read again from that passage"), " ",
-        el("button", {type: "button", class: "link", onclick: async () => {
-          const value = prompt(`In your words: ${SLOT_NAMES[k.slot] || k.slot} of ${c.name}`, k.value);
-          if (!value) return;
-          const r = await apiFetch(`${base}/claims/${k.id}/`, {method: "PATCH", body: JSON.stringify({value})});
-          say(r.ok ? `${c.name}: kept in your words.` : errorText(r), r.ok ? "" : "error"); loadWorld(); }}, "Edit")] : []));
-  }));
+  return el("ul", {class: "card-claims items", "aria-label": `What the story changed on ${c.name}`},
+    ...c.claims.slice().reverse().map((k) => claimItem(k, c.name, false)));
 }
-async function loadProposedCards() {
-  const r = await apiFetch(`${base}/cards/proposed/`);
+function claimItem(k, name, named) {
+  const state = k.state === "proposed" ? " · waiting for you" : k.state === "rejected" ? " · rejected" :
+    k.state === "accepted" ? " · in your text" : k.standing ? "" : " · since superseded";
+  const act = (verb, label, done) => el("button", {type: "button", class: "link", onclick: async () => {
+    const r = await apiFetch(`${base}/claims/${k.id}/${verb}`, {method: "POST"});
+    say(r.ok ? `${name}: ${done}.` : errorText(r), r.ok ? "" : "error"); loadWorld(); }}, label);
+  return el("li", {class: k.standing && k.state !== "rejected" ? "" : "muted", "data-claim": k.id},
+    el("a", {href: "#", onclick: (e) => { e.preventDefault(); showPassage(k.since); }}, `since passage ${k.since}`),
+    `: ${named ? `${name}, ` : ""}${SLOT_NAMES[k.slot] || k.slot} — ${k.value}${state} `,
+    ...(k.state === "applied" || k.state === "proposed" ? [act("accept/", "Accept into the text", "merged into the card's text"), " ",
+      act("reject/", "Reject", "rejected; not told, and never read again from that passage"), " ",
+      el("button", {type: "button", class: "link", onclick: async () => {
+        const value = prompt(`In your words: ${SLOT_NAMES[k.slot] || k.slot} of ${name}`, k.value);
+        if (!value) return;
+        const r = await apiFetch(`${base}/claims/${k.id}/`, {method: "PATCH", body: JSON.stringify({value})});
+        say(r.ok ? `${name}: kept in your words.` : errorText(r), r.ok ? "" : "error"); loadWorld(); }}, "Edit")] : []));
+}
+// What the story changed lately on this branch, every card together (newest first), and the new cards
+// it asks for: GET .../changes/.
+async function loadChanges() {
+  const r = await apiFetch(`${base}/changes/`);
+  const recent = r.ok ? r.data.claims.filter((k) => k.standing || k.state === "proposed").slice(0, 8) : [];
+  $("story-changes").hidden = !recent.length;
+  $("story-changes").querySelector("ul").replaceChildren(...recent.map((k) => claimItem(k, k.card_name, true)));
+  const proposed = r.ok ? r.data.proposed_cards : [];
   const box = $("proposed-cards");
-  box.hidden = !(r.ok && r.data.length);
+  box.hidden = !proposed.length;
   if (box.hidden) return;
-  box.querySelector("ul").replaceChildren(...r.data.map((p) => el("li", {class: "memory", "data-proposal": p.id},
+  box.querySelector("ul").replaceChildren(...proposed.map((p) => el("li", {class: "memory", "data-proposal": p.id},
     el("p", {}, el("strong", {}, `${p.name} `), el("span", {class: "flags"}, `${p.type} · keys: ${p.keys.join(", ")} · named in `),
       ...p.evidence.slice(0, 5).flatMap((id, i) => [i ? ", " : "", el("a", {href: "#", onclick: async (e) => {
         e.preventDefault(); const a = await apiFetch(`${base}/actions/${id}/`); if (a.ok) showPassage(a.data.depth); }}, `passage ${i + 1}`)])),
