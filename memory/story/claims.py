@@ -115,10 +115,23 @@ def block_store(*, adventure: Adventure, reads: list, offline: bool = True) -> i
 
 def withdraw_edited(*, branch_id: int, depth: int) -> None:
     """The evidence at (``branch_id``, ``depth``) was edited: the claims read from it leave (but those
-    the player edited, rejected or accepted); the pass reads the edited block again."""
+    the player edited, rejected or accepted), and its block, if full, is read again at once, offline
+    (in the edit's transaction: ~1 ms; the pass's rewrite adds what the owner's model reads)."""
     CardClaim.objects.filter(action__branch_id=branch_id, action__depth=depth, action__live=True, edited=False).filter(
         state__in=[CardClaim.State.APPLIED, CardClaim.State.PROPOSED]
     ).delete()
+    from memory.story.marks import MEMORY_INTERVAL
+    from memory.story.summarize import protagonist
+
+    branch = Branch.objects.select_related("adventure").get(pk=branch_id)
+    start = (depth - 1) // MEMORY_INTERVAL * MEMORY_INTERVAL + 1
+    actions = list(lineage.story(branch).filter(depth__gte=start, depth__lt=start + MEMORY_INTERVAL))
+    if len(actions) < MEMORY_INTERVAL:
+        return  # not full: the pass reads it when it is
+    adventure = branch.adventure
+    cards = list(adventure.cards.all())
+    read = block_read(adventure=adventure, head=branch, actions=actions, cards=cards, name=protagonist(adventure))
+    block_store(adventure=adventure, reads=read)
 
 
 def on_copied(*, from_branch_id: int, to_branch_id: int, depths: list[int]) -> None:

@@ -7,7 +7,7 @@ is proposed, an alias is not."""
 
 import pytest
 
-from memory.models import CardClaim
+from memory.models import CardClaim, Memory
 from memory.story import memory_pass
 from stories.models import Branch
 from stories.tree import history, lineage, writes
@@ -126,8 +126,12 @@ def test_an_edit_of_the_evidence_reads_it_again(mill, alice_api):
     memory_pass.run(mill.pk)
     assert _status(alice_api, mill.pk) == []
     writes.edit(adventure_id=mill.pk, action_id=evidence.pk, text="Bram dies in the healer's arms.")
+    assert _status(alice_api, mill.pk) == [("status", "dead", 10, "applied")], "read again with the edit"
+    Memory.objects.filter(adventure=mill).update(edited=True)  # the player's own words for the block
+    writes.edit(adventure_id=mill.pk, action_id=evidence.pk, text="Bram lives.")
+    writes.edit(adventure_id=mill.pk, action_id=evidence.pk, text="Bram dies at dawn.")
     memory_pass.run(mill.pk)
-    assert _status(alice_api, mill.pk) == [("status", "dead", 10, "applied")]
+    assert _status(alice_api, mill.pk) == [("status", "dead", 10, "applied")], "its memories the player's: still read"
 
 
 def test_a_faked_death_revealed_later_stands_as_alive(mill, alice_api):
