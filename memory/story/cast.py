@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from memory.models import MEMORY_TEXT_MAX
 from memory.sentences import most_telling, ranked
 from memory.story import presence
+from memory.story.claims_words import SLOTS
 from memory.story.scene import Member, Witness
 from memory.story.summarize import (
     MEMORY_WORDS_MAX,
@@ -321,8 +322,6 @@ _CHANGE = TypeAdapter(_Change)
 def _changes(text: str, *, cards: list[StoryCard], count: int) -> list[dict] | None:
     """The writer's "changes", or None when the answer has none or garbled ones: each entry names a
     listed card, a known slot, a value and one of the ``count`` sentences (0-based in the result)."""
-    from memory.story.claims import SLOTS
-
     start, end = text.find("{"), text.rfind("}")
     if start < 0 or end <= start:
         return None

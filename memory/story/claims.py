@@ -19,11 +19,11 @@ from django.db import transaction
 
 from config.errors import InvalidRequest, NotFound
 from memory.models import CardClaim
-from memory.story import canon, claims_reader
+from memory.story import canon, claims_reader, claims_words
 from stories.models import CARD_ENTRY_MAX, Action, Adventure, Branch, StoryCard
 from stories.tree import lineage
 
-SLOTS = ("status", "whereabouts", "role", "allegiance", "holdings", "relations", "alias")
+SLOTS = claims_words.SLOTS
 STANDS = (CardClaim.State.APPLIED, CardClaim.State.ACCEPTED)  # what supersedes: told, or merged into the text
 LINE_CLAIMS_MAX = 8  # claims told under one card, the newest first
 
@@ -113,20 +113,19 @@ def block_store(*, adventure: Adventure, reads: list, offline: bool = True) -> i
     return len(rows)
 
 
-def withdraw_edited(*, branch_id: int, depth: int) -> None:
+def withdraw_edited(*, branch_id: int, depth: int, block: int) -> None:
     """The evidence at (``branch_id``, ``depth``) was edited: the claims read from it leave (but those
     the player edited, rejected or accepted), and its block, if full, is read again at once, offline
     (in the edit's transaction: ~1 ms; the pass's rewrite adds what the owner's model reads)."""
     CardClaim.objects.filter(action__branch_id=branch_id, action__depth=depth, action__live=True, edited=False).filter(
         state__in=[CardClaim.State.APPLIED, CardClaim.State.PROPOSED]
     ).delete()
-    from memory.story.marks import MEMORY_INTERVAL
     from memory.story.summarize import protagonist
 
     branch = Branch.objects.select_related("adventure").get(pk=branch_id)
-    start = (depth - 1) // MEMORY_INTERVAL * MEMORY_INTERVAL + 1
-    actions = list(lineage.story(branch).filter(depth__gte=start, depth__lt=start + MEMORY_INTERVAL))
-    if len(actions) < MEMORY_INTERVAL:
+    start = (depth - 1) // block * block + 1
+    actions = list(lineage.story(branch).filter(depth__gte=start, depth__lt=start + block))
+    if len(actions) < block:
         return  # not full: the pass reads it when it is
     adventure = branch.adventure
     cards = list(adventure.cards.all())

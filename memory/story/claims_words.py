@@ -11,6 +11,7 @@ from memory.story.claims_verbs import ARRIVING, BREAKING, BURYING, DEPARTING, DY
 
 I = re.IGNORECASE
 TEXT_MAX = 300  # characters of a claim's sentence
+SLOTS = ("status", "whereabouts", "role", "allegiance", "holdings", "relations", "alias")  # what a claim is about
 
 HEDGE = re.compile(
     r"\b(?:plans?|planned|planning|"

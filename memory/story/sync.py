@@ -29,7 +29,7 @@ def on_story_rewritten(sender, *, adventure_id: int, branch_id: int, from_depth:
         _rewind(adventure_id, branch, from_depth)
         return
     if change == "edited":
-        claims.withdraw_edited(branch_id=branch_id, depth=from_depth)  # the pass reads it again
+        claims.withdraw_edited(branch_id=branch_id, depth=from_depth, block=MEMORY_INTERVAL)  # the pass reads it again
     if change in ("edited", "hidden"):
         # A stale memory leaves recall until the next pass writes it again from the edited block
         # (one the player edited by hand is theirs: it stays, flagged stale).
