@@ -719,15 +719,20 @@ def test_the_cards_drawer_shows_what_the_story_changed_and_the_player_reviews_it
     expect(bram.locator(".card-claims li")).to_contain_text("in your text")
     page.screenshot(path=str(ARTIFACTS / "cards-what-the-story-changed.png"))
     context.close()
-    phone = browser.new_context(viewport={"width": 390, "height": 844}, color_scheme="dark", has_touch=True)
-    phone.add_cookies([{"name": "sessionid", "value": session, "url": site.url}])
-    page = phone.new_page()
-    page.goto(f"{site.url}/play/{adventure_id}/")
-    page.click("#toggle-world")
-    claim = page.locator("#cards .card-claims li").first
-    claim.scroll_into_view_if_needed()
-    expect(claim).to_be_visible()
-    box = claim.bounding_box()
-    assert box["x"] >= 0 and box["x"] + box["width"] <= 390, "a claim fits the phone's width"
-    page.screenshot(path=str(ARTIFACTS / "cards-what-the-story-changed-phone-dark.png"))
-    phone.close()
+    for width, height, scheme in ((1280, 800, "light"), (1280, 800, "dark"), (390, 844, "light"), (390, 844, "dark")):
+        seen = browser.new_context(
+            viewport={"width": width, "height": height}, color_scheme=scheme, has_touch=width < 600
+        )
+        seen.add_cookies([{"name": "sessionid", "value": session, "url": site.url}])
+        page = seen.new_page()
+        page.goto(f"{site.url}/play/{adventure_id}/")
+        page.click("#toggle-world")
+        claim = page.locator("#cards .card-claims li").first
+        claim.scroll_into_view_if_needed()
+        expect(claim).to_be_visible()
+        box = claim.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= width, f"a claim fits {width} px"
+        turn = page.locator("#text").bounding_box()
+        assert turn and turn["y"] + turn["height"] <= height, f"the turn box stays on screen at {width}x{height}"
+        page.screenshot(path=str(ARTIFACTS / f"cards-what-the-story-changed-{width}x{height}-{scheme}.png"))
+        seen.close()
