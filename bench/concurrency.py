@@ -30,8 +30,10 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 from _setup import ROOT, django_setup, percentile, print_table, save
 
@@ -44,14 +46,20 @@ def _site(port: int, smoke: bool = False) -> subprocess.Popen:
         # In the test suite the machine's cores are busy with the suite itself, not with this site:
         # the admission's machine-wide signals (loop lag, CPU) would refuse the smoke's three turns.
         env.update(ADMISSION_LAG_MS="0", ADMISSION_CPU_BUSY_PCT="0", TURN_START_WAIT_MS="60000")
-    return subprocess.Popen(
+    # what the site says goes to a file: a pipe nobody reads blocks the site once it is full,
+    # and the file's tail says why a site did not come up
+    log = tempfile.NamedTemporaryFile(prefix="bench-site-", suffix=".log", delete=False)
+    site = subprocess.Popen(
         [sys.executable, "manage.py", "runsite", "--port", str(port)],
         cwd=ROOT,
         env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stdout=log,
+        stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    site.log_path = log.name
+    log.close()
+    return site
 
 
 def _free_port() -> int:
@@ -60,18 +68,33 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_live(base: str, timeout: float = 90.0) -> None:
+def _wait_live(base: str, site: subprocess.Popen | None = None, timeout: float = 180.0) -> None:
+    """Until the site answers /healthz/live; a site that exits or stays silent ends the bench with
+    the tail of what it said."""
     import httpx2
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if site is not None and site.poll() is not None:
+            raise SystemExit(f"the site exited ({site.returncode}) before it came up:\n{_said(site)}")
         try:
             if httpx2.get(f"{base}/healthz/live", timeout=2).status_code == 200:
                 return
         except httpx2.HTTPError:
             pass
         time.sleep(0.5)
-    raise SystemExit("the site did not come up")
+    raise SystemExit(f"the site did not come up in {timeout:.0f} s:\n{_said(site)}")
+
+
+def _said(site: subprocess.Popen | None, chars: int = 3000) -> str:
+    path = getattr(site, "log_path", None)
+    if not path:
+        return ""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()[-chars:]
+    except OSError:
+        return ""
 
 
 def _web_processes(site: subprocess.Popen):
@@ -304,7 +327,7 @@ def main() -> None:
     site = _site(port, smoke=args.smoke)
     rows = []
     try:
-        _wait_live(base)
+        _wait_live(base, site)
         if args.warmup:
             warm = asyncio.run(
                 _play_all(base, _players(args.warmup, fake.url, prefix="bench-warm-"), stream=args.stream)
@@ -364,6 +387,7 @@ def main() -> None:
         except subprocess.TimeoutExpired:
             os.killpg(site.pid, signal.SIGKILL)
         fake.stop()
+        Path(site.log_path).unlink(missing_ok=True)
 
     print_table(
         f"{len(rows)} crowds, model {args.model_seconds:g} s per reply (first token {args.first_token:g} s)",

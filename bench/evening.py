@@ -58,7 +58,7 @@ def _site(port: int, extra_env: dict) -> subprocess.Popen:
     log = Path(os.environ["DATA_DIR"]) / "evening-site.log"  # the site's own log, beside its data
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as stderr:
-        return subprocess.Popen(
+        site = subprocess.Popen(
             [sys.executable, "manage.py", "runsite", "--port", str(port)],
             cwd=ROOT,
             env=env,
@@ -66,6 +66,8 @@ def _site(port: int, extra_env: dict) -> subprocess.Popen:
             stderr=stderr,
             start_new_session=True,
         )
+    site.log_path = str(log)
+    return site
 
 
 def _ahead() -> None:
@@ -292,7 +294,7 @@ def main() -> None:
     _ahead()  # the players, after the site was started at the usual priority
     rows, timeline = [], []
     try:
-        _wait_live(f"http://127.0.0.1:{port}", timeout=120)
+        _wait_live(f"http://127.0.0.1:{port}", site, timeout=180)
         sql = _sql_per_turn(fake_url)
         import psutil
 
