@@ -43,6 +43,14 @@ class NotFound(DomainError):
         super().__init__(message, **kwargs)
 
 
+class Forbidden(DomainError):
+    """The user may see the object but not do this to it (a member of another's story doing what is
+    the owner's); 403 with who may. Never for another user's object: that is NotFound."""
+
+    status = 403
+    code = "forbidden"
+
+
 class Conflict(DomainError):
     """The request is valid but the state does not allow it now; 409."""
 

@@ -16,9 +16,10 @@ from config import paging
 from config import serializer_fields as strict
 from config.errors import NotFound
 from config.serializer_fields import valid as _valid
+from play import dry_run
 from play import serializers as s
-from play import turns
 from play.api_support import adventure_for as _adventure
+from play.api_support import member_id
 from stories.models import Action, Adventure, Branch
 from stories.tree import history, lineage, story_text, writes
 
@@ -51,7 +52,7 @@ class StoryView(APIView):
         tags=["story"],
     )
     def get(self, request, adventure_id):
-        adventure = _adventure(request, adventure_id)
+        adventure = _adventure(request, adventure_id, may="watch")
         params = _valid(_StoryQuery, request, query=True)
         branch = lineage.head(adventure)
         rows, next_before = lineage.story_page(branch, before_depth=params["before"], limit=params["limit"])
@@ -124,7 +125,8 @@ class UndoView(APIView):
         "(a continue, or an action whose reply failed, alone). Redo brings it back.",
     )
     def post(self, request, adventure_id):
-        return Response(history.turn_undo(adventure_id=_adventure(request, adventure_id).pk))
+        adventure = _adventure(request, adventure_id, may="play")
+        return Response(history.turn_undo(adventure_id=adventure.pk, member_id=member_id(request, adventure)))
 
 
 class RedoView(APIView):
@@ -137,7 +139,8 @@ class RedoView(APIView):
         "409 otherwise.",
     )
     def post(self, request, adventure_id):
-        done = history.turn_redo(adventure_id=_adventure(request, adventure_id).pk)
+        adventure = _adventure(request, adventure_id, may="play")
+        done = history.turn_redo(adventure_id=adventure.pk, member_id=member_id(request, adventure))
         return Response({**done, "actions": s.ActionSerializer(done["actions"], many=True).data})
 
 
@@ -281,5 +284,5 @@ class InsightsView(APIView):
     def get(self, request, adventure_id):
         _adventure(request, adventure_id)
         if _valid(_InsightsQuery, request, query=True)["turn"] == "last":
-            return Response(turns.last_insights(user_id=request.user.id, adventure_id=adventure_id))
-        return Response(turns.insights(user_id=request.user.id, adventure_id=adventure_id).as_dict())
+            return Response(dry_run.last_insights(user_id=request.user.id, adventure_id=adventure_id))
+        return Response(dry_run.insights(user_id=request.user.id, adventure_id=adventure_id).as_dict())

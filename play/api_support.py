@@ -6,6 +6,13 @@ from stories import adventures
 from stories.models import Adventure
 
 
-def adventure_for(request, adventure_id, *, for_play: bool = False) -> Adventure:
-    """The request user's adventure; another user's id is a 404. ``for_play``: with the owner's AI settings."""
-    return adventures.access_adventure(user_id=request.user.id, adventure_id=adventure_id, for_play=for_play)
+def adventure_for(request, adventure_id, *, for_play: bool = False, may: str = "own") -> Adventure:
+    """The request user's adventure (``may``: "own", or "play" / "watch" for a story's members); a
+    non-member's id is a 404, a member asking more than their role a 403. ``for_play``: with the
+    owner's AI settings."""
+    return adventures.access_adventure(user_id=request.user.id, adventure_id=adventure_id, for_play=for_play, may=may)
+
+
+def member_id(request, adventure: Adventure) -> int | None:
+    """The request user's id when they are a member of ``adventure``, not its owner."""
+    return None if adventure.owner_id == request.user.id else request.user.id

@@ -139,7 +139,7 @@ class TurnView(_TurnView):
         ],
     )
     def post(self, request, adventure_id):
-        adventure = _adventure(request, adventure_id, for_play=True)
+        adventure = _adventure(request, adventure_id, for_play=True, may="play")
         data = _valid(s.TurnInputSerializer, request)
         limits.turn(user_id=request.user.id)
         key = request.headers.get("Idempotency-Key", "")
@@ -166,7 +166,7 @@ class RetryView(_TurnView):
         "the earlier takes stay and can be chosen again.",
     )
     def post(self, request, adventure_id):
-        adventure = _adventure(request, adventure_id, for_play=True)
+        adventure = _adventure(request, adventure_id, for_play=True, may="play")
         limits.turn(user_id=request.user.id)
         try:
             prepared = turns.begin_retry(user_id=request.user.id, adventure=adventure)

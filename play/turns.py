@@ -23,20 +23,18 @@ from django.utils import timezone
 
 from config import jobs
 from config.async_db import db_step, release_request_thread
-from config.errors import Conflict, DomainError, InvalidRequest, NotFound, as_domain_error
+from config.errors import Conflict, DomainError, InvalidRequest, as_domain_error
 from config.redis_pool import redis_client
 from memory.story import claims, retrieval, summaries
 from play import turn_keys
-from play.insights import cards_versions, untold
 from stories import limits
 from stories.accounts import ai_settings
-from stories.adventures import access_adventure
 from stories.models import ACTION_TEXT_MAX, Action, Adventure, AISettings, Branch, ProviderCall
 from stories.prompt import builder, prefix, sampling
 from stories.prompt.context import Context, MemoryItem, SummaryFrame
 from stories.providers import Completion, Connection, ProviderError
 from stories.providers.awaited import ModelCall
-from stories.tree import lineage, writes
+from stories.tree import history, lineage, writes
 from stories.tree.generation import generation_claim, generation_release, held, keep_claimed
 
 log = logging.getLogger(__name__)
@@ -186,6 +184,15 @@ def _claimed(adventure_id: int):
         raise
 
 
+def _member(adventure: Adventure, user_id: int) -> tuple[int | None, str]:
+    """The author and the character of a member's turn; none for the owner's."""
+    if user_id == adventure.owner_id:
+        return None, ""
+    if not getattr(adventure, "actor", ""):
+        raise Conflict("your character is no longer in this story; ask the owner to give you one")
+    return user_id, adventure.actor
+
+
 def begin_play(*, user_id: int, adventure: Adventure, mode: str, text: str, key: str = "") -> Prepared:
     """A turn's first step: the player's action (unless ``mode`` is continue)
     and the context. ``adventure`` comes from access_adventure for ``user_id``.
@@ -194,9 +201,12 @@ def begin_play(*, user_id: int, adventure: Adventure, mode: str, text: str, key:
 
     ``key``: the client's idempotency key for this action. Sent again (the page resends the same
     text after a failed reply), the action it stored is used again while it still waits for its
-    reply at the story's end: never the same action twice; once answered, a 409."""
+    reply at the story's end: never the same action twice; once answered, a 409.
+
+    A member's turn (stories.party) is written as their character; the owner's model and key pay."""
     if mode not in PLAYER_MODES and mode != "continue":
         raise InvalidRequest(f"unknown mode {mode!r}")
+    author, actor = _member(adventure, user_id)
     kind = Action.Kind.CONTINUE if mode == "continue" else Action.Kind.AI
     with _claimed(adventure.pk) as token:
         placed, notices, again = [], [], None
@@ -208,7 +218,17 @@ def begin_play(*, user_id: int, adventure: Adventure, mode: str, text: str, key:
         if again is not None:
             placed.append(again)
         elif mode in PLAYER_MODES:  # on the head as it stands once the claim holds the tree still
-            placed.append(writes.place(adventure_id=adventure.pk, branch_id=None, kind=mode, text=text, ask_pass=False))
+            placed.append(
+                writes.place(
+                    adventure_id=adventure.pk,
+                    branch_id=None,
+                    kind=mode,
+                    text=text,
+                    ask_pass=False,
+                    author_id=author,
+                    actor=actor,
+                )
+            )
             if key and not turn_keys.remember(
                 user_id=user_id, adventure_id=adventure.pk, key=key, action_id=placed[0].pk
             ):
@@ -216,7 +236,7 @@ def begin_play(*, user_id: int, adventure: Adventure, mode: str, text: str, key:
         with _failing_as_turn(placed):
             branch = placed[0].branch if placed else lineage.head(adventure)
             return _prepare(
-                user_id=user_id,
+                user_id=adventure.owner_id,
                 adventure=adventure,
                 branch=branch,
                 below_depth=None,
@@ -236,9 +256,12 @@ def begin_retry(*, user_id: int, adventure: Adventure) -> Prepared:
         if tip is None or tip.kind == Action.Kind.START:
             raise Conflict("there is no reply to retry yet; play a turn or continue")
         retake = tip if tip.is_model_output else None
+        if user_id != adventure.owner_id:  # a member retries only a turn they wrote
+            before = lineage.node_at_even_hidden(branch, tip.depth - 1) if retake else None
+            history.turn_authors_only([n for n in (before, tip) if n is not None], member_id=user_id, doing="retry")
         with _failing_as_turn([]):
             return _prepare(
-                user_id=user_id,
+                user_id=adventure.owner_id,
                 adventure=adventure,
                 branch=branch,
                 below_depth=tip.depth if retake else None,
@@ -376,42 +399,3 @@ def _keep_last_context(p: Prepared, completion: Completion) -> None:
         redis_client().set(_last_context_key(p.adventure), kept, ex=LAST_CONTEXT_TTL_S)
     except redis.RedisError as exc:
         log.warning("the last context of adventure %s was not kept: %s", p.adventure.pk, exc)
-
-
-def last_insights(*, user_id: int, adventure_id: int) -> dict:
-    """The prompt the last turn sent, as Insights shows it; NotFound when none was sent in the
-    last LAST_CONTEXT_TTL_S, it was not kept (or Redis cannot be read now), or it told a node a
-    moderator has hidden since (hidden text reaches nobody but staff)."""
-    adventure = access_adventure(user_id=user_id, adventure_id=adventure_id)
-    try:
-        kept = redis_client().get(_last_context_key(adventure))
-    except redis.RedisError:
-        raise NotFound("the last turn's prompt cannot be read right now; try again in a minute") from None
-    if kept is None:
-        raise NotFound("no turn was sent in the last 6 hours: play one and its prompt shows here")
-    kept = json.loads(kept)
-    if Action.objects.filter(pk__in=kept["story_ids"], hidden=True).exists():
-        raise NotFound("the last turn's prompt told a passage a moderator has hidden since, so it is not shown")
-    return kept["shown"]
-
-
-def insights(*, user_id: int, adventure_id: int) -> Context:
-    """A dry run of the next turn's context. Changes nothing, spends nothing."""
-    adventure = access_adventure(user_id=user_id, adventure_id=adventure_id)
-    branch = lineage.head(adventure)
-    ai = ai_settings.for_adventure(ai_settings.ai_settings_of(user_id=user_id), adventure)
-    model = adventure.model or ai_settings.model_for_display(user_id=user_id)
-    story = lineage.recent(branch, count=_story_window(ai.context_tokens))
-    ctx, _ = _told(adventure, branch, user_id=user_id, ai=ai, story=story, model=model, record_use=False)
-    ctx.untold = untold(adventure=adventure, ctx=ctx, ai=ai, tip_depth=branch.tip_depth)
-    cards_versions(ctx, branch)
-    last = (
-        ProviderCall.objects.filter(adventure_id=adventure.pk, purpose=ProviderCall.Purpose.TURN)
-        .order_by("-created_at", "-id")
-        .values_list("prompt_fingerprint", "cached_tokens", "outcome")
-        .first()
-    )
-    if last is not None:
-        ctx.prefix_reused = prefix.reused(bytes(last[0]), prefix.fingerprint(ctx.messages))
-        ctx.last_cached_tokens = last[1] if last[2] == "ok" else None
-    return ctx

@@ -1,6 +1,15 @@
 from django.urls import path
 
-from play import api_account, api_adventures, api_canon, api_claims, api_scenarios, api_story, api_turns
+from play import (
+    api_account,
+    api_adventures,
+    api_canon,
+    api_claims,
+    api_members,
+    api_scenarios,
+    api_story,
+    api_turns,
+)
 
 A = "adventures/<int:adventure_id>/"
 S = "scenarios/<slug:scenario_key>/"
@@ -19,6 +28,11 @@ urlpatterns = [
     path("debug/requests/", api_account.DebugRequestsView.as_view(), name="debug-requests"),
     path("adventures/", api_adventures.AdventureListView.as_view(), name="adventures"),
     path("adventures/import/", api_adventures.AdventureImportView.as_view(), name="adventure-import"),
+    path("adventures/joined/", api_members.JoinedView.as_view(), name="adventures-joined"),
+    path("invites/", api_members.MyInvitationsView.as_view(), name="invitations"),
+    path("invites/<int:invite_id>/accept/", api_members.InvitationAcceptView.as_view(), name="invitation-accept"),
+    path("invites/<int:invite_id>/decline/", api_members.InvitationDeclineView.as_view(), name="invitation-decline"),
+    path("join/<str:token>/", api_members.JoinLinkView.as_view(), name="join"),
     path("imports/", api_adventures.ImportListView.as_view(), name="imports"),
     path("adventures/import/character/", api_adventures.CharacterImportView.as_view(), name="import-character"),
     path("adventures/import/story/", api_adventures.StoryFileImportView.as_view(), name="import-story"),
@@ -39,6 +53,10 @@ urlpatterns = [
     path(A + "branches/", api_story.BranchListView.as_view(), name="branches"),
     path(A + "branches/<int:branch_id>/", api_story.BranchDetailView.as_view(), name="branch"),
     path(A + "branches/<int:branch_id>/checkout/", api_story.BranchCheckoutView.as_view(), name="branch-checkout"),
+    path(A + "members/", api_members.MembersView.as_view(), name="members"),
+    path(A + "members/<int:user_id>/", api_members.MemberDetailView.as_view(), name="member"),
+    path(A + "invites/", api_members.StoryInvitesView.as_view(), name="story-invites"),
+    path(A + "invites/<int:invite_id>/", api_members.StoryInviteDetailView.as_view(), name="story-invite"),
     path(A + "cards/", api_adventures.CardListView.as_view(), name="cards"),
     path(A + "cards/import/", api_adventures.CardImportView.as_view(), name="cards-import"),
     path(A + "cards/export/", api_adventures.CardExportView.as_view(), name="cards-export"),

@@ -22,6 +22,7 @@ from stories.models import (
     ProviderCall,
     StoryCard,
 )
+from stories.party import members as party
 from stories.tree import writes
 
 EXPORT_FORMAT, EXPORT_VERSION = import_doc.EXPORT_FORMAT, import_doc.EXPORT_VERSION
@@ -41,10 +42,16 @@ ADVENTURE_TEXT_FIELDS = {
 ADVENTURE_BOOL_FIELDS = ("auto_summarize", "memory_bank_enabled", "memories_before_story", "claims_review")
 
 
-def access_adventure(*, user_id: int, adventure_id: int, for_play: bool = False) -> Adventure:
-    """The adventure if ``user_id`` owns it; NotFound otherwise (never 403).
-    ``for_play``: the owner's AI settings come in the same query (a turn reads them)."""
-    found = Adventure.objects.filter(pk=adventure_id, owner_id=user_id, hidden=False)
+def access_adventure(*, user_id: int, adventure_id: int, for_play: bool = False, may: str = "own") -> Adventure:
+    """The adventure if ``user_id`` may do what ``may`` says: "own" (the owner only), "play" (the
+    owner or a player member), "watch" (any member). NotFound for anyone else (never 403: another's
+    story reads as none); Forbidden for a member asking more than their role allows. ``viewer`` on
+    the answer says who asks ("owner", "player", "watcher"), ``actor`` the character a player acts as.
+    ``for_play``: the owner's AI settings come in the same query (a turn reads them; the owner pays)."""
+    if may not in party.MAY:
+        raise ValueError(f"may: one of {party.MAY}")
+    found = Adventure.objects.filter(pk=adventure_id, hidden=False)
+    found = found.filter(owner_id=user_id) if may == "own" else party.with_viewer(found, user_id=user_id)
     if for_play:  # with the last turn's prompt, as stories.prompt.prefix keeps it
         last_turn = ProviderCall.objects.filter(adventure_id=OuterRef("pk"), purpose=ProviderCall.Purpose.TURN)
         found = found.select_related("owner__ai_settings").annotate(
@@ -52,8 +59,9 @@ def access_adventure(*, user_id: int, adventure_id: int, for_play: bool = False)
         )
     adventure = found.first()
     if adventure is None:
+        party.refuse(adventure_id=adventure_id, user_id=user_id, may=may)  # a member: what their role allows
         raise NotFound()
-    return adventure
+    return party.seen_by(adventure, user_id=user_id, may=may)
 
 
 def story_create(*, owner_id: int, opening: str = "", cards: list[dict] | None = None, **fields) -> Adventure:

@@ -157,6 +157,9 @@ class Action(models.Model):
     hidden = models.BooleanField(default=False)  # by a moderator: out of the story, prompts and memories
     created_at = models.DateTimeField(auto_now_add=True)
     edited_at = models.DateTimeField(null=True, blank=True)
+    # a member's turn (stories.party): who wrote it and the character it acts as; the owner's: none and blank
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
+    actor = models.CharField(max_length=100, blank=True, default="")
 
     class Meta:
         constraints = [
@@ -263,20 +266,16 @@ class ProviderCall(models.Model):
     demo = models.BooleanField(default=False)  # spent the shared demo model
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
-    class Meta:
-        indexes = [
-            models.Index(fields=["user", "-created_at"]),
-            models.Index(fields=["adventure", "purpose", "-created_at"]),  # the adventure's last turn
-        ]
+    class Meta:  # the user's log; the adventure's last turn
+        indexes = [models.Index(fields=f.split()) for f in ("user -created_at", "adventure purpose -created_at")]
 
     def __str__(self) -> str:
         return f"{self.purpose} {self.model} {self.outcome}"
 
 
 class ImportJob(models.Model):
-    """An adventure import the player asked for: the document waits here until a worker imports it
-    (play.imports), and the job then says how it went: the new adventure, or the 400 answer
-    the document earned. The document is dropped once the job is over."""
+    """An adventure import the player asked for: the document waits here until a worker imports it (play.imports),
+    then the job says how it went (the adventure, or the 400 answer it earned); the document is dropped."""
 
     class Status(models.TextChoices):
         QUEUED = "queued"
@@ -415,3 +414,6 @@ class ScenarioReport(models.Model):
 
     def __str__(self) -> str:
         return f"report of {self.scenario} ({self.get_reason_display()})"
+
+
+from stories.party.models import Invite, Membership  # noqa: E402,F401  (the stories app's too)

@@ -13,7 +13,8 @@ class ActionSerializer(strict.StrictModelSerializer):
 
     class Meta:
         model = Action
-        fields = ["id", "branch", "depth", "kind", "text", "live", "created_at", "edited_at", "take_count"]
+        fields = ["id", "branch", "depth", "kind", "text", "live", "created_at", "edited_at", "take_count", "actor"]
+        read_only_fields = ["actor"]  # a member's turn: the character it acts as (stories.party); else ""
 
     def get_take_count(self, obj) -> int:
         return self.context.get("take_counts", {}).get((obj.branch_id, obj.depth), 1)

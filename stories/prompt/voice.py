@@ -60,8 +60,14 @@ def _told_as(match: re.Match, replacement: str, text_start: bool) -> str:
 
 
 def told(action: Action) -> str:
-    """The node as the model reads it (and the exports write it)."""
+    """The node as the model reads it (and the exports write it). A member's turn in a story played
+    together (``actor``: the character they play) is told under that character's name, as written:
+    "> Sela: I climb the wall", '> Sela says "Halt!"'; "you" stays the owner's persona."""
     text = action.text.strip()
+    if getattr(action, "actor", "") and action.kind in (Action.Kind.DO, Action.Kind.SAY):
+        if action.kind == Action.Kind.SAY:
+            return f'> {action.actor} says "{text.strip(chr(34))}"'
+        return f"> {action.actor}: {text}"
     if action.kind == Action.Kind.DO:
         text = second_person(text)
         if re.match(r"you\b", text, re.I):
@@ -74,8 +80,10 @@ def told(action: Action) -> str:
 
 def told_of(action: Action, *, name: str) -> str:
     """The node as a memory tells it, on one line: the player's act as ``name``'s ("Mira chose to
-    ..."), the narration as written (its "you" is the memory writer's to turn into ``name``)."""
+    ..."), the narration as written (its "you" is the memory writer's to turn into ``name``). A
+    member's act is their character's (``actor``), whatever ``name`` says."""
     text = action.text.replace("\n", " ").strip()
+    name = getattr(action, "actor", "") or name
     if action.kind == Action.Kind.DO:
         text = second_person(text)
         if re.match(r"you(['’]|\s+(are|were)\b)", text, re.I):  # "You're going to ...": the writer's to name

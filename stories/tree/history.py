@@ -12,8 +12,10 @@ redo lands only on the very end it was taken from."""
 
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from config.errors import Forbidden
 from stories.models import Action, Branch, RedoTurn
 from stories.tree import lineage, writes
 from stories.tree.storage import detach_borrowers
@@ -46,9 +48,10 @@ def node_undo(*, adventure_id: int) -> int:
     return depth
 
 
-def turn_undo(*, adventure_id: int) -> dict:
+def turn_undo(*, adventure_id: int, member_id: int | None = None) -> dict:
     """Take back the newest turn of the branch played and keep it to redo. Returns the depth the
-    story now ends at and what was removed. Conflict at the opening or while a reply is written."""
+    story now ends at and what was removed. Conflict at the opening or while a reply is written.
+    ``member_id``: a member asks (not the owner): only a turn they wrote is theirs to undo."""
     with transaction.atomic():
         branch = writes.lock(adventure_id).branch
         tip = lineage.node_at_even_hidden(branch, branch.tip_depth)
@@ -58,16 +61,27 @@ def turn_undo(*, adventure_id: int) -> dict:
         before = lineage.node_at_even_hidden(branch, tip.depth - 1) if tip.is_model_output else None
         if before is not None and before.kind in PLAYER_KINDS:
             nodes.insert(0, before)
+        if member_id is not None:
+            turn_authors_only(nodes, member_id=member_id, doing="undo")
         for _ in nodes:
             node_undo(adventure_id=adventure_id)
-        kept = [{"kind": n.kind, "text": n.text, "hidden": n.hidden} for n in nodes]
+        kept = [
+            {"kind": n.kind, "text": n.text, "hidden": n.hidden, "author": n.author_id, "actor": n.actor} for n in nodes
+        ]
         RedoTurn.objects.create(branch=branch, from_depth=nodes[0].depth, nodes=kept)
         past = RedoTurn.objects.filter(branch=branch).order_by("-id").values_list("pk", flat=True)[REDO_MAX:]
         RedoTurn.objects.filter(pk__in=list(past)).delete()
     return {"removed_depth": nodes[0].depth, "removed": len(nodes), "tip_depth": nodes[0].depth - 1, "can_redo": True}
 
 
-def turn_redo(*, adventure_id: int) -> dict:
+def turn_authors_only(nodes: list[Action], *, member_id: int, doing: str) -> None:
+    """A member may undo, redo or retry only a turn whose player's node they wrote."""
+    players = [n for n in nodes if n.kind in PLAYER_KINDS]
+    if not players or any(n.author_id != member_id for n in players):
+        raise Forbidden(f"only the turn's author and the story's owner can {doing} it")
+
+
+def turn_redo(*, adventure_id: int, member_id: int | None = None) -> dict:
     """Bring back the turn undo took last, onto the end it was taken from. Returns the nodes placed
     that readers see (a hidden one is placed back hidden, never shown) and whether more can be
     redone. Conflict when nothing is kept to redo (none was undone here, or the story changed
@@ -81,6 +95,10 @@ def turn_redo(*, adventure_id: int) -> dict:
                 "there is nothing to redo: no turn was undone on this branch, or its story has changed since "
                 "(a new turn, an edit, a retry or a delete ends what undo kept)"
             )
+        if member_id is not None and not any(n.get("author") == member_id for n in turn.nodes):
+            raise Forbidden("only the turn's author and the story's owner can redo it")
+        authors = {n.get("author") for n in turn.nodes} - {None}
+        authors &= set(get_user_model().objects.filter(pk__in=authors).values_list("pk", flat=True))
         placed = [
             writes.place(
                 adventure_id=adventure_id,
@@ -88,6 +106,8 @@ def turn_redo(*, adventure_id: int) -> dict:
                 kind=node["kind"],
                 text=node["text"],
                 redone_hidden=bool(node.get("hidden")),
+                author_id=node.get("author") if node.get("author") in authors else None,
+                actor=node.get("actor") or "",
             )
             for node in turn.nodes
         ]

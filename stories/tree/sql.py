@@ -30,8 +30,10 @@ APPEND_SQL = """
 WITH b AS (UPDATE stories_branch SET tip_depth = tip_depth + 1
            WHERE id = %(branch)s AND adventure_id = %(adventure)s AND (%(kind)s <> 'start' OR tip_depth = 0)
            RETURNING id, adventure_id, parent_id, fork_depth, lineage, tip_depth, name, internal, created_at),
-     n AS (INSERT INTO stories_action (adventure_id, branch_id, depth, kind, text, live, hidden, created_at)
-           SELECT b.adventure_id, b.id, b.tip_depth, %(kind)s, %(text)s, true, %(hidden)s, %(now)s FROM b
+     n AS (INSERT INTO stories_action (adventure_id, branch_id, depth, kind, text, live, hidden, created_at,
+                                       author_id, actor)
+           SELECT b.adventure_id, b.id, b.tip_depth, %(kind)s, %(text)s, true, %(hidden)s, %(now)s,
+                  %(author)s, %(actor)s FROM b
            RETURNING id),
      r AS (DELETE FROM stories_redoturn WHERE %(ends_redo)s AND branch_id = (SELECT id FROM b))
 SELECT n.id, b.id, b.adventure_id, b.parent_id, b.fork_depth, b.lineage::text, b.tip_depth, b.name, b.internal,
@@ -67,12 +69,23 @@ def append_lock(*, adventure_id: int, release: str = "") -> Adventure | None:
 
 
 def append_node(
-    *, adventure_id: int, branch_id: int, kind: str, text: str, now, hidden: bool = False, ends_redo: bool = True
+    *,
+    adventure_id: int,
+    branch_id: int,
+    kind: str,
+    text: str,
+    now,
+    hidden: bool = False,
+    ends_redo: bool = True,
+    author_id: int | None = None,
+    actor: str = "",
 ) -> Action | None:
     """Move the branch's tip one on and insert the node there; the action's ``branch`` is the
     branch as it now stands. None when the branch is not this adventure's (or, for an opening,
-    when the branch already has a node). ``ends_redo``: False for a redo placing what undo took."""
+    when the branch already has a node). ``ends_redo``: False for a redo placing what undo took.
+    ``author_id``, ``actor``: a member's turn (stories.party), its writer and the character it acts as."""
     params = {"branch": branch_id, "adventure": adventure_id, "kind": kind, "text": text, "now": now}
+    params.update(author=author_id, actor=actor)
     with connection.cursor() as cursor:
         cursor.execute(APPEND_SQL, {**params, "hidden": hidden, "ends_redo": ends_redo})
         row = cursor.fetchone()
@@ -92,6 +105,8 @@ def append_node(
         hidden=hidden,
         created_at=now,
         edited_at=None,
+        author_id=author_id,
+        actor=actor,
     )
     action._state.adding, action._state.db = False, connection.alias
     return action

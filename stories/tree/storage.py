@@ -25,6 +25,8 @@ def copy_rows(rows: list[Action], *, to_branch: Branch, carry: bool = True) -> d
             live=row.live,
             hidden=row.hidden,
             edited_at=row.edited_at,
+            author_id=row.author_id,
+            actor=row.actor,
         )
     # Copies share one created_at; ascending ids keep the takes' order.
     Action.objects.bulk_create(list(copies.values()))

@@ -190,12 +190,15 @@ def place(
     ask_pass: bool = True,
     release: str = "",
     redone_hidden: bool | None = None,
+    author_id: int | None = None,
+    actor: str = "",
 ) -> Action:
     """Append a node after the tip of ``branch_id`` (None: the head, as it stands under the lock);
     it ends what undo kept to redo on the branch. ``ask_pass``: False when the caller asks for the
     memory pass itself once a series of changes is done (a turn asks after its reply, or when it
     fails). ``release``: a generation's claim token, freed in the same write (its reply).
     ``redone_hidden``: a node redo brings back (stories.tree.history), hidden as it was.
+    ``author_id``, ``actor``: a member's turn, its writer and the character it acts as.
     The returned action's ``branch`` is the branch as it stands after the write."""
     with transaction.atomic():
         locked = sql.append_lock(adventure_id=adventure_id, release=release)
@@ -210,6 +213,8 @@ def place(
             now=locked.updated_at,
             hidden=bool(redone_hidden),
             ends_redo=redone_hidden is None,
+            author_id=author_id,
+            actor=actor,
         )
         if action is None:
             if kind == Action.Kind.START and Branch.objects.filter(pk=branch_id or locked.head_branch_id).exists():

@@ -1,8 +1,10 @@
 """alice's and bob's worlds: one of everything that has an id."""
 
 import pytest
+from django.contrib.auth import get_user_model
 
 from memory.models import CardClaim, CardProposal
+from stories.models import Membership
 
 
 def make_world(api, *, title, secret, agent, world_name):
@@ -46,7 +48,17 @@ def make_world(api, *, title, secret, agent, world_name):
         adventure_id=aid, card_id=card["id"], action_id=action["id"], slot="status", value="lost", text=secret
     )
     proposal = CardProposal.objects.create(adventure_id=aid, name=f"{agent.title()}son", evidence=[action["id"]])
+    # a story played together: a member who watches, an invitation to another user, a link
+    users = get_user_model().objects
+    friend = users.create_user(username=f"{agent}-friend", password="friend-pass-123")
+    Membership.objects.create(adventure_id=aid, user=friend, role="watcher")
+    invitee = users.create_user(username=f"{agent}-invitee", password="invitee-pass-123")
+    invite = api.post(f"/api/adventures/{aid}/invites/", {"username": invitee.username}, format="json").json()
+    link = api.post(f"/api/adventures/{aid}/invites/", {"role": "watcher"}, format="json").json()
     return {
+        "invite_id": invite["id"],
+        "user_id": friend.pk,
+        "link_token": link["token"],
         "claim_id": claim.pk,
         "proposal_id": proposal.pk,
         "scenario_key": scenario["key"],

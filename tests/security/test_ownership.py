@@ -20,6 +20,8 @@ from stories.models import (
     AISettings,
     Branch,
     ImportJob,
+    Invite,
+    Membership,
     Scenario,
     ScenarioReport,
     ScenarioVersion,
@@ -52,6 +54,8 @@ OWN_ROUTES = {
     "api/adventures/import/",
     "api/adventures/import/character/",
     "api/adventures/import/story/",
+    "api/adventures/joined/",
+    "api/invites/",
     "api/imports/",
     "api/scenarios/",
     "api/scenarios/mine/",
@@ -75,6 +79,9 @@ OWN_ROUTES = {
 }
 # Routes whose parameters are not ids of anyone's objects (a signed, one-time reset link).
 NOT_OBJECT_ROUTES = {"accounts/password/reset/<uidb64>/<token>/"}
+# Routes whose parameter is a link's secret anyone signed in may follow (an invitation link): the
+# member sweep below walks them; here a wrong token is a 404 (test_members).
+LINK_ROUTES = {"api/join/<str:token>/"}
 KNOWN_MCP_TOOLS = ["recall", "record_event", "remember"]
 HOSTILE = [
     b"[" * 1000 + b"]" * 1000,
@@ -118,6 +125,8 @@ def snapshot():
         list(Scenario.objects.order_by("id").values()),
         list(ScenarioVersion.objects.order_by("id").values()),
         list(ScenarioReport.objects.order_by("id").values()),
+        list(Membership.objects.order_by("id").values()),
+        list(Invite.objects.order_by("id").values()),
     )
 
 
@@ -191,7 +200,9 @@ def test_every_route_refuses_bob_with_alices_ids_and_nothing_changes(
     from rest_framework.test import APIClient
 
     routes = all_routes()
-    object_routes = [(r, p) for r, p in routes if p and not r.startswith("admin/") and r not in NOT_OBJECT_ROUTES]
+    object_routes = [
+        (r, p) for r, p in routes if p and not r.startswith("admin/") and r not in NOT_OBJECT_ROUTES | LINK_ROUTES
+    ]
     admin_routes = [r for r, _ in routes if r.startswith("admin/")]
     unclassified = {r for r, p in routes if not p and not r.startswith("admin/")} - OWN_ROUTES
     assert not unclassified, f"new routes the sweep does not know: {sorted(unclassified)}"
@@ -213,7 +224,16 @@ def test_every_route_refuses_bob_with_alices_ids_and_nothing_changes(
     # bob's own outer objects with one of alice's inner ids, per inner parameter
     mixed = {
         name: {**bobs_world, name: alices_world[name]}
-        for name in ("action_id", "branch_id", "card_id", "memory_id", "token_id", "agent_memory_id")
+        for name in (
+            "action_id",
+            "branch_id",
+            "card_id",
+            "memory_id",
+            "token_id",
+            "agent_memory_id",
+            "invite_id",
+            "user_id",
+        )
     }
 
     before = snapshot()
@@ -351,3 +371,53 @@ def test_a_take_or_branch_of_another_adventure_is_refused(alices_world, alice_pl
 def test_anonymous_requests_are_refused(client):
     assert client.get("/api/adventures/").status_code in (401, 403)
     assert client.get("/api/settings/").status_code in (401, 403)
+
+
+# What a watcher of alice's story may do there (every other route of the story is the owner's: 403).
+WATCHER_MAY = {
+    ("api/adventures/<int:adventure_id>/story/", "get"),
+    ("api/adventures/<int:adventure_id>/members/", "get"),
+}
+
+
+@pytest.mark.django_db
+@pytest.mark.slow  # a sweep: make test runs it
+def test_a_member_walking_every_route_of_the_story_does_only_what_a_watcher_may(alices_world, alice_api, client):
+    """alice's watcher (her world's friend), by every method on every route of her story and of its
+    objects: a 2xx only where a watcher reads, 403 saying the owner's elsewhere, nothing changed;
+    the link's token by another user only shows what it invites to."""
+    from django.test import Client
+
+    from tests.conftest import api_client_for
+
+    friend = get_user_model().objects.get(pk=alices_world["user_id"])
+    member = api_client_for(friend)
+    web_member = Client()
+    web_member.force_login(friend)
+    ids = {k: v for k, v in alices_world.items() if k not in ("raw_token", "link_token")}
+    ids["user_id"] = Membership.objects.filter(adventure_id=ids["adventure_id"]).exclude(user=friend).first()
+    ids["user_id"] = alice_api.user.pk if ids["user_id"] is None else ids["user_id"].user_id  # never himself
+    routes = [r for r, p in all_routes() if r.startswith(("api/adventures/<int:adventure_id>/", "play/<int:"))]
+    assert len(routes) >= 35
+    before = snapshot()
+    seen_ok = set()
+    for route in routes:
+        url = fill(route, ids)
+        caller = member if route.startswith("api/") else web_member
+        for method in METHODS:
+            response = call(caller, method, url, body_for(alices_world))
+            what = f"{method.upper()} {url} as alice's watcher"
+            assert response.status_code < 500, f"{what} -> {response.status_code}"
+            if method in ("head", "options") or response.status_code == 405:
+                continue
+            if (route, method) in WATCHER_MAY:
+                assert response.status_code == 200, f"{what} -> {response.status_code}"
+                seen_ok.add((route, method))
+            else:
+                assert response.status_code == 403, f"{what} -> {response.status_code}"
+                if route.startswith("api/"):
+                    assert response.json()["error"] == "forbidden", what
+    assert seen_ok == WATCHER_MAY
+    assert snapshot() == before
+    preview = client.get(f"/api/join/{alices_world['link_token']}/")
+    assert preview.status_code in (401, 403)  # signed in only

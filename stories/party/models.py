@@ -1,0 +1,57 @@
+"""The tables of stories played together (imported by stories.models, so they are the stories app's)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Role(models.TextChoices):
+    PLAYER = "player"  # writes turns as their character
+    WATCHER = "watcher"  # reads the story as it is played
+
+
+class Membership(models.Model):
+    """A user who plays or watches another's adventure. The owner is no member: the adventure's
+    ``owner`` is. A player's turns are written as ``character`` (a character card of the adventure)."""
+
+    adventure = models.ForeignKey("stories.Adventure", on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=8, choices=Role.choices, default=Role.PLAYER)
+    character = models.ForeignKey(
+        "stories.StoryCard", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    joined_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["adventure", "user"], name="one_membership_per_user")]
+        ordering = ["joined_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} {self.role} of {self.adventure_id}"
+
+
+class Invite(models.Model):
+    """An invitation to an adventure: for one user (by username), or a link anyone signed in may
+    follow (its token is kept as a hash; the owner sees it once and can revoke it)."""
+
+    adventure = models.ForeignKey("stories.Adventure", on_delete=models.CASCADE, related_name="invites")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, null=True, blank=True, related_name="invitations"
+    )
+    token_hash = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    role = models.CharField(max_length=8, choices=Role.choices, default=Role.PLAYER)
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)  # a link revoked, a user's invitation declined
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(user__isnull=False) | ~Q(token_hash=""), name="invite_for_a_user_or_a_link"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"invite to {self.adventure_id}"
