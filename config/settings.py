@@ -328,9 +328,7 @@ SPECTACULAR_SETTINGS = {
     # Request bodies get their own components, so they can say what a request must hold
     # (a required text is non-empty) while answers say what they contain.
     "COMPONENT_SPLIT_REQUEST": True,
-    "SWAGGER_UI_DIST": "SIDECAR",
-    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
-    "REDOC_DIST": "SIDECAR",
+    **dict.fromkeys(("SWAGGER_UI_DIST", "SWAGGER_UI_FAVICON_HREF", "REDOC_DIST"), "SIDECAR"),
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "config.openapi.add_error_responses",
@@ -343,6 +341,8 @@ SPECTACULAR_SETTINGS = {
         "SelectiveLogicEnum": "stories.models.StoryCard.SelectiveLogic",
         "RatingEnum": "stories.models.Rating",
         "SamplingPresetEnum": "stories.prompt.sampling.PRESET_NAMES",
+        "ViewerRoleEnum": "stories.party.models.VIEWER_ROLES",
+        "MemberRoleEnum": "stories.party.models.Role",
     },
 }
 

@@ -9,13 +9,14 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config import paging
 from config import serializer_fields as strict
 from config.serializer_fields import valid
 from play import party
 from play.api_support import adventure_for as _adventure
 from stories.models import Adventure
 from stories.party import members
-from stories.party.models import Membership, Role
+from stories.party.models import VIEWER_ROLES, Membership, Role
 
 
 class CharacterChoice(serializers.Serializer):
@@ -50,7 +51,7 @@ class _Character(serializers.Serializer):
 class MemberSerializer(serializers.Serializer):
     user_id = serializers.IntegerField()
     username = serializers.CharField()
-    role = serializers.ChoiceField(choices=["owner", *Role.values])
+    role = serializers.ChoiceField(choices=VIEWER_ROLES)
     character = _Character(allow_null=True)
     joined_at = serializers.DateTimeField(allow_null=True)
 
@@ -68,6 +69,10 @@ class MembersSerializer(serializers.Serializer):
     members = MemberSerializer(many=True, help_text="the owner first, then the members as they joined")
 
 
+class JoinedSerializer(MemberSerializer):
+    adventure = StoryBriefSerializer()
+
+
 class InviteSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     role = serializers.ChoiceField(choices=Role.choices)
@@ -82,6 +87,13 @@ class InvitationSerializer(serializers.Serializer):
     role = serializers.ChoiceField(choices=Role.choices)
     adventure = StoryBriefSerializer()
     characters = _Character(many=True, help_text="the story's characters no one plays yet")
+
+
+def _paged(request, queryset, shape) -> Response:
+    """One page of ``queryset``, each row as ``shape`` says (config.paging's limit, offset and headers)."""
+    paginator = paging.LimitOffsetHeaders()
+    rows = paginator.paginate_queryset(queryset, request)
+    return paginator.get_paginated_response([shape(row) for row in rows])
 
 
 def _brief(adventure: Adventure) -> dict:
@@ -161,10 +173,15 @@ class MemberDetailView(APIView):
 
 
 class StoryInvitesView(APIView):
-    @extend_schema(responses=InviteSerializer(many=True), tags=["together"], summary="This story's open invitations")
+    @extend_schema(
+        responses=InviteSerializer(many=True),
+        parameters=paging.parameters(),
+        tags=["together"],
+        summary="This story's open invitations",
+    )
     def get(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
-        return Response([_invite(i) for i in members.invites_of_story(adventure)])
+        return _paged(request, members.invites_of_story(adventure), _invite)
 
     @extend_schema(
         request=InviteCreateSerializer,
@@ -191,9 +208,14 @@ class StoryInviteDetailView(APIView):
 
 
 class MyInvitationsView(APIView):
-    @extend_schema(responses=InvitationSerializer(many=True), tags=["together"], summary="Invitations for you")
+    @extend_schema(
+        responses=InvitationSerializer(many=True),
+        parameters=paging.parameters(),
+        tags=["together"],
+        summary="Invitations for you",
+    )
     def get(self, request):
-        return Response([_invitation(i) for i in members.invitations_of(user_id=request.user.id)])
+        return _paged(request, members.invitations_of(user_id=request.user.id), _invitation)
 
 
 class InvitationAcceptView(APIView):
@@ -219,23 +241,30 @@ class InvitationDeclineView(APIView):
 
 class JoinLinkView(APIView):
     @extend_schema(responses=InvitationSerializer, tags=["together"], summary="What a link invites to")
-    def get(self, request, token):
-        return Response(_invitation(members.invite_by_token(token)))
+    def get(self, request, code):
+        return Response(_invitation(members.invite_by_token(code)))
 
     @extend_schema(
         request=JoinSerializer, responses={201: MemberSerializer}, tags=["together"], summary="Join by a link"
     )
-    def post(self, request, token):
-        invite = members.invite_by_token(token)
+    def post(self, request, code):
+        invite = members.invite_by_token(code)
         data = valid(JoinSerializer, request)
         member = party.join(user_id=request.user.id, invite=invite, character=data.get("character"))
         return Response(_member(members.membership(adventure=member.adventure, user_id=request.user.id)), status=201)
 
 
 class JoinedView(APIView):
-    @extend_schema(responses=MemberSerializer(many=True), tags=["together"], summary="Stories you play or watch")
+    @extend_schema(
+        responses=JoinedSerializer(many=True),
+        parameters=paging.parameters(),
+        tags=["together"],
+        summary="Stories you play or watch",
+    )
     def get(self, request):
         rows = Membership.objects.filter(user_id=request.user.id, adventure__hidden=False).select_related(
             "adventure__owner", "character", "user"
         )
-        return Response([{**_member(m), "adventure": _brief(m.adventure)} for m in rows])
+        return _paged(
+            request, rows.order_by("-joined_at", "-id"), lambda m: {**_member(m), "adventure": _brief(m.adventure)}
+        )

@@ -12,6 +12,9 @@ class Role(models.TextChoices):
     WATCHER = "watcher"  # reads the story as it is played
 
 
+VIEWER_ROLES = ["owner", *Role.values]  # who looks at a story: its owner or a member in their role
+
+
 class Membership(models.Model):
     """A user who plays or watches another's adventure. The owner is no member: the adventure's
     ``owner`` is. A player's turns are written as ``character`` (a character card of the adventure)."""

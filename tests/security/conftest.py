@@ -58,7 +58,7 @@ def make_world(api, *, title, secret, agent, world_name):
     return {
         "invite_id": invite["id"],
         "user_id": friend.pk,
-        "link_token": link["token"],
+        "code": link["token"],  # an invitation link's
         "claim_id": claim.pk,
         "proposal_id": proposal.pk,
         "scenario_key": scenario["key"],

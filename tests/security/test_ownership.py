@@ -81,7 +81,7 @@ OWN_ROUTES = {
 NOT_OBJECT_ROUTES = {"accounts/password/reset/<uidb64>/<token>/"}
 # Routes whose parameter is a link's secret anyone signed in may follow (an invitation link): the
 # member sweep below walks them; here a wrong token is a 404 (test_members).
-LINK_ROUTES = {"api/join/<str:token>/"}
+LINK_ROUTES = {"api/join/<str:code>/"}
 KNOWN_MCP_TOOLS = ["recall", "record_event", "remember"]
 HOSTILE = [
     b"[" * 1000 + b"]" * 1000,
@@ -394,7 +394,7 @@ def test_a_member_walking_every_route_of_the_story_does_only_what_a_watcher_may(
     member = api_client_for(friend)
     web_member = Client()
     web_member.force_login(friend)
-    ids = {k: v for k, v in alices_world.items() if k not in ("raw_token", "link_token")}
+    ids = {k: v for k, v in alices_world.items() if k not in ("raw_token", "code")}
     ids["user_id"] = Membership.objects.filter(adventure_id=ids["adventure_id"]).exclude(user=friend).first()
     ids["user_id"] = alice_api.user.pk if ids["user_id"] is None else ids["user_id"].user_id  # never himself
     routes = [r for r, p in all_routes() if r.startswith(("api/adventures/<int:adventure_id>/", "play/<int:"))]
@@ -419,5 +419,5 @@ def test_a_member_walking_every_route_of_the_story_does_only_what_a_watcher_may(
                     assert response.json()["error"] == "forbidden", what
     assert seen_ok == WATCHER_MAY
     assert snapshot() == before
-    preview = client.get(f"/api/join/{alices_world['link_token']}/")
+    preview = client.get(f"/api/join/{alices_world['code']}/")
     assert preview.status_code in (401, 403)  # signed in only

@@ -281,7 +281,8 @@ def test_moderator_actions_change_exactly_what_the_readme_says(everything, mod, 
     users = reverse("admin:auth_user_changelist")
     everyone = [str(u.pk) for u in (alice, bob, staff, root, mod_user)]
     mod.post(users, {"action": "suspend", "_selected_action": everyone})
-    assert dict(User.objects.values_list("username", "is_active")) == {
+    named = User.objects.filter(username__in=["alice", "bob", "staffer", "root", "mod"])
+    assert dict(named.values_list("username", "is_active")) == {
         "alice": False,
         "bob": False,
         "staffer": True,
@@ -290,7 +291,7 @@ def test_moderator_actions_change_exactly_what_the_readme_says(everything, mod, 
     }
     User.objects.filter(username="staffer").update(is_active=False)
     mod.post(users, {"action": "reinstate", "_selected_action": everyone})
-    assert dict(User.objects.values_list("username", "is_active")) == {
+    assert dict(named.values_list("username", "is_active")) == {
         "alice": True,
         "bob": True,
         "staffer": False,

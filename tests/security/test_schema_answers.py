@@ -5,6 +5,7 @@ schemathesis (status, content type, headers, body)."""
 
 import pytest
 import schemathesis
+from django.contrib.auth import get_user_model
 from django.core.handlers.wsgi import WSGIHandler
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.authtoken.models import Token
@@ -307,6 +308,34 @@ def test_a_whole_session_answers_exactly_what_the_schema_documents(schema, alice
     walk("delete", G, 204, world_id=wid, agent_id="bo")
     walk("delete", W + "tokens/{token_id}/", 204, world_id=wid, token_id=minted["id"])
     walk("delete", W, 204, world_id=wid)
+
+    # a story played together: bob invited by name joins as a new character, carl by a watcher's link
+    users = get_user_model().objects
+    bob, carl, dora = (users.create_user(username=n, password=f"{n}-pass-123") for n in ("bob", "carl", "dora"))
+    bob_token, carl_token, dora_token = (Token.objects.get_or_create(user=u)[0].key for u in (bob, carl, dora))
+    invited = walk("post", A + "invites/", 201, body={"username": "bob"}, adventure_id=aid)
+    link = walk("post", A + "invites/", 201, body={"role": "watcher"}, adventure_id=aid)
+    walk("get", A + "invites/", 200, adventure_id=aid)
+    walk("get", "/api/invites/", 200, token=bob_token)
+    walk(
+        "post",
+        "/api/invites/{invite_id}/accept/",
+        201,
+        body={"character": {"name": "Bo", "description": "A tinker."}},
+        token=bob_token,
+        invite_id=invited["id"],
+    )
+    walk("get", "/api/join/{code}/", 200, token=carl_token, code=link["token"])
+    walk("post", "/api/join/{code}/", 201, body={}, token=carl_token, code=link["token"])
+    walk("get", "/api/join/{code}/", 404, token=carl_token, code="x" * 32)
+    walk("get", A + "members/", 200, adventure_id=aid, token=bob_token)
+    walk("post", A + "turns/", 403, body={"mode": "do", "text": "wave"}, adventure_id=aid, token=carl_token)
+    walk("patch", A + "members/{user_id}/", 200, body={"role": "watcher"}, adventure_id=aid, user_id=bob.pk)
+    walk("get", "/api/adventures/joined/", 200, token=carl_token)
+    declined = walk("post", A + "invites/", 201, body={"username": "dora"}, adventure_id=aid)
+    walk("post", "/api/invites/{invite_id}/decline/", 204, token=dora_token, invite_id=declined["id"])
+    walk("delete", A + "members/{user_id}/", 204, adventure_id=aid, user_id=carl.pk, token=carl_token)
+    walk("delete", A + "invites/{invite_id}/", 204, adventure_id=aid, invite_id=link["id"])
 
     walk("post", A + "actions/{action_id}/fork/", 404, body={"name": "x"}, adventure_id=aid, action_id=10**9)
     walk("delete", A + "actions/{action_id}/", 204, adventure_id=aid, action_id=first["id"])
