@@ -128,6 +128,7 @@ def story_export(*, adventure: Adventure) -> dict:
                 "created_at": a.created_at.isoformat(),
                 "edited_at": a.edited_at.isoformat() if a.edited_at else None,
                 **({"hidden": True} if a.hidden else {}),
+                **({"actor": a.actor} if a.actor else {}),  # a member's turn, told as their character
             }
             for a in actions
         ],

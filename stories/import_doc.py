@@ -112,6 +112,9 @@ class ActionDoc(serializers.Serializer):
     hidden = strict.BooleanField(required=False, default=False)
     created_at = strict.DateTimeField(required=False, allow_null=True)
     edited_at = strict.DateTimeField(required=False, allow_null=True, default=None)
+    actor = strict.TextField(
+        max_length=100, required=False, allow_blank=True, default="", help_text="a member's turn: their character"
+    )
 
     def validate(self, attrs):
         if not attrs["hidden"] and not attrs["text"]:

@@ -167,6 +167,7 @@ def tree_import(
             live=a["live"],
             hidden=a["hidden"],
             edited_at=a["edited_at"],
+            actor=a.get("actor") or "",
         )
         for a in actions
     ]

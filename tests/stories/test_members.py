@@ -230,3 +230,63 @@ def test_invitations_say_what_to_fix(story, alice_plays, bob_api):
     assert bob_api.post(f"/api/invites/{invite['id']}/decline/").status_code == 204
     assert bob_api.get("/api/invites/").json() == []
     assert bob_api.get(f"/api/adventures/{story}/story/").status_code == 404
+
+
+def test_a_players_character_remembers_the_scenes_it_acted_in_and_an_absent_one_does_not(owner, memory_llm, bob_api):
+    """The cast's reading is told a member's act as their character's, so the character played
+    remembers it as its own; a character elsewhere does not."""
+    from memory.story import memory_pass
+
+    alice = api_client_for(owner)
+    made = alice.post(
+        "/api/adventures/",
+        {
+            "title": "The Ford",
+            "opening": "Night over the fortress. Bram rode to the harbor at dusk.",
+            "persona_name": "Mira",
+            "cards": [
+                {"name": "Sela", "type": "character", "keys": ["Sela"], "entry": "A scout."},
+                {"name": "Bram", "type": "character", "keys": ["Bram"], "entry": "A smith."},
+            ],
+        },
+        format="json",
+    ).json()
+    aid = made["id"]
+    sela = _card(alice, aid, "Sela")
+    _join_by_name(alice, bob_api, aid, character={"card": sela})
+    played = ("I hide the crown under the altar stone", "I wait by the gate", "I climb the wall", "I rest", "I look")
+    for text in (*played, "I sleep"):
+        assert (
+            bob_api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": text}, format="json").status_code
+            == 201
+        )
+    memory_pass.run(aid)
+
+    cast_calls = [
+        r for r in memory_llm.chat_requests() if r.body["messages"][0]["content"].startswith("You keep the memories")
+    ]
+    assert (
+        cast_calls
+        and "Sela chose to hide the crown under the altar stone" in cast_calls[0].body["messages"][-1]["content"]
+    )
+    remembered = [m["text"] for m in alice.get(f"/api/adventures/{aid}/memories/?character={sela}").json()]
+    assert any("Sela chose to climb the wall" in t for t in remembered), remembered
+    bram = [
+        m["text"] for m in alice.get(f"/api/adventures/{aid}/memories/?character={_card(alice, aid, 'Bram')}").json()
+    ]
+    assert not any("Sela chose" in t for t in bram), bram
+
+
+def test_an_export_keeps_who_acted_and_its_import_tells_it_the_same(story, alice_plays, bob_api, fake_llm):
+    _join_by_name(alice_plays, bob_api, story, character={"card": _card(alice_plays, story, "Sela")})
+    bob_api.post(f"/api/adventures/{story}/turns/", {"mode": "do", "text": "I climb the wall"}, format="json")
+    exported = alice_plays.get(f"/api/adventures/{story}/export/").json()
+    assert [a.get("actor") for a in exported["actions"] if a["kind"] == "do"] == ["Sela"]
+    text = b"".join(alice_plays.get(f"/api/adventures/{story}/story/export/").streaming_content).decode()
+    assert "> Sela: I climb the wall" in text
+    job = alice_plays.post("/api/adventures/import/", exported, format="json").json()
+    assert job["status"] == "done", job  # a small import is done in the request
+    copy = job["adventure_id"]
+    actions = alice_plays.get(f"/api/adventures/{copy}/story/").json()["actions"]
+    assert [a["actor"] for a in actions if a["kind"] == "do"] == ["Sela"]
+    assert bob_api.get(f"/api/adventures/{copy}/story/").status_code == 404  # members are not copied
