@@ -15,8 +15,9 @@ from config.serializer_fields import valid
 from play import party
 from play.api_support import adventure_for as _adventure
 from stories.models import Adventure
-from stories.party import members
-from stories.party.models import VIEWER_ROLES, Membership, Role
+from stories.party import members, order
+from stories.party.models import VIEWER_ROLES, Membership, Party, Role, TurnMode
+from stories.tree import lineage
 
 
 class CharacterChoice(serializers.Serializer):
@@ -62,11 +63,31 @@ class StoryBriefSerializer(serializers.Serializer):
     owner = serializers.CharField(help_text="the owner's username")
 
 
+class UpSerializer(serializers.Serializer):
+    user_id = serializers.IntegerField()
+    name = serializers.CharField(help_text="the character whose turn it is")
+    since = serializers.DateTimeField()
+    skip_at = serializers.DateTimeField(help_text="when they are skipped if they do not play")
+
+
 class MembersSerializer(serializers.Serializer):
     adventure = StoryBriefSerializer()
     you = MemberSerializer()
     players_max = serializers.IntegerField()
+    turn_mode = serializers.ChoiceField(choices=TurnMode.choices)
+    idle_skip_s = serializers.IntegerField()
+    up = UpSerializer(allow_null=True, help_text="round-robin: whose turn it is; null in free mode")
     members = MemberSerializer(many=True, help_text="the owner first, then the members as they joined")
+
+
+class PartyChangeSerializer(serializers.Serializer):
+    turn_mode = strict.ChoiceField(choices=TurnMode.choices, required=False)
+    idle_skip_s = strict.IntegerField(
+        required=False,
+        min_value=10,
+        max_value=86_400,
+        help_text="round-robin: seconds before an idle player is skipped",
+    )
 
 
 class JoinedSerializer(MemberSerializer):
@@ -141,15 +162,38 @@ def _invite(invite) -> dict:
     }
 
 
+def _members(adventure: Adventure, user_id: int) -> dict:
+    everyone = [_owner(adventure), *(_member(m) for m in members.members_of(adventure))]
+    party = Party.objects.filter(adventure=adventure).first() or Party(adventure=adventure)
+    up = order.up(adventure, lineage.head(adventure), party=party)
+    return {
+        "adventure": _brief(adventure),
+        "you": next(m for m in everyone if m["user_id"] == user_id),
+        "players_max": members.PLAYERS_MAX,
+        "turn_mode": party.turn_mode,
+        "idle_skip_s": party.idle_skip_s,
+        "up": vars(up) if up else None,
+        "members": everyone,
+    }
+
+
 class MembersView(APIView):
-    @extend_schema(responses=MembersSerializer, tags=["together"], summary="Who plays and watches this story")
+    @extend_schema(responses=MembersSerializer, tags=["together"], summary="Who plays and watches, whose turn it is")
     def get(self, request, adventure_id):
-        adventure = _adventure(request, adventure_id, may="watch")
-        everyone = [_owner(adventure), *(_member(m) for m in members.members_of(adventure))]
-        you = next(m for m in everyone if m["user_id"] == request.user.id)
-        return Response(
-            {"adventure": _brief(adventure), "you": you, "players_max": members.PLAYERS_MAX, "members": everyone}
-        )
+        return Response(_members(_adventure(request, adventure_id, may="watch"), request.user.id))
+
+    @extend_schema(
+        request=PartyChangeSerializer,
+        responses=MembersSerializer,
+        tags=["together"],
+        summary="How turns are taken",
+        operation_id="adventures_turn_mode_update",
+    )
+    def patch(self, request, adventure_id):
+        adventure = _adventure(request, adventure_id)
+        data = valid(PartyChangeSerializer, request)
+        Party.objects.update_or_create(adventure=adventure, defaults=data)
+        return Response(_members(adventure, request.user.id))
 
 
 class MemberDetailView(APIView):

@@ -31,13 +31,15 @@ from rest_framework.views import APIView
 
 from config import admission, errors
 from config.async_db import db_step
-from config.errors import InvalidRequest
+from config.errors import Conflict, DomainError, InvalidRequest
 from config.serializer_fields import valid as _valid
 from play import serializers as s
-from play import turns
+from play import turn_line, turns
 from play.api_support import adventure_for as _adventure
 from stories import limits
+from stories.adventures import access_adventure
 from stories.tree import lineage
+from stories.tree.generation import BUSY
 
 TURN_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")  # an Idempotency-Key header's shape
 
@@ -71,6 +73,64 @@ class Begun:
     retried: bool
 
 
+@dataclass(frozen=True)
+class Waiting:
+    """A turn of a story played together in free mode, sent while a reply is written: it waits its
+    place in line (play.turn_line) with nothing stored yet, then plays as sent."""
+
+    adventure_id: int
+    user_id: int
+    mode: str
+    text: str
+    key: str
+
+
+def _in_line(adventure) -> bool:
+    """Whether a busy story makes this turn wait in line rather than answer 409: a story played
+    together, in free mode."""
+    return bool(getattr(adventure, "together", False)) and getattr(adventure, "turn_mode", None) in (None, "free")
+
+
+def _play(waiting: Waiting):
+    """A turn whose place in line came: access asked again (a member removed meanwhile is refused),
+    then played; Waiting again while the story is still busy. One database step."""
+    try:
+        adventure = access_adventure(
+            user_id=waiting.user_id, adventure_id=waiting.adventure_id, for_play=True, may="play"
+        )
+        prepared = turns.begin_play(
+            user_id=waiting.user_id, adventure=adventure, mode=waiting.mode, text=waiting.text, key=waiting.key
+        )
+    except turns.TurnFailed as exc:
+        return _json(*_failed(exc))
+    except Conflict as exc:
+        if exc.code == "generating":
+            return waiting
+        return _json(*errors.answer(exc))
+    except DomainError as exc:
+        return _json(*errors.answer(exc))
+    return Begun(prepared, retried=False)
+
+
+async def _wait_in_line(waiting: Waiting):
+    """Begun when the turn's place in line comes and the story is free, or an answer (a 409 after
+    turn_line.WAIT_S; the client leaving drops the place and stores nothing)."""
+    line = turn_line.Line(waiting.adventure_id)
+    if not await asyncio.to_thread(line.join):
+        return _json(*errors.answer(Conflict(BUSY, code="generating")))
+    deadline = asyncio.get_running_loop().time() + turn_line.WAIT_S
+    try:
+        while asyncio.get_running_loop().time() < deadline:
+            if await asyncio.to_thread(line.first):
+                outcome = await db_step(_play, waiting)
+                if not isinstance(outcome, Waiting):
+                    return outcome
+            await asyncio.sleep(turn_line.LOOK_EVERY_S)
+        return _json(*errors.answer(Conflict(BUSY, code="generating")))
+    finally:
+        await asyncio.to_thread(line.leave)
+
+
 class _TurnView(APIView):
     """An async DRF view. DRF's part (authentication, CSRF, parsing, throttles,
     the adventure's owner, limits; its exception handling) is DRF's own
@@ -84,7 +144,7 @@ class _TurnView(APIView):
         return JSONRenderer(), JSONRenderer.media_type
 
     def finalize_response(self, request, response, *args, **kwargs):
-        if isinstance(response, Begun):
+        if isinstance(response, (Begun, Waiting)):
             return response
         response = super().finalize_response(request, response, *args, **kwargs)
         response.render()  # inside the database step: a serializer may read rows
@@ -96,6 +156,8 @@ class _TurnView(APIView):
                 begun = await db_step(super().dispatch, request, *args, **kwargs)
         except admission.Overloaded as exc:
             return _json(*errors.answer(exc))
+        if isinstance(begun, Waiting):
+            begun = await _wait_in_line(begun)
         if not isinstance(begun, Begun):
             return begun
         reply = turns.Reply(begun.prepared, stream=EVENTS in request.headers.get("Accept", ""))
@@ -147,12 +209,19 @@ class TurnView(_TurnView):
             raise InvalidRequest(
                 "Idempotency-Key: 1 to 64 letters, digits, '-' or '_' (one per action the player sends)"
             )
+        waiting = Waiting(adventure.pk, request.user.id, data["mode"], data["text"].strip(), key)
+        if _in_line(adventure) and turn_line.queued(adventure.pk):
+            return waiting  # turns wait in line: this one joins its end
         try:
             prepared = turns.begin_play(
                 user_id=request.user.id, adventure=adventure, mode=data["mode"], text=data["text"].strip(), key=key
             )
         except turns.TurnFailed as exc:
             return _failed_response(exc)
+        except Conflict as exc:
+            if exc.code == "generating" and _in_line(adventure):
+                return waiting
+            raise
         return Begun(prepared, retried=False)
 
 

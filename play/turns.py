@@ -30,6 +30,8 @@ from play import turn_keys
 from stories import limits
 from stories.accounts import ai_settings
 from stories.models import ACTION_TEXT_MAX, Action, Adventure, AISettings, Branch, ProviderCall
+from stories.party import order
+from stories.party.models import TurnMode
 from stories.prompt import builder, prefix, sampling
 from stories.prompt.context import Context, MemoryItem, SummaryFrame
 from stories.providers import Completion, Connection, ProviderError
@@ -209,6 +211,8 @@ def begin_play(*, user_id: int, adventure: Adventure, mode: str, text: str, key:
     author, actor = _member(adventure, user_id)
     kind = Action.Kind.CONTINUE if mode == "continue" else Action.Kind.AI
     with _claimed(adventure.pk) as token:
+        if getattr(adventure, "turn_mode", None) == TurnMode.ROUND_ROBIN:  # a story played together, in turns
+            order.turn_check(adventure, lineage.head(adventure), user_id=user_id)
         placed, notices, again = [], [], None
         if key and mode in PLAYER_MODES:
             try:

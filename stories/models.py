@@ -416,4 +416,4 @@ class ScenarioReport(models.Model):
         return f"report of {self.scenario} ({self.get_reason_display()})"
 
 
-from stories.party.models import Invite, Membership  # noqa: E402,F401  (the stories app's too)
+from stories.party.models import Invite, Membership, Party  # noqa: E402,F401  (the stories app's too)

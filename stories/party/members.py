@@ -9,12 +9,12 @@ import secrets
 
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
-from django.db.models import OuterRef, Q, Subquery
+from django.db.models import Exists, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from config.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from stories.models import Adventure, StoryCard
-from stories.party.models import Invite, Membership, Role
+from stories.party.models import Invite, Membership, Party, Role
 
 MAY = ("own", "play", "watch")  # what a request asks of an adventure (access_adventure)
 PLAYERS_MAX = 8  # the owner included
@@ -33,7 +33,10 @@ def with_viewer(adventures, *, user_id: int):
     role and character name (one query: the subqueries ride along)."""
     mine = Membership.objects.filter(adventure_id=OuterRef("pk"), user_id=user_id)
     return adventures.annotate(
-        member_role=Subquery(mine.values("role")[:1]), member_actor=Subquery(mine.values("character__name")[:1])
+        member_role=Subquery(mine.values("role")[:1]),
+        member_actor=Subquery(mine.values("character__name")[:1]),
+        together=Exists(Membership.objects.filter(adventure_id=OuterRef("pk"))),
+        turn_mode=Subquery(Party.objects.filter(adventure_id=OuterRef("pk")).values("turn_mode")[:1]),
     ).filter(Q(owner_id=user_id) | Q(member_role__isnull=False))
 
 

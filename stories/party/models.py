@@ -15,6 +15,22 @@ class Role(models.TextChoices):
 VIEWER_ROLES = ["owner", *Role.values]  # who looks at a story: its owner or a member in their role
 
 
+class TurnMode(models.TextChoices):
+    FREE = "free"  # anyone plays; a turn sent while a reply is written waits its place in line
+    ROUND_ROBIN = "round_robin"  # the players in order; an idle one is skipped after ``idle_skip_s``
+
+
+class Party(models.Model):
+    """How a story played together takes its turns (none: free, as a story played alone)."""
+
+    adventure = models.OneToOneField("stories.Adventure", on_delete=models.CASCADE, related_name="party")
+    turn_mode = models.CharField(max_length=12, choices=TurnMode.choices, default=TurnMode.FREE)
+    idle_skip_s = models.PositiveIntegerField(default=300)  # round-robin: a player idle this long is skipped
+
+    def __str__(self) -> str:
+        return f"{self.turn_mode} turns of {self.adventure_id}"
+
+
 class Membership(models.Model):
     """A user who plays or watches another's adventure. The owner is no member: the adventure's
     ``owner`` is. A player's turns are written as ``character`` (a character card of the adventure)."""

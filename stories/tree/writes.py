@@ -199,8 +199,7 @@ def place(
     memory pass itself once a series of changes is done (a turn asks after its reply, or when it
     fails). ``release``: a generation's claim token, freed in the same write (its reply).
     ``redone_hidden``: a node redo brings back (stories.tree.history), hidden as it was.
-    ``author_id``, ``actor``: a member's turn, its writer and the character it acts as.
-    The returned action's ``branch`` is the branch as it stands after the write."""
+    ``author_id``, ``actor``: a member's turn. The returned ``branch`` is the branch as it stands after."""
     with transaction.atomic():
         locked = sql.append_lock(adventure_id=adventure_id, release=release)
         if locked is None:

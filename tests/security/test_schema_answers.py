@@ -329,6 +329,9 @@ def test_a_whole_session_answers_exactly_what_the_schema_documents(schema, alice
     walk("post", "/api/join/{code}/", 201, body={}, token=carl_token, code=link["token"])
     walk("get", "/api/join/{code}/", 404, token=carl_token, code="x" * 32)
     walk("get", A + "members/", 200, adventure_id=aid, token=bob_token)
+    walk("patch", A + "members/", 200, body={"turn_mode": "round_robin", "idle_skip_s": 60}, adventure_id=aid)
+    walk("post", A + "turns/", 409, body={"mode": "do", "text": "wave"}, adventure_id=aid)  # Bo is up
+    walk("patch", A + "members/", 200, body={"turn_mode": "free"}, adventure_id=aid)
     walk("post", A + "turns/", 403, body={"mode": "do", "text": "wave"}, adventure_id=aid, token=carl_token)
     walk("patch", A + "members/{user_id}/", 200, body={"role": "watcher"}, adventure_id=aid, user_id=bob.pk)
     walk("get", "/api/adventures/joined/", 200, token=carl_token)

@@ -1,0 +1,79 @@
+"""In a story played together in free mode, a turn sent while a reply is being written waits its
+place in line, in the order sent, instead of a 409; then it plays. Never lost, never merged: each
+waiting turn becomes its own node once its turn comes. The line is a Redis sorted set per
+adventure; each place has a heartbeat, so a client that left or a process that died drops out of
+it within ALIVE_S. A turn in line holds no thread and no database connection (it sleeps on the
+event loop between looks). Redis away: the line is not there, and the turn gets the 409 it always had."""
+
+from __future__ import annotations
+
+import secrets
+
+import redis
+
+from config.redis_pool import redis_client
+
+WAIT_S = 120.0  # the longest a turn waits in line (a reply's own deadline is shorter)
+LOOK_EVERY_S = 0.2  # how often a turn in line looks whether it is first and the story free
+ALIVE_S = 5  # a place not renewed for this long is dropped (its client left, its process died)
+KEEP_S = 3600  # the line's keys outlive its last use by this much
+
+
+def _key(adventure_id: int) -> str:
+    return f"turnline:{adventure_id}"
+
+
+def queued(adventure_id: int) -> bool:
+    """Whether turns wait in line (a new turn then joins the line's end: none jumps it)."""
+    try:
+        return bool(redis_client().zcard(_key(adventure_id)))
+    except redis.RedisError:
+        return False
+
+
+class Line:
+    """One turn's place in its story's line."""
+
+    def __init__(self, adventure_id: int):
+        self.key = _key(adventure_id)
+        self.me = secrets.token_hex(8)
+
+    def join(self) -> bool:
+        """Take the place at the line's end; False when Redis is away (no line: answer the 409)."""
+        try:
+            client = redis_client()
+            number = client.incr(f"{self.key}:n")
+            with client.pipeline() as pipe:
+                pipe.zadd(self.key, {self.me: number})
+                pipe.set(f"{self.key}:alive:{self.me}", 1, ex=ALIVE_S)
+                pipe.expire(self.key, KEEP_S)
+                pipe.expire(f"{self.key}:n", KEEP_S)
+                pipe.execute()
+            return True
+        except redis.RedisError:
+            return False
+
+    def first(self) -> bool:
+        """Renew this place; True when no live place is ahead of it (places whose heartbeat
+        stopped are dropped on the way)."""
+        try:
+            client = redis_client()
+            client.set(f"{self.key}:alive:{self.me}", 1, ex=ALIVE_S)
+            for raw in client.zrange(self.key, 0, -1):
+                member = raw.decode() if isinstance(raw, bytes) else raw
+                if member == self.me:
+                    return True
+                if client.exists(f"{self.key}:alive:{member}"):
+                    return False
+                client.zrem(self.key, member)
+            return True
+        except redis.RedisError:
+            return True  # no line to keep: try the claim, which answers a 409 if the story is busy
+
+    def leave(self) -> None:
+        try:
+            client = redis_client()
+            client.zrem(self.key, self.me)
+            client.delete(f"{self.key}:alive:{self.me}")
+        except redis.RedisError:
+            pass  # the heartbeat ends: the place is dropped within ALIVE_S

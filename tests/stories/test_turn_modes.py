@@ -1,0 +1,122 @@
+"""How a story played together takes its turns: free (a turn sent while a reply is written waits its
+place in line and plays after, in the order sent, never lost or merged) and round-robin (the site
+says whose turn it is; anyone else gets a 409 naming who is up; an idle player is skipped)."""
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.db.models import F
+
+from config.redis_pool import redis_client
+from stories.models import Action
+from tests.conftest import api_client_for
+
+
+def _story(alice_plays):
+    made = alice_plays.post(
+        "/api/adventures/",
+        {
+            "title": "The Ford",
+            "opening": "The river runs high.",
+            "persona_name": "Mira",
+            "cards": [
+                {"name": "Sela", "type": "character", "keys": ["Sela"], "entry": "A scout."},
+                {"name": "Oric", "type": "character", "keys": ["Oric"], "entry": "A general."},
+            ],
+        },
+        format="json",
+    ).json()
+    aid = made["id"]
+    cards = {c["name"]: c["id"] for c in alice_plays.get(f"/api/adventures/{aid}/cards/").json()}
+    link = alice_plays.post(f"/api/adventures/{aid}/invites/", {}, format="json").json()
+    return aid, cards, link["token"]
+
+
+def _joined(user, code, card):
+    api = api_client_for(user)
+    assert api.post(f"/api/join/{code}/", {"character": {"card": card}}, format="json").status_code == 201
+    return api
+
+
+def _until(condition, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never came"
+        time.sleep(0.02)
+
+
+def _players_acts(aid):
+    return list(
+        Action.objects.filter(adventure_id=aid, kind__in=["do", "say"]).order_by("depth").values_list("actor", "text")
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_in_free_mode_turns_sent_while_a_reply_is_written_wait_in_line_and_play_in_order(
+    alice_plays, bob, charlie, fake_llm
+):
+    aid, cards, code = _story(alice_plays)
+    bob_api, carol_api = _joined(bob, code, cards["Sela"]), _joined(charlie, code, cards["Oric"])
+    fake_llm.latency = 1.0  # each reply takes a second: the story is busy meanwhile
+    line = f"turnline:{aid}"
+
+    def play(api, text):
+        try:
+            return api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": text}, format="json").status_code
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(3) as pool:
+        first = pool.submit(play, alice_plays, "I wade in")
+        _until(lambda: fake_llm.in_flight == 1)  # alice's reply is being written
+        second = pool.submit(play, bob_api, "I follow Mira")
+        _until(lambda: redis_client().zcard(line) == 1)  # bob waits in line
+        third = pool.submit(play, carol_api, "I hold the bank")
+        _until(lambda: redis_client().zcard(line) == 2)
+        assert [first.result(), second.result(), third.result()] == [201, 201, 201]
+
+    assert _players_acts(aid) == [("", "I wade in"), ("Sela", "I follow Mira"), ("Oric", "I hold the bank")]
+    kinds = list(Action.objects.filter(adventure_id=aid).order_by("depth").values_list("kind", flat=True))
+    assert kinds == ["start", "do", "ai", "do", "ai", "do", "ai"], "each turn its own node, each answered"
+    assert fake_llm.in_flight_max == 1, "one reply written at a time"
+    assert redis_client().zcard(line) == 0
+
+
+@pytest.mark.django_db
+def test_round_robin_says_whose_turn_it_is_refuses_the_others_and_skips_an_idle_player(alice_plays, bob, charlie):
+    aid, cards, code = _story(alice_plays)
+    bob_api, carol_api = _joined(bob, code, cards["Sela"]), _joined(charlie, code, cards["Oric"])
+    assert (
+        carol_api.patch(f"/api/adventures/{aid}/members/", {"turn_mode": "round_robin"}, format="json").status_code
+        == 403
+    )
+    set_up = alice_plays.patch(
+        f"/api/adventures/{aid}/members/", {"turn_mode": "round_robin", "idle_skip_s": 60}, format="json"
+    )
+    assert set_up.status_code == 200 and set_up.json()["up"]["name"] == "Mira"
+
+    def turn(api, text):
+        return api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": text}, format="json")
+
+    early = turn(bob_api, "I jump the queue")
+    assert early.status_code == 409 and early.json() == {
+        "detail": "it is Mira's turn; yours comes in order",
+        "error": "not_your_turn",
+    }
+    assert turn(alice_plays, "I wade in").status_code == 201
+    assert bob_api.get(f"/api/adventures/{aid}/members/").json()["up"]["name"] == "Sela"
+    assert turn(carol_api, "I shout").json()["detail"].startswith("it is Sela's turn")
+    assert turn(bob_api, "I follow").status_code == 201
+    assert turn(carol_api, "I hold the bank").status_code == 201
+    assert carol_api.get(f"/api/adventures/{aid}/members/").json()["up"]["name"] == "Mira"
+
+    # Mira lets the minute pass: she is skipped, and Sela is up
+    Action.objects.filter(adventure_id=aid).update(created_at=F("created_at") - timedelta(seconds=61))
+    seen = bob_api.get(f"/api/adventures/{aid}/members/").json()["up"]
+    assert seen["name"] == "Sela"
+    assert turn(alice_plays, "I wake").json()["error"] == "not_your_turn"
+    assert turn(bob_api, "I go first then").status_code == 201
+    assert _players_acts(aid)[-1] == ("Sela", "I go first then")
