@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 from config import paging
 from config import serializer_fields as strict
 from config.serializer_fields import valid
-from play import party
+from play import live, party
 from play.api_support import adventure_for as _adventure
 from stories.models import Adventure
 from stories.party import members, order
@@ -55,6 +55,7 @@ class MemberSerializer(serializers.Serializer):
     role = serializers.ChoiceField(choices=VIEWER_ROLES)
     character = _Character(allow_null=True)
     joined_at = serializers.DateTimeField(allow_null=True)
+    here = serializers.BooleanField(required=False, help_text="the story is open live on their page now")
 
 
 class StoryBriefSerializer(serializers.Serializer):
@@ -166,6 +167,9 @@ def _members(adventure: Adventure, user_id: int) -> dict:
     everyone = [_owner(adventure), *(_member(m) for m in members.members_of(adventure))]
     party = Party.objects.filter(adventure=adventure).first() or Party(adventure=adventure)
     up = order.up(adventure, lineage.head(adventure), party=party)
+    present = live.here(adventure.pk, [m["user_id"] for m in everyone])
+    for m in everyone:
+        m["here"] = m["user_id"] in present
     return {
         "adventure": _brief(adventure),
         "you": next(m for m in everyone if m["user_id"] == user_id),
@@ -193,6 +197,7 @@ class MembersView(APIView):
         adventure = _adventure(request, adventure_id)
         data = valid(PartyChangeSerializer, request)
         Party.objects.update_or_create(adventure=adventure, defaults=data)
+        live.members_changed(adventure.pk, turns=True)
         return Response(_members(adventure, request.user.id))
 
 
@@ -207,12 +212,14 @@ class MemberDetailView(APIView):
         member = members.member_change(
             adventure=adventure, user_id=user_id, role=data["role"], character_id=data.get("character")
         )
+        live.members_changed(adventure.pk, changed=user_id)
         return Response(_member(member))
 
     @extend_schema(responses={204: None}, tags=["together"], summary="Remove a member, or leave")
     def delete(self, request, adventure_id, user_id):
         adventure = _adventure(request, adventure_id, may="watch")
         members.member_remove(adventure=adventure, user_id=user_id, by_user_id=request.user.id)
+        live.members_changed(adventure.pk, removed=user_id)
         return Response(status=204)
 
 
@@ -273,6 +280,7 @@ class InvitationAcceptView(APIView):
         invite = members.invitation_for(user_id=request.user.id, invite_id=invite_id)
         data = valid(JoinSerializer, request)
         member = party.join(user_id=request.user.id, invite=invite, character=data.get("character"))
+        live.members_changed(member.adventure_id, joined=request.user.id)
         return Response(_member(members.membership(adventure=member.adventure, user_id=request.user.id)), status=201)
 
 
@@ -295,6 +303,7 @@ class JoinLinkView(APIView):
         invite = members.invite_by_token(code)
         data = valid(JoinSerializer, request)
         member = party.join(user_id=request.user.id, invite=invite, character=data.get("character"))
+        live.members_changed(member.adventure_id, joined=request.user.id)
         return Response(_member(members.membership(adventure=member.adventure, user_id=request.user.id)), status=201)
 
 

@@ -7,3 +7,10 @@ class PlayConfig(AppConfig):
 
     name = "play"
     verbose_name = "Play"
+
+    def ready(self):
+        from play import live
+        from stories.tree.signals import head_moved, story_rewritten
+
+        story_rewritten.connect(live.on_tree_changed, dispatch_uid="play.live.story_rewritten")
+        head_moved.connect(live.on_tree_changed, dispatch_uid="play.live.head_moved")

@@ -9,8 +9,9 @@ import redis
 
 from config.errors import NotFound
 from config.redis_pool import redis_client
+from play import last_context
 from play.insights import cards_versions, untold
-from play.turns import _last_context_key, _story_window, _told
+from play.turns import _story_window, _told
 from stories.accounts import ai_settings
 from stories.adventures import access_adventure
 from stories.models import Action, ProviderCall
@@ -21,11 +22,11 @@ from stories.tree import lineage
 
 def last_insights(*, user_id: int, adventure_id: int) -> dict:
     """The prompt the last turn sent, as Insights shows it; NotFound when none was sent in the
-    last LAST_CONTEXT_TTL_S, it was not kept (or Redis cannot be read now), or it told a node a
+    last last_context.TTL_S, it was not kept (or Redis cannot be read now), or it told a node a
     moderator has hidden since (hidden text reaches nobody but staff)."""
     adventure = access_adventure(user_id=user_id, adventure_id=adventure_id)
     try:
-        kept = redis_client().get(_last_context_key(adventure))
+        kept = redis_client().get(last_context.key(adventure))
     except redis.RedisError:
         raise NotFound("the last turn's prompt cannot be read right now; try again in a minute") from None
     if kept is None:

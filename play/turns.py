@@ -12,21 +12,17 @@ what was written before the player stopped it, and frees the adventure.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-import redis
 from django.db import DatabaseError
-from django.utils import timezone
 
 from config import jobs
 from config.async_db import db_step, release_request_thread
 from config.errors import Conflict, DomainError, InvalidRequest, as_domain_error
-from config.redis_pool import redis_client
 from memory.story import claims, retrieval, summaries
-from play import turn_keys
+from play import last_context, live, turn_keys
 from stories import limits
 from stories.accounts import ai_settings
 from stories.models import ACTION_TEXT_MAX, Action, Adventure, AISettings, Branch, ProviderCall
@@ -314,9 +310,16 @@ class Reply:
         """The text as the model writes it. A model failure ends the pieces
         early; ``finish`` answers it."""
         release_request_thread()  # nothing of this request waits on a thread while the model writes
-        keeper = asyncio.create_task(keep_claimed(adventure_id=self.prepared.adventure.pk, token=self.prepared.token))
+        p = self.prepared
+        keeper = asyncio.create_task(keep_claimed(adventure_id=p.adventure.pk, token=p.token))
+        together = bool(getattr(p.adventure, "together", False))  # the members' pages follow it live
+        if together:
+            began = {"actions": [live.action_data(a) for a in p.placed], "retake": p.retake_of is not None}
+            await live.publish_soon(p.adventure.pk, "turn", began)
         try:
             async for piece in self.call.deltas():
+                if together:
+                    await live.publish_soon(p.adventure.pk, "token", {"text": piece})
                 yield piece
         except ProviderError:
             return
@@ -327,7 +330,17 @@ class Reply:
         """Record the call and place the reply (when ``stopped``, the text written
         so far; nothing when that is empty, which answers None). Raises
         TurnFailed when the model failed."""
-        return await db_step(_finish, self.prepared, self.call, stopped)
+        p = self.prepared
+        if not getattr(p.adventure, "together", False):
+            return await db_step(_finish, p, self.call, stopped)
+        try:
+            result = await db_step(_finish, p, self.call, stopped)
+        except TurnFailed as exc:
+            await live.publish_soon(p.adventure.pk, "failed", {"error": exc.error.code})
+            raise
+        done = [live.action_data(a) for a in result.actions] if result else []
+        await live.publish_soon(p.adventure.pk, "done", {"actions": done, "stopped": stopped})
+        return result
 
     async def stop(self) -> None:
         """The player stopped the reply (or left): keep what was written, whatever else is cancelled."""
@@ -379,27 +392,8 @@ def _finish(p: Prepared, call: ModelCall, stopped: bool) -> TurnResult | None:
                     adventure_id=p.adventure.pk, branch_id=p.branch.pk, kind=p.reply_kind, text=text, release=p.token
                 )
                 released = True  # the reply's write freed the claim
-            _keep_last_context(p, completion)
+            last_context.keep(p.adventure, p.ctx, story_ids=p.story_ids, cached_tokens=completion.cached_tokens)
             return TurnResult(p.placed + [reply], p.ctx, completion, p.memories, p.conn.demo, p.notices)
     finally:
         if not released:
             generation_release(adventure_id=p.adventure.pk, token=p.token)
-
-
-LAST_CONTEXT_TTL_S = 6 * 3600  # how long Insights can show the last turn's prompt
-
-
-def _last_context_key(adventure: Adventure) -> str:
-    # with the row's creation time: an id a wiped database gives again never finds another's prompt
-    return f"last-context:{adventure.pk}:{adventure.created_at.timestamp()}"
-
-
-def _keep_last_context(p: Prepared, completion: Completion) -> None:
-    """The prompt the turn sent, part by part, for Insights' "last turn" view (in Redis, for
-    LAST_CONTEXT_TTL_S; a Redis that fails loses the view, never the turn)."""
-    shown = {**p.ctx.as_dict(), "sent_at": timezone.now().isoformat(), "cached_tokens": completion.cached_tokens}
-    try:
-        kept = json.dumps({"shown": shown, "story_ids": p.story_ids})
-        redis_client().set(_last_context_key(p.adventure), kept, ex=LAST_CONTEXT_TTL_S)
-    except redis.RedisError as exc:
-        log.warning("the last context of adventure %s was not kept: %s", p.adventure.pk, exc)

@@ -1,0 +1,163 @@
+"""GET /api/adventures/{id}/live/: a story played together, as server-sent events (play.live).
+
+    id: <the event's id>   event: turn    data: {"actions": [the player's node], "retake": false}
+                           event: token   data: {"text": "..."}   the reply as it is written
+                           event: done    data: {"actions": [the nodes stored], "stopped": false}
+                           event: failed  data: {"error": "<code>"}
+                           event: members data: {...}             someone joined, left, or the turns changed
+                           event: story   data: {...}             the story changed otherwise: read it again
+                           event: presence data: {"user_id": 3, "here": true}
+                           event: reset   data: {}                events were missed: read the story again
+                           event: gone    data: {}                you are no longer a member: the stream ends
+
+Any member may follow (players and watchers). Sent ``Last-Event-ID`` (a browser's EventSource does
+on its own), the stream goes on after that event. Access is asked again on every members event
+and every CHECK_S, so a removed or suspended member stops at once. The stream waits on the event
+loop (an asyncio Redis read), with no thread and no database connection held."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from dataclasses import dataclass
+
+import redis
+from django.contrib.auth import get_user_model
+from django.http import HttpResponse, StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.renderers import JSONRenderer
+from rest_framework.views import APIView
+
+from config import errors
+from config.async_db import db_side_step, db_step
+from config.errors import DomainError, RateLimited
+from play import live
+from play.api_support import adventure_for as _adventure
+from stories.adventures import access_adventure
+
+EVENTS = "text/event-stream"
+EVENT_ID = re.compile(r"\d{1,20}-\d{1,20}")
+CHECK_S = 5.0  # access asked again at least this often
+BLOCK_MS = 2000  # one wait on the stream
+PING_S = 15.0  # a comment line this often keeps proxies from closing a quiet stream
+HERE_EVERY_S = 10.0
+
+
+@dataclass(frozen=True)
+class Following:
+    adventure_id: int
+    user_id: int
+    after: str
+    resumed: bool
+
+
+class LiveView(APIView):
+    view_is_async = True
+
+    def perform_content_negotiation(self, request, force=False):
+        return JSONRenderer(), JSONRenderer.media_type
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        if isinstance(response, Following):
+            return response
+        response = super().finalize_response(request, response, *args, **kwargs)
+        response.render()
+        return response
+
+    async def dispatch(self, request, *args, **kwargs):
+        following = await db_step(super().dispatch, request, *args, **kwargs)
+        if not isinstance(following, Following):
+            return following
+        slot = await asyncio.to_thread(live.stream_open, following.user_id)
+        if slot is None:
+            limited = RateLimited(f"at most {live.PER_USER} live streams at once; close another page first", 30)
+            return _json(*errors.answer(limited))
+        response = StreamingHttpResponse(_follow(following, slot), content_type=EVENTS)
+        # the slot is given back when the response closes, even one whose stream never ran (a HEAD)
+        response._resource_closers.append(lambda: live.stream_closed(following.user_id, slot))
+        response["X-Accel-Buffering"] = "no"
+        response["Cache-Control"] = "no-store"
+        return response
+
+    @extend_schema(
+        responses={(200, EVENTS): OpenApiResponse(response=OpenApiTypes.STR, description=__doc__)},
+        tags=["together"],
+        summary="Follow the story live",
+    )
+    def get(self, request, adventure_id):
+        adventure = _adventure(request, adventure_id, may="watch")
+        sent = request.headers.get("Last-Event-ID", "").strip()
+        if EVENT_ID.fullmatch(sent):
+            return Following(adventure.pk, request.user.id, sent, True)
+        return Following(adventure.pk, request.user.id, live.last_id(adventure.pk), False)
+
+
+def _still_member(following: Following) -> bool:
+    if not get_user_model().objects.filter(pk=following.user_id, is_active=True).exists():
+        return False
+    try:
+        access_adventure(user_id=following.user_id, adventure_id=following.adventure_id, may="watch")
+    except DomainError:
+        return False
+    return True
+
+
+def _sse(event_id: str | None, name: str, data: dict) -> bytes:
+    head = f"id: {event_id}\n" if event_id else ""
+    return f"{head}event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+async def _follow(f: Following, slot: str):
+    aid, uid, after = f.adventure_id, f.user_id, f.after
+    try:
+        yield b"retry: 2000\n\n"
+        if f.resumed and await asyncio.to_thread(live.gap, aid, after):
+            after = await asyncio.to_thread(live.last_id, aid)
+            yield _sse(after, "reset", {})
+        await asyncio.to_thread(live.here_mark, aid, uid)
+        await live.publish_soon(aid, "presence", {"user_id": uid, "here": True})
+        now = time.monotonic()
+        check_at, ping_at, here_at = now + CHECK_S, now + PING_S, now + HERE_EVERY_S
+        while True:
+            try:
+                found = await live.read(aid, after, block_ms=BLOCK_MS)
+            except redis.RedisError:
+                yield _sse(None, "unavailable", {"detail": "the live stream is away; the page reconnects"})
+                return
+            ask = False
+            for event_id, name, data in found:
+                after = event_id
+                if name == "members":
+                    ask = True
+                yield _sse(event_id, name, data)
+            now = time.monotonic()
+            if ask or now >= check_at:
+                if not await db_side_step(_still_member, f):
+                    yield _sse(None, "gone", {})
+                    return
+                check_at = now + CHECK_S
+            if now >= here_at:
+                await asyncio.to_thread(live.here_mark, aid, uid)
+                await asyncio.to_thread(live.stream_alive, uid, slot)
+                here_at = now + HERE_EVERY_S
+            if not found and now >= ping_at:
+                yield b": ping\n\n"
+                ping_at = now + PING_S
+    finally:
+        await asyncio.shield(_closed(aid, uid, slot))
+
+
+async def _closed(aid: int, uid: int, slot: str) -> None:
+    await asyncio.to_thread(live.stream_closed, uid, slot)
+    await asyncio.to_thread(live.here_clear, aid, uid)
+    await live.publish_soon(aid, "presence", {"user_id": uid, "here": False})
+
+
+def _json(status: int, body: dict, headers: dict | None = None) -> HttpResponse:
+    response = HttpResponse(JSONRenderer().render(body), status=status, content_type="application/json")
+    for name, value in (headers or {}).items():
+        response[name] = value
+    return response

@@ -1,0 +1,203 @@
+"""A story played together, live: every member's page follows the others' turns and the reply as it
+is written, from the one model call (never one per viewer). What happens is appended to a Redis
+stream per adventure; each member's page reads it as server-sent events (play.api_live), resumed
+after a reconnect from the last event it saw (``Last-Event-ID``), with no gap and no repeat while
+the stream still holds it, and told to reload the story when it does not.
+
+Publishing never fails a turn: the story is in the database, the stream only carries it live.
+Stories played alone publish nothing (a turn costs what it did)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+import time
+
+import redis
+import redis.asyncio as aredis
+from django.conf import settings
+from django.db import transaction
+
+from config.redis_pool import CONNECT_TIMEOUT_S, redis_client
+
+log = logging.getLogger(__name__)
+
+KEPT = 2000  # events a story's stream keeps (about: Redis trims whole nodes)
+KEEP_S = 24 * 3600  # an idle story's stream goes after a day
+HERE_S = 30  # a page's presence lasts this long unless its stream renews it
+PER_USER = 6  # live streams one account may hold open at once
+
+
+def _key(adventure_id: int) -> str:
+    return f"live:{adventure_id}"
+
+
+def publish(adventure_id: int, event: str, data: dict) -> None:
+    """Append ``event`` to the story's stream (a failure is logged, never raised)."""
+    try:
+        client = redis_client()
+        with client.pipeline(transaction=False) as pipe:
+            pipe.xadd(_key(adventure_id), {"e": event, "d": json.dumps(data)}, maxlen=KEPT, approximate=True)
+            pipe.expire(_key(adventure_id), KEEP_S)
+            pipe.execute()
+    except redis.RedisError as exc:
+        log.warning("live event %s of adventure %s not sent: %s", event, adventure_id, exc)
+
+
+def publish_after_commit(adventure_id: int, event: str, data: dict) -> None:
+    transaction.on_commit(lambda: publish(adventure_id, event, data))
+
+
+async def publish_soon(adventure_id: int, event: str, data: dict) -> None:
+    """``publish`` from the event loop (a loop thread makes the Redis round trip)."""
+    await asyncio.to_thread(publish, adventure_id, event, data)
+
+
+def action_data(action) -> dict:
+    """A node as the live stream tells it (the story API's shape, less the take count)."""
+    return {
+        "id": action.pk,
+        "branch": action.branch_id,
+        "depth": action.depth,
+        "kind": action.kind,
+        "text": "" if action.hidden else action.text,
+        "actor": action.actor,
+    }
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+_clients: dict[int, aredis.Redis] = {}
+
+
+def _reader() -> aredis.Redis:
+    """An asyncio Redis client of this event loop (blocking reads wait on the loop, not a thread)."""
+    loop = asyncio.get_running_loop()
+    client = _clients.get(id(loop))
+    if client is None:
+        client = _clients[id(loop)] = aredis.Redis.from_url(
+            settings.REDIS_URL, socket_connect_timeout=CONNECT_TIMEOUT_S, max_connections=2000
+        )
+    return client
+
+
+def last_id(adventure_id: int) -> str:
+    """The id of the story's newest event ("0-0": none yet): a page that starts reads after it."""
+    try:
+        newest = redis_client().xrevrange(_key(adventure_id), count=1)
+    except redis.RedisError:
+        return "0-0"
+    return _text(newest[0][0]) if newest else "0-0"
+
+
+def gap(adventure_id: int, after: str) -> bool:
+    """Whether events after ``after`` were trimmed from the stream (the page must reload)."""
+    if after == "0-0":
+        return False
+    try:
+        oldest = redis_client().xrange(_key(adventure_id), count=1)
+    except redis.RedisError:
+        return True
+    return bool(oldest) and _order(_text(oldest[0][0])) > _order(after) and not _held(adventure_id, after)
+
+
+def _held(adventure_id: int, event_id: str) -> bool:
+    return bool(redis_client().xrange(_key(adventure_id), min=event_id, max=event_id))
+
+
+def _order(event_id: str) -> tuple[int, int]:
+    ms, _, seq = event_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+async def read(adventure_id: int, after: str, *, block_ms: int) -> list[tuple[str, str, dict]]:
+    """The story's events after ``after`` (waiting up to ``block_ms`` for one): (id, event, data)."""
+    found = await _reader().xread({_key(adventure_id): after}, count=200, block=block_ms)
+    out = []
+    for _, entries in found or ():
+        for event_id, fields in entries:
+            fields = {_text(k): _text(v) for k, v in fields.items()}
+            out.append((_text(event_id), fields.get("e", ""), json.loads(fields.get("d") or "{}")))
+    return out
+
+
+# ---------------------------------------------------------------------------- who is here
+
+
+def here_mark(adventure_id: int, user_id: int) -> None:
+    try:
+        redis_client().set(f"live:{adventure_id}:here:{user_id}", 1, ex=HERE_S)
+    except redis.RedisError:
+        pass
+
+
+def here_clear(adventure_id: int, user_id: int) -> None:
+    try:
+        redis_client().delete(f"live:{adventure_id}:here:{user_id}")
+    except redis.RedisError:
+        pass
+
+
+def here(adventure_id: int, user_ids: list[int]) -> set[int]:
+    """Which of ``user_ids`` have the story open live now."""
+    if not user_ids:
+        return set()
+    try:
+        marks = redis_client().mget([f"live:{adventure_id}:here:{uid}" for uid in user_ids])
+    except redis.RedisError:
+        return set()
+    return {uid for uid, mark in zip(user_ids, marks, strict=True) if mark}
+
+
+def stream_open(user_id: int) -> str | None:
+    """A slot for one more live stream of ``user_id`` (its token), or None past PER_USER. A slot
+    lasts HERE_S unless its stream renews it, so one whose stream never ran is free soon."""
+    key, token, now = f"live:slots:{user_id}", secrets.token_hex(8), time.time()
+    try:
+        client = redis_client()
+        client.zremrangebyscore(key, "-inf", now)
+        if client.zcard(key) >= PER_USER:
+            return None
+        client.zadd(key, {token: now + HERE_S})
+        client.expire(key, HERE_S * 2)
+        return token
+    except redis.RedisError:
+        return None
+
+
+def stream_alive(user_id: int, token: str) -> None:
+    try:
+        client = redis_client()
+        client.zadd(f"live:slots:{user_id}", {token: time.time() + HERE_S})
+        client.expire(f"live:slots:{user_id}", HERE_S * 2)
+    except redis.RedisError:
+        pass
+
+
+def stream_closed(user_id: int, token: str) -> None:
+    try:
+        redis_client().zrem(f"live:slots:{user_id}", token)
+    except redis.RedisError:
+        pass
+
+
+def on_tree_changed(sender, *, adventure_id: int, **details) -> None:
+    """A tree signal (an undo, an edit, a take chosen, a moderator's hide, a branch switch): the
+    pages of a story played together read the story again once the change commits."""
+    from stories.party.models import Membership
+
+    if Membership.objects.filter(adventure_id=adventure_id).exists():
+        publish_after_commit(adventure_id, "story", {"change": details.get("change", "head")})
+
+
+def members_changed(adventure_id: int, **details) -> None:
+    """Someone joined, left, was removed or changed role, or the turns changed: every page of the
+    story reads its members again (and a removed member's stream ends)."""
+    publish_after_commit(adventure_id, "members", details)
