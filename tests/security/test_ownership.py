@@ -377,7 +377,7 @@ def test_anonymous_requests_are_refused(client):
 WATCHER_MAY = {
     ("api/adventures/<int:adventure_id>/story/", "get"),
     ("api/adventures/<int:adventure_id>/members/", "get"),
-    ("api/adventures/<int:adventure_id>/live/", "get"),  # the events are read on the real server (test_live)
+    ("api/adventures/<int:adventure_id>/live/", "get"),  # the events are read on the real server (test_streaming)
 }
 
 

@@ -361,7 +361,7 @@ def test_a_whole_session_answers_exactly_what_the_schema_documents(schema, alice
             ("POST", "/api/auth/login/"),
             ("POST", "/api/auth/logout/"),
             ("GET", "/api/admin/workers/"),
-            ("GET", "/api/adventures/{adventure_id}/live/"),  # endless: followed on the real server (test_live)
+            ("GET", "/api/adventures/{adventure_id}/live/"),  # endless: followed on the real server (test_streaming)
         }
     )
     assert untouched == set(), f"operations the walk does not check: {sorted(untouched)}"
