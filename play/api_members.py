@@ -133,6 +133,10 @@ def _member(m: Membership) -> dict:
     }
 
 
+def _joined(m: Membership) -> dict:
+    return {**_member(m), "adventure": _brief(m.adventure)}
+
+
 def _owner(adventure: Adventure) -> dict:
     persona = {"id": 0, "name": adventure.persona_name} if adventure.persona_name else None
     return {
@@ -272,7 +276,7 @@ class MyInvitationsView(APIView):
 class InvitationAcceptView(APIView):
     @extend_schema(
         request=JoinSerializer,
-        responses={201: MemberSerializer},
+        responses={201: JoinedSerializer},
         tags=["together"],
         summary="Join a story you were invited to",
     )
@@ -281,7 +285,7 @@ class InvitationAcceptView(APIView):
         data = valid(JoinSerializer, request)
         member = party.join(user_id=request.user.id, invite=invite, character=data.get("character"))
         live.members_changed(member.adventure_id, joined=request.user.id)
-        return Response(_member(members.membership(adventure=member.adventure, user_id=request.user.id)), status=201)
+        return Response(_joined(members.membership(adventure=member.adventure, user_id=request.user.id)), status=201)
 
 
 class InvitationDeclineView(APIView):
@@ -297,14 +301,14 @@ class JoinLinkView(APIView):
         return Response(_invitation(members.invite_by_token(code)))
 
     @extend_schema(
-        request=JoinSerializer, responses={201: MemberSerializer}, tags=["together"], summary="Join by a link"
+        request=JoinSerializer, responses={201: JoinedSerializer}, tags=["together"], summary="Join by a link"
     )
     def post(self, request, code):
         invite = members.invite_by_token(code)
         data = valid(JoinSerializer, request)
         member = party.join(user_id=request.user.id, invite=invite, character=data.get("character"))
         live.members_changed(member.adventure_id, joined=request.user.id)
-        return Response(_member(members.membership(adventure=member.adventure, user_id=request.user.id)), status=201)
+        return Response(_joined(members.membership(adventure=member.adventure, user_id=request.user.id)), status=201)
 
 
 class JoinedView(APIView):

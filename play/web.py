@@ -11,7 +11,7 @@ from django.contrib.auth.forms import UserCreationForm
 from django.core.paginator import Paginator
 from django.shortcuts import redirect, render
 from django.urls import reverse_lazy
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from config.errors import InvalidRequest, RateLimited
 from play import changes
@@ -20,6 +20,7 @@ from stories.accounts import auth
 from stories.adventures import access_adventure
 from stories.cards import clean_keys
 from stories.models import ACTION_TEXT_MAX, AUTHORS_NOTE_MAX, LONG_TEXT_MAX, Adventure
+from stories.party import members
 from stories.prompt import sampling
 from stories.tree import writes
 
@@ -149,10 +150,18 @@ def adventures(request):
             return redirect("web-play", adventure.pk)
     rows = Adventure.objects.filter(owner=request.user, hidden=False).order_by("-updated_at", "-id")
     page = Paginator(rows, ADVENTURES_PER_PAGE).get_page(request.GET.get("page"))
+    joined = request.user.memberships.filter(adventure__hidden=False).select_related("adventure__owner", "character")
+    invited = members.invitations_of(user_id=request.user.id)
     return render(
         request,
         "play/adventures.html",
-        {"adventures": page.object_list, "page": page, "form": form},
+        {
+            "adventures": page.object_list,
+            "page": page,
+            "form": form,
+            "joined": joined[:50],
+            "invited": invited[:20],
+        },
         status=400 if form.errors else 200,
     )
 
@@ -165,9 +174,35 @@ def adventure_delete(request, adventure_id):
 
 
 @login_required
+@require_safe
 def play(request, adventure_id):
-    adventure = access_adventure(user_id=request.user.id, adventure_id=adventure_id)
+    adventure = access_adventure(user_id=request.user.id, adventure_id=adventure_id, may="watch")
+    if adventure.viewer != "owner":  # a member's page: the story, the turn box, who plays (play/together.js)
+        return render(request, "play/together.html", {"adventure": adventure})
     return render(request, "play/play.html", {"adventure": adventure, "presets": list(sampling.PRESETS)})
+
+
+@login_required
+@require_safe
+def join(request, code):
+    """A link's invitation: the story it invites to, the character to play, a Join button."""
+    return _join_page(request, members.invite_by_token(code), post_to=f"/api/join/{code}/")
+
+
+@login_required
+@require_safe
+def invitation(request, invite_id):
+    """An invitation by username, as its invitee opens it from their Stories page."""
+    invite = members.invitation_for(user_id=request.user.id, invite_id=invite_id)
+    return _join_page(request, invite, post_to=f"/api/invites/{invite.pk}/accept/")
+
+
+def _join_page(request, invite, *, post_to: str):
+    adventure = invite.adventure
+    if adventure.owner_id == request.user.id or adventure.memberships.filter(user_id=request.user.id).exists():
+        return redirect("web-play", adventure.pk)
+    characters = members.free_characters(adventure)
+    return render(request, "play/join.html", {"invite": invite, "characters": characters, "post_to": post_to})
 
 
 @login_required

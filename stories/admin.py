@@ -11,7 +11,19 @@ from rest_framework.authtoken.admin import TokenProxy
 
 from config.admin_site import ModeratedAdmin, each, is_moderator_only
 from stories import moderation
-from stories.models import Action, Adventure, AISettings, Branch, ProviderCall, Scenario, ScenarioReport, StoryCard
+from stories.models import (
+    Action,
+    Adventure,
+    AISettings,
+    Branch,
+    Invite,
+    Membership,
+    Party,
+    ProviderCall,
+    Scenario,
+    ScenarioReport,
+    StoryCard,
+)
 
 User = get_user_model()
 
@@ -306,3 +318,31 @@ class ScenarioReportAdmin(ReadOnlyRows, ModeratedAdmin):
 
 def _reported(report: ScenarioReport) -> str:
     return f"reported as {report.get_reason_display()}"
+
+
+@admin.register(Membership)
+class MembershipAdmin(ReadOnlyRows, ModeratedAdmin):
+    """Who plays or watches another's story (stories played together): read-only here; the owner
+    removes a member, a member leaves; a moderator hides the story or suspends the account."""
+
+    list_display = ("id", "adventure", "user", "role", "character", "joined_at")
+    list_filter = ("role",)
+    search_fields = ("adventure__title", "user__username", "character__name")
+    readonly_fields = [f.name for f in Membership._meta.fields]
+
+
+@admin.register(Invite)
+class InviteAdmin(ReadOnlyRows, ModeratedAdmin):
+    """A story's invitations, by username or by link (a link's token is never kept, only its hash)."""
+
+    list_display = ("id", "adventure", "user", "role", "created_at", "revoked_at")
+    list_filter = ("role",)
+    search_fields = ("adventure__title", "user__username")
+    readonly_fields = [f.name for f in Invite._meta.fields if f.name != "token_hash"]
+    exclude = ("token_hash",)
+
+
+@admin.register(Party)
+class PartyAdmin(ReadOnlyRows, ModeratedAdmin):
+    list_display = ("adventure", "turn_mode", "idle_skip_s")
+    readonly_fields = [f.name for f in Party._meta.fields]

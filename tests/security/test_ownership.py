@@ -81,7 +81,7 @@ OWN_ROUTES = {
 NOT_OBJECT_ROUTES = {"accounts/password/reset/<uidb64>/<token>/"}
 # Routes whose parameter is a link's secret anyone signed in may follow (an invitation link): the
 # member sweep below walks them; here a wrong token is a 404 (test_members).
-LINK_ROUTES = {"api/join/<str:code>/"}
+LINK_ROUTES = {"api/join/<str:code>/", "join/<str:code>/"}
 KNOWN_MCP_TOOLS = ["recall", "record_event", "remember"]
 HOSTILE = [
     b"[" * 1000 + b"]" * 1000,
@@ -378,6 +378,7 @@ WATCHER_MAY = {
     ("api/adventures/<int:adventure_id>/story/", "get"),
     ("api/adventures/<int:adventure_id>/members/", "get"),
     ("api/adventures/<int:adventure_id>/live/", "get"),  # the events are read on the real server (test_streaming)
+    ("play/<int:adventure_id>/", "get"),  # a member's page of the story
 }
 
 

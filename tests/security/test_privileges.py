@@ -18,7 +18,7 @@ from django.urls import URLPattern, URLResolver, reverse
 
 from memory.models import AgentMemory, Memory, World
 from stories.accounts import ai_settings
-from stories.models import Action, Adventure, AISettings
+from stories.models import Action, Adventure, AISettings, Invite, Membership
 from tests.conftest import ALICE_KEY
 
 pytestmark = pytest.mark.django_db
@@ -399,3 +399,20 @@ def test_every_admin_form_a_superuser_can_open_either_saves_or_answers_a_form_er
             assert response.status_code in (200, 302, 403), f"{change} -> {response.status_code}"
     assert opened >= 2 and refused >= 6, (opened, refused)  # users and groups open; the product's rows do not
     assert [len(rows) for rows in snapshot()] == [len(rows) for rows in before], "an empty form stored a row"
+
+
+def test_a_moderator_sees_who_plays_each_story_and_its_invitations_but_never_a_links_token(everything, mod):
+    from django.urls import reverse
+
+    listed = mod.get(reverse("admin:stories_membership_changelist"))
+    assert listed.status_code == 200 and "ann-friend" in listed.content.decode()
+    invites = mod.get(reverse("admin:stories_invite_changelist"))
+    assert invites.status_code == 200 and "ann-invitee" in invites.content.decode()
+    link = Invite.objects.exclude(token_hash="").filter(adventure_id=everything["adventure_id"]).get()
+    page = mod.get(reverse("admin:stories_invite_change", args=[link.pk])).content.decode()
+    assert everything["code"] not in page and link.token_hash not in page
+    assert mod.post(reverse("admin:stories_membership_changelist"), {"action": "delete_selected"}).status_code in (
+        200,
+        302,
+    )
+    assert Membership.objects.filter(adventure_id=everything["adventure_id"]).exists(), "read-only: nothing removed"

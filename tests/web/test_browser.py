@@ -736,3 +736,78 @@ def test_the_cards_drawer_shows_what_the_story_changed_and_the_player_reviews_it
         assert turn and turn["y"] + turn["height"] <= height, f"the turn box stays on screen at {width}x{height}"
         page.screenshot(path=str(ARTIFACTS / f"cards-what-the-story-changed-{width}x{height}-{scheme}.png"))
         seen.close()
+
+
+@pytest.fixture
+def ford(site, alice, fake_llm, django_user_model):
+    """alice's story with two characters free to play, a link to join it, and the sessions of alice,
+    bob and carol; made before Playwright starts."""
+    from stories.accounts import ai_settings
+    from stories.adventures import story_create
+    from stories.party import members
+
+    ai_settings.ai_settings_update(user_id=alice.pk, api_key="sk-alice-ford-0001", endpoint_url=fake_llm.url, model="m")
+    adventure = story_create(
+        owner_id=alice.pk,
+        title="The Ford",
+        opening="The river runs high below the fortress.",
+        persona_name="Mira",
+        cards=[
+            {"type": "character", "name": "Sela", "keys": ["Sela"], "entry": "A scout."},
+            {"type": "character", "name": "Oric", "keys": ["Oric"], "entry": "A general."},
+        ],
+    )
+    _, code = members.invite_link(adventure=adventure, role="player")
+    bob = django_user_model.objects.create_user(username="bob", password="bob-pass-123")
+    carol = django_user_model.objects.create_user(username="carol", password="carol-pass-123")
+    return adventure.pk, code, {u.username: session_of(u) for u in (alice, bob, carol)}
+
+
+def test_three_players_play_one_story_live_in_free_and_round_robin_turns(site, ford, browser, fake_llm):
+    aid, code, sessions = ford
+    fake_llm.reply = lambda body, n: "The wall is slick with rain, but the stones hold."
+    fake_llm.stream_delay = 0.05
+    pages = {}
+    for name, character in (("bob", "Sela"), ("carol", "Oric")):
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        context.add_cookies([{"name": "sessionid", "value": sessions[name], "url": site.url}])
+        page = context.new_page()
+        page.set_default_timeout(20_000)
+        page.goto(f"{site.url}/join/{code}/")
+        page.get_by_label(character, exact=True).check()
+        page.click("#join")
+        page.wait_for_url(f"{site.url}/play/{aid}/")
+        expect(page.locator("#member-list")).to_contain_text(f"{character} ({name})")
+        pages[name] = page
+    alice_context, alice = open_play_page(browser, site.url, sessions["alice"], aid)
+    alice.click("#toggle-together")
+    expect(alice.locator("#member-list li")).to_have_count(3)
+    expect(alice.locator("#member-list")).to_contain_text("Oric (carol)")
+
+    # free: bob plays; carol's page and alice's show his turn and the reply, written once
+    bob, carol = pages["bob"], pages["carol"]
+    expect(carol.locator("#member-list .here")).to_have_count(3)  # everyone has the story open
+    bob.fill("#text", "I climb the wall")
+    bob.press("#text", "Enter")
+    expect(carol.locator("#story")).to_contain_text("Sela: I climb the wall")
+    expect(carol.locator("#story")).to_contain_text("The wall is slick with rain, but the stones hold.")
+    expect(alice.locator("#story")).to_contain_text("Sela: I climb the wall")
+    expect(bob.locator("#story")).to_contain_text("the stones hold.")
+    assert len(fake_llm.chat_requests()) == 1, "one model call for three pages"
+
+    # round-robin: the owner sets it; each page says whose turn it is; a turn out of order is refused
+    alice.select_option("#turn-mode", "round_robin")
+    expect(carol.locator("#whose-turn")).to_have_text("It is your turn.")
+    expect(bob.locator("#whose-turn")).to_have_text("It is Oric's turn.")
+    bob.fill("#text", "I jump down")
+    bob.press("#text", "Enter")
+    expect(bob.locator("#status")).to_have_text("it is Oric's turn; yours comes in order")
+    carol.fill("#text", "I hold the gate")
+    carol.press("#text", "Enter")
+    expect(bob.locator("#story")).to_contain_text("Oric: I hold the gate")
+    expect(bob.locator("#whose-turn")).to_have_text("It is Mira's turn.")
+    (ROOT / "docs" / "screens").mkdir(parents=True, exist_ok=True)
+    carol.screenshot(path=str(ROOT / "docs" / "screens" / "together-1280x900.png"))
+    for page in (bob, carol):
+        page.context.close()
+    alice_context.close()

@@ -47,7 +47,8 @@ async function loadStory() {
 
 function renderAction(a, last) {
   const item = el("li", {class: `action kind-${a.kind}`, "data-id": a.id, "data-depth": a.depth});
-  const text = el("p", {class: "text"}, ...styled(a.kind === "do" ? `> ${a.text}` : a.kind === "say" ? `> "${a.text}"` : a.text));
+  const who = a.actor ? `${a.actor}: ` : "> ";  // a member's turn in a story played together: their character
+  const text = el("p", {class: "text"}, ...styled(a.kind === "do" ? `${who}${a.text}` : a.kind === "say" ? `${who}"${a.text}"` : a.text));
   // the passage's tools wait in a small menu: one "⋯" a passage, not three links under each
   const menu = el("div", {class: "tools"},
     el("button", {type: "button", class: "link", onclick: () => startEdit(item, a)}, "Edit"),
@@ -636,6 +637,7 @@ cardForm.addEventListener("submit", async (e) => {
   cardForm.reset(); f.id.value = ""; say(""); loadWorld();
 });
 toggle("toggle-world", "world", loadWorld);
+toggle("toggle-together", "together", () => {});
 
 loadBranches();
 loadStory();

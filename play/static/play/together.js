@@ -1,0 +1,141 @@
+// A story played together: the members panel (who plays, who is here, whose turn; the owner's
+// invitations, links, turn mode and removals), the live stream that shows the others' turns and the
+// reply as it is written, and, on a member's page, the story and the turn box.
+(function together() {
+  const T = document.body.dataset.adventure;
+  const ROLE = document.body.dataset.role || "owner";  // owner, player or watcher
+  const api = `/api/adventures/${T}`;
+  const byId = (id) => document.getElementById(id);
+  const panel = byId("together");
+  if (!T || !panel) return;
+  const line = byId("status");
+  const tell = (text, kind = "") => { if (line) { line.textContent = text; line.className = `status ${kind}`; } };
+  let live = null;
+  let members = null;
+
+  function memberItem(m) {
+    const name = m.character ? `${m.character.name} (${m.username})` : m.username;
+    const item = el("li", {class: "member", "data-user": m.user_id},
+      el("span", {class: m.here ? "here" : "away", title: m.here ? "on the page now" : "away"}, m.here ? "●" : "○"), ` ${name}`,
+      el("span", {class: "muted"}, ` ${m.role}`));
+    if (ROLE === "owner" && m.role !== "owner") {
+      item.append(" ", el("button", {type: "button", class: "link danger", onclick: async () => {
+        const r = await apiFetch(`${api}/members/${m.user_id}/`, {method: "DELETE"});
+        tell(r.ok ? `${m.username} no longer plays in this story.` : errorText(r), r.ok ? "" : "error");
+        loadMembers();
+      }}, "Remove"));
+    }
+    return item;
+  }
+
+  async function loadMembers() {
+    const r = await apiFetch(`${api}/members/`);
+    if (!r.ok) return;
+    members = r.data;
+    byId("member-list").replaceChildren(...members.members.map(memberItem));
+    const up = members.up;
+    byId("whose-turn").textContent = members.turn_mode === "round_robin" && up
+      ? (up.user_id === members.you.user_id ? "It is your turn." : `It is ${up.name}'s turn.`)
+      : "Anyone may play: a turn sent while a reply is written waits its turn.";
+    const mode = byId("turn-mode");
+    if (mode) mode.value = members.turn_mode;
+    if (members.members.length > 1 || ROLE !== "owner") follow();
+  }
+
+  // ---- the owner's invitations and turn mode
+  const inviteForm = byId("invite-form");
+  if (inviteForm) {
+    inviteForm.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const username = inviteForm.elements.username.value.trim();
+      const body = {role: inviteForm.elements.role.value, ...(username ? {username} : {})};
+      const r = await apiFetch(`${api}/invites/`, {method: "POST", body: JSON.stringify(body)});
+      if (!r.ok) { tell(errorText(r), "error"); return; }
+      if (r.data.url) {
+        byId("invite-link").value = r.data.url;
+        byId("invite-link").hidden = false;
+        tell("A link: anyone signed in who has it can join until you revoke it.");
+      } else {
+        tell(`${r.data.username} is invited: the invitation waits on their Stories page.`);
+      }
+      inviteForm.elements.username.value = "";
+    });
+    byId("turn-mode").addEventListener("change", async (event) => {
+      const r = await apiFetch(`${api}/members/`, {method: "PATCH", body: JSON.stringify({turn_mode: event.target.value})});
+      tell(r.ok ? "" : errorText(r), r.ok ? "" : "error");
+      loadMembers();
+    });
+  }
+  const leave = byId("leave");
+  if (leave) {
+    leave.addEventListener("click", async () => {
+      const r = await apiFetch(`${api}/members/${members.you.user_id}/`, {method: "DELETE"});
+      if (r.ok) window.location.href = "/play/";
+      else tell(errorText(r), "error");
+    });
+  }
+
+  // ---- a member's page: the story and the turn box
+  const story = byId("story");
+  function told(a) {
+    if (a.kind === "do") return a.actor ? `${a.actor}: ${a.text}` : `> ${a.text}`;
+    if (a.kind === "say") return a.actor ? `${a.actor}: "${a.text}"` : `> "${a.text}"`;
+    return a.text;
+  }
+  function actionItem(a) {
+    return el("li", {class: `action kind-${a.kind}`, "data-id": a.id}, el("p", {class: "text"}, ...styled(told(a))));
+  }
+  async function loadStory() {
+    const r = await apiFetch(`${api}/story/?limit=200`);
+    if (r.ok) story.replaceChildren(...r.data.actions.map(actionItem));
+    story.lastElementChild?.scrollIntoView({block: "end"});
+  }
+  const memberPage = ROLE !== "owner";
+  // the owner's page (play.js) shows the others' turns once stored, unless its own reply is being written
+  const reloadOwnersStory = () => { if (typeof writing === "undefined" || writing === null) window.loadStory?.(); };
+
+  let pending = null;  // the reply being written, as the live stream brings it
+  function onEvent(name, data) {
+    if (name === "members" || name === "presence") { loadMembers(); return; }
+    if (name === "gone") { tell("You are no longer a member of this story.", "error"); live?.close(); live = null; byId("turn")?.setAttribute("hidden", ""); return; }
+    if (!memberPage) { if (name === "done" || name === "story" || name === "reset") reloadOwnersStory(); if (name === "done") loadMembers(); return; }
+    if (name === "turn") {
+      for (const a of data.actions) story.append(actionItem(a));
+      pending = el("li", {class: "action kind-ai pending reply"}, el("p", {class: "text"}, ""));
+      story.append(pending);
+    } else if (name === "token" && pending) {
+      pending.querySelector("p").textContent += data.text;
+    } else if (name === "done" || name === "failed" || name === "story" || name === "reset") {
+      pending = null;
+      loadStory();
+      loadMembers();
+    }
+    story.lastElementChild?.scrollIntoView({block: "end"});
+  }
+  function follow() {
+    if (live) return;
+    live = new EventSource(`${api}/live/`);
+    for (const name of ["turn", "token", "done", "failed", "members", "story", "presence", "reset", "gone"]) {
+      live.addEventListener(name, (event) => onEvent(name, JSON.parse(event.data)));
+    }
+  }
+
+  const turn = byId("turn");
+  if (memberPage && turn) {
+    turn.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const text = byId("text").value.trim();
+      if (!text) return;
+      byId("send").disabled = true;
+      tell("Sent. The reply shows here as it is written.");
+      const r = await apiFetch(`${api}/turns/`, {method: "POST", body: JSON.stringify({mode: byId("mode").value, text})});
+      byId("send").disabled = false;
+      if (r.ok) { byId("text").value = ""; tell(""); } else { tell(errorText(r), "error"); }
+    });
+    byId("text").addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); turn.requestSubmit(); }
+    });
+  }
+  if (memberPage) loadStory();
+  loadMembers();
+})();
