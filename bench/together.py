@@ -1,0 +1,338 @@
+"""Stories played together, on `make run`'s own server (`manage.py runsite`) and the bench's fake
+streaming model (bench/_stream_model.py): --stories adventures of --players players each (the owner
+and members playing characters), every player's page following its story live
+(GET .../live/, server-sent events), each player playing a turn, thinking (exponential, mean
+--think seconds) and playing again in free mode, so turns of one story collide and wait their place
+in line. Then the same number of players each alone in a story of their own, as bench/evening.py
+plays them, for the comparison.
+
+It prints, for the together run and the alone run: turns/s served, errors, first token beyond the
+model's own for the player who acted (p50 / p95) and for the members watching (their live stream's
+first token of that turn, p50 / p95), actions lost, doubled and out of order (each story's stored
+player nodes against the turns answered: must be 0), model calls per turn (must be 1), and CPU per
+served turn by process; a plot of first-token overhead, and a final JSON line.
+
+    .venv/bin/python bench/together.py [--stories 250] [--players 4] [--duration 90] [--think 30]
+        [--model-seconds 10] [--first-token 0.5] [--smoke]
+
+Target (issue #48, a 2-core machine): the watchers' and the actors' p95 within 1.3x of a player
+alone at the same turns per second, 0 lost or reordered."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import signal
+import subprocess
+import time
+
+from _setup import django_setup, percentile, print_table, save
+from concurrency import _free_port, _players, _wait_live
+from evening import Sampler, _ahead, _model, _site, _turn
+
+WAITED_S = 0.3  # a turn whose answer's head came later than this waited its place in line
+TEXTS = ["look around", "open the door", "listen", "follow the road", "ask about the ford", "wait"]
+
+
+def _together(count: int, size: int, fake_url: str) -> list[dict]:
+    """``count`` stories of ``size`` players: the owner (a player of _players) and size-1 members,
+    each with a character card of the story; every player's (token, user id)."""
+    from rest_framework.authtoken.models import Token
+
+    from stories.models import Membership, StoryCard
+
+    owners = _players(count, fake_url, prefix="bench-together-")
+    guests = _players(count * (size - 1), fake_url, prefix="bench-guest-")  # their own stories stay idle
+    tokens = {t.key: t.user_id for t in Token.objects.filter(key__in=[t for t, _ in owners + guests])}
+    stories = []
+    for n, (owner_token, aid) in enumerate(owners):
+        seats = [(owner_token, tokens[owner_token])]
+        for k, (token, _) in enumerate(guests[n * (size - 1) : (n + 1) * (size - 1)]):
+            card = StoryCard.objects.create(
+                adventure_id=aid, type="character", name=f"Guest{k}", keys=[f"Guest{k}"], in_cast=True
+            )
+            Membership.objects.create(adventure_id=aid, user_id=tokens[token], role="player", character=card)
+            seats.append((token, tokens[token]))
+        stories.append({"adventure_id": aid, "seats": seats})
+    return stories
+
+
+async def _follow(port: int, token: str, adventure_id: int, seen: dict, stop_at: float) -> None:
+    """A member's page on the story's live stream: the moment each turn's first reply piece comes."""
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    except OSError:
+        return
+    writer.write(
+        (
+            f"GET /api/adventures/{adventure_id}/live/ HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Authorization: Token {token}\r\nAccept: text/event-stream\r\n\r\n"
+        ).encode()
+    )
+    current = None
+    try:
+        while time.monotonic() < stop_at:
+            line = await asyncio.wait_for(reader.readline(), max(0.1, stop_at - time.monotonic()))
+            if not line:
+                return
+            if line.startswith(b"event: "):
+                event = line[7:].strip().decode()
+            elif line.startswith(b"data: "):
+                if event == "turn":
+                    actions = json.loads(line[6:])["actions"]
+                    current = actions[0]["text"] if actions else None
+                elif event == "token" and current is not None:
+                    seen.setdefault(current, []).append(time.monotonic())
+                    current = None  # the first piece of this turn only
+    except (asyncio.TimeoutError, OSError, ValueError):
+        return
+    finally:
+        writer.close()
+
+
+async def _play(port: int, stories: list[dict], *, duration: float, think: float, seed: int, live: bool):
+    rng = random.Random(seed)
+    stop_at = time.monotonic() + duration
+    results, watched, numbers = [], {}, iter(range(10**9))
+
+    async def player(token: str, aid: int, me: int):
+        await asyncio.sleep(rng.uniform(0, think))
+        while time.monotonic() < stop_at:
+            text = f"{rng.choice(TEXTS)} #{next(numbers)}"  # one text per turn: the watchers' events name it
+            result = await _turn(port, token, aid, text)
+            result.update(text=text, adventure_id=aid, user_id=me)
+            results.append(result)
+            wait = (result["retry_after"] or 1) if result["status"] == 503 else rng.expovariate(1.0 / think)
+            await asyncio.sleep(max(0.0, min(wait, stop_at - time.monotonic())))
+
+    tasks = [player(token, s["adventure_id"], uid) for s in stories for token, uid in s["seats"]]
+    if live:
+        follow_until = stop_at + 30  # the last replies are still written after the last turn starts
+        tasks += [
+            _follow(port, token, s["adventure_id"], watched, follow_until) for s in stories for token, _ in s["seats"]
+        ]
+    await asyncio.gather(*tasks)
+    return results, watched
+
+
+def _order_check(stories: list[dict], results: list[dict]) -> dict:
+    """Each story's stored player nodes against the turns answered: lost, doubled, out of order."""
+    from stories.models import Action
+
+    lost = doubled = reordered = 0
+    for s in stories:
+        answered = sorted(
+            (r for r in results if r["adventure_id"] == s["adventure_id"] and r["status"] == 201),
+            key=lambda r: r["began"],
+        )
+        stored = list(
+            Action.objects.filter(adventure_id=s["adventure_id"], kind="do", live=True)
+            .order_by("depth")
+            .values_list("text", flat=True)
+        )
+        counts: dict[str, int] = {}
+        for text in stored:
+            counts[text] = counts.get(text, 0) + 1
+        lost += sum(1 for r in answered if r["text"] not in counts)
+        doubled += sum(c - 1 for c in counts.values() if c > 1)
+        position = {text: i for i, text in enumerate(stored)}
+        placed = [position[r["text"]] for r in answered if r["text"] in position]
+        began = [r["began"] for r in answered if r["text"] in position]
+        reordered += sum(  # a turn sent clearly (50 ms) after another stored before it
+            1
+            for i in range(len(placed))
+            for j in range(i + 1, len(placed))
+            if placed[j] < placed[i] and began[j] - began[i] > 0.05
+        )
+    return {"lost": lost, "doubled": doubled, "out_of_order": reordered}
+
+
+def _row(label, results, watched, cpu, args, model_calls) -> dict:
+    served = [r for r in results if r["status"] == 201]
+    errors = [r for r in results if r["status"] not in (201, 503)]
+    actor = [(r["first"] - args.first_token) * 1000 for r in served if r["first"] is not None]
+    # turns that found the story free (their answer's head came at once): a wait in line is the story's
+    # own pace (another reply was being written), not the site's cost
+    free = [(r["first"] - args.first_token) * 1000 for r in served if r["first"] is not None and r["head"] < WAITED_S]
+    # a watcher's first piece of a turn beyond the model's own, from the moment the actor sent it
+    watchers = [(t - r["began"] - args.first_token) * 1000 for r in served for t in watched.get(r["text"], [])]
+    # and behind the actor's own first piece (the relay through the live stream)
+    behind = [
+        (t - r["began"] - r["first"]) * 1000
+        for r in served
+        if r["first"] is not None
+        for t in watched.get(r["text"], [])
+    ]
+    n = max(1, len(served))
+    return {
+        "run": label,
+        "turns": len(results),
+        "served": len(served),
+        "served_per_s": round(len(served) / args.duration, 2),
+        "errors": len(errors),
+        "refused": sum(1 for r in results if r["status"] == 503),
+        "actor_first_token_overhead_ms": {p: round(percentile(actor, p), 1) for p in (50, 95)} if actor else {},
+        "watcher_first_token_overhead_ms": {p: round(percentile(watchers, p), 1) for p in (50, 95)} if watchers else {},
+        "watcher_samples": len(watchers),
+        "actor_free_first_token_overhead_ms": {p: round(percentile(free, p), 1) for p in (50, 95)} if free else {},
+        "watcher_behind_actor_ms": {p: round(percentile(behind, p), 1) for p in (50, 95)} if behind else {},
+        "waited_in_line": sum(1 for r in served if r["head"] >= WAITED_S),
+        "model_calls_per_turn": round(model_calls / n, 3) if model_calls is not None else None,
+        "cpu_ms_per_turn": {k: round(v * 1000 / n, 1) for k, v in cpu.items()},
+        "site_cpu_ms_per_turn": round(
+            sum(v for k, v in cpu.items() if k in ("web", "postgres", "worker")) * 1000 / n, 1
+        ),
+    }
+
+
+def _model_calls(model) -> int | None:
+    """The fake model's chat requests so far (it prints its counts on SIGUSR1)."""
+    try:
+        model.send_signal(signal.SIGUSR1)
+        return int(json.loads(model.stdout.readline())["chat"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--stories", type=int, default=250)
+    parser.add_argument("--players", type=int, default=4, help="players per story, the owner included")
+    parser.add_argument("--duration", type=float, default=90.0)
+    parser.add_argument("--think", type=float, default=30.0)
+    parser.add_argument("--model-seconds", type=float, default=10.0)
+    parser.add_argument("--first-token", type=float, default=0.5)
+    parser.add_argument("--seed", type=int, default=48)
+    parser.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: the test suite runs this")
+    args = parser.parse_args()
+    if args.smoke:
+        args.stories, args.players, args.duration, args.think = 2, 3, 3.0, 0.5
+        args.model_seconds, args.first_token = 1.0, 0.1
+        os.environ.setdefault("WEB_CONCURRENCY", "1")
+    django_setup()
+    import psutil
+
+    model, fake_url = _model(args)
+    port = _free_port()
+    site = _site(port, {"WEB_CONCURRENCY": os.environ.get("WEB_CONCURRENCY", "2"), "MCP_PORT": str(_free_port())})
+    _ahead()
+    rows, curves = [], {}
+    try:
+        _wait_live(f"http://127.0.0.1:{port}", site, timeout=180)
+        together = _together(args.stories, args.players, fake_url)
+        for label, live in (("together", True), ("alone", False)):
+            if live:
+                stories = together
+            else:  # players alone, as many as play the together run's served turns per second
+                count = max(1, round(rows[0]["served_per_s"] * (args.think + args.model_seconds)))
+                stories = [
+                    {"adventure_id": aid, "seats": [(token, 0)]}
+                    for token, aid in _players(count, fake_url, prefix="bench-alone-")
+                ]
+            sampler = Sampler(site, {"bench model": [psutil.Process(model.pid)], "bench players": [psutil.Process()]})
+            before, calls_before = sampler.totals(), _model_calls(model)
+            results, watched = asyncio.run(
+                _play(port, stories, duration=args.duration, think=args.think, seed=args.seed, live=live)
+            )
+            after, calls_after = sampler.totals(), _model_calls(model)
+            cpu = {k: max(0.0, after.get(k, 0.0) - before.get(k, 0.0)) for k in after}
+            calls = None if calls_before is None or calls_after is None else calls_after - calls_before
+            row = _row(label, results, watched, cpu, args, calls)
+            row["players"] = sum(len(st["seats"]) for st in stories)
+            row.update(_order_check(stories, results) if live else {"lost": 0, "doubled": 0, "out_of_order": 0})
+            rows.append(row)
+            curves[label] = sorted((r["first"] - args.first_token) * 1000 for r in results if r["first"] is not None)
+            if live:
+                curves["watchers"] = sorted(
+                    (t - r["began"] - args.first_token) * 1000
+                    for r in results
+                    if r["status"] == 201
+                    for t in watched.get(r["text"], [])
+                )
+    finally:
+        os.killpg(site.pid, signal.SIGTERM)
+        try:
+            site.wait(40)
+        except subprocess.TimeoutExpired:
+            os.killpg(site.pid, signal.SIGKILL)
+        model.stdin.close()
+        model.wait(10)
+
+    print_table(
+        f"{args.stories} stories of {args.players} players, think {args.think:g} s, model {args.model_seconds:g} s",
+        [
+            "run",
+            "served/s",
+            "errors",
+            "actor first token + p50/p95 ms",
+            "watchers p50/p95 ms",
+            "lost/doubled/reordered",
+            "model calls/turn",
+            "CPU ms/turn",
+        ],
+        [
+            [
+                r["run"],
+                r["served_per_s"],
+                r["errors"],
+                r["waited_in_line"],
+                "/".join(str(r["actor_first_token_overhead_ms"].get(p, "-")) for p in (50, 95))
+                + " ("
+                + "/".join(str(r["actor_free_first_token_overhead_ms"].get(p, "-")) for p in (50, 95))
+                + ")",
+                "/".join(str(r["watcher_first_token_overhead_ms"].get(p, "-")) for p in (50, 95))
+                + " ("
+                + "/".join(str(r["watcher_behind_actor_ms"].get(p, "-")) for p in (50, 95))
+                + ")",
+                f"{r['lost']}/{r['doubled']}/{r['out_of_order']}",
+                r["model_calls_per_turn"],
+                r["site_cpu_ms_per_turn"],
+            ]
+            for r in rows
+        ],
+    )
+    alone_p95 = rows[1]["actor_first_token_overhead_ms"].get(95) if len(rows) > 1 else None
+    ratios = {
+        who: round(rows[0][key].get(95) / alone_p95, 2) if alone_p95 and rows[0][key].get(95) else None
+        for who, key in (
+            ("actor", "actor_first_token_overhead_ms"),
+            ("actor_story_free", "actor_free_first_token_overhead_ms"),
+            ("watchers", "watcher_first_token_overhead_ms"),
+        )
+    }
+    print(
+        f"p95 against a player alone: actor {ratios['actor']}x ({ratios['actor_story_free']}x when the story was "
+        f"free), watchers {ratios['watchers']}x (target <= 1.3x)"
+    )
+
+    def plot(path):
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(8, 4))
+        for name, values in curves.items():
+            if values:
+                ax.plot(values, [i / len(values) for i in range(len(values))], label=name)
+        ax.set_xlabel("first token beyond the model's own (ms)")
+        ax.set_ylabel("share of turns")
+        ax.set_title("Played together against alone")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(path)
+
+    result = {
+        "bench": "together",
+        "smoke": args.smoke,
+        "stories": args.stories,
+        "players": args.players,
+        "rows": rows,
+        "p95_ratio_to_alone": ratios,
+    }
+    save("together", result, plot=plot)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
