@@ -11,8 +11,9 @@
                            event: gone    data: {}                you are no longer a member: the stream ends
 
 Any member may follow (players and watchers). Sent ``Last-Event-ID`` (a browser's EventSource does
-on its own), the stream goes on after that event. Access is asked again on every members event
-and every CHECK_S, so a removed or suspended member stops at once. The stream waits on the event
+on its own), the stream goes on after that event. Access is asked again on every members event (a
+removal, a suspension or a hidden story sends one) and every CHECK_S, so a removed or suspended
+member stops at once. The stream waits on the event
 loop (an asyncio Redis read), with no thread and no database connection held."""
 
 from __future__ import annotations
@@ -40,10 +41,12 @@ from stories.adventures import access_adventure
 
 EVENTS = "text/event-stream"
 EVENT_ID = re.compile(r"\d{1,20}-\d{1,20}")
-CHECK_S = 5.0  # access asked again at least this often
-BLOCK_MS = 2000  # one wait on the stream
+# A removal, a suspension or a hidden story sends a members event: access is asked again at once.
+# The look every CHECK_S is the net under that, so an idle page costs next to nothing.
+CHECK_S = 30.0
+BLOCK_MS = 15_000  # one wait on the stream (a quiet page wakes this often, to ping)
 PING_S = 15.0  # a comment line this often keeps proxies from closing a quiet stream
-HERE_EVERY_S = 10.0
+HERE_EVERY_S = 25.0
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,9 @@ log = logging.getLogger(__name__)
 
 KEPT = 2000  # events a story's stream keeps (about: Redis trims whole nodes)
 KEEP_S = 24 * 3600  # an idle story's stream goes after a day
-HERE_S = 30  # a page's presence lasts this long unless its stream renews it
+HERE_S = 60  # a page's presence (and its stream's slot) lasts this long unless its stream renews it
 PER_USER = 6  # live streams one account may hold open at once
+RELAY_EVERY_S = 0.3  # the reply's pieces reach the pages at most this often (the first at once)
 
 
 def _key(adventure_id: int) -> str:
@@ -53,6 +54,26 @@ def publish_after_commit(adventure_id: int, event: str, data: dict) -> None:
 async def publish_soon(adventure_id: int, event: str, data: dict) -> None:
     """``publish`` from the event loop (a loop thread makes the Redis round trip)."""
     await asyncio.to_thread(publish, adventure_id, event, data)
+
+
+class Relay:
+    """The reply's pieces on their way to the members' pages: the first at once, then what came
+    within RELAY_EVERY_S in one event (a piece an event would cost each page a wake-up a piece)."""
+
+    def __init__(self, adventure_id: int):
+        self.adventure_id, self.held, self.sent_at = adventure_id, [], None
+
+    async def add(self, piece: str) -> None:
+        self.held.append(piece)
+        now = asyncio.get_running_loop().time()
+        if self.sent_at is None or now - self.sent_at >= RELAY_EVERY_S:
+            await self.flush()
+
+    async def flush(self) -> None:
+        if self.held:
+            text, self.held = "".join(self.held), []
+            self.sent_at = asyncio.get_running_loop().time()
+            await publish_soon(self.adventure_id, "token", {"text": text})
 
 
 def action_data(action) -> dict:
@@ -195,6 +216,11 @@ def on_tree_changed(sender, *, adventure_id: int, **details) -> None:
 
     if Membership.objects.filter(adventure_id=adventure_id).exists():
         publish_after_commit(adventure_id, "story", {"change": details.get("change", "head")})
+
+
+def on_access_changed(sender, *, adventure_id: int, **details) -> None:
+    """A moderator suspended a member or hid the story: its live pages ask again at once."""
+    members_changed(adventure_id, access=True)
 
 
 def members_changed(adventure_id: int, **details) -> None:

@@ -316,15 +316,18 @@ class Reply:
         if together:
             began = {"actions": [live.action_data(a) for a in p.placed], "retake": p.retake_of is not None}
             await live.publish_soon(p.adventure.pk, "turn", began)
+        relay = live.Relay(p.adventure.pk) if together else None
         try:
             async for piece in self.call.deltas():
-                if together:
-                    await live.publish_soon(p.adventure.pk, "token", {"text": piece})
+                if relay is not None:
+                    await relay.add(piece)
                 yield piece
         except ProviderError:
             return
         finally:
             keeper.cancel()
+            if relay is not None:
+                await asyncio.shield(relay.flush())
 
     async def finish(self, *, stopped: bool = False) -> TurnResult | None:
         """Record the call and place the reply (when ``stopped``, the text written

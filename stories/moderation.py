@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from config import jobs
-from stories.models import Action, Adventure, Scenario, ScenarioReport
+from stories.models import Action, Adventure, Membership, Scenario, ScenarioReport
+from stories.party import members
 from stories.tree import writes
 
 
@@ -28,12 +30,17 @@ def memory_pass_rerun(*, adventure_id: int) -> None:
 
 def adventure_set_hidden(*, adventure_id: int, hidden: bool) -> None:
     Adventure.objects.filter(pk=adventure_id).update(hidden=hidden)
+    members.access_changed.send(sender=Adventure, adventure_id=adventure_id)  # its members' live pages end
 
 
 def user_suspend(*, user_id: int, suspended: bool = True) -> None:
     """A suspended user cannot log in or play; sessions end on their next
-    request and API and world tokens are refused at once."""
+    request and API and world tokens are refused at once, and the live pages of
+    the stories they play together end."""
     get_user_model().objects.filter(pk=user_id).update(is_active=not suspended)
+    together = Membership.objects.filter(Q(user_id=user_id) | Q(adventure__owner_id=user_id))
+    for adventure_id in together.values_list("adventure_id", flat=True).distinct()[:1000]:
+        members.access_changed.send(sender=Adventure, adventure_id=adventure_id)
 
 
 UNPUBLISHED_NOTICE = (

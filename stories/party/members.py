@@ -10,11 +10,16 @@ import secrets
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, Q, Subquery
+from django.dispatch import Signal
 from django.utils import timezone
 
 from config.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from stories.models import Adventure, StoryCard
 from stories.party.models import Invite, Membership, Party, Role
+
+# Sent when who may see a story changed outside the story's own routes (a moderator suspended a member
+# or hid the story): the live pages of the story ask again at once (play.live).
+access_changed = Signal()
 
 MAY = ("own", "play", "watch")  # what a request asks of an adventure (access_adventure)
 PLAYERS_MAX = 8  # the owner included

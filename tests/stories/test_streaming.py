@@ -430,3 +430,15 @@ def test_a_members_page_follows_the_others_turn_live_resumes_without_gaps_and_en
     outsider = Follower(site, _token(charlie), aid)
     assert outsider.status == 404
     outsider.close()
+
+    # a moderator suspends a member: the stream ends (asked again at once, not at its next look)
+    from stories import moderation
+    from tests.conftest import api_client_for
+
+    watch = alice_plays.post(f"/api/adventures/{aid}/invites/", {"role": "watcher"}, format="json").json()
+    assert api_client_for(charlie).post(f"/api/join/{watch['token']}/", {}, format="json").status_code == 201
+    watcher = Follower(site, _token(charlie), aid)
+    wait_for(lambda: "presence" in watcher.names(), timeout=20, what="carol's page to be following")
+    moderation.user_suspend(user_id=charlie.pk)
+    assert watcher.ended.wait(4), "the suspended member's stream ended"
+    assert watcher.names()[-1] == "gone"
