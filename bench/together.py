@@ -188,13 +188,12 @@ def _row(label, results, watched, cpu, args, model_calls) -> dict:
     }
 
 
-def _model_calls(model) -> int | None:
-    """The fake model's chat requests so far (it prints its counts on SIGUSR1)."""
-    try:
-        model.send_signal(signal.SIGUSR1)
-        return int(json.loads(model.stdout.readline())["chat"])
-    except (OSError, ValueError, KeyError):
-        return None
+def _model_calls(stories: list[dict]) -> int:
+    """The turns' model calls the site logged for these stories (the memory pass's are its own)."""
+    from stories.models import ProviderCall
+
+    ids = [s["adventure_id"] for s in stories]
+    return ProviderCall.objects.filter(adventure_id__in=ids, purpose=ProviderCall.Purpose.TURN).count()
 
 
 def main() -> None:
@@ -233,13 +232,13 @@ def main() -> None:
                     for token, aid in _players(count, fake_url, prefix="bench-alone-")
                 ]
             sampler = Sampler(site, {"bench model": [psutil.Process(model.pid)], "bench players": [psutil.Process()]})
-            before, calls_before = sampler.totals(), _model_calls(model)
+            before, calls_before = sampler.totals(), _model_calls(stories)
             results, watched = asyncio.run(
                 _play(port, stories, duration=args.duration, think=args.think, seed=args.seed, live=live)
             )
-            after, calls_after = sampler.totals(), _model_calls(model)
+            after, calls_after = sampler.totals(), _model_calls(stories)
             cpu = {k: max(0.0, after.get(k, 0.0) - before.get(k, 0.0)) for k in after}
-            calls = None if calls_before is None or calls_after is None else calls_after - calls_before
+            calls = calls_after - calls_before
             row = _row(label, results, watched, cpu, args, calls)
             row["players"] = sum(len(st["seats"]) for st in stories)
             row.update(_order_check(stories, results) if live else {"lost": 0, "doubled": 0, "out_of_order": 0})

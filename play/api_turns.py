@@ -22,6 +22,7 @@ import json
 import re
 from dataclasses import dataclass
 
+import redis
 from django.http import HttpResponse, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
@@ -33,8 +34,8 @@ from config import admission, errors
 from config.async_db import db_step
 from config.errors import Conflict, DomainError, InvalidRequest
 from config.serializer_fields import valid as _valid
+from play import live, turn_line, turns
 from play import serializers as s
-from play import turn_line, turns
 from play.api_support import adventure_for as _adventure
 from stories import limits
 from stories.adventures import access_adventure
@@ -119,16 +120,38 @@ async def _wait_in_line(waiting: Waiting):
     if not await asyncio.to_thread(line.join):
         return _json(*errors.answer(Conflict(BUSY, code="generating")))
     deadline = asyncio.get_running_loop().time() + turn_line.WAIT_S
+    after = await asyncio.to_thread(live.last_id, waiting.adventure_id)
     try:
         while asyncio.get_running_loop().time() < deadline:
-            if await asyncio.to_thread(line.first):
-                outcome = await db_step(_play, waiting)
-                if not isinstance(outcome, Waiting):
-                    return outcome
-            await asyncio.sleep(turn_line.LOOK_EVERY_S)
+            if not await asyncio.to_thread(line.first):
+                await asyncio.sleep(turn_line.LOOK_EVERY_S)
+                continue
+            outcome = await db_step(_play, waiting)
+            if not isinstance(outcome, Waiting):
+                return outcome
+            # first in line, the story busy: wake when its reply is stored (the story's live stream
+            # says so), or after a second; no thread and no database connection while waiting
+            after = await _reply_stored(waiting.adventure_id, after)
         return _json(*errors.answer(Conflict(BUSY, code="generating")))
     finally:
         await asyncio.to_thread(line.leave)
+
+
+async def _reply_stored(adventure_id: int, after: str) -> str:
+    """The story's live events after ``after`` until a reply is stored or failed (or a second
+    passed); the id of the last one read."""
+    loop = asyncio.get_running_loop()
+    until = loop.time() + 1.0
+    try:
+        while (left := until - loop.time()) > 0:
+            events = await live.read(adventure_id, after, block_ms=max(1, int(left * 1000)))
+            for event_id, name, _ in events:
+                after = event_id
+                if name in ("done", "failed", "story"):
+                    return after
+    except redis.RedisError:
+        await asyncio.sleep(turn_line.LOOK_EVERY_S)
+    return after
 
 
 class _TurnView(APIView):

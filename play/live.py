@@ -52,8 +52,13 @@ def publish_after_commit(adventure_id: int, event: str, data: dict) -> None:
 
 
 async def publish_soon(adventure_id: int, event: str, data: dict) -> None:
-    """``publish`` from the event loop (a loop thread makes the Redis round trip)."""
-    await asyncio.to_thread(publish, adventure_id, event, data)
+    """``publish`` from the event loop, on its asyncio Redis client (no thread hop)."""
+    try:
+        client = _reader()
+        await client.xadd(_key(adventure_id), {"e": event, "d": json.dumps(data)}, maxlen=KEPT, approximate=True)
+        await client.expire(_key(adventure_id), KEEP_S)
+    except redis.RedisError as exc:
+        log.warning("live event %s of adventure %s not sent: %s", event, adventure_id, exc)
 
 
 class Relay:

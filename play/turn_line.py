@@ -14,7 +14,7 @@ import redis
 from config.redis_pool import redis_client
 
 WAIT_S = 120.0  # the longest a turn waits in line (a reply's own deadline is shorter)
-LOOK_EVERY_S = 0.2  # how often a turn in line looks whether it is first and the story free
+LOOK_EVERY_S = 0.5  # how often a turn behind others in line looks whether it is first
 ALIVE_S = 5  # a place not renewed for this long is dropped (its client left, its process died)
 KEEP_S = 3600  # the line's keys outlive its last use by this much
 
