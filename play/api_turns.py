@@ -18,6 +18,7 @@ reply (nothing when nothing was written; the player's action stays).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 from dataclasses import dataclass
@@ -84,6 +85,7 @@ class Waiting:
     mode: str
     text: str
     key: str
+    place: str = ""  # its place in line, taken as the site refused it the story (turn_line.Line)
 
 
 def _in_line(adventure) -> bool:
@@ -113,12 +115,19 @@ def _play(waiting: Waiting):
     return Begun(prepared, retried=False)
 
 
+def _queued(waiting: Waiting) -> Waiting:
+    """The turn's place at the line's end, taken the moment the site finds the story busy (so the
+    line keeps the order turns reached the site in); none when Redis is away (then a 409)."""
+    line = turn_line.Line(waiting.adventure_id)
+    if not line.join():
+        raise Conflict(BUSY, code="generating")
+    return dataclasses.replace(waiting, place=line.me)
+
+
 async def _wait_in_line(waiting: Waiting):
     """Begun when the turn's place in line comes and the story is free, or an answer (a 409 after
     turn_line.WAIT_S; the client leaving drops the place and stores nothing)."""
-    line = turn_line.Line(waiting.adventure_id)
-    if not await asyncio.to_thread(line.join):
-        return _json(*errors.answer(Conflict(BUSY, code="generating")))
+    line = turn_line.Line(waiting.adventure_id, me=waiting.place)
     deadline = asyncio.get_running_loop().time() + turn_line.WAIT_S
     after = await asyncio.to_thread(live.last_id, waiting.adventure_id)
     try:
@@ -234,7 +243,7 @@ class TurnView(_TurnView):
             )
         waiting = Waiting(adventure.pk, request.user.id, data["mode"], data["text"].strip(), key)
         if _in_line(adventure) and turn_line.queued(adventure.pk):
-            return waiting  # turns wait in line: this one joins its end
+            return _queued(waiting)  # turns wait in line: this one joins its end
         try:
             prepared = turns.begin_play(
                 user_id=request.user.id, adventure=adventure, mode=data["mode"], text=data["text"].strip(), key=key
@@ -243,7 +252,7 @@ class TurnView(_TurnView):
             return _failed_response(exc)
         except Conflict as exc:
             if exc.code == "generating" and _in_line(adventure):
-                return waiting
+                return _queued(waiting)
             raise
         return Begun(prepared, retried=False)
 
