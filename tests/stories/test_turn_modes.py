@@ -60,7 +60,7 @@ def test_in_free_mode_turns_sent_while_a_reply_is_written_wait_in_line_and_play_
 ):
     aid, cards, code = _story(alice_plays)
     bob_api, carol_api = _joined(bob, code, cards["Sela"]), _joined(charlie, code, cards["Oric"])
-    fake_llm.latency = 1.0  # each reply takes a second: the story is busy meanwhile
+    fake_llm.latency = 0.6  # each reply takes a while: the story is busy meanwhile
     line = f"turnline:{aid}"
 
     def play(api, text):
