@@ -57,6 +57,10 @@ def _smoke(name: str, results: Path, database_url: str, redis_url: str) -> subpr
         "DATABASE_URL": database_url,
         "REDIS_URL": redis_url,
         "EVERLORE_EMBEDDED": "1",  # one-machine mode: the bench's model stands on loopback
+        # a bench's site (concurrency, evening, together) with one web process and one worker child:
+        # a smoke checks the bench runs, and each process more is a Django start on busy cores
+        "WEB_CONCURRENCY": "1",
+        "WORKER_CONCURRENCY": "1",
     }  # four smokes at once keep the cores busy: a smoke checks it runs
     return subprocess.run(
         [sys.executable, str(ROOT / "bench" / name), "--smoke"],

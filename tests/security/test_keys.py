@@ -122,7 +122,7 @@ def test_a_few_hundred_mixed_jobs_on_real_workers_spend_only_their_owners_key(al
             if count != seen["count"] or client.llen("celery"):
                 seen.update(count=count, since=time.monotonic())
                 return False
-            return time.monotonic() - seen["since"] > 4
+            return time.monotonic() - seen["since"] > 2.5
 
         wait_for(settled, timeout=240, interval=0.5, what="the pool to finish every job")
     finally:
