@@ -192,4 +192,22 @@ def pytest_collection_modifyitems(items):
     """The files that start servers first (their tests marked slow), the rest after: pytest-xdist hands
     out whole files in this order, so the long ones never end the run on one worker alone."""
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_files)
+    longest = {name: rank for rank, name in enumerate(LONGEST_FILES)}
+
+    def order(item):
+        name = item.path.relative_to(item.config.rootpath).as_posix()
+        return (item.path not in slow_files, longest.get(name, len(longest)))
+
+    items.sort(key=order)
+
+
+# The files that take longest (measured with --durations): handed out first of all
+LONGEST_FILES = [
+    "tests/web/test_browser.py",
+    "tests/config/test_benches.py",
+    "tests/config/test_runsite.py",
+    "tests/workers/test_pool.py",
+    "tests/stories/test_import_jobs.py",
+    "tests/security/test_keys.py",
+    "tests/stories/test_streaming.py",
+]
