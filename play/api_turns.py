@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass
 
 import redis
+from django.contrib.auth import get_user_model
 from django.http import HttpResponse, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
@@ -33,7 +34,7 @@ from rest_framework.views import APIView
 
 from config import admission, errors
 from config.async_db import db_step
-from config.errors import Conflict, DomainError, InvalidRequest
+from config.errors import Conflict, DomainError, InvalidRequest, NotFound
 from config.serializer_fields import valid as _valid
 from play import live, turn_line, turns
 from play import serializers as s
@@ -98,6 +99,8 @@ def _play(waiting: Waiting):
     """A turn whose place in line came: access asked again (a member removed meanwhile is refused),
     then played; Waiting again while the story is still busy. One database step."""
     try:
+        if not get_user_model().objects.filter(pk=waiting.user_id, is_active=True).exists():
+            raise NotFound()  # suspended while in line: nothing is played
         adventure = access_adventure(
             user_id=waiting.user_id, adventure_id=waiting.adventure_id, for_play=True, may="play"
         )
