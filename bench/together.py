@@ -60,24 +60,39 @@ def _together(count: int, size: int, fake_url: str) -> list[dict]:
     return stories
 
 
-async def _follow(port: int, token: str, adventure_id: int, seen: dict, stop_at: float) -> None:
-    """A member's page on the story's live stream: the moment each turn's first reply piece comes."""
+async def _follow(port: int, token: str, adventure_id: int, seen: dict, stop_at: float, refused: list) -> None:
+    """A member's page on the story's live stream: the moment each turn's first reply piece comes. A
+    stream the site refuses (not a 200) is opened again after a few seconds, as the play page does."""
+    while time.monotonic() < stop_at:
+        status = await _follow_once(port, token, adventure_id, seen, stop_at)
+        if status == 200:
+            return
+        refused.append(status)
+        await asyncio.sleep(3 + random.random() * 2)
+
+
+async def _follow_once(port: int, token: str, adventure_id: int, seen: dict, stop_at: float):
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    except OSError:
-        return
+    except OSError as exc:
+        return exc.__class__.__name__
     writer.write(
         (
             f"GET /api/adventures/{adventure_id}/live/ HTTP/1.1\r\nHost: 127.0.0.1\r\n"
             f"Authorization: Token {token}\r\nAccept: text/event-stream\r\n\r\n"
         ).encode()
     )
-    current = None
+    current, event = None, ""
     try:
+        status_line = await asyncio.wait_for(reader.readline(), 60)
+        parts = status_line.split()
+        status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else "no answer"
+        if status != 200:
+            return status
         while time.monotonic() < stop_at:
             line = await asyncio.wait_for(reader.readline(), max(0.1, stop_at - time.monotonic()))
             if not line:
-                return
+                return "ended"  # the page follows again
             if line.startswith(b"event: "):
                 event = line[7:].strip().decode()
             elif line.startswith(b"data: "):
@@ -87,16 +102,19 @@ async def _follow(port: int, token: str, adventure_id: int, seen: dict, stop_at:
                 elif event == "token" and current is not None:
                     seen.setdefault(current, []).append(time.monotonic())
                     current = None  # the first piece of this turn only
-    except (asyncio.TimeoutError, OSError, ValueError):
-        return
+    except asyncio.TimeoutError:
+        return 200  # followed to the end
+    except (OSError, ValueError) as exc:
+        return exc.__class__.__name__
     finally:
         writer.close()
+    return 200
 
 
 async def _play(port: int, stories: list[dict], *, duration: float, think: float, seed: int, live: bool):
     rng = random.Random(seed)
     stop_at = time.monotonic() + duration
-    results, watched, numbers = [], {}, iter(range(10**9))
+    results, watched, numbers, refused = [], {}, iter(range(10**9)), []
 
     async def player(token: str, aid: int, me: int):
         await asyncio.sleep(rng.uniform(0, think))
@@ -112,10 +130,12 @@ async def _play(port: int, stories: list[dict], *, duration: float, think: float
     if live:
         follow_until = stop_at + 30  # the last replies are still written after the last turn starts
         tasks += [
-            _follow(port, token, s["adventure_id"], watched, follow_until) for s in stories for token, _ in s["seats"]
+            _follow(port, token, s["adventure_id"], watched, follow_until, refused)
+            for s in stories
+            for token, _ in s["seats"]
         ]
     await asyncio.gather(*tasks)
-    return results, watched
+    return results, watched, refused
 
 
 def _order_check(stories: list[dict], results: list[dict]) -> dict:
@@ -234,7 +254,7 @@ def main() -> None:
                 ]
             sampler = Sampler(site, {"bench model": [psutil.Process(model.pid)], "bench players": [psutil.Process()]})
             before, calls_before = sampler.totals(), _model_calls(stories)
-            results, watched = asyncio.run(
+            results, watched, refused = asyncio.run(
                 _play(port, stories, duration=args.duration, think=args.think, seed=args.seed, live=live)
             )
             after, calls_after = sampler.totals(), _model_calls(stories)
@@ -242,6 +262,7 @@ def main() -> None:
             calls = calls_after - calls_before
             row = _row(label, results, watched, cpu, args, calls)
             row["players"] = sum(len(st["seats"]) for st in stories)
+            row["live_refused"] = {str(k): refused.count(k) for k in set(refused)}
             row.update(_order_check(stories, results) if live else {"lost": 0, "doubled": 0, "out_of_order": 0})
             rows.append(row)
             curves[label] = sorted((r["first"] - args.first_token) * 1000 for r in results if r["first"] is not None)

@@ -115,6 +115,14 @@
   function follow() {
     if (live) return;
     live = new EventSource(`${api}/live/`);
+    // a refused stream (the site busy: a 503, or the account's streams all open) is closed for good by
+    // the browser: follow again after a few seconds, from the story as it stands
+    live.addEventListener("error", () => {
+      if (live && live.readyState === EventSource.CLOSED) {
+        live = null;
+        setTimeout(() => { follow(); if (memberPage) loadStory(); }, 3000 + Math.random() * 2000);
+      }
+    });
     for (const name of ["turn", "token", "done", "failed", "members", "story", "presence", "reset", "gone"]) {
       live.addEventListener(name, (event) => onEvent(name, JSON.parse(event.data)));
     }
