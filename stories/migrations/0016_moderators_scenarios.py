@@ -7,6 +7,16 @@ WANTED = {("stories", "scenario"): ["view", "change"], ("stories", "scenariorepo
 
 
 def permissions_add(apps, schema_editor):
+    grant(apps, WANTED)
+
+
+def permissions_remove(apps, schema_editor):
+    revoke(apps, WANTED)
+
+
+def grant(apps, wanted: dict) -> None:
+    """The Moderators group gets ``wanted``'s permissions ({(app, model): [action, ...]}); later
+    migrations that widen what moderators see call this too."""
     from django.apps import apps as global_apps
     from django.contrib.auth.management import create_permissions
 
@@ -21,17 +31,17 @@ def permissions_add(apps, schema_editor):
     Group = apps.get_model("auth", "Group")
     Permission = apps.get_model("auth", "Permission")
     group, _ = Group.objects.get_or_create(name="Moderators")
-    for (app_label, model), actions in WANTED.items():
+    for (app_label, model), actions in wanted.items():
         for action in actions:
             group.permissions.add(
                 Permission.objects.get(content_type__app_label=app_label, codename=f"{action}_{model}")
             )
 
 
-def permissions_remove(apps, schema_editor):
+def revoke(apps, wanted: dict) -> None:
     Group = apps.get_model("auth", "Group")
     Permission = apps.get_model("auth", "Permission")
-    codenames = [f"{action}_{model}" for (_, model), actions in WANTED.items() for action in actions]
+    codenames = [f"{action}_{model}" for (_, model), actions in wanted.items() for action in actions]
     for group in Group.objects.filter(name="Moderators"):
         group.permissions.remove(*Permission.objects.filter(content_type__app_label="stories", codename__in=codenames))
 
