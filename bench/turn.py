@@ -47,7 +47,7 @@ def main() -> None:
     from memory import embeddings as memory_embeddings
     from memory.models import Memory
     from memory.story import memory_pass
-    from play import turns as turns_module
+    from play import told as turns_module  # where a turn asks recall
     from stories.accounts import ai_settings
     from stories.adventures import story_create
     from stories.models import Adventure, Branch, StoryCard

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
@@ -48,6 +49,8 @@ class Memory(models.Model):
     # a character may hold several memories of one block (the offline writer keeps everything it
     # witnessed, 50 words a memory): their order, 0 first
     part = models.PositiveSmallIntegerField(default=0, db_default=0)  # (raw inserts, e.g. bench COPY, get 0)
+    # the memory of a secret (stories.party.secrets): the user ids whose turns may recall it; None: all
+    seen_by = ArrayField(models.IntegerField(), null=True, blank=True)
     use_count = models.PositiveIntegerField(default=0)
     last_used_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -59,7 +62,7 @@ class Memory(models.Model):
             # one memory per block, holder (the bank's own, or one character's) and part, so a pass
             # that runs twice writes nothing twice
             models.UniqueConstraint(
-                fields=["adventure", "branch", "source_start", "character", "part"],
+                fields=["adventure", "branch", "source_start", "character", "part", "seen_by"],
                 condition=Q(source_start__isnull=False),
                 name="one_memory_per_block",
                 nulls_distinct=False,

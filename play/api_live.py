@@ -2,8 +2,12 @@
 
     id: <the event's id>   event: turn    data: {"actions": [the player's node], "retake": false}
                            event: token   data: {"text": "..."}   the reply as it is written
+    (a secret's turn, its reply's pieces and its end reach only the pages of those it was told to)
                            event: done    data: {"actions": [the nodes stored], "stopped": false}
                            event: failed  data: {"error": "<code>"}
+                           event: secret  data: {}               a turn told to others was played
+                           event: gathered data: {"actions": [...], "waiting": [...], "closes_at": "..."}
+                                                                  a gather round's action, kept for its narration
                            event: members data: {...}             someone joined, left, or the turns changed
                            event: story   data: {...}             the story changed otherwise: read it again
                            event: presence data: {"user_id": 3, "here": true}
@@ -13,8 +17,8 @@
 Any member may follow (players and watchers). Sent ``Last-Event-ID`` (a browser's EventSource does
 on its own), the stream goes on after that event. Access is asked again on every members event (a
 removal, a suspension or a hidden story sends one) and every CHECK_S, so a removed or suspended
-member stops at once. The stream waits on the event
-loop (an asyncio Redis read), with no thread and no database connection held."""
+member stops at once. The stream waits on the event loop (its queue at this process's one reader of
+the streams, play.live_hub), with no thread and no database connection held."""
 
 from __future__ import annotations
 
@@ -35,7 +39,7 @@ from rest_framework.views import APIView
 from config import errors
 from config.async_db import db_side_step, db_step
 from config.errors import DomainError, RateLimited
-from play import live
+from play import live, live_hub
 from play.api_support import adventure_for as _adventure
 from stories.adventures import access_adventure
 
@@ -44,7 +48,6 @@ EVENT_ID = re.compile(r"\d{1,20}-\d{1,20}")
 # A removal, a suspension or a hidden story sends a members event: access is asked again at once.
 # The look every CHECK_S is the net under that, so an idle page costs next to nothing.
 CHECK_S = 30.0
-BLOCK_MS = 15_000  # one wait on the stream (a quiet page wakes this often, to ping)
 PING_S = 15.0  # a comment line this often keeps proxies from closing a quiet stream
 HERE_EVERY_S = 25.0
 
@@ -115,27 +118,39 @@ def _sse(event_id: str | None, name: str, data: dict) -> bytes:
 
 async def _follow(f: Following, slot: str):
     aid, uid, after = f.adventure_id, f.user_id, f.after
+    page = None
     try:
         yield b"retry: 2000\n\n"
         if f.resumed and await asyncio.to_thread(live.gap, aid, after):
             after = await asyncio.to_thread(live.last_id, aid)
             yield _sse(after, "reset", {})
+        page, at = await live_hub.hub().join(aid)
+        missed = await live.since(aid, after, at) if live.order_of(at) > live.order_of(after) else []
         await asyncio.to_thread(live.here_mark, aid, uid)
         await live.publish_soon(aid, "presence", {"user_id": uid, "here": True})
         now = time.monotonic()
         check_at, ping_at, here_at = now + CHECK_S, now + PING_S, now + HERE_EVERY_S
         while True:
-            try:
-                found = await live.read(aid, after, block_ms=BLOCK_MS)
-            except redis.RedisError:
-                yield _sse(None, "unavailable", {"detail": "the live stream is away; the page reconnects"})
-                return
+            if missed:
+                found = [missed.pop(0)]
+            else:
+                try:
+                    item = await page.get(timeout=min(check_at, ping_at, here_at) - time.monotonic())
+                except live_hub.Lagged:
+                    yield _sse(None, "unavailable", {"detail": "the live stream fell behind; the page reconnects"})
+                    return
+                found = [item] if item is not None else []
             ask = False
-            for event_id, name, data in found:
+            for event_id, name, data, seen_by in found:
+                if live.order_of(event_id) <= live.order_of(after):
+                    continue  # the hub was behind this page: already sent
                 after = event_id
                 if name == "members":
                     ask = True
-                yield _sse(event_id, name, data)
+                if seen_by is None or uid in seen_by:  # a secret's events reach those it was told to alone
+                    yield _sse(event_id, name, data)
+                elif name in ("done", "failed"):  # the others learn a turn was played (whose turn is next), no more
+                    yield _sse(event_id, "secret", {})
             now = time.monotonic()
             if ask or now >= check_at:
                 if not await db_side_step(_still_member, f):
@@ -149,7 +164,11 @@ async def _follow(f: Following, slot: str):
             if not found and now >= ping_at:
                 yield b": ping\n\n"
                 ping_at = now + PING_S
+    except redis.RedisError:
+        yield _sse(None, "unavailable", {"detail": "the live stream is away; the page reconnects"})
     finally:
+        if page is not None:
+            live_hub.hub().leave(page)
         await asyncio.shield(_closed(aid, uid, slot))
 
 

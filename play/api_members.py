@@ -15,8 +15,8 @@ from config.serializer_fields import valid
 from play import live, party
 from play.api_support import adventure_for as _adventure
 from stories.models import Adventure
-from stories.party import members, order
-from stories.party.models import VIEWER_ROLES, Membership, Party, Role, TurnMode
+from stories.party import members, order, reports, secrets
+from stories.party.models import VIEWER_ROLES, Membership, Party, Role, StoryReport, TurnMode
 from stories.tree import lineage
 
 
@@ -77,8 +77,15 @@ class MembersSerializer(serializers.Serializer):
     players_max = serializers.IntegerField()
     turn_mode = serializers.ChoiceField(choices=TurnMode.choices)
     idle_skip_s = serializers.IntegerField()
+    gather_s = serializers.IntegerField()
+    gather = serializers.DictField(
+        allow_null=True, help_text="gather: the open round, {waiting: [names], closes_at}; null in other modes"
+    )
     up = UpSerializer(allow_null=True, help_text="round-robin: whose turn it is; null in free mode")
     members = MemberSerializer(many=True, help_text="the owner first, then the members as they joined")
+    characters = serializers.ListField(
+        child=serializers.CharField(), help_text="the characters a turn may be whispered to (`to` of a turn)"
+    )
 
 
 class PartyChangeSerializer(serializers.Serializer):
@@ -88,6 +95,12 @@ class PartyChangeSerializer(serializers.Serializer):
         min_value=10,
         max_value=86_400,
         help_text="round-robin: seconds before an idle player is skipped",
+    )
+    gather_s = strict.IntegerField(
+        required=False,
+        min_value=15,
+        max_value=3600,
+        help_text="gather: seconds a round stays open after its first action before it is narrated",
     )
 
 
@@ -180,9 +193,19 @@ def _members(adventure: Adventure, user_id: int) -> dict:
         "players_max": members.PLAYERS_MAX,
         "turn_mode": party.turn_mode,
         "idle_skip_s": party.idle_skip_s,
+        "gather_s": party.gather_s,
+        "gather": _round(adventure, party),
         "up": vars(up) if up else None,
         "members": everyone,
+        "characters": secrets.characters(adventure),  # whom a secret may be whispered to
     }
+
+
+def _round(adventure: Adventure, party: Party) -> dict | None:
+    if party.turn_mode != TurnMode.GATHER:
+        return None
+    now = order.gathered(adventure, lineage.head(adventure), party=party)
+    return {"waiting": [name for _, name in now.waiting], "closes_at": now.closes_at, "written": len(now.actions)}
 
 
 class MembersView(APIView):
@@ -325,3 +348,37 @@ class JoinedView(APIView):
         return _paged(
             request, rows.order_by("-joined_at", "-id"), lambda m: {**_member(m), "adventure": _brief(m.adventure)}
         )
+
+
+class StoryReportSerializer(serializers.Serializer):
+    reason = strict.ChoiceField(choices=StoryReport.Reason.choices)
+    text = strict.TextField(required=False, allow_blank=True, default="", max_length=2000, help_text="what is wrong")
+    action = strict.IntegerField(
+        required=False, min_value=1, max_value=2**31 - 1, help_text="a node of the story; none: the story itself"
+    )
+
+
+class StoryReportAnswer(serializers.Serializer):
+    id = serializers.IntegerField()
+    reason = serializers.CharField()
+    status = serializers.CharField()
+
+
+class StoryReportView(APIView):
+    @extend_schema(
+        request=StoryReportSerializer,
+        responses={201: StoryReportAnswer},
+        tags=["together"],
+        summary="Report the story or a node of it to the moderators",
+    )
+    def post(self, request, adventure_id):
+        adventure = _adventure(request, adventure_id, may="watch")
+        data = valid(StoryReportSerializer, request)
+        report = reports.story_report(
+            adventure=adventure,
+            reporter_id=request.user.id,
+            reason=data["reason"],
+            text=data["text"].strip(),
+            action_id=data.get("action"),
+        )
+        return Response({"id": report.pk, "reason": report.reason, "status": report.status}, status=201)

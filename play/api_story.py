@@ -21,6 +21,7 @@ from play import serializers as s
 from play.api_support import adventure_for as _adventure
 from play.api_support import member_id
 from stories.models import Action, Adventure, Branch
+from stories.party import secrets
 from stories.tree import history, lineage, story_text, writes
 
 STORY_PAGE_DEFAULT = 50  # actions per page
@@ -55,7 +56,9 @@ class StoryView(APIView):
         adventure = _adventure(request, adventure_id, may="watch")
         params = _valid(_StoryQuery, request, query=True)
         branch = lineage.head(adventure)
-        rows, next_before = lineage.story_page(branch, before_depth=params["before"], limit=params["limit"])
+        rows, next_before = lineage.story_page(
+            branch, before_depth=params["before"], limit=params["limit"], viewer=request.user.id
+        )
         return Response(
             {
                 "branch": branch.pk,
@@ -87,7 +90,9 @@ class StorySearchView(APIView):
     def get(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
         params = _valid(_SearchQuery, request, query=True)
-        found = story_text.search(lineage.head(adventure), params["q"], limit=params["limit"] + 1)
+        found = story_text.search(
+            lineage.head(adventure), params["q"], limit=params["limit"] + 1, viewer=request.user.id
+        )
         return Response(
             {"query": params["q"], "results": found[: params["limit"]], "more": len(found) > params["limit"]}
         )
@@ -108,7 +113,7 @@ class StoryExportView(APIView):
     def get(self, request, adventure_id):
         adventure = _adventure(request, adventure_id)
         markdown = _valid(_ExportQuery, request, query=True)["type"] == "markdown"
-        body = story_text.written(adventure, lineage.head(adventure), markdown=markdown)
+        body = story_text.written(adventure, lineage.head(adventure), markdown=markdown, viewer=request.user.id)
         kind, ext = ("text/markdown", "md") if markdown else ("text/plain", "txt")
         response = StreamingHttpResponse(body, content_type=f"{kind}; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="story-{adventure.pk}.{ext}"'
@@ -144,9 +149,10 @@ class RedoView(APIView):
         return Response({**done, "actions": s.ActionSerializer(done["actions"], many=True).data})
 
 
-def _action(adventure: Adventure, action_id: int) -> Action:
-    """The action, unless a moderator hid it: hidden content reaches nobody but staff."""
-    action = Action.objects.filter(pk=action_id, adventure=adventure, hidden=False).first()
+def _action(adventure: Adventure, action_id: int, viewer: int) -> Action:
+    """The action, unless a moderator hid it (hidden content reaches nobody but staff) or it is a
+    secret not told to ``viewer`` (stories.party.secrets): both read as none."""
+    action = Action.objects.filter(lineage.seen_q(viewer), pk=action_id, adventure=adventure, hidden=False).first()
     if action is None:
         raise NotFound()
     return action
@@ -155,12 +161,12 @@ def _action(adventure: Adventure, action_id: int) -> Action:
 class ActionView(APIView):
     @extend_schema(responses=s.ActionSerializer, tags=["story"])
     def get(self, request, adventure_id, action_id):
-        return Response(s.ActionSerializer(_action(_adventure(request, adventure_id), action_id)).data)
+        return Response(s.ActionSerializer(_action(_adventure(request, adventure_id), action_id, request.user.id)).data)
 
     @extend_schema(request=s.EditInputSerializer, responses=s.ActionSerializer, tags=["story"])
     def patch(self, request, adventure_id, action_id):
         adventure = _adventure(request, adventure_id)
-        action = _action(adventure, action_id)
+        action = _action(adventure, action_id, request.user.id)
         data = _valid(s.EditInputSerializer, request)
         if "text" not in data:  # an empty patch changes nothing
             return Response(s.ActionSerializer(action).data)
@@ -170,17 +176,17 @@ class ActionView(APIView):
     @extend_schema(responses={204: None}, tags=["story"])
     def delete(self, request, adventure_id, action_id):
         adventure = _adventure(request, adventure_id)
-        _action(adventure, action_id)
+        _action(adventure, action_id, request.user.id)
         writes.delete(adventure_id=adventure.pk, action_id=action_id)
         return Response(status=204)
 
 
 class TakesView(APIView):
-    def _takes(self, adventure, action):
+    def _takes(self, adventure, action, viewer: int):
         branch = lineage.head(adventure)
         if not lineage.on_path(branch, action.branch_id, action.depth):
             branch = Branch.objects.get(pk=action.branch_id)
-        takes = [t for t in lineage.takes_at(branch, action.depth) if not t.hidden]
+        takes = [t for t in lineage.takes_at(branch, action.depth) if not t.hidden and secrets.may_read(t, viewer)]
         counts = {(t.branch_id, t.depth): len(takes) for t in takes}
         return {
             "depth": action.depth,
@@ -190,26 +196,26 @@ class TakesView(APIView):
     @extend_schema(responses=s.TakesSerializer, tags=["story"])
     def get(self, request, adventure_id, action_id):
         adventure = _adventure(request, adventure_id)
-        return Response(self._takes(adventure, _action(adventure, action_id)))
+        return Response(self._takes(adventure, _action(adventure, action_id, request.user.id), request.user.id))
 
     @extend_schema(request=s.TakeSelectSerializer, responses=s.TakesSerializer, tags=["story"])
     def post(self, request, adventure_id, action_id):
         adventure = _adventure(request, adventure_id)
-        action = _action(adventure, action_id)
+        action = _action(adventure, action_id, request.user.id)
         take_id = _valid(s.TakeSelectSerializer, request)["take_id"]
         branch = lineage.head(adventure)
         takes = {t.pk for t in lineage.takes_at(branch, action.depth) if not t.hidden}
         if take_id not in takes or not lineage.on_path(branch, action.branch_id, action.depth):
             raise NotFound("take_id is not a take of this action on the current branch")
         selected = writes.take_select(adventure_id=adventure.pk, action_id=take_id)
-        return Response(self._takes(adventure, selected))
+        return Response(self._takes(adventure, selected, request.user.id))
 
 
 class ForkView(APIView):
     @extend_schema(request=s.ForkInputSerializer, responses={201: s.BranchSerializer}, tags=["branches"])
     def post(self, request, adventure_id, action_id):
         adventure = _adventure(request, adventure_id)
-        _action(adventure, action_id)
+        _action(adventure, action_id, request.user.id)
         data = _valid(s.ForkInputSerializer, request)
         branch = writes.fork(
             adventure_id=adventure.pk, action_id=action_id, name=data["name"], checkout=data["checkout"]

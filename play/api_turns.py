@@ -87,12 +87,29 @@ class Waiting:
     text: str
     key: str
     place: str = ""  # its place in line, taken as the site refused it the story (turn_line.Line)
+    private: bool = False  # a secret (stories.party.secrets): told to the narrator alone, or
+    to: tuple[str, ...] = ()  # whispered to these characters
+
+
+LINED = (None, "free", "gather")  # turn modes whose turns wait in line while a reply is written
 
 
 def _in_line(adventure) -> bool:
     """Whether a busy story makes this turn wait in line rather than answer 409: a story played
-    together, in free mode."""
-    return bool(getattr(adventure, "together", False)) and getattr(adventure, "turn_mode", None) in (None, "free")
+    together, in free or gather mode."""
+    return bool(getattr(adventure, "together", False)) and getattr(adventure, "turn_mode", None) in LINED
+
+
+def _sent(waiting: Waiting) -> dict:
+    """The turn as its player sent it, for turns.begin_play."""
+    return {
+        "user_id": waiting.user_id,
+        "mode": waiting.mode,
+        "text": waiting.text,
+        "key": waiting.key,
+        "private": waiting.private,
+        "to": list(waiting.to),
+    }
 
 
 def _play(waiting: Waiting):
@@ -104,11 +121,11 @@ def _play(waiting: Waiting):
         adventure = access_adventure(
             user_id=waiting.user_id, adventure_id=waiting.adventure_id, for_play=True, may="play"
         )
-        prepared = turns.begin_play(
-            user_id=waiting.user_id, adventure=adventure, mode=waiting.mode, text=waiting.text, key=waiting.key
-        )
+        prepared = turns.begin_play(adventure=adventure, **_sent(waiting))
     except turns.TurnFailed as exc:
         return _json(*_failed(exc))
+    except turns.Gathered as exc:
+        return _json(202, _gathered(exc, waiting.adventure_id))
     except Conflict as exc:
         if exc.code == "generating":
             return waiting
@@ -157,7 +174,7 @@ async def _reply_stored(adventure_id: int, after: str) -> str:
     try:
         while (left := until - loop.time()) > 0:
             events = await live.read(adventure_id, after, block_ms=max(1, int(left * 1000)))
-            for event_id, name, _ in events:
+            for event_id, name, _, _ in events:
                 after = event_id
                 if name in ("done", "failed", "story"):
                     return after
@@ -216,7 +233,7 @@ class _TurnView(APIView):
 class TurnView(_TurnView):
     @extend_schema(
         request=s.TURN_INPUT_SCHEMA,
-        responses={201: s.TurnResultSerializer, (200, EVENTS): _STREAM_DOC},
+        responses={201: s.TurnResultSerializer, 202: s.GatheredSerializer, (200, EVENTS): _STREAM_DOC},
         tags=["story"],
         summary="Play a turn",
         description="Stores the player's action (`do`, `say`, `story`; `continue` with no text) and the "
@@ -244,15 +261,23 @@ class TurnView(_TurnView):
             raise InvalidRequest(
                 "Idempotency-Key: 1 to 64 letters, digits, '-' or '_' (one per action the player sends)"
             )
-        waiting = Waiting(adventure.pk, request.user.id, data["mode"], data["text"].strip(), key)
+        waiting = Waiting(
+            adventure.pk,
+            request.user.id,
+            data["mode"],
+            data["text"].strip(),
+            key,
+            private=data["private"],
+            to=data["to"],
+        )
         if _in_line(adventure) and turn_line.queued(adventure.pk):
             return _queued(waiting)  # turns wait in line: this one joins its end
         try:
-            prepared = turns.begin_play(
-                user_id=request.user.id, adventure=adventure, mode=data["mode"], text=data["text"].strip(), key=key
-            )
+            prepared = turns.begin_play(adventure=adventure, **_sent(waiting))
         except turns.TurnFailed as exc:
             return _failed_response(exc)
+        except turns.Gathered as exc:
+            return Response(_gathered(exc, adventure.pk), status=202)
         except Conflict as exc:
             if exc.code == "generating" and _in_line(adventure):
                 return _queued(waiting)
@@ -352,6 +377,20 @@ def _failed(exc: turns.TurnFailed) -> tuple[int, dict, dict]:
         "hint": "your action was kept; fix the problem and use retry to get the reply",
     }
     return status, body, headers
+
+
+def _gathered(exc: turns.Gathered, adventure_id: int) -> dict:
+    """The 202 answer of an action a gather round keeps until its narration (and the members' pages
+    are told at once)."""
+    body = {
+        "actions": s.ActionSerializer([exc.action], many=True).data,
+        "gather": {
+            "waiting": [name for _, name in exc.round.waiting],
+            "closes_at": exc.round.closes_at.isoformat() if exc.round.closes_at else None,
+        },
+    }
+    live.publish_after_commit(adventure_id, "gathered", {"actions": [live.action_data(exc.action)], **body["gather"]})
+    return body
 
 
 def _failed_response(exc: turns.TurnFailed) -> Response:

@@ -26,9 +26,10 @@ def adventure_create(*, owner_id: int, story_summary: str = "", **fields) -> Adv
 
 def adventure_export(*, adventure: Adventure) -> dict:
     """The whole adventure (stories.adventures) with its memories: the adventure's own and its
-    characters', with their pins and the player's edits."""
+    characters', with their pins and the player's edits; as its owner may read it (a secret told to
+    other players keeps its place without its text, and its memories stay out)."""
     return {
-        **adventures.story_export(adventure=adventure),
+        **adventures.story_export(adventure=adventure, viewer=adventure.owner_id),
         "memories": memories.memories_export(adventure=adventure),
         "canon": canon_files.canon_export(adventure=adventure),
     }

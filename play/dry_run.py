@@ -9,9 +9,8 @@ import redis
 
 from config.errors import NotFound
 from config.redis_pool import redis_client
-from play import last_context
+from play import last_context, told
 from play.insights import cards_versions, untold
-from play.turns import _story_window, _told
 from stories.accounts import ai_settings
 from stories.adventures import access_adventure
 from stories.models import Action, ProviderCall
@@ -26,7 +25,7 @@ def last_insights(*, user_id: int, adventure_id: int) -> dict:
     moderator has hidden since (hidden text reaches nobody but staff)."""
     adventure = access_adventure(user_id=user_id, adventure_id=adventure_id)
     try:
-        kept = redis_client().get(last_context.key(adventure))
+        kept = redis_client().get(last_context.key(adventure, user_id))
     except redis.RedisError:
         raise NotFound("the last turn's prompt cannot be read right now; try again in a minute") from None
     if kept is None:
@@ -43,8 +42,10 @@ def insights(*, user_id: int, adventure_id: int) -> Context:
     branch = lineage.head(adventure)
     ai = ai_settings.for_adventure(ai_settings.ai_settings_of(user_id=user_id), adventure)
     model = adventure.model or ai_settings.model_for_display(user_id=user_id)
-    story = lineage.recent(branch, count=_story_window(ai.context_tokens))
-    ctx, _ = _told(adventure, branch, user_id=user_id, ai=ai, story=story, model=model, record_use=False)
+    story = lineage.recent(branch, count=told.story_window(ai.context_tokens), viewer=user_id)
+    ctx, _ = told.context_told(
+        adventure, branch, user_id=user_id, viewer=user_id, ai=ai, story=story, model=model, record_use=False
+    )
     ctx.untold = untold(adventure=adventure, ctx=ctx, ai=ai, tip_depth=branch.tip_depth)
     cards_versions(ctx, branch)
     last = (

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import secrets
+import secrets as tokens
 import time
 
 import redis
@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import transaction
 
 from config.redis_pool import CONNECT_TIMEOUT_S, redis_client
+from stories.party import secrets
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +52,13 @@ def publish_after_commit(adventure_id: int, event: str, data: dict) -> None:
     transaction.on_commit(lambda: publish(adventure_id, event, data))
 
 
-async def publish_soon(adventure_id: int, event: str, data: dict) -> None:
-    """``publish`` from the event loop, on its asyncio Redis client (no thread hop)."""
+async def publish_soon(adventure_id: int, event: str, data: dict, *, seen_by: list[int] | None = None) -> None:
+    """``publish`` from the event loop, on its asyncio Redis client (no thread hop). ``seen_by``: a
+    secret's event (stories.party.secrets), sent only to the pages of those it was told to."""
+    fields = {"e": event, "d": json.dumps(data)} | ({"s": json.dumps(seen_by)} if seen_by is not None else {})
     try:
         client = _reader()
-        await client.xadd(_key(adventure_id), {"e": event, "d": json.dumps(data)}, maxlen=KEPT, approximate=True)
+        await client.xadd(_key(adventure_id), fields, maxlen=KEPT, approximate=True)
         await client.expire(_key(adventure_id), KEEP_S)
     except redis.RedisError as exc:
         log.warning("live event %s of adventure %s not sent: %s", event, adventure_id, exc)
@@ -65,8 +68,8 @@ class Relay:
     """The reply's pieces on their way to the members' pages: the first at once, then what came
     within RELAY_EVERY_S in one event (a piece an event would cost each page a wake-up a piece)."""
 
-    def __init__(self, adventure_id: int):
-        self.adventure_id, self.held, self.sent_at = adventure_id, [], None
+    def __init__(self, adventure_id: int, *, seen_by: list[int] | None = None):
+        self.adventure_id, self.seen_by, self.held, self.sent_at = adventure_id, seen_by, [], None
 
     async def add(self, piece: str) -> None:
         self.held.append(piece)
@@ -78,7 +81,7 @@ class Relay:
         if self.held:
             text, self.held = "".join(self.held), []
             self.sent_at = asyncio.get_running_loop().time()
-            await publish_soon(self.adventure_id, "token", {"text": text})
+            await publish_soon(self.adventure_id, "token", {"text": text}, seen_by=self.seen_by)
 
 
 def action_data(action) -> dict:
@@ -90,6 +93,7 @@ def action_data(action) -> dict:
         "kind": action.kind,
         "text": "" if action.hidden else action.text,
         "actor": action.actor,
+        "told_to": secrets.told_to(action),
     }
 
 
@@ -127,14 +131,15 @@ def gap(adventure_id: int, after: str) -> bool:
         oldest = redis_client().xrange(_key(adventure_id), count=1)
     except redis.RedisError:
         return True
-    return bool(oldest) and _order(_text(oldest[0][0])) > _order(after) and not _held(adventure_id, after)
+    return bool(oldest) and order_of(_text(oldest[0][0])) > order_of(after) and not _held(adventure_id, after)
 
 
 def _held(adventure_id: int, event_id: str) -> bool:
     return bool(redis_client().xrange(_key(adventure_id), min=event_id, max=event_id))
 
 
-def _order(event_id: str) -> tuple[int, int]:
+def order_of(event_id: str) -> tuple[int, int]:
+    """An event id as it sorts in the stream."""
     ms, _, seq = event_id.partition("-")
     return int(ms), int(seq or 0)
 
@@ -143,15 +148,24 @@ def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-async def read(adventure_id: int, after: str, *, block_ms: int) -> list[tuple[str, str, dict]]:
-    """The story's events after ``after`` (waiting up to ``block_ms`` for one): (id, event, data)."""
+async def read(adventure_id: int, after: str, *, block_ms: int) -> list[tuple[str, str, dict, list | None]]:
+    """The story's events after ``after`` (waiting up to ``block_ms`` for one): (id, event, data, the
+    user ids a secret's event is for, or None: every member)."""
     found = await _reader().xread({_key(adventure_id): after}, count=200, block=block_ms)
-    out = []
-    for _, entries in found or ():
-        for event_id, fields in entries:
-            fields = {_text(k): _text(v) for k, v in fields.items()}
-            out.append((_text(event_id), fields.get("e", ""), json.loads(fields.get("d") or "{}")))
-    return out
+    return [parsed(event_id, fields) for _, entries in found or () for event_id, fields in entries]
+
+
+async def since(adventure_id: int, after: str, upto: str) -> list[tuple[str, str, dict, list | None]]:
+    """The story's events after ``after`` up to ``upto`` (both ids; what a resumed page missed)."""
+    found = await _reader().xrange(_key(adventure_id), min=f"({after}", max=upto)
+    return [parsed(event_id, fields) for event_id, fields in found]
+
+
+def parsed(event_id, fields) -> tuple[str, str, dict, list | None]:
+    """An event as the stream holds it: (id, event, data, the user ids a secret's event is for)."""
+    fields = {_text(k): _text(v) for k, v in fields.items()}
+    seen = json.loads(fields["s"]) if "s" in fields else None
+    return _text(event_id), fields.get("e", ""), json.loads(fields.get("d") or "{}"), seen
 
 
 # ---------------------------------------------------------------------------- who is here
@@ -185,7 +199,7 @@ def here(adventure_id: int, user_ids: list[int]) -> set[int]:
 def stream_open(user_id: int) -> str | None:
     """A slot for one more live stream of ``user_id`` (its token), or None past PER_USER. A slot
     lasts HERE_S unless its stream renews it, so one whose stream never ran is free soon."""
-    key, token, now = f"live:slots:{user_id}", secrets.token_hex(8), time.time()
+    key, token, now = f"live:slots:{user_id}", tokens.token_hex(8), time.time()
     try:
         client = redis_client()
         client.zremrangebyscore(key, "-inf", now)

@@ -24,6 +24,7 @@ from stories.models import (
     Branch,
     StoryCard,
 )
+from stories.party import secrets
 from stories.prompt import sampling
 from stories.serializers import ActionSerializer
 
@@ -180,7 +181,19 @@ class TurnInputSerializer(serializers.Serializer):
         help_text=f"1-{ACTION_TEXT_MAX} characters; empty for continue.",
     )
 
+    private = strict.BooleanField(
+        required=False, default=False, help_text="a secret: told to the narrator alone (a story played together)"
+    )
+    to = serializers.ListField(
+        child=strict.TextField(min_length=1, max_length=100),
+        max_length=secrets.TO_MAX,
+        required=False,
+        default=list,
+        help_text="a whisper: the characters it is told to, by name (a story played together)",
+    )
+
     def validate(self, attrs):
+        attrs["to"] = tuple(attrs["to"])
         if attrs["mode"] == "continue":
             if attrs["text"].strip():
                 raise serializers.ValidationError({"text": "continue takes no text; use mode story to write"})
@@ -288,6 +301,18 @@ class ContextSerializer(serializers.Serializer):
         required=False,
         help_text="Insights: each part the model is not told this turn, why, and when it will be",
     )
+
+
+class GatherRoundSerializer(serializers.Serializer):
+    waiting = serializers.ListField(child=serializers.CharField(), help_text="the characters still to write")
+    closes_at = serializers.DateTimeField(allow_null=True, help_text="when the round is narrated, written or not")
+
+
+class GatheredSerializer(serializers.Serializer):
+    """A gather round's action, kept until the round's one narration answers every player's."""
+
+    actions = ActionSerializer(many=True)
+    gather = GatherRoundSerializer()
 
 
 class TurnResultSerializer(serializers.Serializer):

@@ -20,20 +20,20 @@ from django.db import DatabaseError
 
 from config import jobs
 from config.async_db import db_step, release_request_thread
-from config.errors import Conflict, DomainError, InvalidRequest, as_domain_error
-from memory.story import claims, retrieval, summaries
-from play import last_context, live, turn_keys
+from config.errors import Conflict, DomainError, Forbidden, InvalidRequest, as_domain_error
+from play import last_context, live, told, turn_keys
 from stories import limits
 from stories.accounts import ai_settings
 from stories.models import ACTION_TEXT_MAX, Action, Adventure, AISettings, Branch, ProviderCall
-from stories.party import order
-from stories.party.models import TurnMode
-from stories.prompt import builder, prefix, sampling
-from stories.prompt.context import Context, MemoryItem, SummaryFrame
+from stories.party import order, secrets
+from stories.party.models import Party, TurnMode
+from stories.prompt import prefix, sampling
+from stories.prompt.context import Context, MemoryItem
 from stories.providers import Completion, Connection, ProviderError
 from stories.providers.awaited import ModelCall
 from stories.tree import history, lineage, writes
 from stories.tree.generation import generation_claim, generation_release, held, keep_claimed
+from stories.tree.sql import OWNER, Teller
 
 log = logging.getLogger(__name__)
 
@@ -79,11 +79,8 @@ class Prepared:
     sent: bytes = b""  # the prompt's fingerprint, for the model call's log row (stories.prompt.prefix)
     story_ids: tuple[int, ...] = ()  # the story's nodes the prompt tells
     notices: tuple[str, ...] = ()  # what the player should know of how the turn was played
-
-
-def _story_window(context_tokens: int) -> int:
-    """How many recent actions to hand the builder (it drops what does not fit)."""
-    return min(500, max(50, context_tokens // 40))
+    viewer: int | None = None  # whose turn: the story as they may read it (stories.party.secrets); None: shared
+    secret: Teller = OWNER  # the reply's readers: a secret's answer is told to the same few
 
 
 def _prepare(
@@ -97,12 +94,17 @@ def _prepare(
     reply_kind: str,
     retake_of: Action | None = None,
     notices: tuple[str, ...] = (),
+    viewer: int | None,
+    secret: Teller = OWNER,
 ) -> Prepared:
     ai = ai_settings.for_adventure(ai_settings.ai_settings_loaded(adventure=adventure, user_id=user_id), adventure)
     conn = ai_settings.connection_for_turn(user_id=user_id, ai=ai)
     limits.model_call(user_id=user_id)
-    story = lineage.recent(branch, count=_story_window(ai.context_tokens), below_depth=below_depth)
-    ctx, recalled = _told(adventure, branch, user_id=user_id, ai=ai, story=story, model=conn.model, record_use=True)
+    window = told.story_window(ai.context_tokens)
+    story = lineage.recent(branch, count=window, below_depth=below_depth, viewer=viewer)
+    ctx, recalled = told.context_told(
+        adventure, branch, user_id=user_id, viewer=viewer, ai=ai, story=story, model=conn.model, record_use=True
+    )
     # what of the last turn's prompt this one repeats (a prefix cache serves it): the access query
     # brought the last one's fingerprint, this one's goes into the model call's log row
     sent = prefix.fingerprint(ctx.messages)
@@ -122,52 +124,9 @@ def _prepare(
         sent=sent,
         story_ids=tuple(a.pk for a in story),
         notices=notices,
+        viewer=viewer,
+        secret=secret,
     )
-
-
-def _told(
-    adventure: Adventure,
-    branch: Branch,
-    *,
-    user_id: int,
-    ai: AISettings,
-    story: list[Action],
-    model: str,
-    record_use: bool,
-) -> tuple[Context, retrieval.Recall]:
-    """What the model is told after ``story``, and what recall brought: a turn's and Insights' alike.
-    ``record_use``: the memories told count as used (a turn; Insights is a dry run)."""
-    cards, _ = claims.cards_told(branch, list(adventure.cards.all()))  # with what the story changed on them
-    recalled = retrieval.recall_for_turn(
-        adventure=adventure,
-        branch=branch,
-        user_id=user_id,
-        top_k=ai.memory_top_k,
-        story=story,
-        record_use=record_use,
-        ai=ai,
-        cards=cards,
-    )
-    ctx = builder.build(
-        adventure=adventure,
-        story=story,
-        cards=cards,
-        memories=recalled.items,
-        context_tokens=ai.context_tokens,
-        model=model,
-        recall_note=recalled.fallback,
-        knowledge=recalled.knowledge,
-        summaries=_summaries(adventure, branch, story),
-    )
-    return ctx, recalled
-
-
-def _summaries(adventure: Adventure, branch: Branch, story: list[Action]) -> SummaryFrame | None:
-    """What memory holds of the path's summaries around ``story``, for the prefix-cache layout (the
-    older order tells the current summary)."""
-    if adventure.memories_before_story or not story:
-        return None
-    return summaries.summary_frame(branch, story[0].depth, current=adventure.story_summary)
 
 
 @contextmanager
@@ -182,16 +141,25 @@ def _claimed(adventure_id: int):
         raise
 
 
-def _member(adventure: Adventure, user_id: int) -> tuple[int | None, str]:
-    """The author and the character of a member's turn; none for the owner's."""
-    if user_id == adventure.owner_id:
-        return None, ""
-    if not getattr(adventure, "actor", ""):
+def _teller(adventure: Adventure, user_id: int, *, private: bool, to: list[str]) -> Teller:
+    """Who tells ``user_id``'s turn: a member as their character, the owner as "you"; a secret
+    (``private``, or whispered ``to`` characters) to those it is told to (stories.party.secrets)."""
+    if user_id != adventure.owner_id and not getattr(adventure, "actor", ""):
         raise Conflict("your character is no longer in this story; ask the owner to give you one")
-    return user_id, adventure.actor
+    actor = "" if user_id == adventure.owner_id else adventure.actor
+    return secrets.teller_for(adventure=adventure, user_id=user_id, actor=actor, private=private, to=to)
 
 
-def begin_play(*, user_id: int, adventure: Adventure, mode: str, text: str, key: str = "") -> Prepared:
+def begin_play(
+    *,
+    user_id: int,
+    adventure: Adventure,
+    mode: str,
+    text: str,
+    key: str = "",
+    private: bool = False,
+    to: list[str] | tuple = (),
+) -> Prepared:
     """A turn's first step: the player's action (unless ``mode`` is continue)
     and the context. ``adventure`` comes from access_adventure for ``user_id``.
     Raises TurnFailed when the key or the database fails after the action was
@@ -201,11 +169,16 @@ def begin_play(*, user_id: int, adventure: Adventure, mode: str, text: str, key:
     text after a failed reply), the action it stored is used again while it still waits for its
     reply at the story's end: never the same action twice; once answered, a 409.
 
-    A member's turn (stories.party) is written as their character; the owner's model and key pay."""
+    A member's turn (stories.party) is written as their character; the owner's model and key pay.
+    ``private`` / ``to``: the turn is a secret, told to the narrator alone or whispered to characters,
+    and so is its reply."""
     if mode not in PLAYER_MODES and mode != "continue":
         raise InvalidRequest(f"unknown mode {mode!r}")
-    author, actor = _member(adventure, user_id)
+    teller = _teller(adventure, user_id, private=private, to=list(to))
     kind = Action.Kind.CONTINUE if mode == "continue" else Action.Kind.AI
+    gather = getattr(adventure, "turn_mode", None) == TurnMode.GATHER
+    if gather and teller.seen_by is not None:
+        raise InvalidRequest("a round of gathered turns is narrated to everyone: whisper in free or round-robin turns")
     with _claimed(adventure.pk) as token:
         if getattr(adventure, "turn_mode", None) == TurnMode.ROUND_ROBIN:  # a story played together, in turns
             order.turn_check(adventure, lineage.head(adventure), user_id=user_id)
@@ -215,6 +188,8 @@ def begin_play(*, user_id: int, adventure: Adventure, mode: str, text: str, key:
                 again = turn_keys.sent_before(user_id=user_id, adventure=adventure, key=key)
             except turn_keys.KeyUnavailable:
                 key, notices = "", [turn_keys.UNAVAILABLE]
+        if gather and again is None:  # one action a player a round; its narration when the round is done
+            order.gather_check(adventure, lineage.head(adventure), user_id=user_id, writing=mode in PLAYER_MODES)
         if again is not None:
             placed.append(again)
         elif mode in PLAYER_MODES:  # on the head as it stands once the claim holds the tree still
@@ -225,14 +200,15 @@ def begin_play(*, user_id: int, adventure: Adventure, mode: str, text: str, key:
                     kind=mode,
                     text=text,
                     ask_pass=False,
-                    author_id=author,
-                    actor=actor,
+                    teller=teller,
                 )
             )
             if key and not turn_keys.remember(
                 user_id=user_id, adventure_id=adventure.pk, key=key, action_id=placed[0].pk
             ):
                 notices = [turn_keys.UNAVAILABLE]
+        if gather and placed:
+            _gathered(adventure, placed)
         with _failing_as_turn(placed):
             branch = placed[0].branch if placed else lineage.head(adventure)
             return _prepare(
@@ -244,7 +220,27 @@ def begin_play(*, user_id: int, adventure: Adventure, mode: str, text: str, key:
                 placed=placed,
                 reply_kind=kind,
                 notices=tuple(notices),
+                viewer=None if gather else user_id,  # a round's narration is told the shared story
+                secret=Teller.of(placed[0]).secret() if placed else teller.secret(),
             )
+
+
+class Gathered(Exception):
+    """A gather round's action stored while others are still to write: no reply yet (the claim is
+    freed); the narration answers the round when it is complete or closed (stories.party.order)."""
+
+    def __init__(self, action: Action, round_now: order.Round):
+        super().__init__("gathered")
+        self.action, self.round = action, round_now
+
+
+def _gathered(adventure: Adventure, placed: list[Action]) -> None:
+    """Raise Gathered unless ``placed`` completed its round (then the narration is written now)."""
+    party = Party.objects.get(adventure=adventure)
+    now = order.gathered(adventure, placed[0].branch, party=party)
+    if not now.complete:
+        jobs.memory_pass_after_commit(adventure_id=adventure.pk)
+        raise Gathered(placed[0], now)
 
 
 def begin_retry(*, user_id: int, adventure: Adventure) -> Prepared:
@@ -256,6 +252,8 @@ def begin_retry(*, user_id: int, adventure: Adventure) -> Prepared:
         if tip is None or tip.kind == Action.Kind.START:
             raise Conflict("there is no reply to retry yet; play a turn or continue")
         retake = tip if tip.is_model_output else None
+        if not secrets.may_read(tip, user_id):
+            raise Forbidden("the last turn is a secret you were not told; only those it was told to can retry it")
         if user_id != adventure.owner_id:  # a member retries only a turn they wrote
             before = lineage.node_at_even_hidden(branch, tip.depth - 1) if retake else None
             history.turn_authors_only([n for n in (before, tip) if n is not None], member_id=user_id, doing="retry")
@@ -269,6 +267,8 @@ def begin_retry(*, user_id: int, adventure: Adventure) -> Prepared:
                 placed=[],
                 reply_kind=tip.kind if retake else Action.Kind.AI,
                 retake_of=retake,
+                viewer=user_id,
+                secret=Teller.of(tip).secret(),
             )
 
 
@@ -315,8 +315,8 @@ class Reply:
         together = bool(getattr(p.adventure, "together", False))  # the members' pages follow it live
         if together:
             began = {"actions": [live.action_data(a) for a in p.placed], "retake": p.retake_of is not None}
-            await live.publish_soon(p.adventure.pk, "turn", began)
-        relay = live.Relay(p.adventure.pk) if together else None
+            await live.publish_soon(p.adventure.pk, "turn", began, seen_by=p.secret.seen_by)
+        relay = live.Relay(p.adventure.pk, seen_by=p.secret.seen_by) if together else None
         try:
             async for piece in self.call.deltas():
                 if relay is not None:
@@ -342,7 +342,7 @@ class Reply:
             await live.publish_soon(p.adventure.pk, "failed", {"error": exc.error.code})
             raise
         done = [live.action_data(a) for a in result.actions] if result else []
-        await live.publish_soon(p.adventure.pk, "done", {"actions": done, "stopped": stopped})
+        await live.publish_soon(p.adventure.pk, "done", {"actions": done, "stopped": stopped}, seen_by=p.secret.seen_by)
         return result
 
     async def stop(self) -> None:
@@ -392,10 +392,16 @@ def _finish(p: Prepared, call: ModelCall, stopped: bool) -> TurnResult | None:
                 )
             else:
                 reply = writes.place(
-                    adventure_id=p.adventure.pk, branch_id=p.branch.pk, kind=p.reply_kind, text=text, release=p.token
+                    adventure_id=p.adventure.pk,
+                    branch_id=p.branch.pk,
+                    kind=p.reply_kind,
+                    text=text,
+                    release=p.token,
+                    teller=p.secret,
                 )
                 released = True  # the reply's write freed the claim
-            last_context.keep(p.adventure, p.ctx, story_ids=p.story_ids, cached_tokens=completion.cached_tokens)
+            kept = {"viewer": p.viewer, "story_ids": p.story_ids, "cached_tokens": completion.cached_tokens}
+            last_context.keep(p.adventure, p.ctx, **kept)
             return TurnResult(p.placed + [reply], p.ctx, completion, p.memories, p.conn.demo, p.notices)
     finally:
         if not released:

@@ -58,6 +58,7 @@ urlpatterns = [
     path(A + "live/", api_live.LiveView.as_view(), name="live"),
     path(A + "members/<int:user_id>/", api_members.MemberDetailView.as_view(), name="member"),
     path(A + "invites/", api_members.StoryInvitesView.as_view(), name="story-invites"),
+    path(A + "reports/", api_members.StoryReportView.as_view(), name="story-reports"),
     path(A + "invites/<int:invite_id>/", api_members.StoryInviteDetailView.as_view(), name="story-invite"),
     path(A + "cards/", api_adventures.CardListView.as_view(), name="cards"),
     path(A + "cards/import/", api_adventures.CardImportView.as_view(), name="cards-import"),

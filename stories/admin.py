@@ -23,6 +23,7 @@ from stories.models import (
     Scenario,
     ScenarioReport,
     StoryCard,
+    StoryReport,
 )
 
 User = get_user_model()
@@ -109,10 +110,12 @@ class BranchAdmin(ModeratedAdmin):
 
 @admin.register(Action)
 class ActionAdmin(ModeratedAdmin):
-    list_display = ("id", "adventure", "depth", "kind", "excerpt", "live", "hidden", "created_at")
+    list_display = ("id", "adventure", "depth", "kind", "excerpt", "actor", "seen_by", "live", "hidden", "created_at")
     list_filter = ("hidden", "kind", "live")
     search_fields = ("text", "adventure__title", "adventure__owner__username")
+    # a secret (stories.party.secrets) is shown to moderation whoever it was told to (seen_by: user ids)
     readonly_fields = ("adventure", "branch", "depth", "kind", "text", "live", "hidden", "created_at", "edited_at")
+    readonly_fields += ("author", "actor", "seen_by", "heard_by")
     actions = ["hide", "unhide"]
     moderator_actions = ("hide", "unhide")
 
@@ -318,6 +321,45 @@ class ScenarioReportAdmin(ReadOnlyRows, ModeratedAdmin):
 
 def _reported(report: ScenarioReport) -> str:
     return f"reported as {report.get_reason_display()}"
+
+
+@admin.register(StoryReport)
+class StoryReportAdmin(ReadOnlyRows, ModeratedAdmin):
+    """Reports from stories played together: open first, oldest first; the reported node is shown
+    whoever it was told to."""
+
+    list_display = ("created_at", "adventure", "reason", "reported", "excerpt", "reporter", "status")
+    list_filter = ("status", "reason")
+    search_fields = ("adventure__title", "text", "reporter__username", "action__text")
+    list_select_related = ("adventure", "action", "reporter")
+    fields = ("adventure", "action", "reported", "reporter", "reason", "text", "status", "created_at", "resolved_at")
+    readonly_fields = fields
+    actions = ["dismiss", "hide_node", "hide_story"]
+    moderator_actions = ("dismiss", "hide_node", "hide_story")
+
+    def get_queryset(self, request):
+        open_first = Case(When(status=StoryReport.Status.OPEN, then=Value(0)), default=Value(1))
+        return super().get_queryset(request).alias(open_first=open_first).order_by("open_first", "created_at")
+
+    @admin.display(description="reported node")
+    def reported(self, obj):
+        return obj.action.text[:200] if obj.action_id else "(the whole story)"
+
+    @admin.display(description="text")
+    def excerpt(self, obj):
+        return obj.text[:120]
+
+    @admin.action(description="Dismiss: nothing to do", permissions=["change"])
+    def dismiss(self, request, queryset):
+        each(self, request, queryset, lambda r: moderation.story_report_settle(report=r, hide=None), "Dismissed")
+
+    @admin.action(description="Hide the reported node: out of every member's view and memory", permissions=["change"])
+    def hide_node(self, request, queryset):
+        each(self, request, queryset, lambda r: moderation.story_report_settle(report=r, hide="node"), "Node hidden")
+
+    @admin.action(description="Hide the whole story: its members lose it at once", permissions=["change"])
+    def hide_story(self, request, queryset):
+        each(self, request, queryset, lambda r: moderation.story_report_settle(report=r, hide="story"), "Story hidden")
 
 
 @admin.register(Membership)

@@ -61,7 +61,7 @@ def access_adventure(*, user_id: int, adventure_id: int, for_play: bool = False,
     if adventure is None:
         party.refuse(adventure_id=adventure_id, user_id=user_id, may=may)  # a member: what their role allows
         raise NotFound()
-    return party.seen_by(adventure, user_id=user_id, may=may)
+    return party.as_viewer(adventure, user_id=user_id, may=may)
 
 
 def story_create(*, owner_id: int, opening: str = "", cards: list[dict] | None = None, **fields) -> Adventure:
@@ -92,9 +92,10 @@ def story_fields_update(*, adventure: Adventure, **fields) -> Adventure:
     return adventure
 
 
-def story_export(*, adventure: Adventure) -> dict:
+def story_export(*, adventure: Adventure, viewer: int) -> dict:
     """The story part of an export: fields, every branch and take, and the cards (play.changes.adventure_export
-    adds the memories)."""
+    adds the memories), as ``viewer`` may read them: a secret not told to them (stories.party.secrets) keeps
+    its place without its text, as a hidden take does."""
     branches = list(Branch.objects.filter(adventure=adventure).order_by("id"))
     actions = Action.objects.filter(adventure=adventure).order_by("branch_id", "depth", "created_at", "id")
     return {
@@ -123,14 +124,15 @@ def story_export(*, adventure: Adventure) -> dict:
                 "branch": a.branch_id,
                 "depth": a.depth,
                 "kind": a.kind,
-                "text": "" if a.hidden else a.text,
+                "text": "" if out else a.text,
                 "live": a.live,
                 "created_at": a.created_at.isoformat(),
                 "edited_at": a.edited_at.isoformat() if a.edited_at else None,
-                **({"hidden": True} if a.hidden else {}),
+                **({"hidden": True} if out else {}),
                 **({"actor": a.actor} if a.actor else {}),  # a member's turn, told as their character
             }
             for a in actions
+            for out in [a.hidden or (a.seen_by is not None and viewer not in a.seen_by)]
         ],
         "cards": [
             {

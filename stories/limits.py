@@ -180,7 +180,8 @@ def scenario_publish(*, user_id: int) -> None:
     )
 
 
-def scenario_report(*, user_id: int) -> None:
+def report(*, user_id: int) -> None:
+    """A player's report of a scenario or of a story played together (one budget for both)."""
     hit(
         bucket="scenario-reports",
         who=str(user_id),

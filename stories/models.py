@@ -124,8 +124,7 @@ class Branch(models.Model):
     lineage = models.JSONField(default=list, blank=True)
     tip_depth = models.PositiveIntegerField(default=0)  # depth of the newest node on this branch's path
     name = models.CharField(max_length=100, blank=True, default="")
-    # A segment holds a frozen copy of nodes other branches still read after
-    # the branch they forked from was rewritten; players never see it as a branch.
+    # A segment: a frozen copy of nodes other branches read after their source was rewritten; never shown as a branch
     internal = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -157,9 +156,11 @@ class Action(models.Model):
     hidden = models.BooleanField(default=False)  # by a moderator: out of the story, prompts and memories
     created_at = models.DateTimeField(auto_now_add=True)
     edited_at = models.DateTimeField(null=True, blank=True)
-    # a member's turn (stories.party): who wrote it and the character it acts as; the owner's: none and blank
     author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
-    actor = models.CharField(max_length=100, blank=True, default="")
+    actor = models.CharField(max_length=100, blank=True, default="")  # a member's turn: their character's name
+    # a secret (stories.party.secrets): the user ids who may read it, and the characters in earshot; None: all
+    seen_by = ArrayField(models.IntegerField(), null=True, blank=True)
+    heard_by = ArrayField(models.CharField(max_length=100), null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -416,4 +417,4 @@ class ScenarioReport(models.Model):
         return f"report of {self.scenario} ({self.get_reason_display()})"
 
 
-from stories.party.models import Invite, Membership, Party  # noqa: E402,F401  (the stories app's too)
+from stories.party.models import Invite, Membership, Party, StoryReport  # noqa: E402,F401  (the stories app's too)

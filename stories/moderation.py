@@ -10,7 +10,8 @@ from django.utils import timezone
 
 from config import jobs
 from stories.models import Action, Adventure, Membership, Scenario, ScenarioReport
-from stories.party import members
+from stories.party import members, reports
+from stories.party.models import StoryReport
 from stories.tree import writes
 
 
@@ -84,3 +85,14 @@ def _reports_settle(scenario_id: int, status: str) -> None:
 
 def _why(why: str) -> str:
     return f" ({why})" if why else ""
+
+
+def story_report_settle(*, report: StoryReport, hide: str | None) -> None:
+    """A report of a story played together settled: dismissed (``hide`` None), or its node hidden
+    ("node"; a report of the whole story hides the story) or its story hidden ("story")."""
+    if hide == "node" and report.action_id:
+        action_set_hidden(action_id=report.action_id, hidden=True)
+    elif hide is not None:
+        adventure_set_hidden(adventure_id=report.adventure_id, hidden=True)
+    status = StoryReport.Status.DISMISSED if hide is None else StoryReport.Status.ACTIONED
+    reports.reports_settle(report_ids=[report.pk], status=status)

@@ -20,6 +20,7 @@ def _data_migrations_again(sender, **kwargs):
     importlib.import_module("stories.migrations.0004_moderators_group").create_group(apps, None)
     importlib.import_module("stories.migrations.0016_moderators_scenarios").permissions_add(apps, None)
     importlib.import_module("stories.migrations.0025_moderators_members").permissions_add(apps, None)
+    importlib.import_module("stories.migrations.0028_story_reports").permissions_add(apps, None)
     importlib.import_module("stories.migrations.0015_starter_scenarios").load(apps, None)
 
 

@@ -14,13 +14,14 @@ from stories.providers import ProviderError
 from stories.tree import lineage
 
 
-def path_memories(branch: Branch):
-    """Every memory on ``branch``'s path: the adventure's own and its characters'."""
-    return Memory.objects.filter(lineage.path_q(branch), adventure_id=branch.adventure_id)
+def path_memories(branch: Branch, *, viewer: int | None = None):
+    """Every memory on ``branch``'s path: the adventure's own and its characters'; of the memories of
+    secrets (memory.story.steps.secrets), those told to ``viewer`` (None: none; lineage.EVERY: all)."""
+    return Memory.objects.filter(lineage.path_q(branch), lineage.seen_q(viewer), adventure_id=branch.adventure_id)
 
 
 def own_memories(branch: Branch):
-    """The adventure's own bank on ``branch``'s path (no character's memories)."""
+    """The adventure's own bank of the shared story on ``branch``'s path (no character's memories)."""
     return path_memories(branch).filter(character__isnull=True)
 
 

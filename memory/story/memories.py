@@ -20,11 +20,17 @@ from stories.providers import ProviderError
 from stories.tree import lineage
 
 
+def _owners(head: Branch, adventure: Adventure):
+    """The memories on ``head``'s path its owner may read: the memories of secrets told to other
+    players (stories.party.secrets) are theirs alone."""
+    return blocks.path_memories(head, viewer=adventure.owner_id)
+
+
 def bank_list(*, adventure: Adventure, character: StoryCard | None = None):
     """The current path's bank (forgotten and stale included, flagged), newest first: the
     adventure's own, or ``character``'s (a card of the cast, from ``access_character``)."""
     head = lineage.head(adventure)
-    memories = blocks.path_memories(head)
+    memories = _owners(head, adventure)
     memories = memories.filter(character=character) if character else memories.filter(character__isnull=True)
     return memories.order_by("-depth", "-id")
 
@@ -43,7 +49,7 @@ def cast_list(*, adventure: Adventure) -> list[dict]:
     then every character card, in the cast or not, with the memories each holds on the current path."""
     head = lineage.head(adventure)
     counts = dict(
-        blocks.path_memories(head)
+        _owners(head, adventure)
         .filter(forgotten=False)
         .values("character_id")
         .annotate(n=Count("id"))
@@ -74,7 +80,7 @@ def cast_list(*, adventure: Adventure) -> list[dict]:
 def access_memory(*, adventure: Adventure, memory_id: int) -> Memory:
     """A memory of this adventure on the current path; NotFound otherwise."""
     head = lineage.head(adventure)
-    memory = blocks.path_memories(head).filter(pk=memory_id).first()
+    memory = _owners(head, adventure).filter(pk=memory_id).first()
     if memory is None:
         raise NotFound()
     return memory
@@ -124,7 +130,8 @@ def memory_source(*, memory: Memory) -> list[Action]:
     """The actions a memory was written from (empty for hand-written ones)."""
     if memory.source_start is None:
         return []
-    return list(lineage.story(memory.branch).filter(depth__gte=memory.source_start, depth__lte=memory.source_end))
+    nodes = lineage.story(memory.branch, viewer=lineage.EVERY)  # the shared story's, or one secret's nodes
+    return list(nodes.filter(depth__gte=memory.source_start, depth__lte=memory.source_end, seen_by=memory.seen_by))
 
 
 def memory_regenerate(*, adventure: Adventure, memory: Memory) -> Memory:
@@ -206,13 +213,14 @@ def memories_export(*, adventure: Adventure) -> list[dict]:
     """Every memory of the adventure, on every branch: the adventure's own and its characters'
     (``character``: the card's place in the export's card list). A stale memory a pass would
     write again is left out (its block is remembered anew after import); vectors are not carried
-    (the imported adventure's pass embeds them)."""
+    (the imported adventure's pass embeds them); nor are the memories of secrets (stories.party.secrets),
+    the owner's own included: an imported story has no one to keep them from."""
     cards = {
         pk: i
         for i, pk in enumerate(StoryCard.every.filter(adventure=adventure).order_by("id").values_list("pk", flat=True))
     }
     rows = (
-        Memory.objects.filter(adventure=adventure)
+        Memory.objects.filter(adventure=adventure, seen_by__isnull=True)
         .exclude(stale=True, edited=False)
         .order_by("branch_id", "depth", "id")
     )

@@ -25,6 +25,7 @@ from memory.story.report import PassReport
 from memory.story.steps.backfill import backfill_cast
 from memory.story.steps.blocks import create_due_memories
 from memory.story.steps.eviction import evict
+from memory.story.steps.secrets import remember_secrets
 from memory.story.steps.stale import rewrite_stale
 from memory.story.steps.summary import update_summary
 from stories.models import Adventure
@@ -104,7 +105,9 @@ def run(adventure_id: int, *, report: PassReport | None = None) -> PassReport:
         return report
     head = lineage.head(adventure)
     cursor_ensure(adventure_id)  # the row the steps move their marks on (compare-and-set)
-    steps = [create_due_memories, rewrite_stale, backfill_cast] if adventure.memory_bank_enabled else []
+    steps = (
+        [create_due_memories, remember_secrets, rewrite_stale, backfill_cast] if adventure.memory_bank_enabled else []
+    )
     steps += [update_summary] if adventure.auto_summarize else []
     steps += [lambda adventure, head, report: embeddings.embed_pending(adventure=adventure, report=report), evict]
     for step in steps:

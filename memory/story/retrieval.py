@@ -79,14 +79,29 @@ _USED = """, used AS (
   UPDATE memory_memory u SET use_count = u.use_count + 1, last_used_at = %s FROM ranked WHERE u.id = ranked.id)"""
 
 
+def _path_seen(branch: Branch, viewer: int | None) -> tuple[str, list]:
+    """The path's clause over memories, and of the memories of secrets (stories.party.secrets) those
+    told to ``viewer`` (None: none of them)."""
+    path, params = lineage.path_sql(branch, table="m")
+    if viewer is None:
+        return f"{path} AND m.seen_by IS NULL", params
+    return f"{path} AND (m.seen_by IS NULL OR m.seen_by @> ARRAY[%s]::integer[])", [*params, viewer]
+
+
 def rank(
-    *, branch: Branch, vector: list[float] | None, model: str, top_k: int, record_use: bool = False
+    *,
+    branch: Branch,
+    vector: list[float] | None,
+    model: str,
+    top_k: int,
+    record_use: bool = False,
+    viewer: int | None = None,
 ) -> list[MemoryItem]:
     """One SQL query: this adventure, the path's lineage, not forgotten, embedded
-    with ``model`` (or pinned). Every pinned memory, then the nearest by ``<=>``
-    until ``top_k`` memories in all (pins count toward it; with more pins than
-    top_k, or top_k 0, the pins alone). ``record_use``: count their use (a real turn)."""
-    path, path_params = lineage.path_sql(branch, table="m")
+    with ``model`` (or pinned), the shared bank and the memories of secrets told to ``viewer``.
+    Every pinned memory, then the nearest by ``<=>`` until ``top_k`` memories in all (pins count
+    toward it; with more pins than top_k, or top_k 0, the pins alone). ``record_use``: count their use."""
+    path, path_params = _path_seen(branch, viewer)
     used, used_params = (_USED, [timezone.now()]) if record_use else ("", [])
     with vector_cursor() as cursor:
         if vector is None:
@@ -166,12 +181,14 @@ def rank_knowledge(
     model: str,
     top_k: int = KNOWS_TOP_K,
     record_use: bool = False,
+    viewer: int | None = None,
 ) -> list[Knowing]:
     """One SQL query: the best ``top_k`` memories of each of ``members`` on ``branch``'s path
-    (pins first), in the members' order; a member with none is left out. ``record_use``: count their use."""
+    (pins first), in the members' order; a member with none is left out; of the memories of secrets,
+    those told to ``viewer``. ``record_use``: count their use."""
     if not members:
         return []
-    path, path_params = lineage.path_sql(branch, table="m")
+    path, path_params = _path_seen(branch, viewer)
     used, used_params = (_USED, [timezone.now()]) if record_use else ("", [])
     with vector_cursor() as cursor:
         cursor.execute(
@@ -228,17 +245,19 @@ def recall_for_turn(
     record_use: bool,
     ai=None,
     cards: list[StoryCard] | None = None,
+    viewer: int | None = None,
 ) -> Recall:
     """The memories for the next reply on ``branch``. ``record_use`` is True only
     on real turns (never on an Insights dry run). ``ai``: the owner's settings, if loaded.
     ``cards``: the adventure's cards, if loaded; the cast's characters named in the
     newest actions get their own memories (``knowledge``, ranked with the same query
     vector). When the query cannot be embedded, only pinned memories are used and
-    ``fallback`` says why (the turn and Insights show it)."""
+    ``fallback`` says why (the turn and Insights show it). ``viewer``: whose turn it is; the
+    memories of secrets are recalled only for those they were told to (stories.party.secrets)."""
     if not adventure.memory_bank_enabled:
         return Recall()
     if story is None:
-        story = lineage.recent(branch, count=QUERY_ACTIONS, below_depth=below_depth)
+        story = lineage.recent(branch, count=QUERY_ACTIONS, below_depth=below_depth, viewer=viewer)
     text = query_text(branch, below_depth=below_depth, story=story)
     vector, model, fallback = None, "", ""
     if text and top_k > 0:
@@ -247,10 +266,12 @@ def recall_for_turn(
         except embedder.EmbeddingUnavailable as exc:
             log.info("recall of adventure %s uses pinned memories only: %s", adventure.pk, exc)
             fallback = f"only pinned memories were used: the embedding model failed ({exc})"
-    items = rank(branch=branch, vector=vector, model=model, top_k=top_k, record_use=record_use)
+    items = rank(branch=branch, vector=vector, model=model, top_k=top_k, record_use=record_use, viewer=viewer)
     if cards is None:
         cards = list(adventure.cards.all())
     recent = [a for a in story if below_depth is None or a.depth < below_depth][-QUERY_ACTIONS:]
     involved = scene.named_in(scene.members(cards), "\n".join(a.text for a in recent))[:KNOWS_CHARACTERS_MAX]
-    knowledge = rank_knowledge(branch=branch, members=involved, vector=vector, model=model, record_use=record_use)
+    knowledge = rank_knowledge(
+        branch=branch, members=involved, vector=vector, model=model, record_use=record_use, viewer=viewer
+    )
     return Recall(items, fallback, knowledge)

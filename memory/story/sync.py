@@ -32,10 +32,11 @@ def on_story_rewritten(sender, *, adventure_id: int, branch_id: int, from_depth:
         claims.withdraw_edited(branch_id=branch_id, depth=from_depth, block=MEMORY_INTERVAL)  # the pass reads it again
     if change in ("edited", "hidden"):
         # A stale memory leaves recall until the next pass writes it again from the edited block
-        # (one the player edited by hand is theirs: it stays, flagged stale).
-        Memory.objects.filter(branch_id=branch_id, source_start__lte=from_depth, source_end__gte=from_depth).update(
-            stale=True
-        )
+        # (one the player edited by hand is theirs: it stays, flagged stale). A secret's memory goes:
+        # the pass remembers the secret again as it now reads (memory.story.steps.secrets).
+        held = Memory.objects.filter(branch_id=branch_id, source_start__lte=from_depth, source_end__gte=from_depth)
+        held.filter(seen_by__isnull=False, edited=False).delete()
+        held.update(stale=True)
         return
     # removed / replaced: the block memories from the changed node on are withdrawn.
     Memory.objects.filter(branch_id=branch_id, depth__gte=from_depth, source_start__isnull=False).delete()
@@ -95,6 +96,7 @@ def on_nodes_copied(sender, *, adventure_id: int, from_branch_id: int, to_branch
             kind=m.kind,
             importance=m.importance,
             part=m.part,
+            seen_by=m.seen_by,
             use_count=m.use_count,
             last_used_at=m.last_used_at,
         )

@@ -291,7 +291,7 @@ def scenario_report(*, scenario: Scenario, reporter_id: int, reason: str, text: 
     are rate limited."""
     if scenario.author_id == reporter_id:
         raise InvalidRequest("this is your own scenario: change it or make it private instead of reporting it")
-    limits.scenario_report(user_id=reporter_id)
+    limits.report(user_id=reporter_id)
     try:
         with transaction.atomic():
             return ScenarioReport.objects.create(scenario=scenario, reporter_id=reporter_id, reason=reason, text=text)

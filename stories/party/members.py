@@ -45,7 +45,7 @@ def with_viewer(adventures, *, user_id: int):
     ).filter(Q(owner_id=user_id) | Q(member_role__isnull=False))
 
 
-def seen_by(adventure: Adventure, *, user_id: int, may: str) -> Adventure:
+def as_viewer(adventure: Adventure, *, user_id: int, may: str) -> Adventure:
     """``adventure`` marked with who asks; Forbidden when a member's role does not allow ``may``."""
     if adventure.owner_id == user_id:
         adventure.viewer, adventure.actor = "owner", ""

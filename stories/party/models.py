@@ -18,6 +18,7 @@ VIEWER_ROLES = ["owner", *Role.values]  # who looks at a story: its owner or a m
 class TurnMode(models.TextChoices):
     FREE = "free"  # anyone plays; a turn sent while a reply is written waits its place in line
     ROUND_ROBIN = "round_robin"  # the players in order; an idle one is skipped after ``idle_skip_s``
+    GATHER = "gather"  # each player writes within ``gather_s``, then one narration answers them all
 
 
 class Party(models.Model):
@@ -26,6 +27,7 @@ class Party(models.Model):
     adventure = models.OneToOneField("stories.Adventure", on_delete=models.CASCADE, related_name="party")
     turn_mode = models.CharField(max_length=12, choices=TurnMode.choices, default=TurnMode.FREE)
     idle_skip_s = models.PositiveIntegerField(default=300)  # round-robin: a player idle this long is skipped
+    gather_s = models.PositiveIntegerField(default=120)  # gather: how long a round stays open after its first action
 
     def __str__(self) -> str:
         return f"{self.turn_mode} turns of {self.adventure_id}"
@@ -74,3 +76,43 @@ class Invite(models.Model):
 
     def __str__(self) -> str:
         return f"invite to {self.adventure_id}"
+
+
+class StoryReport(models.Model):
+    """A member's (or the owner's) report of a story played together, or of one of its nodes, for the
+    moderators' queue; they see the node whoever it was told to (stories.admin)."""
+
+    class Reason(models.TextChoices):
+        HARASSMENT = "harassment", "harassment or hate"
+        SEXUAL_MINORS = "minors", "sexual content involving minors"
+        ILLEGAL = "illegal", "illegal content"
+        SPAM = "spam", "spam or advertising"
+        OTHER = "other", "something else"
+
+    class Status(models.TextChoices):
+        OPEN = "open"
+        DISMISSED = "dismissed"
+        ACTIONED = "actioned"  # the node or the story was hidden
+
+    adventure = models.ForeignKey("stories.Adventure", on_delete=models.CASCADE, related_name="reports")
+    action = models.ForeignKey("stories.Action", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    reporter = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    reason = models.CharField(max_length=12, choices=Reason.choices)
+    text = models.TextField(blank=True, default="")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.OPEN)
+    created_at = models.DateTimeField(auto_now_add=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["status", "created_at"])]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["adventure", "action", "reporter"],
+                condition=Q(status="open"),
+                name="one_open_story_report_per_reporter",
+                nulls_distinct=False,
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"report of {self.adventure_id}"

@@ -1,7 +1,9 @@
 """Whose turn it is in a story played together: in round-robin the players take turns in order (the
 owner first, then the players as they joined); one who lets ``idle_skip_s`` pass after the last
-turn is skipped. Worked out from the story itself (who wrote the last player's node, and when the
-story last moved), so nothing is kept that could drift from it."""
+turn is skipped. In gather mode each player writes once a round, and one narration answers the
+round when every player has written or ``gather_s`` after its first action. Worked out from the
+story itself (who wrote the players' nodes since the last narration, and when), so nothing is kept
+that could drift from it."""
 
 from __future__ import annotations
 
@@ -46,7 +48,7 @@ def up(adventure: Adventure, branch: Branch, *, party: Party | None = None) -> U
     if party is None or party.turn_mode != TurnMode.ROUND_ROBIN:
         return None
     order = players(adventure)
-    recent = lineage.recent(branch, count=LOOK_BACK)
+    recent = lineage.recent(branch, count=LOOK_BACK, viewer=lineage.EVERY)  # a secret turn is a turn too
     last_player = next((a for a in reversed(recent) if a.kind in (Action.Kind.DO, Action.Kind.SAY)), None)
     after = -1
     if last_player is not None:
@@ -67,3 +69,54 @@ def turn_check(adventure: Adventure, branch: Branch, *, user_id: int) -> None:
     now_up = up(adventure, branch)
     if now_up is not None and now_up.user_id != user_id:
         raise Conflict(f"it is {now_up.name}'s turn; yours comes in order", code="not_your_turn")
+
+
+@dataclass(frozen=True)
+class Round:
+    """A gather round: the players' nodes since the last narration, who is still to write (user id,
+    name), and when it closes (None before its first action)."""
+
+    actions: list
+    waiting: list[tuple[int, str]]
+    closes_at: object
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.actions) and not self.waiting
+
+    def closed(self) -> bool:
+        return self.complete or (self.closes_at is not None and timezone.now() >= self.closes_at)
+
+
+def gathered(adventure: Adventure, branch: Branch, *, party: Party) -> Round:
+    """The open gather round on ``branch`` (secrets count: a whisper is the player's part of a round)."""
+    recent = lineage.recent(branch, count=LOOK_BACK, viewer=lineage.EVERY)
+    since = []
+    for node in reversed(recent):
+        if node.is_model_output or node.kind == Action.Kind.START:
+            break
+        since.insert(0, node)
+    wrote = {a.author_id or adventure.owner_id for a in since}
+    waiting = [(uid, name) for uid, name in players(adventure) if uid not in wrote]
+    closes_at = since[0].created_at + timedelta(seconds=party.gather_s) if since else None
+    return Round(actions=since, waiting=waiting, closes_at=closes_at)
+
+
+def gather_check(adventure: Adventure, branch: Branch, *, user_id: int, writing: bool) -> Round | None:
+    """The open round of a story in gather mode (None in another mode). Conflict when ``user_id``
+    already wrote in it (``writing``), or asks for the narration (a continue) of a round still open
+    that is not the owner's to close."""
+    party = Party.objects.filter(adventure=adventure).first()
+    if party is None or party.turn_mode != TurnMode.GATHER:
+        return None
+    now = gathered(adventure, branch, party=party)
+    if writing and user_id not in {uid for uid, _ in now.waiting}:
+        raise Conflict("you have written this round; the narration answers it when everyone has", code="written")
+    if not writing and not now.actions:
+        raise Conflict("no one has written this round yet: write your action first", code="nothing_gathered")
+    if not writing and not now.closed() and user_id != adventure.owner_id:
+        names = ", ".join(name for _, name in now.waiting)
+        raise Conflict(
+            f"the round is open until everyone has written or it closes; waiting for {names}", code="gathering"
+        )
+    return now

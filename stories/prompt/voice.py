@@ -62,7 +62,17 @@ def _told_as(match: re.Match, replacement: str, text_start: bool) -> str:
 def told(action: Action) -> str:
     """The node as the model reads it (and the exports write it). A member's turn in a story played
     together (``actor``: the character they play) is told under that character's name, as written:
-    "> Sela: I climb the wall", '> Sela says "Halt!"'; "you" stays the owner's persona."""
+    "> Sela: I climb the wall", '> Sela says "Halt!"'; "you" stays the owner's persona. A secret
+    (stories.party.secrets) says who shares it, so the narration keeps it among them."""
+    heard = getattr(action, "heard_by", None)
+    if getattr(action, "seen_by", None) is None or not heard:
+        return _told(action)
+    if len(heard) == 1:
+        return f"(told privately, known only to {heard[0]}) {_told(action)}"
+    return f"(whispered, known only to {', '.join(heard[:-1])} and {heard[-1]}) {_told(action)}"
+
+
+def _told(action: Action) -> str:
     text = action.text.strip()
     if getattr(action, "actor", "") and action.kind in (Action.Kind.DO, Action.Kind.SAY):
         if action.kind == Action.Kind.SAY:

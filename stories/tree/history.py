@@ -17,7 +17,7 @@ from django.db import transaction
 
 from config.errors import Forbidden
 from stories.models import Action, Branch, RedoTurn
-from stories.tree import lineage, writes
+from stories.tree import lineage, sql, writes
 from stories.tree.storage import detach_borrowers
 
 REDO_MAX = 50  # turns kept to redo, per branch
@@ -66,7 +66,9 @@ def turn_undo(*, adventure_id: int, member_id: int | None = None) -> dict:
         for _ in nodes:
             node_undo(adventure_id=adventure_id)
         kept = [
-            {"kind": n.kind, "text": n.text, "hidden": n.hidden, "author": n.author_id, "actor": n.actor} for n in nodes
+            {"kind": n.kind, "text": n.text, "hidden": n.hidden, "author": n.author_id, "actor": n.actor}
+            | {"seen_by": n.seen_by, "heard_by": n.heard_by}
+            for n in nodes
         ]
         RedoTurn.objects.create(branch=branch, from_depth=nodes[0].depth, nodes=kept)
         past = RedoTurn.objects.filter(branch=branch).order_by("-id").values_list("pk", flat=True)[REDO_MAX:]
@@ -106,8 +108,12 @@ def turn_redo(*, adventure_id: int, member_id: int | None = None) -> dict:
                 kind=node["kind"],
                 text=node["text"],
                 redone_hidden=bool(node.get("hidden")),
-                author_id=node.get("author") if node.get("author") in authors else None,
-                actor=node.get("actor") or "",
+                teller=sql.Teller(
+                    author_id=node.get("author") if node.get("author") in authors else None,
+                    actor=node.get("actor") or "",
+                    seen_by=node.get("seen_by"),
+                    heard_by=node.get("heard_by"),
+                ),
             )
             for node in turn.nodes
         ]

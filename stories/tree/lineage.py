@@ -39,19 +39,34 @@ def path_sql(branch: Branch, *, table: str) -> tuple[str, list]:
     return "(" + " OR ".join(parts) + ")", params
 
 
-def story(branch: Branch) -> QuerySet[Action]:
-    """The live actions of ``branch``'s path, oldest first, without those a
-    moderator hid (so they reach no reader, prompt or memory)."""
-    return Action.objects.filter(path_q(branch), adventure_id=branch.adventure_id, live=True, hidden=False).order_by(
-        "depth"
-    )
+EVERY = 0  # ``viewer`` for the story's shape: every node, secrets too (whose turn it is), never shown to a reader
 
 
-def story_page(branch: Branch, *, before_depth: int | None, limit: int) -> tuple[list[Action], int | None]:
+def seen_q(viewer: int | None, *, prefix: str = "") -> Q:
+    """The nodes ``viewer`` (a user id) may read: the shared story and the secrets told to them
+    (stories.party.secrets). None: the shared story alone, what memory, the summary and the claims
+    are built from; EVERY: every node."""
+    if viewer == EVERY:
+        return Q()
+    q = Q(**{f"{prefix}seen_by__isnull": True})
+    return q if viewer is None else q | Q(**{f"{prefix}seen_by__contains": [viewer]})
+
+
+def story(branch: Branch, *, viewer: int | None = None) -> QuerySet[Action]:
+    """The live actions of ``branch``'s path that ``viewer`` may read (``seen_q``), oldest first,
+    without those a moderator hid (so they reach no reader, prompt or memory)."""
+    return Action.objects.filter(
+        path_q(branch), seen_q(viewer), adventure_id=branch.adventure_id, live=True, hidden=False
+    ).order_by("depth")
+
+
+def story_page(
+    branch: Branch, *, before_depth: int | None, limit: int, viewer: int | None = None
+) -> tuple[list[Action], int | None]:
     """Up to ``limit`` live actions older than ``before_depth`` (newest end when
     None), returned oldest first, plus the ``before_depth`` of the next older
     page (None when this page reaches the opening)."""
-    qs = story(branch)
+    qs = story(branch, viewer=viewer)
     if before_depth is not None:
         qs = qs.filter(depth__lt=before_depth)
     rows = list(qs.order_by("-depth")[: limit + 1])
@@ -61,10 +76,10 @@ def story_page(branch: Branch, *, before_depth: int | None, limit: int) -> tuple
     return rows, (rows[0].depth if more and rows else None)
 
 
-def recent(branch: Branch, *, count: int, below_depth: int | None = None) -> list[Action]:
-    """The newest ``count`` live actions (oldest first), optionally only those
+def recent(branch: Branch, *, count: int, below_depth: int | None = None, viewer: int | None = None) -> list[Action]:
+    """The newest ``count`` live actions ``viewer`` may read (oldest first), optionally only those
     below ``below_depth`` (to leave out a take being retried)."""
-    qs = story(branch)
+    qs = story(branch, viewer=viewer)
     if below_depth is not None:
         qs = qs.filter(depth__lt=below_depth)
     rows = list(qs.order_by("-depth")[:count])

@@ -4,11 +4,34 @@ appends two). Called only by ``stories.tree.writes.place``, inside its transacti
 from __future__ import annotations
 
 import json
+from dataclasses import asdict, dataclass
 
 from django.db import connection
 from django.utils import timezone
 
 from stories.models import Action, Adventure, Branch
+
+
+@dataclass(frozen=True)
+class Teller:
+    """Who tells a node: a member's turn (stories.party) has its writer and their character's name; a
+    secret (stories.party.secrets) the user ids who may read it and the characters in earshot (None: all)."""
+
+    author_id: int | None = None
+    actor: str = ""
+    seen_by: list[int] | None = None
+    heard_by: list[str] | None = None
+
+    @classmethod
+    def of(cls, node: Action) -> Teller:
+        return cls(author_id=node.author_id, actor=node.actor, seen_by=node.seen_by, heard_by=node.heard_by)
+
+    def secret(self) -> Teller:
+        """The same secret with no author: the narrator's answer to it."""
+        return Teller(seen_by=self.seen_by, heard_by=self.heard_by)
+
+
+OWNER = Teller()  # the owner's turn, told to everyone
 
 # A node is appended in two statements (a turn appends two; measured: six statements before). The
 # adventure row's UPDATE takes the row lock that serializes tree writes, answers what the generation
@@ -31,9 +54,9 @@ WITH b AS (UPDATE stories_branch SET tip_depth = tip_depth + 1
            WHERE id = %(branch)s AND adventure_id = %(adventure)s AND (%(kind)s <> 'start' OR tip_depth = 0)
            RETURNING id, adventure_id, parent_id, fork_depth, lineage, tip_depth, name, internal, created_at),
      n AS (INSERT INTO stories_action (adventure_id, branch_id, depth, kind, text, live, hidden, created_at,
-                                       author_id, actor)
+                                       author_id, actor, seen_by, heard_by)
            SELECT b.adventure_id, b.id, b.tip_depth, %(kind)s, %(text)s, true, %(hidden)s, %(now)s,
-                  %(author)s, %(actor)s FROM b
+                  %(author_id)s, %(actor)s, %(seen_by)s, %(heard_by)s FROM b
            RETURNING id),
      r AS (DELETE FROM stories_redoturn WHERE %(ends_redo)s AND branch_id = (SELECT id FROM b))
 SELECT n.id, b.id, b.adventure_id, b.parent_id, b.fork_depth, b.lineage::text, b.tip_depth, b.name, b.internal,
@@ -77,15 +100,14 @@ def append_node(
     now,
     hidden: bool = False,
     ends_redo: bool = True,
-    author_id: int | None = None,
-    actor: str = "",
+    teller: Teller = OWNER,
 ) -> Action | None:
     """Move the branch's tip one on and insert the node there; the action's ``branch`` is the
     branch as it now stands. None when the branch is not this adventure's (or, for an opening,
     when the branch already has a node). ``ends_redo``: False for a redo placing what undo took.
-    ``author_id``, ``actor``: a member's turn (stories.party), its writer and the character it acts as."""
+    ``teller``: a member's turn or a secret (``Teller``)."""
     params = {"branch": branch_id, "adventure": adventure_id, "kind": kind, "text": text, "now": now}
-    params.update(author=author_id, actor=actor)
+    params.update(asdict(teller))
     with connection.cursor() as cursor:
         cursor.execute(APPEND_SQL, {**params, "hidden": hidden, "ends_redo": ends_redo})
         row = cursor.fetchone()
@@ -105,8 +127,7 @@ def append_node(
         hidden=hidden,
         created_at=now,
         edited_at=None,
-        author_id=author_id,
-        actor=actor,
+        **asdict(teller),
     )
     action._state.adding, action._state.db = False, connection.alias
     return action

@@ -27,6 +27,8 @@ def copy_rows(rows: list[Action], *, to_branch: Branch, carry: bool = True) -> d
             edited_at=row.edited_at,
             author_id=row.author_id,
             actor=row.actor,
+            seen_by=row.seen_by,
+            heard_by=row.heard_by,
         )
     # Copies share one created_at; ascending ids keep the takes' order.
     Action.objects.bulk_create(list(copies.values()))

@@ -16,8 +16,8 @@ from stories.tree import lineage
 SEARCH_CONFIG = "english"  # stemming: "hides" finds "hid", "hiding"
 
 
-def search(branch: Branch, query: str, *, limit: int) -> list[dict]:
-    """The live actions of ``branch``'s path that match ``query`` (websearch syntax: words,
+def search(branch: Branch, query: str, *, limit: int, viewer: int) -> list[dict]:
+    """The live actions of ``branch``'s path ``viewer`` may read that match ``query`` (websearch syntax: words,
     "a phrase", -not, or; bounded by config.search_text), the best first, each with a snippet
     marking the words found. Nothing searchable in ``query`` finds nothing."""
     text = search_text.websearch(query)
@@ -26,7 +26,7 @@ def search(branch: Branch, query: str, *, limit: int) -> list[dict]:
     found = SearchQuery(text, search_type="websearch", config=SEARCH_CONFIG)
     vector = SearchVector("text", config=SEARCH_CONFIG)
     rows = (
-        lineage.story(branch)
+        lineage.story(branch, viewer=viewer)
         .annotate(search=vector, rank=SearchRank(vector, found))
         .filter(search=found)
         .annotate(
@@ -46,13 +46,13 @@ def _line(action: Action, *, markdown: bool) -> str:
     return f"**{text}**" if markdown and voice.is_players(action) else text
 
 
-def written(adventure: Adventure, branch: Branch, *, markdown: bool) -> Iterator[str]:
-    """The played path, oldest first, a paragraph an action (the player's own in bold in
+def written(adventure: Adventure, branch: Branch, *, markdown: bool, viewer: int) -> Iterator[str]:
+    """The played path as ``viewer`` may read it, oldest first, a paragraph an action (the player's own in bold in
     Markdown), read a page at a time so a long story never sits in memory whole."""
     yield (f"# {adventure.title}\n\n" if markdown else f"{adventure.title}\n{'=' * len(adventure.title)}\n\n")
     last = 0
     while True:
-        page = list(lineage.story(branch).filter(depth__gt=last)[:500])
+        page = list(lineage.story(branch, viewer=viewer).filter(depth__gt=last)[:500])
         if not page:
             return
         for action in page:

@@ -10,8 +10,7 @@ never semantics. So before a node is rewritten on branch H:
     they read (``detach_borrowers``, into an internal segment).
 No operation on one branch ever changes the story another branch reads.
 
-Every function here runs in one transaction holding the adventure row lock,
-so concurrent writes to one adventure's tree are serialized.
+Every function here runs in one transaction holding the adventure row lock: an adventure's writes are serialized.
 """
 
 from __future__ import annotations
@@ -191,15 +190,14 @@ def place(
     ask_pass: bool = True,
     release: str = "",
     redone_hidden: bool | None = None,
-    author_id: int | None = None,
-    actor: str = "",
+    teller: sql.Teller = sql.OWNER,
 ) -> Action:
     """Append a node after the tip of ``branch_id`` (None: the head, as it stands under the lock);
     it ends what undo kept to redo on the branch. ``ask_pass``: False when the caller asks for the
     memory pass itself once a series of changes is done (a turn asks after its reply, or when it
     fails). ``release``: a generation's claim token, freed in the same write (its reply).
     ``redone_hidden``: a node redo brings back (stories.tree.history), hidden as it was.
-    ``author_id``, ``actor``: a member's turn. The returned ``branch`` is the branch as it stands after."""
+    ``teller``: a member's turn or a secret. The returned ``branch`` is the branch as it stands after."""
     with transaction.atomic():
         locked = sql.append_lock(adventure_id=adventure_id, release=release)
         if locked is None:
@@ -213,8 +211,7 @@ def place(
             now=locked.updated_at,
             hidden=bool(redone_hidden),
             ends_redo=redone_hidden is None,
-            author_id=author_id,
-            actor=actor,
+            teller=teller,
         )
         if action is None:
             if kind == Action.Kind.START and Branch.objects.filter(pk=branch_id or locked.head_branch_id).exists():
@@ -238,7 +235,10 @@ def take_add(*, adventure_id: int, branch_id: int, expected_tip_id: int, kind: s
         depth = tip.depth
         own_for_rewrite(branch, depth)
         Action.objects.filter(branch=branch, depth=depth, live=True).update(live=False)
-        action = Action.objects.create(adventure_id=adventure_id, branch=branch, depth=depth, kind=kind, text=text)
+        secret = {"seen_by": tip.seen_by, "heard_by": tip.heard_by}  # a secret's new take: told to the same few
+        action = Action.objects.create(
+            adventure_id=adventure_id, branch=branch, depth=depth, kind=kind, text=text, **secret
+        )
         rewritten_notify(adventure_id, branch.pk, depth, "replaced")
     return action
 

@@ -31,6 +31,7 @@ MODERATOR_ACTIONS = {
     "stories.action": {"hide", "unhide"},
     "stories.scenario": {"unpublish", "hide", "restore"},
     "stories.scenarioreport": {"dismiss", "unpublish_scenario", "hide_scenario"},
+    "stories.storyreport": {"dismiss", "hide_node", "hide_story"},
     "memory.memory": {"forget", "restore", "pin", "unpin"},
     "memory.world": {"delete_agent_memories"},
     "memory.agentmemory": {"delete_selected"},

@@ -334,6 +334,7 @@ def test_a_whole_session_answers_exactly_what_the_schema_documents(schema, alice
     walk("patch", A + "members/", 200, body={"turn_mode": "free"}, adventure_id=aid)
     walk("post", A + "turns/", 403, body={"mode": "do", "text": "wave"}, adventure_id=aid, token=carl_token)
     walk("patch", A + "members/{user_id}/", 200, body={"role": "watcher"}, adventure_id=aid, user_id=bob.pk)
+    walk("post", A + "reports/", 201, body={"reason": "spam", "text": "ads"}, adventure_id=aid, token=bob_token)
     walk("get", "/api/adventures/joined/", 200, token=carl_token)
     declined = walk("post", A + "invites/", 201, body={"username": "dora"}, adventure_id=aid)
     walk("post", "/api/invites/{invite_id}/decline/", 204, token=dora_token, invite_id=declined["id"])

@@ -439,6 +439,20 @@ def test_a_members_page_follows_the_others_turn_live_resumes_without_gaps_and_en
     assert api_client_for(charlie).post(f"/api/join/{watch['token']}/", {}, format="json").status_code == 201
     watcher = Follower(site, _token(charlie), aid)
     wait_for(lambda: "presence" in watcher.names(), timeout=20, what="carol's page to be following")
+
+    # a secret's turn, its reply's pieces and its end never reach a page it was not told to
+    from tests.support.fake_llm import Reply
+
+    fake_llm.queue(Reply(text="The ring hums with a cold light."))
+    for body in ({"mode": "do", "text": "I pocket the silver ring", "private": True}, {"mode": "do", "text": "I wait"}):
+        conn = http.client.HTTPConnection("127.0.0.1", site.port, timeout=60)
+        headers = {"Authorization": f"Token {_token(alice)}", "Content-Type": "application/json"}
+        conn.request("POST", f"/api/adventures/{aid}/turns/", body=json.dumps(body), headers=headers)
+        assert conn.getresponse().status == 201
+    wait_for(lambda: "done" in watcher.names(), timeout=30, what="the shared turn to reach carol's page")
+    assert [a["text"] for _, name, d in watcher.events if name == "turn" for a in d["actions"]] == ["I wait"]
+    assert not any("ring" in json.dumps(d) for _, _, d in watcher.events)
+    assert "secret" in watcher.names()  # told a turn was played, and nothing of it
     moderation.user_suspend(user_id=charlie.pk)
     assert watcher.ended.wait(4), "the suspended member's stream ended"
     assert watcher.names()[-1] == "gone"

@@ -120,3 +120,51 @@ def test_round_robin_says_whose_turn_it_is_refuses_the_others_and_skips_an_idle_
     assert turn(alice_plays, "I wake").json()["error"] == "not_your_turn"
     assert turn(bob_api, "I go first then").status_code == 201
     assert _players_acts(aid)[-1] == ("Sela", "I go first then")
+
+
+@pytest.mark.django_db
+def test_gather_keeps_each_players_action_and_one_narration_answers_the_round_when_all_wrote_or_it_closed(
+    alice_plays, bob, charlie, fake_llm
+):
+    aid, cards, code = _story(alice_plays)
+    bob_api, carol_api = _joined(bob, code, cards["Sela"]), _joined(charlie, code, cards["Oric"])
+    set_up = alice_plays.patch(
+        f"/api/adventures/{aid}/members/", {"turn_mode": "gather", "gather_s": 60}, format="json"
+    )
+    assert set_up.status_code == 200 and set_up.json()["gather"]["waiting"] == ["Mira", "Sela", "Oric"]
+
+    def turn(api, text, mode="do"):
+        return api.post(f"/api/adventures/{aid}/turns/", {"mode": mode, "text": text}, format="json")
+
+    kept = turn(bob_api, "I scout the far bank")
+    assert kept.status_code == 202, kept.json()
+    assert kept.json()["gather"]["waiting"] == ["Mira", "Oric"] and kept.json()["gather"]["closes_at"]
+    again = turn(bob_api, "I scout again")
+    assert again.status_code == 409 and again.json()["error"] == "written"
+    early = carol_api.post(f"/api/adventures/{aid}/turns/", {"mode": "continue"}, format="json")
+    assert early.status_code == 409 and "waiting for Mira, Oric" in early.json()["detail"]
+    whisper = carol_api.post(
+        f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "I hide", "private": True}, format="json"
+    )
+    assert whisper.status_code == 400 and "whisper" in whisper.json()["detail"]
+    assert turn(alice_plays, "I ready the boats").status_code == 202
+    assert fake_llm.chat_requests() == []  # no narration before the round is done
+    done = turn(carol_api, "I hold the ford", mode="say")
+    assert done.status_code == 201, done.json()
+    assert len(fake_llm.chat_requests()) == 1, "one narration for the round"
+    prompt = "\n".join(m["content"] for m in fake_llm.chat_requests()[0].body["messages"])
+    for told in ("> Sela: I scout the far bank", "> You ready the boats", '> Oric says "I hold the ford"'):
+        assert told in prompt
+    kinds = list(Action.objects.filter(adventure_id=aid).order_by("depth").values_list("kind", flat=True))
+    assert kinds == ["start", "do", "do", "say", "ai"]  # each action its own node, one reply
+
+    # a round not everyone writes in is narrated once it closes, by whoever asks (their page does)
+    assert turn(bob_api, "I wait by the boats").status_code == 202
+    Action.objects.filter(adventure_id=aid, text="I wait by the boats").update(
+        created_at=F("created_at") - timedelta(seconds=61)
+    )
+    closed = carol_api.post(f"/api/adventures/{aid}/turns/", {"mode": "continue"}, format="json")
+    assert closed.status_code == 201, closed.json()
+    assert len(fake_llm.chat_requests()) == 2
+    nothing = carol_api.post(f"/api/adventures/{aid}/turns/", {"mode": "continue"}, format="json")
+    assert nothing.status_code == 409 and nothing.json()["error"] == "nothing_gathered"

@@ -764,6 +764,8 @@ def ford(site, alice, fake_llm, django_user_model):
 
 
 def test_three_players_play_one_story_live_in_free_and_round_robin_turns(site, ford, browser, fake_llm):
+    from tests.support.fake_llm import Reply
+
     aid, code, sessions = ford
     fake_llm.reply = lambda body, n: "The wall is slick with rain, but the stones hold."
     fake_llm.stream_delay = 0.05
@@ -808,6 +810,21 @@ def test_three_players_play_one_story_live_in_free_and_round_robin_turns(site, f
     expect(bob.locator("#whose-turn")).to_have_text("It is Mira's turn.")
     (ROOT / "docs" / "screens").mkdir(parents=True, exist_ok=True)
     carol.screenshot(path=str(ROOT / "docs" / "screens" / "together-1280x900.png"))
+
+    # a whisper: alice (Mira) tells Sela alone; bob reads it and its answer live, carol never does
+    fake_llm.queue(Reply(text="Sela nods: the key has an owl on its bow."))
+    alice.select_option("#to", "Sela")
+    alice.fill("#text", "The gate key is under the third stone")
+    alice.press("#text", "Enter")
+    expect(bob.locator("#story")).to_contain_text("an owl on its bow")
+    expect(bob.locator("#story .secret").first).to_have_text("🔒 whispered to Sela")
+    expect(alice.locator("#story")).to_contain_text("an owl on its bow")
+    expect(carol.locator("#whose-turn")).to_have_text("It is Sela's turn.")  # the whisper was Mira's turn
+    bob.screenshot(path=str(ROOT / "docs" / "screens" / "together-whisper-1280x900.png"))
+    carol.reload()
+    expect(carol.locator("#story")).to_contain_text("Oric: I hold the gate")
+    for secret in ("third stone", "owl on its bow"):
+        expect(carol.locator("body")).not_to_contain_text(secret)
     for page in (bob, carol):
         page.context.close()
     alice_context.close()

@@ -52,6 +52,24 @@ function el(tag, attrs = {}, ...children) {
   for (const c of children) node.append(c);
   return node;
 }
+// Secrets in a story played together: the "To" choice of a turn box (everyone, the narrator alone, or
+// a whisper to a character) as the turn's fields, the choice filled from the story's characters, and
+// the mark a secret carries on the pages of those it was told to.
+function audienceOf(select) {
+  if (!select || select.hidden || !select.value) return {};
+  return select.value === "!private" ? {private: true} : {to: [select.value]};
+}
+function audienceFill(select, names, own) {
+  if (!select) return;
+  const kept = select.value;
+  select.replaceChildren(el("option", {value: ""}, "To everyone"), el("option", {value: "!private"}, "Privately, to the narrator"),
+    ...names.filter((n) => n !== own).map((n) => el("option", {value: n}, `Whisper to ${n}`)));
+  select.value = [...select.options].some((o) => o.value === kept) ? kept : "";
+  select.hidden = false;
+}
+function secretMark(a) {
+  return a.told_to ? el("span", {class: "secret", title: "only those it was told to see this"}, `🔒 ${a.told_to}`) : "";
+}
 // The local demo model getting ready (its first run builds it): the notice asks every 10 s and says
 // when it has joined, so a player waiting on the page knows when their turns play.
 (function watchDemoModel() {

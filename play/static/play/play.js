@@ -57,7 +57,7 @@ function renderAction(a, last) {
   const tools = el("div", {class: "action-tools"},
     el("details", {class: "action-menu"}, el("summary", {"aria-label": `Edit, fork or delete action ${a.depth}`, title: "Edit, fork or delete"}, "⋯"), menu));
   if (last && a.take_count > 1 || last && (a.kind === "ai" || a.kind === "continue")) tools.prepend(takesControl(a));
-  item.append(text, tools);
+  item.append(secretMark(a), text, tools);
   return item;
 }
 
@@ -218,6 +218,11 @@ async function play(path, body, failed = () => {}, key = "") {
       });
       say("The story is being written…", "busy");
     }
+    if (response.status === 202) {  // gathered turns: the action is kept; the round's narration comes for all
+      say("Your action is in: the narration answers the round when everyone has written or it closes.");
+      loadStory();
+      return true;
+    }
     if (!(response.headers.get("Content-Type") || "").startsWith("text/event-stream")) {
       let data = null;
       try { data = await response.json(); } catch (e) { data = null; }
@@ -284,7 +289,7 @@ $("turn").addEventListener("submit", async (e) => {
   // action is used again instead of being stored twice
   if (!sending || sending.text !== text || sending.mode !== mode) sending = {text, mode, key: newKey()};
   $("text").value = "";  // sent; given back when nothing was stored, as the error says what to fix
-  const done = await play("/turns/", {mode, text}, (stored) => {
+  const done = await play("/turns/", {mode, text, ...audienceOf($("to"))}, (stored) => {
     if (!stored && !$("text").value) $("text").value = text;
     if (stored) $("retry").focus();
   }, sending.key);

@@ -36,10 +36,33 @@
     const up = members.up;
     byId("whose-turn").textContent = members.turn_mode === "round_robin" && up
       ? (up.user_id === members.you.user_id ? "It is your turn." : `It is ${up.name}'s turn.`)
+      : members.turn_mode === "gather" ? gatherText(members.gather)
       : "Anyone may play: a turn sent while a reply is written waits its turn.";
+    gatherClose(members.gather);
     const mode = byId("turn-mode");
     if (mode) mode.value = members.turn_mode;
+    const own = members.you.character ? members.you.character.name : null;
+    if (members.members.length > 1) audienceFill(byId("to"), members.characters, own);
     if (members.members.length > 1 || ROLE !== "owner") follow();
+  }
+
+  // ---- gathered turns: everyone writes once a round; the round is narrated when all have written or
+  // when it closes (then the first page to see it asks for the narration; the others' asks are refused)
+  let closing = null;
+  function gatherText(round) {
+    if (!round || !round.written) return "Gathered turns: everyone writes an action, then one narration answers them all.";
+    const left = round.closes_at ? Math.max(0, Math.round((new Date(round.closes_at) - Date.now()) / 1000)) : 0;
+    return `Gathering: waiting for ${round.waiting.join(", ")}; narrated in ${left} s or when everyone has written.`;
+  }
+  function gatherClose(round) {
+    clearTimeout(closing);
+    if (!round || !round.written || !round.closes_at || ROLE === "watcher") return;
+    const wait = Math.max(0, new Date(round.closes_at) - Date.now()) + 500 + Math.random() * 1500;
+    closing = setTimeout(async () => {
+      const r = await apiFetch(`${api}/turns/`, {method: "POST", body: JSON.stringify({mode: "continue", text: ""})});
+      if (r.ok && !memberPage) window.loadStory?.();
+      loadMembers();
+    }, wait);
   }
 
   // ---- the owner's invitations and turn mode
@@ -83,7 +106,22 @@
     return a.text;
   }
   function actionItem(a) {
-    return el("li", {class: `action kind-${a.kind}`, "data-id": a.id}, el("p", {class: "text"}, ...styled(told(a))));
+    return el("li", {class: `action kind-${a.kind}`, "data-id": a.id}, secretMark(a), el("p", {class: "text"}, ...styled(told(a))),
+      reportMenu(a));
+  }
+  // a member reports a node to the moderators (they decide; the owner is not told who reported it)
+  const REASONS = [["harassment", "harassment or hate"], ["minors", "sexual content involving minors"],
+    ["illegal", "illegal content"], ["spam", "spam or advertising"], ["other", "something else"]];
+  function reportMenu(a) {
+    const reason = el("select", {"aria-label": "Why"}, ...REASONS.map(([v, t]) => el("option", {value: v}, t)));
+    const why = el("input", {maxlength: "2000", placeholder: "What is wrong (optional)", "aria-label": "What is wrong"});
+    const menu = el("details", {class: "action-menu report"}, el("summary", {title: "Report to the moderators"}, "⚑"),
+      el("div", {class: "tools"}, reason, why, el("button", {type: "button", class: "link danger", onclick: async () => {
+        const r = await apiFetch(`${api}/reports/`, {method: "POST", body: JSON.stringify({reason: reason.value, text: why.value, action: a.id})});
+        tell(r.ok ? "Reported: the moderators will look at it." : errorText(r), r.ok ? "" : "error");
+        menu.open = false;
+      }}, "Report")));
+    return menu;
   }
   async function loadStory() {
     const r = await apiFetch(`${api}/story/?limit=200`);
@@ -96,7 +134,12 @@
 
   let pending = null;  // the reply being written, as the live stream brings it
   function onEvent(name, data) {
-    if (name === "members" || name === "presence") { loadMembers(); return; }
+    if (name === "members" || name === "presence" || name === "secret") { loadMembers(); return; }
+    if (name === "gathered") {
+      if (memberPage) for (const a of data.actions) story.append(actionItem(a)); else reloadOwnersStory();
+      loadMembers();
+      return;
+    }
     if (name === "gone") { tell("You are no longer a member of this story.", "error"); live?.close(); live = null; byId("turn")?.setAttribute("hidden", ""); return; }
     if (!memberPage) { if (name === "done" || name === "story" || name === "reset") reloadOwnersStory(); if (name === "done") loadMembers(); return; }
     if (name === "turn") {
@@ -123,7 +166,7 @@
         setTimeout(() => { follow(); if (memberPage) loadStory(); }, 3000 + Math.random() * 2000);
       }
     });
-    for (const name of ["turn", "token", "done", "failed", "members", "story", "presence", "reset", "gone"]) {
+    for (const name of ["turn", "token", "done", "failed", "secret", "gathered", "members", "story", "presence", "reset", "gone"]) {
       live.addEventListener(name, (event) => onEvent(name, JSON.parse(event.data)));
     }
   }
@@ -136,10 +179,21 @@
       if (!text) return;
       byId("send").disabled = true;
       tell("Sent. The reply shows here as it is written.");
-      const r = await apiFetch(`${api}/turns/`, {method: "POST", body: JSON.stringify({mode: byId("mode").value, text})});
+      const body = {mode: byId("mode").value, text, ...audienceOf(byId("to"))};
+      const r = await apiFetch(`${api}/turns/`, {method: "POST", body: JSON.stringify(body)});
       byId("send").disabled = false;
-      if (r.ok) { byId("text").value = ""; tell(""); } else { tell(errorText(r), "error"); }
+      if (r.ok) { byId("text").value = ""; tell(r.status === 202 ? "Your action is in: the narration answers the round." : ""); }
+      else { tell(errorText(r), "error"); }
     });
+    // retry and undo belong to a turn's author (and the owner): the site says so to anyone else
+    for (const [id, path, done] of [["retry", "/retry/", "A new take is being written."], ["undo", "/undo/", "Your last turn was taken back."]]) {
+      byId(id).addEventListener("click", async () => {
+        tell(id === "retry" ? "Writing another take…" : "");
+        const r = await apiFetch(`${api}${path}`, {method: "POST"});
+        tell(r.ok ? done : errorText(r), r.ok ? "" : "error");
+        if (r.ok) loadStory();
+      });
+    }
     byId("text").addEventListener("keydown", (event) => {
       if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); turn.requestSubmit(); }
     });
