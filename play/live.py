@@ -57,9 +57,11 @@ async def publish_soon(adventure_id: int, event: str, data: dict, *, seen_by: li
     secret's event (stories.party.secrets), sent only to the pages of those it was told to."""
     fields = {"e": event, "d": json.dumps(data)} | ({"s": json.dumps(seen_by)} if seen_by is not None else {})
     try:
-        client = _reader()
-        await client.xadd(_key(adventure_id), fields, maxlen=KEPT, approximate=True)
-        await client.expire(_key(adventure_id), KEEP_S)
+        async with _reader().pipeline(transaction=False) as pipe:  # one round trip
+            pipe.xadd(_key(adventure_id), fields, maxlen=KEPT, approximate=True)
+            if event != "token":  # a reply's pieces come between its turn's events, which keep the stream
+                pipe.expire(_key(adventure_id), KEEP_S)
+            await pipe.execute()
     except redis.RedisError as exc:
         log.warning("live event %s of adventure %s not sent: %s", event, adventure_id, exc)
 
@@ -171,13 +173,6 @@ def parsed(event_id, fields) -> tuple[str, str, dict, list | None]:
 # ---------------------------------------------------------------------------- who is here
 
 
-def here_mark(adventure_id: int, user_id: int) -> None:
-    try:
-        redis_client().set(f"live:{adventure_id}:here:{user_id}", 1, ex=HERE_S)
-    except redis.RedisError:
-        pass
-
-
 def here_clear(adventure_id: int, user_id: int) -> None:
     try:
         redis_client().delete(f"live:{adventure_id}:here:{user_id}")
@@ -201,22 +196,28 @@ def stream_open(user_id: int) -> str | None:
     lasts HERE_S unless its stream renews it, so one whose stream never ran is free soon."""
     key, token, now = f"live:slots:{user_id}", tokens.token_hex(8), time.time()
     try:
-        client = redis_client()
-        client.zremrangebyscore(key, "-inf", now)
-        if client.zcard(key) >= PER_USER:
-            return None
-        client.zadd(key, {token: now + HERE_S})
-        client.expire(key, HERE_S * 2)
+        with redis_client().pipeline(transaction=False) as pipe:
+            pipe.zremrangebyscore(key, "-inf", now)
+            pipe.zcard(key)
+            if pipe.execute()[1] >= PER_USER:
+                return None
+            pipe.zadd(key, {token: now + HERE_S})
+            pipe.expire(key, HERE_S * 2)
+            pipe.execute()
         return token
     except redis.RedisError:
         return None
 
 
-def stream_alive(user_id: int, token: str) -> None:
+async def stream_alive(adventure_id: int, user_id: int, token: str) -> None:
+    """A page still follows: its presence and its stream's slot last HERE_S more (one round trip on the
+    event loop's client)."""
     try:
-        client = redis_client()
-        client.zadd(f"live:slots:{user_id}", {token: time.time() + HERE_S})
-        client.expire(f"live:slots:{user_id}", HERE_S * 2)
+        async with _reader().pipeline(transaction=False) as pipe:
+            pipe.set(f"live:{adventure_id}:here:{user_id}", 1, ex=HERE_S)
+            pipe.zadd(f"live:slots:{user_id}", {token: time.time() + HERE_S})
+            pipe.expire(f"live:slots:{user_id}", HERE_S * 2)
+            await pipe.execute()
     except redis.RedisError:
         pass
 

@@ -57,6 +57,19 @@ def as_viewer(adventure: Adventure, *, user_id: int, may: str) -> Adventure:
     return adventure
 
 
+def may_follow(*, adventure_id: int, user_id: int) -> bool:
+    """Whether ``user_id`` (active) may still follow the story live: its owner or a member, the story
+    not hidden. One query (a live page asks it on every members event and every minute)."""
+    return (
+        Adventure.objects.filter(pk=adventure_id, hidden=False)
+        .filter(
+            Q(owner_id=user_id, owner__is_active=True)
+            | Exists(Membership.objects.filter(adventure_id=OuterRef("pk"), user_id=user_id, user__is_active=True))
+        )
+        .exists()
+    )
+
+
 def refuse(*, adventure_id: int, user_id: int, may: str) -> None:
     """An owner-only request by a member: Forbidden, saying who may (a non-member's is NotFound)."""
     if may == "own" and Membership.objects.filter(adventure_id=adventure_id, user_id=user_id).exists():
