@@ -106,8 +106,13 @@ def _still_member(following: Following) -> bool:
 
 
 def _sse(event_id: str | None, name: str, data: dict) -> bytes:
+    return _sse_text(event_id, name, json.dumps(data))
+
+
+def _sse_text(event_id: str | None, name: str, data: str) -> bytes:
+    """An event whose data is JSON text already (as the stream keeps it: one line)."""
     head = f"id: {event_id}\n" if event_id else ""
-    return f"{head}event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+    return f"{head}event: {name}\ndata: {data}\n\n".encode()
 
 
 async def _follow(f: Following, slot: str):
@@ -127,15 +132,14 @@ async def _follow(f: Following, slot: str):
         check_at, ping_at, here_at = now + CHECK_S, now + PING_S, now + HERE_EVERY_S
         while True:
             if missed:
-                found = [missed.pop(0)]
+                found, missed = missed, []
             else:
                 try:
-                    item = await page.get(timeout=min(check_at, ping_at, here_at) - time.monotonic())
+                    found = await page.take(timeout=min(check_at, ping_at, here_at) - time.monotonic())
                 except live_hub.Lagged:
                     yield _sse(None, "unavailable", {"detail": "the live stream fell behind; the page reconnects"})
                     return
-                found = [item] if item is not None else []
-            ask = False
+            ask, sent = False, []
             for event_id, name, data, seen_by in found:
                 if live.order_of(event_id) <= live.order_of(after):
                     continue  # the hub was behind this page: already sent
@@ -143,9 +147,11 @@ async def _follow(f: Following, slot: str):
                 if name == "members":
                     ask = True
                 if seen_by is None or uid in seen_by:  # a secret's events reach those it was told to alone
-                    yield _sse(event_id, name, data)
+                    sent.append(_sse_text(event_id, name, data))
                 elif name in ("done", "failed"):  # the others learn a turn was played (whose turn is next), no more
-                    yield _sse(event_id, "secret", {})
+                    sent.append(_sse(event_id, "secret", {}))
+            if sent:
+                yield b"".join(sent)  # the events waiting, in one write
             now = time.monotonic()
             if ask or now >= check_at:
                 if not await db_side_step(_still_member, f):

@@ -49,15 +49,21 @@ class Page:
         self.lagged = True
         self.queue.put_nowait(None)
 
-    async def get(self, timeout: float):
-        """The next event, or None when ``timeout`` passed; Lagged when the page must read again."""
-        try:
-            item = await asyncio.wait_for(self.queue.get(), timeout)
-        except TimeoutError:
-            return None
-        if item is None:
+    async def take(self, timeout: float) -> list:
+        """The events waiting (at least one, or none once ``timeout`` passed); Lagged when the page
+        must read the story again."""
+        items = []
+        if self.queue.empty():
+            try:
+                async with asyncio.timeout(max(0.0, timeout)):  # no task a wait (asyncio.wait_for makes one)
+                    items.append(await self.queue.get())
+            except TimeoutError:
+                return []
+        while not self.queue.empty():
+            items.append(self.queue.get_nowait())
+        if None in items:
             raise Lagged()
-        return item
+        return items
 
 
 class Hub:
