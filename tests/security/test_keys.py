@@ -54,7 +54,7 @@ def marked_reply(body, n):
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.slow
-def test_a_few_hundred_mixed_jobs_on_real_workers_spend_only_their_owners_key(alice, bob, fake_llm, settings):
+def test_over_a_hundred_mixed_jobs_on_real_workers_spend_only_their_owners_key(alice, bob, fake_llm, settings):
     from tests.support.processes import Worker, wait_for
 
     fake_llm.reply = marked_reply
@@ -86,7 +86,7 @@ def test_a_few_hundred_mixed_jobs_on_real_workers_spend_only_their_owners_key(al
             plan.append((name, api, adventures, world))
         jobs = 0
         when = datetime(2026, 1, 1, 10, tzinfo=timezone.utc)  # long settled: consolidation folds it
-        for round_ in range(25):  # alice's and bob's turns and events interleave on the shared pool
+        for round_ in range(15):  # alice's and bob's turns and events interleave on the shared pool
             for name, api, adventures, world in plan:
                 for aid in adventures:
                     response = api.post(
@@ -130,7 +130,7 @@ def test_a_few_hundred_mixed_jobs_on_real_workers_spend_only_their_owners_key(al
             w.stop()
 
     requests = fake_llm.requests
-    assert jobs >= 200 and len(requests) >= 200, (jobs, len(requests))
+    assert jobs >= 120 and len(requests) >= 120, (jobs, len(requests))
     kinds = set()
     for recorded in requests:
         text = json.dumps(recorded.body)

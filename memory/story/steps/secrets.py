@@ -52,13 +52,16 @@ def remember_secrets(*, adventure: Adventure, head: Branch, report: PassReport) 
     """Every secret exchange on the head's path with no memory yet gets one (SECRETS_PER_RUN a run),
     written as the block's memories are (the owner's model, or offline) outside a transaction and
     stored in one, if its nodes did not change meanwhile. A model failure goes into ``report``."""
-    todo = [
-        exchange
-        for exchange in exchanges(head)
-        if not path_memories(head, viewer=lineage.EVERY)
-        .filter(character__isnull=True, source_start=exchange[0].depth, seen_by=exchange[0].seen_by)
-        .exists()
-    ]
+    found = exchanges(head)
+    if not found:
+        return
+    held = {  # the exchanges remembered already (one query, whatever the story's length)
+        (start, tuple(seen))
+        for start, seen in path_memories(head, viewer=lineage.EVERY)
+        .filter(character__isnull=True, seen_by__isnull=False, source_start__isnull=False)
+        .values_list("source_start", "seen_by")
+    }
+    todo = [exchange for exchange in found if (exchange[0].depth, tuple(exchange[0].seen_by)) not in held]
     if not todo:
         return
     conn = ai_settings.connection_for_background(user_id=adventure.owner_id, purpose="summary")
