@@ -89,6 +89,11 @@
       loadMembers();
     });
   }
+  const toggle = byId("toggle-members");  // a member's page on a phone: the panel opens over the story
+  toggle?.addEventListener("click", () => {
+    const open = panel.classList.toggle("open");
+    toggle.setAttribute("aria-expanded", String(open));
+  });
   const leave = byId("leave");
   if (leave) {
     leave.addEventListener("click", async () => {
