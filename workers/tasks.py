@@ -23,7 +23,7 @@ from django.db import IntegrityError, connection, transaction
 from config.health import database_status
 from memory.agents import agent_indexes, agent_upkeep
 from memory.story import memory_pass
-from play import imports
+from play import imports, party
 from workers.locks import adventure_lock, agent_lock, client
 from workers.models import ParkedJob
 
@@ -264,7 +264,19 @@ def sweep() -> int:
         log.warning("sweeper sent %s import jobs again (their delivery was lost)", len(resent))
     for name in agent_indexes.agent_indexes_prune():
         log.info("sweeper dropped %s (its agent is gone or embeds at another size)", name)
+    for adventure_id in party.rounds_due():  # gather rounds whose time passed with no page to close them
+        try:
+            _send(gather_close, args=[adventure_id])
+        except Exception as exc:  # kombu/redis raise many types when the broker is away
+            log.warning("sweeper: gather round of %s not queued (%s)", adventure_id, exc.__class__.__name__)
+            break
     return len(behind)
+
+
+@shared_task(name="workers.gather_close", ignore_result=True)
+def gather_close(adventure_id: int) -> bool:
+    """A gather round's narration, written when its time passed (play.party.round_close)."""
+    return party.round_close(adventure_id=adventure_id)
 
 
 def send_post_turn(adventure_id: int) -> None:

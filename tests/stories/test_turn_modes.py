@@ -12,7 +12,7 @@ from django.db.models import F
 
 from config.redis_pool import redis_client
 from stories.models import Action
-from tests.conftest import api_client_for
+from tests.conftest import ALICE_KEY, api_client_for
 
 
 def _story(alice_plays):
@@ -168,3 +168,26 @@ def test_gather_keeps_each_players_action_and_one_narration_answers_the_round_wh
     assert len(fake_llm.chat_requests()) == 2
     nothing = carol_api.post(f"/api/adventures/{aid}/turns/", {"mode": "continue"}, format="json")
     assert nothing.status_code == 409 and nothing.json()["error"] == "nothing_gathered"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_gather_round_whose_time_passed_with_no_page_open_is_narrated_by_the_sweep(
+    alice_plays, bob, charlie, fake_llm
+):
+    from play import party
+
+    aid, cards, code = _story(alice_plays)
+    bob_api, _ = _joined(bob, code, cards["Sela"]), _joined(charlie, code, cards["Oric"])
+    alice_plays.patch(f"/api/adventures/{aid}/members/", {"turn_mode": "gather", "gather_s": 30}, format="json")
+    assert (
+        bob_api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "I scout"}, format="json").status_code
+        == 202
+    )
+    assert party.rounds_due() == [] and party.round_close(adventure_id=aid) is False  # still open
+    Action.objects.filter(adventure_id=aid, text="I scout").update(created_at=F("created_at") - timedelta(seconds=31))
+    assert party.rounds_due() == [aid]
+    assert party.round_close(adventure_id=aid) is True
+    assert len(fake_llm.chat_requests()) == 1
+    assert fake_llm.chat_requests()[0].headers["authorization"] == f"Bearer {ALICE_KEY}"  # the owner's key
+    kinds = list(Action.objects.filter(adventure_id=aid).order_by("depth").values_list("kind", flat=True))
+    assert kinds == ["start", "do", "continue"] and party.rounds_due() == []
