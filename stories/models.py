@@ -9,6 +9,8 @@ from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.db.models import Q
 
+from stories.party.models import ReportStatus
+
 ACTION_TEXT_MAX = 4000  # characters in one action (player or model)
 TITLE_MAX = 200  # characters
 LONG_TEXT_MAX = 10_000  # characters in plot essentials, summary, instructions, persona description
@@ -392,10 +394,7 @@ class ScenarioReport(models.Model):
         COPYRIGHT = "copyright", "someone else's work"
         OTHER = "other", "something else"
 
-    class Status(models.TextChoices):
-        OPEN = "open"
-        DISMISSED = "dismissed"
-        ACTIONED = "actioned"  # the scenario was unpublished or hidden
+    Status = ReportStatus  # actioned: the scenario was unpublished or hidden
 
     scenario = models.ForeignKey(Scenario, on_delete=models.CASCADE, related_name="reports")
     reporter = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")

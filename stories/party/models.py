@@ -78,6 +78,14 @@ class Invite(models.Model):
         return f"invite to {self.adventure_id}"
 
 
+class ReportStatus(models.TextChoices):
+    """Where a report stands in the moderators' queue (a scenario's and a story's alike)."""
+
+    OPEN = "open"
+    DISMISSED = "dismissed"
+    ACTIONED = "actioned"  # what it reports was hidden or unpublished
+
+
 class StoryReport(models.Model):
     """A member's (or the owner's) report of a story played together, or of one of its nodes, for the
     moderators' queue; they see the node whoever it was told to (stories.admin)."""
@@ -89,10 +97,7 @@ class StoryReport(models.Model):
         SPAM = "spam", "spam or advertising"
         OTHER = "other", "something else"
 
-    class Status(models.TextChoices):
-        OPEN = "open"
-        DISMISSED = "dismissed"
-        ACTIONED = "actioned"  # the node or the story was hidden
+    Status = ReportStatus
 
     adventure = models.ForeignKey("stories.Adventure", on_delete=models.CASCADE, related_name="reports")
     action = models.ForeignKey("stories.Action", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")

@@ -821,11 +821,15 @@ def test_three_players_play_one_story_live_in_free_and_round_robin_turns(site, f
     expect(alice.locator("#story")).to_contain_text("an owl on its bow")
     expect(carol.locator("#whose-turn")).to_have_text("It is Sela's turn.")  # the whisper was Mira's turn
     bob.screenshot(path=str(ROOT / "docs" / "screens" / "together-whisper-1280x900.png"))
-    bob.set_viewport_size({"width": 390, "height": 844})  # a member's page on a phone, in the dark theme
-    bob.emulate_media(color_scheme="dark")
-    expect(bob.locator("#text")).to_be_in_viewport()
-    expect(bob.locator("#together")).to_be_hidden()  # over the story only when asked for
-    bob.screenshot(path=str(ROOT / "docs" / "screens" / "together-phone-dark.png"))
+    # the owner's page and a member's, as a desk and a phone show them, light and dark: the turn box on screen
+    for who, page in (("owner", alice), ("member", bob)):
+        for width, height in ((1280, 800), (390, 844)):
+            for scheme in ("light", "dark"):
+                page.set_viewport_size({"width": width, "height": height})
+                page.emulate_media(color_scheme=scheme)
+                expect(page.locator("#text")).to_be_in_viewport()
+                page.screenshot(path=str(ROOT / "docs" / "screens" / f"together-{who}-{width}x{height}-{scheme}.png"))
+    expect(bob.locator("#together")).to_be_hidden()  # a phone: the panel is over the story only when asked for
     bob.click("#toggle-members")
     expect(bob.locator("#whose-turn")).to_be_visible()
     bob.screenshot(path=str(ROOT / "docs" / "screens" / "together-phone-dark-panel.png"))
