@@ -92,7 +92,7 @@ async def _follow_once(port: int, token: str, adventure_id: int, seen: dict, sto
         while time.monotonic() < stop_at:
             line = await asyncio.wait_for(reader.readline(), max(0.1, stop_at - time.monotonic()))
             if not line:
-                return "ended"  # the page follows again
+                return f"ended after {event or 'nothing'}"  # the page follows again
             if line.startswith(b"event: "):
                 event = line[7:].strip().decode()
             elif line.startswith(b"data: "):

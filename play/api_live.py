@@ -48,7 +48,9 @@ EVENT_ID = re.compile(r"\d{1,20}-\d{1,20}")
 # The look every CHECK_S is the net under that, so an idle page costs next to nothing.
 # measured (bench/together.py): 1,000 open pages asking every 30 s cost more database work than the turns
 CHECK_S = 60.0
-PING_S = 25.0  # a comment line this often keeps proxies (which close after 60 s quiet) from closing the stream
+PING_S = (
+    25.0  # a comment line after this long quiet keeps proxies (which close after 60 s quiet) from closing the stream
+)
 HERE_EVERY_S = 40.0  # presence lasts live.HERE_S (60 s): renewed well before
 
 
@@ -150,9 +152,10 @@ async def _follow(f: Following, slot: str):
                     sent.append(_sse_text(event_id, name, data))
                 elif name in ("done", "failed"):  # the others learn a turn was played (whose turn is next), no more
                     sent.append(_sse(event_id, "secret", {}))
+            now = time.monotonic()
             if sent:
                 yield b"".join(sent)  # the events waiting, in one write
-            now = time.monotonic()
+                ping_at = now + PING_S  # a stream that carries events needs no ping
             if ask or now >= check_at:
                 if not await db_side_step(_still_member, f):
                     yield _sse(None, "gone", {})

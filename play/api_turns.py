@@ -23,7 +23,6 @@ import json
 import re
 from dataclasses import dataclass
 
-import redis
 from django.contrib.auth import get_user_model
 from django.http import HttpResponse, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -36,13 +35,13 @@ from config import admission, errors
 from config.async_db import db_step
 from config.errors import Conflict, DomainError, InvalidRequest, NotFound
 from config.serializer_fields import valid as _valid
-from play import live, turn_line, turns
+from play import live, live_hub, turn_line, turns
 from play import serializers as s
 from play.api_support import adventure_for as _adventure
 from stories import limits
 from stories.adventures import access_adventure
 from stories.tree import lineage
-from stories.tree.generation import BUSY
+from stories.tree.generation import BUSY, generation_busy
 
 TURN_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")  # an Idempotency-Key header's shape
 
@@ -115,6 +114,8 @@ def _sent(waiting: Waiting) -> dict:
 def _play(waiting: Waiting):
     """A turn whose place in line came: access asked again (a member removed meanwhile is refused),
     then played; Waiting again while the story is still busy. One database step."""
+    if generation_busy(adventure_id=waiting.adventure_id):
+        return waiting  # one indexed read; a turn's first step (access, the claim) only once it is free
     try:
         if not get_user_model().objects.filter(pk=waiting.user_id, is_active=True).exists():
             raise NotFound()  # suspended while in line: nothing is played
@@ -146,41 +147,46 @@ def _queued(waiting: Waiting) -> Waiting:
 
 async def _wait_in_line(waiting: Waiting):
     """Begun when the turn's place in line comes and the story is free, or an answer (a 409 after
-    turn_line.WAIT_S; the client leaving drops the place and stores nothing)."""
+    turn_line.WAIT_S; the client leaving drops the place and stores nothing).
+
+    The turn follows its story at this process's hub (play.live_hub) and tries to play when a reply
+    is stored or failed (the story's ``done`` or ``failed`` event, published after the claim is
+    freed), so a 10 s reply costs the turn first in line one try, not one a second; its place's
+    heartbeat is renewed every turn_line.RENEW_EVERY_S, and every turn_line.TRY_EVERY_S it tries
+    anyway (a reply whose process died frees the story without an event)."""
+    loop = asyncio.get_running_loop()
     line = turn_line.Line(waiting.adventure_id, me=waiting.place)
-    deadline = asyncio.get_running_loop().time() + turn_line.WAIT_S
-    after = await asyncio.to_thread(live.last_id, waiting.adventure_id)
+    deadline = loop.time() + turn_line.WAIT_S
+    page, _ = await live_hub.hub().join(waiting.adventure_id)  # before the first try: no event missed
     try:
-        while asyncio.get_running_loop().time() < deadline:
-            if not await asyncio.to_thread(line.first):
-                await asyncio.sleep(turn_line.LOOK_EVERY_S)
-                continue
-            outcome = await db_step(_play, waiting)
-            if not isinstance(outcome, Waiting):
-                return outcome
-            # first in line, the story busy: wake when its reply is stored (the story's live stream
-            # says so), or after a second; no thread and no database connection while waiting
-            after = await _reply_stored(waiting.adventure_id, after)
+        tried_at, freed = None, True
+        while loop.time() < deadline:
+            if await asyncio.to_thread(line.first):
+                if freed or tried_at is None or loop.time() - tried_at >= turn_line.TRY_EVERY_S:
+                    tried_at = loop.time()
+                    outcome = await db_step(_play, waiting)
+                    if not isinstance(outcome, Waiting):
+                        return outcome
+            # no thread and no database connection while waiting
+            freed = await _reply_stored(page, min(turn_line.RENEW_EVERY_S, deadline - loop.time()))
         return _json(*errors.answer(Conflict(BUSY, code="generating")))
     finally:
+        live_hub.hub().leave(page)
         await asyncio.to_thread(line.leave)
 
 
-async def _reply_stored(adventure_id: int, after: str) -> str:
-    """The story's live events after ``after`` until a reply is stored or failed (or a second
-    passed); the id of the last one read."""
+async def _reply_stored(page: live_hub.Page, within: float) -> bool:
+    """Whether the story's reply was stored or failed (or the story changed) within ``within`` seconds."""
     loop = asyncio.get_running_loop()
-    until = loop.time() + 1.0
-    try:
-        while (left := until - loop.time()) > 0:
-            events = await live.read(adventure_id, after, block_ms=max(1, int(left * 1000)))
-            for event_id, name, _, _ in events:
-                after = event_id
-                if name in ("done", "failed", "story"):
-                    return after
-    except redis.RedisError:
-        await asyncio.sleep(turn_line.LOOK_EVERY_S)
-    return after
+    until = loop.time() + within
+    while (left := until - loop.time()) > 0:
+        try:
+            events = await page.take(timeout=left)
+        except live_hub.Lagged:
+            return True  # events were dropped: look again
+        if any(name in ("done", "failed", "story") for _, name, _, _ in events):
+            return True
+    return False
 
 
 class _TurnView(APIView):

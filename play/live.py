@@ -14,6 +14,7 @@ import json
 import logging
 import secrets as tokens
 import time
+import weakref
 
 import redis
 import redis.asyncio as aredis
@@ -32,6 +33,9 @@ PER_USER = 6  # live streams one account may hold open at once
 # the reply's pieces reach the pages at most this often (the first at once); measured: every 0.3 s, the
 # fan-out of ~35 events a 10 s reply to each page was the largest part of a turn played together
 RELAY_EVERY_S = 0.5
+CONNECTIONS = 16  # the event loop's Redis connections (the hub's blocking read holds one)
+CONNECTION_WAIT_S = 5.0  # the longest a call waits for one of them
+SOCKET_TIMEOUT_S = 5.0  # a call Redis does not answer this long fails (the hub's blocking read waits less)
 
 
 def _key(adventure_id: int) -> str:
@@ -104,17 +108,25 @@ def action_data(action) -> dict:
 # ---------------------------------------------------------------------------- reading
 
 
-_clients: dict[int, aredis.Redis] = {}
+_clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # per event loop (a closed loop's goes)
 
 
 def _reader() -> aredis.Redis:
-    """An asyncio Redis client of this event loop (blocking reads wait on the loop, not a thread)."""
+    """An asyncio Redis client of this event loop (blocking reads wait on the loop, not a thread).
+    Its connections are few and shared: a call waits up to CONNECTION_WAIT_S for one. Measured
+    (bench/together.py): with a connection a caller, 1,000 pages opening at once opened hundreds,
+    their connects timed out on the busy loop, and the pages came back again and again."""
     loop = asyncio.get_running_loop()
-    client = _clients.get(id(loop))
+    client = _clients.get(loop)
     if client is None:
-        client = _clients[id(loop)] = aredis.Redis.from_url(
-            settings.REDIS_URL, socket_connect_timeout=CONNECT_TIMEOUT_S, max_connections=2000
+        pool = aredis.BlockingConnectionPool.from_url(
+            settings.REDIS_URL,
+            max_connections=CONNECTIONS,
+            timeout=CONNECTION_WAIT_S,
+            socket_timeout=SOCKET_TIMEOUT_S,
+            socket_connect_timeout=CONNECT_TIMEOUT_S,
         )
+        client = _clients[loop] = aredis.Redis(connection_pool=pool)
     return client
 
 
@@ -150,13 +162,6 @@ def order_of(event_id: str) -> tuple[int, int]:
 
 def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else value
-
-
-async def read(adventure_id: int, after: str, *, block_ms: int) -> list[tuple[str, str, str, list | None]]:
-    """The story's events after ``after`` (waiting up to ``block_ms`` for one): (id, event, data, the
-    user ids a secret's event is for, or None: every member)."""
-    found = await _reader().xread({_key(adventure_id): after}, count=200, block=block_ms)
-    return [parsed(event_id, fields) for _, entries in found or () for event_id, fields in entries]
 
 
 async def since(adventure_id: int, after: str, upto: str) -> list[tuple[str, str, str, list | None]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import weakref
 
 import redis
 
@@ -19,9 +20,16 @@ from play import live
 
 log = logging.getLogger(__name__)
 
-BLOCK_MS = 15_000  # the hub's wait on the streams when nothing happens
+BLOCK_SHARE = 0.6  # the hub's blocking read waits this share of the client's socket timeout when nothing
+# happens: a read that waited longer would fail as a timeout (redis-py's default is 5 s), and it did: every
+# quiet stretch ended every page, and 1,000 pages came back at once (bench/together.py)
 QUEUE_MAX = 2_000  # events a page may lag behind before its stream ends (it comes back where it was)
 COUNT = 500  # events one read takes across all streams
+# after a read that found events, the hub lets others come this long before it reads again: one read
+# (its every stream's key and id sent, its answer parsed) for many events, not one a piece
+# measured (bench/together.py, 1,000 pages): a read per event was ~12% of the web processes' CPU
+GATHER_S = 0.025
+AWAY_S = 5.0  # Redis away this long, the pages are told the live stream is away
 
 
 class Lagged(Exception):
@@ -117,17 +125,24 @@ class Hub:
 
     async def _read(self) -> None:
         client = live._reader()
+        away_since = None
         while self.position:
             streams = {self.wake_key: self.wake_at} | {live._key(a): at for a, at in self.position.items()}
             try:
-                found = await client.xread(streams, count=COUNT, block=BLOCK_MS)
+                found = await client.xread(streams, count=COUNT, block=int(live.SOCKET_TIMEOUT_S * 1000 * BLOCK_SHARE))
             except redis.RedisError as exc:
+                # the hub keeps its place in every stream: a blip loses nothing, and the pages wait;
+                # Redis away for AWAY_S, they are told (each comes back where it was)
+                now = asyncio.get_running_loop().time()
+                away_since = away_since or now
                 log.warning("the live hub lost Redis: %s", exc)
-                for pages in self.pages.values():
-                    for page in pages:
-                        page.end()
+                if now - away_since >= AWAY_S:
+                    for pages in self.pages.values():
+                        for page in pages:
+                            page.end()
                 await asyncio.sleep(1.0)
                 continue
+            away_since = None
             for key, entries in found or ():
                 key = live._text(key)
                 if key == self.wake_key:
@@ -141,15 +156,17 @@ class Hub:
                     self.position[adventure_id] = item[0]
                     for page in self.pages.get(adventure_id, ()):
                         page.put(item)
+            if found:
+                await asyncio.sleep(GATHER_S)  # the next read takes what came meanwhile, in one round
 
 
-_hubs: dict[int, Hub] = {}
+_hubs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # per event loop (a closed loop's goes)
 
 
 def hub() -> Hub:
     """This event loop's hub."""
     loop = asyncio.get_running_loop()
-    found = _hubs.get(id(loop))
+    found = _hubs.get(loop)
     if found is None:
-        found = _hubs[id(loop)] = Hub()
+        found = _hubs[loop] = Hub()
     return found

@@ -14,7 +14,8 @@ import redis
 from config.redis_pool import redis_client
 
 WAIT_S = 120.0  # the longest a turn waits in line (a reply's own deadline is shorter)
-LOOK_EVERY_S = 0.5  # how often a turn behind others in line looks whether it is first
+RENEW_EVERY_S = 1.5  # a waiting turn renews its place this often (it is woken sooner by its story's events)
+TRY_EVERY_S = 5.0  # the turn first in line tries to play this often even with no event (a reply's process died)
 ALIVE_S = 5  # a place not renewed for this long is dropped (its client left, its process died)
 KEEP_S = 3600  # the line's keys outlive its last use by this much
 

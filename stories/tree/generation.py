@@ -51,6 +51,11 @@ def generation_claim(*, adventure_id: int) -> str:
     return token
 
 
+def generation_busy(*, adventure_id: int) -> bool:
+    """Whether a generation holds the adventure now (one indexed read; the claim itself decides)."""
+    return Adventure.objects.filter(pk=adventure_id, generation_until__gt=timezone.now()).exists()
+
+
 def generation_release(*, adventure_id: int, token: str) -> None:
     """Free the adventure, if this claim still holds it. Never raises: a release
     lost to a database outage expires within HOLD."""

@@ -1,0 +1,62 @@
+"""The live hub (play.live_hub): one blocking read of the streams per web process, feeding every
+page of a story played together. A story can be quiet for minutes between turns: its pages must
+still get the next event, and the hub must not fail its read for waiting (redis-py's read timeout
+is shorter than a wait on a quiet stream would be)."""
+
+import asyncio
+import logging
+
+import pytest
+
+from play import live, live_hub
+from stories.models import Adventure
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def story(alice):
+    return Adventure.objects.create(owner=alice, title="Quiet")
+
+
+def test_a_quiet_storys_page_gets_the_next_event_and_the_hub_never_times_out_waiting(story, monkeypatch, caplog):
+    monkeypatch.setattr(live, "SOCKET_TIMEOUT_S", 0.4)  # the client's read timeout, shortened for the test
+
+    async def follow():
+        hub = live_hub.Hub()
+        page, _ = await hub.join(story.pk)
+        try:
+            # quiet for several read timeouts: a hub that waits longer than its client reads fails
+            # every read and ends its pages, which then come back all at once
+            assert await page.take(timeout=1.5) == []
+            await live.publish_soon(story.pk, "story", {"change": "head"})
+            return await page.take(timeout=10.0)
+        finally:
+            hub.leave(page)
+            hub.task.cancel()
+
+    with caplog.at_level(logging.WARNING, logger="play.live_hub"):
+        found = asyncio.run(follow())
+    assert [name for _, name, _, _ in found] == ["story"], "the page got the story's next event"
+    assert "lost Redis" not in caplog.text, "the hub's wait on a quiet story failed as a Redis timeout"
+
+
+def test_the_turn_first_in_line_is_woken_by_the_reply_stored_not_by_a_timer(story):
+    """A turn waiting its place follows its story at the hub: the reply's end wakes it at once."""
+    from play.api_turns import _reply_stored
+
+    async def wait():
+        hub = live_hub.hub()
+        page, _ = await hub.join(story.pk)
+        try:
+            waiting = asyncio.create_task(_reply_stored(page, within=30.0))
+            await live.publish_soon(story.pk, "token", {"text": "The door"})  # pieces do not wake it
+            await asyncio.sleep(0.2)
+            assert not waiting.done()
+            await live.publish_soon(story.pk, "done", {"actions": [], "stopped": False})
+            return await asyncio.wait_for(waiting, 10.0)  # far under the 30 s it would wait unwoken
+        finally:
+            hub.leave(page)
+            hub.task.cancel()
+
+    assert asyncio.run(wait()) is True
