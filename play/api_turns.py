@@ -161,7 +161,7 @@ async def _wait_in_line(waiting: Waiting):
     try:
         tried_at, freed = None, True
         while loop.time() < deadline:
-            if await asyncio.to_thread(line.first):
+            if await line.first():
                 if freed or tried_at is None or loop.time() - tried_at >= turn_line.TRY_EVERY_S:
                     tried_at = loop.time()
                     outcome = await db_step(_play, waiting)
@@ -172,7 +172,7 @@ async def _wait_in_line(waiting: Waiting):
         return _json(*errors.answer(Conflict(BUSY, code="generating")))
     finally:
         live_hub.hub().leave(page)
-        await asyncio.to_thread(line.leave)
+        await asyncio.shield(line.leave())
 
 
 async def _reply_stored(page: live_hub.Page, within: float) -> bool:

@@ -63,7 +63,7 @@ async def publish_soon(adventure_id: int, event: str, data: dict, *, seen_by: li
     secret's event (stories.party.secrets), sent only to the pages of those it was told to."""
     fields = {"e": event, "d": json.dumps(data)} | ({"s": json.dumps(seen_by)} if seen_by is not None else {})
     try:
-        async with _reader().pipeline(transaction=False) as pipe:  # one round trip
+        async with loop_redis().pipeline(transaction=False) as pipe:  # one round trip
             pipe.xadd(_key(adventure_id), fields, maxlen=KEPT, approximate=True)
             if event != "token":  # a reply's pieces come between its turn's events, which keep the stream
                 pipe.expire(_key(adventure_id), KEEP_S)
@@ -111,7 +111,7 @@ def action_data(action) -> dict:
 _clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # per event loop (a closed loop's goes)
 
 
-def _reader() -> aredis.Redis:
+def loop_redis() -> aredis.Redis:
     """An asyncio Redis client of this event loop (blocking reads wait on the loop, not a thread).
     Its connections are few and shared: a call waits up to CONNECTION_WAIT_S for one. Measured
     (bench/together.py): with a connection a caller, 1,000 pages opening at once opened hundreds,
@@ -166,7 +166,7 @@ def _text(value) -> str:
 
 async def since(adventure_id: int, after: str, upto: str) -> list[tuple[str, str, str, list | None]]:
     """The story's events after ``after`` up to ``upto`` (both ids; what a resumed page missed)."""
-    found = await _reader().xrange(_key(adventure_id), min=f"({after}", max=upto)
+    found = await loop_redis().xrange(_key(adventure_id), min=f"({after}", max=upto)
     return [parsed(event_id, fields) for event_id, fields in found]
 
 
@@ -221,7 +221,7 @@ async def stream_alive(adventure_id: int, user_id: int, token: str) -> None:
     """A page still follows: its presence and its stream's slot last HERE_S more (one round trip on the
     event loop's client)."""
     try:
-        async with _reader().pipeline(transaction=False) as pipe:
+        async with loop_redis().pipeline(transaction=False) as pipe:
             pipe.set(f"live:{adventure_id}:here:{user_id}", 1, ex=HERE_S)
             pipe.zadd(f"live:slots:{user_id}", {token: time.time() + HERE_S})
             pipe.expire(f"live:slots:{user_id}", HERE_S * 2)

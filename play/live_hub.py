@@ -107,7 +107,7 @@ class Hub:
 
     async def _wake(self) -> None:
         try:
-            client = live._reader()
+            client = live.loop_redis()
             await client.xadd(self.wake_key, {"w": "1"}, maxlen=10, approximate=True)
             await client.expire(self.wake_key, 3600)
         except redis.RedisError as exc:
@@ -124,7 +124,7 @@ class Hub:
             raise
 
     async def _read(self) -> None:
-        client = live._reader()
+        client = live.loop_redis()
         away_since = None
         while self.position:
             streams = {self.wake_key: self.wake_at} | {live._key(a): at for a, at in self.position.items()}

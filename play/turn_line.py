@@ -12,6 +12,7 @@ import secrets
 import redis
 
 from config.redis_pool import redis_client
+from play import live
 
 WAIT_S = 120.0  # the longest a turn waits in line (a reply's own deadline is shorter)
 RENEW_EVERY_S = 1.5  # a waiting turn renews its place this often (it is woken sooner by its story's events)
@@ -54,27 +55,33 @@ class Line:
         except redis.RedisError:
             return False
 
-    def first(self) -> bool:
+    async def first(self) -> bool:
         """Renew this place; True when no live place is ahead of it (places whose heartbeat
-        stopped are dropped on the way)."""
+        stopped are dropped on the way). On the event loop's Redis client: no thread, and one round
+        trip while the line is as it was."""
         try:
-            client = redis_client()
-            client.set(f"{self.key}:alive:{self.me}", 1, ex=ALIVE_S)
-            for raw in client.zrange(self.key, 0, -1):
+            client = live.loop_redis()
+            async with client.pipeline(transaction=False) as pipe:
+                pipe.set(f"{self.key}:alive:{self.me}", 1, ex=ALIVE_S)
+                pipe.zrange(self.key, 0, -1)
+                _, members = await pipe.execute()
+            for raw in members:
                 member = raw.decode() if isinstance(raw, bytes) else raw
                 if member == self.me:
                     return True
-                if client.exists(f"{self.key}:alive:{member}"):
+                if await client.exists(f"{self.key}:alive:{member}"):
                     return False
-                client.zrem(self.key, member)
+                await client.zrem(self.key, member)
             return True
         except redis.RedisError:
             return True  # no line to keep: try the claim, which answers a 409 if the story is busy
 
-    def leave(self) -> None:
+    async def leave(self) -> None:
         try:
-            client = redis_client()
-            client.zrem(self.key, self.me)
-            client.delete(f"{self.key}:alive:{self.me}")
+            client = live.loop_redis()
+            async with client.pipeline(transaction=False) as pipe:
+                pipe.zrem(self.key, self.me)
+                pipe.delete(f"{self.key}:alive:{self.me}")
+                await pipe.execute()
         except redis.RedisError:
             pass  # the heartbeat ends: the place is dropped within ALIVE_S
