@@ -820,6 +820,8 @@ def test_three_players_play_one_story_live_in_free_and_round_robin_turns(site, f
     expect(bob.locator("#story .secret").first).to_have_text("🔒 whispered to Sela")
     expect(alice.locator("#story")).to_contain_text("an owl on its bow")
     expect(carol.locator("#whose-turn")).to_have_text("It is Sela's turn.")  # the whisper was Mira's turn
+    expect(bob.locator("#whose-turn")).to_have_text("It is your turn.")
+    expect(bob.locator("#status")).to_have_text("")  # the refusal of his turn out of order no longer holds
     bob.screenshot(path=str(ROOT / "docs" / "screens" / "together-whisper-1280x900.png"))
     # the owner's page and a member's, as a desk and a phone show them, light and dark: the turn box on screen
     for who, page in (("owner", alice), ("member", bob)):

@@ -10,6 +10,7 @@
   if (!T || !panel) return;
   const line = byId("status");
   const tell = (text, kind = "") => { if (line) { line.textContent = text; line.className = `status ${kind}`; } };
+  let refused = null;  // the code of the last turn the site refused (its line is cleared once it no longer holds)
   let live = null;
   let members = null;
 
@@ -39,6 +40,7 @@
       : members.turn_mode === "gather" ? gatherText(members.gather)
       : "Anyone may play: a turn sent while a reply is written waits its turn.";
     gatherClose(members.gather);
+    if (refused === "not_your_turn" && up && up.user_id === members.you.user_id) { tell(""); refused = null; }  // the refusal is stale now
     const mode = byId("turn-mode");
     if (mode) mode.value = members.turn_mode;
     const own = members.you.character ? members.you.character.name : null;
@@ -187,6 +189,7 @@
       const body = {mode: byId("mode").value, text, ...audienceOf(byId("to"))};
       const r = await apiFetch(`${api}/turns/`, {method: "POST", body: JSON.stringify(body)});
       byId("send").disabled = false;
+      refused = r.ok ? null : r.data?.error;
       if (r.ok) { byId("text").value = ""; tell(r.status === 202 ? "Your action is in: the narration answers the round." : ""); }
       else { tell(errorText(r), "error"); }
     });
