@@ -776,6 +776,13 @@ def test_three_players_play_one_story_live_in_free_and_round_robin_turns(site, f
         page = context.new_page()
         page.set_default_timeout(20_000)
         page.goto(f"{site.url}/join/{code}/")
+        if name == "carol":  # the join page as a phone shows it: the characters and the button on screen
+            page.set_viewport_size({"width": 390, "height": 844})
+            expect(page.locator("#join")).to_be_in_viewport()
+            expect(page.locator("main")).not_to_contain_text("No model is set up")  # the owner's model plays
+            (ROOT / "docs" / "screens").mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(ROOT / "docs" / "screens" / "together-join-390x844.png"))
+            page.set_viewport_size({"width": 1280, "height": 900})
         page.get_by_label(character, exact=True).check()
         page.click("#join")
         page.wait_for_url(f"{site.url}/play/{aid}/")
