@@ -76,8 +76,9 @@ class Relay:
     """The reply's pieces on their way to the members' pages: the first at once, then what came
     within RELAY_EVERY_S in one event (a piece an event would cost each page a wake-up a piece)."""
 
-    def __init__(self, adventure_id: int, *, seen_by: list[int] | None = None):
+    def __init__(self, adventure_id: int, *, seen_by: list[int] | None = None, after: asyncio.Task | None = None):
         self.adventure_id, self.seen_by, self.held, self.sent_at = adventure_id, seen_by, [], None
+        self.after = after  # the turn's own event, published first (its pieces and its end come after it)
 
     async def add(self, piece: str) -> None:
         self.held.append(piece)
@@ -86,6 +87,9 @@ class Relay:
             await self.flush()
 
     async def flush(self) -> None:
+        if self.after is not None:
+            await self.after
+            self.after = None
         if self.held:
             text, self.held = "".join(self.held), []
             self.sent_at = asyncio.get_running_loop().time()

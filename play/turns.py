@@ -305,6 +305,7 @@ class Reply:
             stream=stream,
             sampling=sampling.request_fields(p.ai, p.conn.endpoint_url),
         )
+        self.told: asyncio.Task | None = None  # a story played together: its turn event, on its way
 
     async def deltas(self):
         """The text as the model writes it. A model failure ends the pieces
@@ -313,10 +314,11 @@ class Reply:
         p = self.prepared
         keeper = asyncio.create_task(keep_claimed(adventure_id=p.adventure.pk, token=p.token))
         together = bool(getattr(p.adventure, "together", False))  # the members' pages follow it live
-        if together:
+        relay = None
+        if together:  # the turn told to the members' pages beside the model call, not before it
             began = {"actions": [live.action_data(a) for a in p.placed], "retake": p.retake_of is not None}
-            await live.publish_soon(p.adventure.pk, "turn", began, seen_by=p.secret.seen_by)
-        relay = live.Relay(p.adventure.pk, seen_by=p.secret.seen_by) if together else None
+            self.told = asyncio.create_task(live.publish_soon(p.adventure.pk, "turn", began, seen_by=p.secret.seen_by))
+            relay = live.Relay(p.adventure.pk, seen_by=p.secret.seen_by, after=self.told)
         try:
             async for piece in self.call.deltas():
                 if relay is not None:
@@ -336,6 +338,8 @@ class Reply:
         p = self.prepared
         if not getattr(p.adventure, "together", False):
             return await db_step(_finish, p, self.call, stopped)
+        if self.told is not None:
+            await asyncio.shield(self.told)  # the pages hear of the turn before its end
         try:
             result = await db_step(_finish, p, self.call, stopped)
         except TurnFailed as exc:
