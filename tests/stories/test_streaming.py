@@ -6,6 +6,7 @@ no thread, and a client that leaves cancels the model call."""
 
 import http.client
 import json
+import socket
 import threading
 
 import psutil
@@ -367,6 +368,9 @@ class Follower:
         return [name for _, name, _ in self.events]
 
     def close(self):
+        """As a browser closes a page: the connection ends at once (the server sees it leave)."""
+        if self.conn.sock is not None:
+            self.conn.sock.shutdown(socket.SHUT_RDWR)
         self.conn.close()
 
 
