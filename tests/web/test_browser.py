@@ -776,13 +776,18 @@ def test_three_players_play_one_story_live_in_free_and_round_robin_turns(site, f
         page = context.new_page()
         page.set_default_timeout(20_000)
         page.goto(f"{site.url}/join/{code}/")
-        if name == "carol":  # the join page as a phone shows it: the characters and the button on screen
-            page.set_viewport_size({"width": 390, "height": 844})
-            expect(page.locator("#join")).to_be_in_viewport()
+        if name == "carol":  # the join page as a desk and a phone show it: the characters and the button on screen
             expect(page.locator("main")).not_to_contain_text("No model is set up")  # the owner's model plays
             (ROOT / "docs" / "screens").mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(ROOT / "docs" / "screens" / "together-join-390x844.png"))
+            for width, height in ((1280, 800), (390, 844)):
+                for scheme in ("light", "dark"):
+                    page.set_viewport_size({"width": width, "height": height})
+                    page.emulate_media(color_scheme=scheme)
+                    expect(page.locator("#join")).to_be_in_viewport()
+                    shot = ROOT / "docs" / "screens" / f"together-join-{width}x{height}-{scheme}.png"
+                    page.screenshot(path=str(shot))
             page.set_viewport_size({"width": 1280, "height": 900})
+            page.emulate_media(color_scheme="light")
         page.get_by_label(character, exact=True).check()
         page.click("#join")
         page.wait_for_url(f"{site.url}/play/{aid}/")
