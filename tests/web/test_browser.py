@@ -191,7 +191,25 @@ def test_a_player_plays_and_manages_memories_in_the_browser(site, browser, memor
     assert page.locator("#story li:has-text('knock on the inn door')").count() == 1, "the action is in the story once"
     # undo takes back the whole turn (the action and its reply); redo brings both back
     replies = page.locator("#story li.kind-ai").count()
+    # a load of the story answered before the undo but arriving after it (the live stream's news on a
+    # slow network) never draws the undone turn back: its answer is held in the page until then
+    page.evaluate("""() => new Promise((answered) => {
+      const real = window.fetch;
+      let open;
+      const gate = new Promise((resolve) => { open = resolve; });
+      window.openGate = open;
+      window.fetch = async (url, options) => {
+        window.fetch = real;
+        const response = await real(url, options);
+        answered();
+        await gate;
+        return response;
+      };
+      window.staleLoad = loadStory();
+    })""")
     page.click("#undo")
+    expect(page.locator("#story li:has-text('knock on the inn door')")).to_have_count(0)
+    page.evaluate("() => { window.openGate(); return window.staleLoad; }")
     expect(page.locator("#story li:has-text('knock on the inn door')")).to_have_count(0)
     assert page.locator("#story li.kind-ai").count() == replies - 1
     page.click("#redo")

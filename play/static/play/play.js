@@ -10,6 +10,9 @@ function say(text, kind = "") { statusLine.textContent = text; statusLine.classN
 // The story loads a page at a time: the newest 200 actions, older ones as the player scrolls up.
 const PAGE = 200;
 let olderBefore = null;  // the ?before= of the next older page, null once the opening is loaded
+// Loads of the story overlap (a turn's end, undo, the live stream's news); only the newest one asked
+// for is drawn, so an answer that was on its way while the story changed never draws it back.
+let storyAsked = 0;
 $("story").addEventListener("scroll", () => { if ($("story").scrollTop < 150) loadEarlier(); }, {passive: true});
 
 function earlierButton() {
@@ -22,7 +25,9 @@ let loadingEarlier = null;
 function loadEarlier() {
   if (olderBefore === null) return Promise.resolve();
   if (!loadingEarlier) loadingEarlier = (async () => {
+    const asked = storyAsked;
     const r = await apiFetch(`${base}/story/?limit=${PAGE}&before=${olderBefore}`);
+    if (asked !== storyAsked) return;  // the story was drawn again meanwhile: its pages start afresh
     if (!r.ok) return say(errorText(r), "error");
     const list = $("story"), keep = list.scrollHeight - list.scrollTop;
     $("load-earlier")?.remove();
@@ -34,7 +39,10 @@ function loadEarlier() {
 }
 
 async function loadStory() {
+  const asked = ++storyAsked;
   const r = await apiFetch(`${base}/story/?limit=${PAGE}`);
+  if (asked !== storyAsked) return;  // a newer load is on its way: it draws the story as it stands
+  if (!r.ok) return say(errorText(r), "error");
   const list = $("story");
   list.replaceChildren();
   const actions = r.data.actions;
@@ -194,6 +202,7 @@ async function play(path, body, failed = () => {}, key = "") {
   const buttons = document.querySelectorAll(".turn button:not(#stop)");
   buttons.forEach((b) => (b.disabled = true));
   writing = new AbortController();
+  storyAsked++;  // a load still on its way must not wipe the reply being written: the turn's end draws the story
   $("stop").hidden = false;
   say("The story is being written…", "busy");
   // shown while it is written; the stored story replaces it when the reply is done or stopped

@@ -130,8 +130,11 @@
       }}, "Report")));
     return menu;
   }
+  let storyAsked = 0;  // only the newest load asked for is drawn (an older answer may come after it)
   async function loadStory() {
+    const asked = ++storyAsked;
     const r = await apiFetch(`${api}/story/?limit=200`);
+    if (asked !== storyAsked) return;
     if (r.ok) story.replaceChildren(...r.data.actions.map(actionItem));
     story.lastElementChild?.scrollIntoView({block: "end"});
   }
@@ -150,6 +153,7 @@
     if (name === "gone") { tell("You are no longer a member of this story.", "error"); live?.close(); live = null; byId("turn")?.setAttribute("hidden", ""); return; }
     if (!memberPage) { if (name === "done" || name === "story" || name === "reset") reloadOwnersStory(); if (name === "done") loadMembers(); return; }
     if (name === "turn") {
+      storyAsked++;  // a load on its way must not wipe the reply about to stream: its end draws the story
       for (const a of data.actions) story.append(actionItem(a));
       pending = el("li", {class: "action kind-ai pending reply"}, el("p", {class: "text"}, ""));
       story.append(pending);
