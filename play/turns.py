@@ -322,7 +322,7 @@ class Reply:
         try:
             async for piece in self.call.deltas():
                 if relay is not None:
-                    await relay.add(piece)
+                    relay.add(piece)
                 yield piece
         except ProviderError:
             return
