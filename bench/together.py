@@ -34,6 +34,7 @@ from concurrency import _free_port, _players, _wait_live
 from evening import Sampler, _ahead, _model, _site, _turn
 
 WAITED_S = 0.3  # a turn whose answer's head came later than this waited its place in line
+FOLLOW_AFTER_S = 1.0  # the pages follow this long after the last reply ends (its pieces reach them within ms)
 TEXTS = ["look around", "open the door", "listen", "follow the road", "ask about the ford", "wait"]
 
 
@@ -138,15 +139,18 @@ async def _play(port: int, stories: list[dict], *, duration: float, think: float
             wait = (result["retry_after"] or 1) if result["status"] == 503 else rng.expovariate(1.0 / think)
             await asyncio.sleep(max(0.0, min(wait, stop_at - time.monotonic())))
 
-    tasks = [player(token, s["adventure_id"], uid) for s in stories for token, uid in s["seats"]]
-    if live:
-        follow_until = stop_at + 30  # the last replies are still written after the last turn starts
-        tasks += [
-            _follow(port, token, s["adventure_id"], watched, follow_until, refused)
-            for s in stories
-            for token, _ in s["seats"]
-        ]
-    await asyncio.gather(*tasks)
+    players = [asyncio.create_task(player(token, s["adventure_id"], uid)) for s in stories for token, uid in s["seats"]]
+    followers = [
+        asyncio.create_task(_follow(port, token, s["adventure_id"], watched, stop_at + 600, refused))
+        for s in stories
+        for token, _ in s["seats"]
+        if live
+    ]
+    await asyncio.gather(*players)  # a player's turn ends with its reply's end: every reply is written now
+    await asyncio.sleep(FOLLOW_AFTER_S)  # the pages' last pieces on their way
+    for page in followers:
+        page.cancel()
+    await asyncio.gather(*followers, return_exceptions=True)
     return results, watched, refused
 
 

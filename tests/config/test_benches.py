@@ -121,7 +121,7 @@ def smoke_databases(django_db_setup, tmp_path_factory):
 def smoke_runs(smoke_databases, tmp_path_factory):
     """Every bench's smoke run, started together (a few at a time, each on its own database
     and Redis database); each test below waits for its own."""
-    slowest_first = ["evening.py", "together.py", "concurrency.py", "workers.py", "imports.py"]
+    slowest_first = ["evening.py", "concurrency.py", "together.py", "workers.py", "imports.py"]
     order = slowest_first + [n for n in BENCHES if n not in slowest_first]
     folders = {name: tmp_path_factory.mktemp(name[:-3]) for name in order}
     with ThreadPoolExecutor(max_workers=SMOKES_AT_ONCE) as pool:
