@@ -34,6 +34,7 @@ from concurrency import _free_port, _players, _wait_live
 from evening import Sampler, _ahead, _model, _site, _turn
 
 WAITED_S = 0.3  # a turn whose answer's head came later than this waited its place in line
+PAGES_OPEN_S = 120.0  # the longest the pages are given to open before the players start
 FOLLOW_AFTER_S = 1.0  # the pages follow this long after the last reply ends (its pieces reach them within ms)
 TEXTS = ["look around", "open the door", "listen", "follow the road", "ask about the ford", "wait"]
 
@@ -61,18 +62,20 @@ def _together(count: int, size: int, fake_url: str) -> list[dict]:
     return stories
 
 
-async def _follow(port: int, token: str, adventure_id: int, seen: dict, stop_at: float, refused: list) -> None:
+async def _follow(
+    port: int, token: str, adventure_id: int, seen: dict, stop_at: float, refused: list, opened: list
+) -> None:
     """A member's page on the story's live stream: the moment each turn's first reply piece comes. A
     stream the site refuses (not a 200) is opened again after a few seconds, as the play page does."""
     while time.monotonic() < stop_at:
-        status = await _follow_once(port, token, adventure_id, seen, stop_at)
+        status = await _follow_once(port, token, adventure_id, seen, stop_at, opened)
         if status == 200:
             return
         refused.append(status)
         await asyncio.sleep(3 + random.random() * 2)
 
 
-async def _follow_once(port: int, token: str, adventure_id: int, seen: dict, stop_at: float):
+async def _follow_once(port: int, token: str, adventure_id: int, seen: dict, stop_at: float, opened: list):
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
     except OSError as exc:
@@ -90,6 +93,7 @@ async def _follow_once(port: int, token: str, adventure_id: int, seen: dict, sto
         status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else "no answer"
         if status != 200:
             return status
+        opened.append(adventure_id)
         # the page's reading costs what a browser's would on another machine: a read takes what came, the
         # events in it are found by their names, and only a turn's data is parsed (a line at a time, this
         # bench's 1,000 pages took a quarter of a core from the site they measure)
@@ -124,28 +128,38 @@ async def _follow_once(port: int, token: str, adventure_id: int, seen: dict, sto
     return 200
 
 
-async def _play(port: int, stories: list[dict], *, duration: float, think: float, seed: int, live: bool):
+async def _play(port: int, stories: list[dict], *, duration: float, think: float, seed: int, live: bool, measure_from):
+    """The pages open first (players have their story's page open before they play: 1,000 opening in
+    one instant is not an evening's load), then ``measure_from()`` and the players' turns."""
     rng = random.Random(seed)
+    results, watched, numbers, refused, opened, in_flight = [], {}, iter(range(10**9)), [], [], {}
+    pages = [(token, s["adventure_id"]) for s in stories for token, _ in s["seats"]] if live else []
+    followers = [
+        asyncio.create_task(_follow(port, token, aid, watched, time.monotonic() + duration + 600, refused, opened))
+        for token, aid in pages
+    ]
+    opening_ends = time.monotonic() + PAGES_OPEN_S
+    while len(opened) < len(pages) and time.monotonic() < opening_ends:
+        await asyncio.sleep(0.2)
+    measure_from()
     stop_at = time.monotonic() + duration
-    results, watched, numbers, refused = [], {}, iter(range(10**9)), []
 
     async def player(token: str, aid: int, me: int):
         await asyncio.sleep(rng.uniform(0, think))
         while time.monotonic() < stop_at:
             text = f"{rng.choice(TEXTS)} #{next(numbers)}"  # one text per turn: the watchers' events name it
-            result = await _turn(port, token, aid, text)
-            result.update(text=text, adventure_id=aid, user_id=me)
+            busy = in_flight.get(aid, 0) > 0  # another player's turn of this story was on its way
+            in_flight[aid] = in_flight.get(aid, 0) + 1
+            try:
+                result = await _turn(port, token, aid, text)
+            finally:
+                in_flight[aid] -= 1
+            result.update(text=text, adventure_id=aid, user_id=me, story_busy=busy)
             results.append(result)
             wait = (result["retry_after"] or 1) if result["status"] == 503 else rng.expovariate(1.0 / think)
             await asyncio.sleep(max(0.0, min(wait, stop_at - time.monotonic())))
 
     players = [asyncio.create_task(player(token, s["adventure_id"], uid)) for s in stories for token, uid in s["seats"]]
-    followers = [
-        asyncio.create_task(_follow(port, token, s["adventure_id"], watched, stop_at + 600, refused))
-        for s in stories
-        for token, _ in s["seats"]
-        if live
-    ]
     await asyncio.gather(*players)  # a player's turn ends with its reply's end: every reply is written now
     await asyncio.sleep(FOLLOW_AFTER_S)  # the pages' last pieces on their way
     for page in followers:
@@ -190,9 +204,11 @@ def _row(label, results, watched, cpu, args, model_calls) -> dict:
     served = [r for r in results if r["status"] == 201]
     errors = [r for r in results if r["status"] not in (201, 503)]
     actor = [(r["first"] - args.first_token) * 1000 for r in served if r["first"] is not None]
-    # turns that found the story free (their answer's head came at once): a wait in line is the story's
-    # own pace (another reply was being written), not the site's cost
-    free = [(r["first"] - args.first_token) * 1000 for r in served if r["first"] is not None and r["head"] < WAITED_S]
+    # turns that found the story free (no other turn of it on its way when sent): a wait in line is the
+    # story's own pace (another reply was being written, or stored), not the site's cost
+    free = [(r["first"] - args.first_token) * 1000 for r in served if r["first"] is not None and not r["story_busy"]]
+    # of which the answer's head (the site's first step: admission, access, the claim, the context)
+    heads = [r["head"] * 1000 for r in served if r["first"] is not None and not r["story_busy"]]
     # a watcher's first piece of a turn beyond the model's own, from the moment the actor sent it
     watchers = [(t - r["began"] - args.first_token) * 1000 for r in served for t in watched.get(r["text"], [])]
     # and behind the actor's own first piece (the relay through the live stream)
@@ -214,8 +230,10 @@ def _row(label, results, watched, cpu, args, model_calls) -> dict:
         "watcher_first_token_overhead_ms": {p: round(percentile(watchers, p), 1) for p in (50, 95)} if watchers else {},
         "watcher_samples": len(watchers),
         "actor_free_first_token_overhead_ms": {p: round(percentile(free, p), 1) for p in (50, 95)} if free else {},
+        "actor_free_head_ms": {p: round(percentile(heads, p), 1) for p in (50, 95)} if heads else {},
         "watcher_behind_actor_ms": {p: round(percentile(behind, p), 1) for p in (50, 95)} if behind else {},
         "waited_in_line": sum(1 for r in served if r["head"] >= WAITED_S),
+        "sent_while_story_busy": sum(1 for r in served if r["story_busy"]),
         "model_calls_per_turn": round(model_calls / n, 3) if model_calls is not None else None,
         "cpu_ms_per_turn": {k: round(v * 1000 / n, 1) for k, v in cpu.items()},
         "site_cpu_ms_per_turn": round(
@@ -262,16 +280,28 @@ def main() -> None:
         for label, live in (("together", True),) + ((("alone", False),) if not args.smoke else ()):
             if live:
                 stories = together
-            else:  # players alone, as many as play the together run's served turns per second
-                count = max(1, round(rows[0]["served_per_s"] * (args.think + args.model_seconds)))
+            else:  # players alone, as many as play the together run's served turns per second: a player
+                # alone plays about as many turns in the window as a player together sent (their first
+                # comes after a think as theirs did; a run shorter than a few thinks never reaches the
+                # steady rate of think + model seconds, which offered ~1.4x the load at --think 100)
+                sent_each = rows[0]["turns"] / max(1, rows[0]["players"])
+                count = max(1, round(rows[0]["served_per_s"] * args.duration / max(sent_each, 1e-9)))
                 stories = [
                     {"adventure_id": aid, "seats": [(token, 0)]}
                     for token, aid in _players(count, fake_url, prefix="bench-alone-")
                 ]
             sampler = Sampler(site, {"bench model": [psutil.Process(model.pid)], "bench players": [psutil.Process()]})
-            before, calls_before = sampler.totals(), _model_calls(stories)
+            before, calls_before = {}, _model_calls(stories)
             results, watched, refused = asyncio.run(
-                _play(port, stories, duration=args.duration, think=args.think, seed=args.seed, live=live)
+                _play(
+                    port,
+                    stories,
+                    duration=args.duration,
+                    think=args.think,
+                    seed=args.seed,
+                    live=live,
+                    measure_from=lambda: before.update(sampler.totals()),
+                )
             )
             after, calls_after = sampler.totals(), _model_calls(stories)
             cpu = {k: max(0.0, after.get(k, 0.0) - before.get(k, 0.0)) for k in after}
