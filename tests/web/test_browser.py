@@ -15,6 +15,8 @@ from tests.support.processes import ROOT, Site, Worker, wait_for
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+# the photographs a run takes (looked at after a change; docs/screens holds copies of those the
+# README and docs show, copied by hand: a test run never changes a tracked file)
 ARTIFACTS = ROOT / "test-artifacts"
 
 
@@ -796,13 +798,13 @@ def test_three_players_play_one_story_live_in_free_and_round_robin_turns(site, f
         page.goto(f"{site.url}/join/{code}/")
         if name == "carol":  # the join page as a desk and a phone show it: the characters and the button on screen
             expect(page.locator("main")).not_to_contain_text("No model is set up")  # the owner's model plays
-            (ROOT / "docs" / "screens").mkdir(parents=True, exist_ok=True)
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
             for width, height in ((1280, 800), (390, 844)):
                 for scheme in ("light", "dark"):
                     page.set_viewport_size({"width": width, "height": height})
                     page.emulate_media(color_scheme=scheme)
                     expect(page.locator("#join")).to_be_in_viewport()
-                    shot = ROOT / "docs" / "screens" / f"together-join-{width}x{height}-{scheme}.png"
+                    shot = ARTIFACTS / f"together-join-{width}x{height}-{scheme}.png"
                     page.screenshot(path=str(shot))
             page.set_viewport_size({"width": 1280, "height": 900})
             page.emulate_media(color_scheme="light")
@@ -838,8 +840,8 @@ def test_three_players_play_one_story_live_in_free_and_round_robin_turns(site, f
     carol.press("#text", "Enter")
     expect(bob.locator("#story")).to_contain_text("Oric: I hold the gate")
     expect(bob.locator("#whose-turn")).to_have_text("It is Mira's turn.")
-    (ROOT / "docs" / "screens").mkdir(parents=True, exist_ok=True)
-    carol.screenshot(path=str(ROOT / "docs" / "screens" / "together-1280x900.png"))
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    carol.screenshot(path=str(ARTIFACTS / "together-1280x900.png"))
 
     # a whisper: alice (Mira) tells Sela alone; bob reads it and its answer live, carol never does
     fake_llm.queue(Reply(text="Sela nods: the key has an owl on its bow."))
@@ -852,7 +854,7 @@ def test_three_players_play_one_story_live_in_free_and_round_robin_turns(site, f
     expect(carol.locator("#whose-turn")).to_have_text("It is Sela's turn.")  # the whisper was Mira's turn
     expect(bob.locator("#whose-turn")).to_have_text("It is your turn.")
     expect(bob.locator("#status")).to_have_text("")  # the refusal of his turn out of order no longer holds
-    bob.screenshot(path=str(ROOT / "docs" / "screens" / "together-whisper-1280x900.png"))
+    bob.screenshot(path=str(ARTIFACTS / "together-whisper-1280x900.png"))
     # the owner's page and a member's, as a desk and a phone show them, light and dark: the turn box on screen
     for who, page in (("owner", alice), ("member", bob)):
         for width, height in ((1280, 800), (390, 844)):
@@ -860,11 +862,11 @@ def test_three_players_play_one_story_live_in_free_and_round_robin_turns(site, f
                 page.set_viewport_size({"width": width, "height": height})
                 page.emulate_media(color_scheme=scheme)
                 expect(page.locator("#text")).to_be_in_viewport()
-                page.screenshot(path=str(ROOT / "docs" / "screens" / f"together-{who}-{width}x{height}-{scheme}.png"))
+                page.screenshot(path=str(ARTIFACTS / f"together-{who}-{width}x{height}-{scheme}.png"))
     expect(bob.locator("#together")).to_be_hidden()  # a phone: the panel is over the story only when asked for
     bob.click("#toggle-members")
     expect(bob.locator("#whose-turn")).to_be_visible()
-    bob.screenshot(path=str(ROOT / "docs" / "screens" / "together-phone-dark-panel.png"))
+    bob.screenshot(path=str(ARTIFACTS / "together-phone-dark-panel.png"))
     bob.set_viewport_size({"width": 1280, "height": 900})
     carol.reload()
     expect(carol.locator("#story")).to_contain_text("Oric: I hold the gate")
