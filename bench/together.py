@@ -168,6 +168,18 @@ async def _play(port: int, stories: list[dict], *, duration: float, think: float
     return results, watched, refused
 
 
+def _turns_alone_each(think: float, model_seconds: float, duration: float, seed: int, players: int = 20_000) -> float:
+    """The turns a player alone starts in ``duration`` as ``_play``'s players do (none refused, none in
+    line): the mean over many simulated players."""
+    rng, started = random.Random(seed), 0
+    for _ in range(players):
+        at = rng.uniform(0, think)
+        while at < duration:
+            started += 1
+            at += model_seconds + rng.expovariate(1.0 / think)
+    return max(started / players, 1e-9)
+
+
 def _order_check(stories: list[dict], results: list[dict]) -> dict:
     """Each story's stored player nodes against the turns answered: lost, doubled, out of order."""
     from stories.models import Action
@@ -280,12 +292,12 @@ def main() -> None:
         for label, live in (("together", True),) + ((("alone", False),) if not args.smoke else ()):
             if live:
                 stories = together
-            else:  # players alone, as many as play the together run's served turns per second: a player
-                # alone plays about as many turns in the window as a player together sent (their first
-                # comes after a think as theirs did; a run shorter than a few thinks never reaches the
-                # steady rate of think + model seconds, which offered ~1.4x the load at --think 100)
-                sent_each = rows[0]["turns"] / max(1, rows[0]["players"])
-                count = max(1, round(rows[0]["served_per_s"] * args.duration / max(sent_each, 1e-9)))
+            else:  # players alone, as many as play the together run's served turns per second: how many
+                # turns one player alone starts in the window, by the players' own clock (a first turn after
+                # a think, then a reply and a think each); a run of a few thinks never reaches the steady
+                # rate of one turn per think + model seconds (that count offered ~1.4x at --think 100)
+                each = _turns_alone_each(args.think, args.model_seconds, args.duration, args.seed)
+                count = max(1, round(rows[0]["served_per_s"] * args.duration / each))
                 stories = [
                     {"adventure_id": aid, "seats": [(token, 0)]}
                     for token, aid in _players(count, fake_url, prefix="bench-alone-")
