@@ -190,34 +190,25 @@ def demo(settings, fake_llm):
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items):
-    """The longest files first, then the other files that start servers (their tests marked slow), the
-    rest after: pytest-xdist hands out whole files in this order (the Makefile turns its own reordering,
-    by count of tests, off), so a long file never ends the run on one worker while the others idle."""
+    """The files that start servers first (their tests marked slow), the rest after: pytest-xdist hands
+    out whole files in this order, so the long ones never end the run on one worker alone."""
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
     longest = {name: rank for rank, name in enumerate(LONGEST_FILES)}
 
     def order(item):
         name = item.path.relative_to(item.config.rootpath).as_posix()
-        return longest.get(name, len(longest) + (item.path not in slow_files))
+        return (item.path not in slow_files, longest.get(name, len(longest)))
 
     items.sort(key=order)
 
 
-# The files that take longest, longest first (seconds in one `make test` on the 2-core machine,
-# 2026-12-05): handed out first of all
+# The files that take longest (measured with --durations): handed out first of all
 LONGEST_FILES = [
-    "tests/web/test_browser.py",  # 115
-    "tests/config/test_benches.py",  # 104
-    "tests/stories/test_import_jobs.py",  # 65
-    "tests/workers/test_pool.py",  # 64
-    "tests/config/test_runsite.py",  # 54
-    "tests/memory/test_recall_at_scale.py",  # 31
-    "tests/security/test_hostile_input.py",  # 25
-    "tests/security/test_privileges.py",  # 24
-    "tests/config/test_settings.py",  # 23
-    "tests/security/test_keys.py",  # 21
-    "tests/security/test_outbound.py",  # 20
-    "tests/memory/test_cast.py",  # 20
-    "tests/security/test_ssrf.py",  # 18
-    "tests/security/test_ownership.py",  # 17
+    "tests/web/test_browser.py",
+    "tests/config/test_benches.py",
+    "tests/config/test_runsite.py",
+    "tests/workers/test_pool.py",
+    "tests/stories/test_import_jobs.py",
+    "tests/security/test_keys.py",
+    "tests/stories/test_streaming.py",
 ]
