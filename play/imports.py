@@ -106,9 +106,12 @@ def job_state(job: ImportJob) -> dict:
     progress; ``retrying`` when the worker importing it stopped and it waits to be sent again)."""
     status, progress, note = job.status, None, ""
     if status == ImportJob.Status.QUEUED:
+        # the attempts first: a worker counts its attempt once it holds the job, so a count read before
+        # "is it held" never takes a job just begun for one whose worker stopped
+        tried = _attempts_read(job)
         if _running(job):
             status, progress = "running", _progress_read(job)
-        elif (tried := _attempts_read(job)) > 0:
+        elif tried > 0:
             status = "retrying"
             note = (
                 f"the worker importing it stopped after attempt {tried} of {IMPORT_ATTEMPTS_MAX}; it is sent "
