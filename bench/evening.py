@@ -54,7 +54,7 @@ TEXTS = [
 
 
 def _site(port: int, extra_env: dict) -> subprocess.Popen:
-    env = {**os.environ, "LOG_LEVEL": "WARNING", "ALLOW_PRIVATE_ENDPOINTS": "1", **extra_env}
+    env = {**os.environ, "LOG_LEVEL": "WARNING", "ALLOW_PRIVATE_ENDPOINTS": "1", "SERVER_TIMING": "1", **extra_env}
     log = Path(os.environ["DATA_DIR"]) / "evening-site.log"  # the site's own log, beside its data
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as stderr:
@@ -144,7 +144,7 @@ async def _turn(port: int, token: str, adventure_id: int, text: str) -> dict:
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     ).encode()
     began = time.monotonic()
-    out = {"began": began, "status": None, "head": None, "first": None, "end": None, "retry_after": None}
+    out = {"began": began, "status": None, "head": None, "first": None, "end": None, "retry_after": None, "timing": {}}
     try:
         reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 30)
     except (OSError, asyncio.TimeoutError) as exc:
@@ -165,6 +165,7 @@ async def _turn(port: int, token: str, adventure_id: int, text: str) -> dict:
                 out["first"] = time.monotonic() - began
             received += chunk
         text_ = bytes(received)
+        out["timing"] = _server_timing(text_.split(b"\r\n\r\n", 1)[0])
         if code == 200:
             out["status"] = (
                 201 if b"event: done" in text_ else ("stream error" if b"event: error" in text_ else "stream cut")
@@ -180,6 +181,17 @@ async def _turn(port: int, token: str, adventure_id: int, text: str) -> dict:
         writer.close()
     out["end"] = time.monotonic() - began
     return out
+
+
+def _server_timing(head: bytes) -> dict[str, float]:
+    """The Server-Timing header (config.server_timing) of an answer's headers after its status line, as
+    {phase: ms}; {} without one."""
+    for line in head.split(b"\r\n"):
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"server-timing":
+            phases = (part.strip().split(";dur=") for part in value.decode().split(","))
+            return {p[0]: float(p[1]) for p in phases if len(p) == 2}
+    return {}
 
 
 async def _evening(port: int, players, *, duration: float, think: float, seed: int) -> list[dict]:

@@ -233,6 +233,7 @@ def _row(label, results, watched, cpu, args, model_calls) -> dict:
     n = max(1, len(served))
     return {
         "run": label,
+        **_head_phases([r for r in served if r["first"] is not None and not r["story_busy"]]),
         "turns": len(results),
         "served": len(served),
         "served_per_s": round(len(served) / args.duration, 2),
@@ -251,6 +252,28 @@ def _row(label, results, watched, cpu, args, model_calls) -> dict:
         "site_cpu_ms_per_turn": round(
             sum(v for k, v in cpu.items() if k in ("web", "postgres", "worker")) * 1000 / n, 1
         ),
+    }
+
+
+def _head_phases(turns: list[dict]) -> dict:
+    """Where the free turns' heads went (the site's Server-Timing phases; "outside": the head the client saw
+    beyond the site's own total: the request's parse, the loop, the answer's write): p50 and p95 of each
+    phase over all of them, and the mean of each over the slowest twentieth."""
+    timed = [r for r in turns if r.get("timing")]
+    if not timed:
+        return {}
+    for r in timed:
+        r["timing"]["outside"] = max(0.0, r["head"] * 1000 - r["timing"].get("total", 0.0))
+    names = sorted({name for r in timed for name in r["timing"]})
+    slowest = sorted(timed, key=lambda r: r["head"])[-max(1, len(timed) // 20) :]
+    return {
+        "free_head_phase_ms": {
+            name: {p: round(percentile([r["timing"].get(name, 0.0) for r in timed], p), 1) for p in (50, 95)}
+            for name in names
+        },
+        "free_head_slowest_5pct_phase_mean_ms": {
+            name: round(sum(r["timing"].get(name, 0.0) for r in slowest) / len(slowest), 1) for name in names
+        },
     }
 
 

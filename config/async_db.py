@@ -26,6 +26,8 @@ from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
 from django.db import connections
 
+from config import server_timing
+
 THREADS_STARTED = 16  # threads a web process starts ahead for its requests' synchronous parts
 THREADS_KEPT = 64  # threads it keeps when requests give them back (more are let go)
 
@@ -45,16 +47,19 @@ def before_waiting_outside() -> None:
         release_connections()
 
 
-def _step(fn, args, kwargs):
+def _step(fn, args, kwargs, asked=None):
+    server_timing.since("thread", asked)  # the wait for the request's thread (and the interpreter lock)
     try:
-        return fn(*args, **kwargs)
+        with server_timing.phase("step"):
+            return fn(*args, **kwargs)
     finally:
-        release_connections()
+        with server_timing.phase("release"):
+            release_connections()
 
 
 async def db_step(fn, /, *args, **kwargs):
     """``fn(*args, **kwargs)`` on the request's thread; its connection is given back when it returns."""
-    return await sync_to_async(_step, thread_sensitive=True)(fn, args, kwargs)
+    return await sync_to_async(_step, thread_sensitive=True)(fn, args, kwargs, server_timing.now())
 
 
 async def db_side_step(fn, /, *args, **kwargs):

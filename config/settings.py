@@ -149,12 +149,11 @@ ADMISSION_CPU_BUSY_PCT = env_int("ADMISSION_CPU_BUSY_PCT", 80, minimum=0, maximu
 # ...or while this many of them are being answered by the process (a turn until its stream ends; 0: no bound).
 ADMISSION_IN_FLIGHT_MAX = env_int("ADMISSION_IN_FLIGHT_MAX", 0, minimum=0, maximum=1_000_000)
 # Admission of first steps (config.admission): each web process runs at most TURN_STARTS_MAX turns' first steps
-# at once and lets TURN_STARTS_QUEUED more wait, each at most TURN_START_WAIT_MS; a turn past those
-# answers 503 with Retry-After at once, nothing stored, so admitted turns keep their first-token
-# time. TURN_STARTS_MAX 0: no gate.
+# at once, TURN_STARTS_QUEUED more wait, each at most TURN_START_WAIT_MS; past those a 503 (0: no gate).
 TURN_STARTS_MAX = env_int("TURN_STARTS_MAX", 4, minimum=0, maximum=1000)
 TURN_STARTS_QUEUED = env_int("TURN_STARTS_QUEUED", 4, minimum=0, maximum=100_000)
 TURN_START_WAIT_MS = env_int("TURN_START_WAIT_MS", 1000, minimum=1, maximum=60_000)
+SERVER_TIMING = env_bool("SERVER_TIMING", False)  # a turn's answer names its first step's phases (config.server_timing)
 
 # Per-user limits (Redis counters shared by all processes); over them: 429 with Retry-After.
 TURNS_PER_MINUTE = env_int("TURNS_PER_MINUTE", 30, minimum=0)  # 0: no limit

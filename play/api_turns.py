@@ -31,7 +31,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config import admission, errors
+from config import admission, errors, server_timing
 from config.async_db import db_step
 from config.errors import Conflict, DomainError, InvalidRequest, NotFound
 from config.serializer_fields import valid as _valid
@@ -209,20 +209,24 @@ class _TurnView(APIView):
         return response
 
     async def dispatch(self, request, *args, **kwargs):
+        timing = server_timing.begin()
         try:
+            asked = server_timing.now()
             async with admission.turn_start():  # past what this process starts promptly: 503 at once
+                server_timing.since("admit", asked)
                 begun = await db_step(super().dispatch, request, *args, **kwargs)
         except admission.Overloaded as exc:
             return _json(*errors.answer(exc))
         if isinstance(begun, Waiting):
-            begun = await _wait_in_line(begun)
+            with server_timing.phase("line"):
+                begun = await _wait_in_line(begun)
         if not isinstance(begun, Begun):
-            return begun
+            return server_timing.stamp(begun, timing)
         reply = turns.Reply(begun.prepared, stream=EVENTS in request.headers.get("Accept", ""))
         if reply.call.stream:
             response = StreamingHttpResponse(_events(reply, retried=begun.retried), content_type=EVENTS)
             response["X-Accel-Buffering"] = "no"  # a proxy passes each event on as it comes
-            return response
+            return server_timing.stamp(response, timing)
         try:
             async for _ in reply.deltas():
                 pass
@@ -232,8 +236,8 @@ class _TurnView(APIView):
         try:
             result = await reply.finish()
         except turns.TurnFailed as exc:
-            return _json(*await db_step(_failed, exc))
-        return _json(201, await db_step(_answer, result, begun.retried))
+            return server_timing.stamp(_json(*await db_step(_failed, exc)), timing)
+        return server_timing.stamp(_json(201, await db_step(_answer, result, begun.retried)), timing)
 
 
 class TurnView(_TurnView):
@@ -259,7 +263,8 @@ class TurnView(_TurnView):
         ],
     )
     def post(self, request, adventure_id):
-        adventure = _adventure(request, adventure_id, for_play=True, may="play")
+        with server_timing.phase("access"):
+            adventure = _adventure(request, adventure_id, for_play=True, may="play")
         data = _valid(s.TurnInputSerializer, request)
         limits.turn(user_id=request.user.id)
         key = request.headers.get("Idempotency-Key", "")
@@ -276,7 +281,9 @@ class TurnView(_TurnView):
             private=data["private"],
             to=data["to"],
         )
-        if _in_line(adventure) and turn_line.queued(adventure.pk):
+        with server_timing.phase("queued"):
+            queued = _in_line(adventure) and turn_line.queued(adventure.pk)
+        if queued:
             return _queued(waiting)  # turns wait in line: this one joins its end
         try:
             prepared = turns.begin_play(adventure=adventure, **_sent(waiting))

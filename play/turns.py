@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from django.db import DatabaseError
 
-from config import jobs
+from config import jobs, server_timing
 from config.async_db import db_step, release_request_thread
 from config.errors import Conflict, DomainError, Forbidden, InvalidRequest, as_domain_error
 from play import last_context, live, told, turn_keys
@@ -97,14 +97,17 @@ def _prepare(
     viewer: int | None,
     secret: Teller = OWNER,
 ) -> Prepared:
-    ai = ai_settings.for_adventure(ai_settings.ai_settings_loaded(adventure=adventure, user_id=user_id), adventure)
-    conn = ai_settings.connection_for_turn(user_id=user_id, ai=ai)
-    limits.model_call(user_id=user_id)
+    with server_timing.phase("settings"):
+        ai = ai_settings.for_adventure(ai_settings.ai_settings_loaded(adventure=adventure, user_id=user_id), adventure)
+        conn = ai_settings.connection_for_turn(user_id=user_id, ai=ai)
+        limits.model_call(user_id=user_id)
     window = told.story_window(ai.context_tokens)
-    story = lineage.recent(branch, count=window, below_depth=below_depth, viewer=viewer)
-    ctx, recalled = told.context_told(
-        adventure, branch, user_id=user_id, viewer=viewer, ai=ai, story=story, model=conn.model, record_use=True
-    )
+    with server_timing.phase("story"):
+        story = lineage.recent(branch, count=window, below_depth=below_depth, viewer=viewer)
+    with server_timing.phase("context"):
+        ctx, recalled = told.context_told(
+            adventure, branch, user_id=user_id, viewer=viewer, ai=ai, story=story, model=conn.model, record_use=True
+        )
     # what of the last turn's prompt this one repeats (a prefix cache serves it): the access query
     # brought the last one's fingerprint, this one's goes into the model call's log row
     sent = prefix.fingerprint(ctx.messages)
@@ -132,7 +135,8 @@ def _prepare(
 @contextmanager
 def _claimed(adventure_id: int):
     """Claim the adventure; free it again if the block fails (a later step frees it otherwise)."""
-    token = generation_claim(adventure_id=adventure_id)  # one reply at a time: a 409 that stores nothing
+    with server_timing.phase("claim"):
+        token = generation_claim(adventure_id=adventure_id)  # one reply at a time: a 409 that stores nothing
     try:
         with held(token):
             yield token
@@ -174,7 +178,8 @@ def begin_play(
     and so is its reply."""
     if mode not in PLAYER_MODES and mode != "continue":
         raise InvalidRequest(f"unknown mode {mode!r}")
-    teller = _teller(adventure, user_id, private=private, to=list(to))
+    with server_timing.phase("teller"):
+        teller = _teller(adventure, user_id, private=private, to=list(to))
     kind = Action.Kind.CONTINUE if mode == "continue" else Action.Kind.AI
     gather = getattr(adventure, "turn_mode", None) == TurnMode.GATHER
     if gather and teller.seen_by is not None:
@@ -193,6 +198,7 @@ def begin_play(
         if again is not None:
             placed.append(again)
         elif mode in PLAYER_MODES:  # on the head as it stands once the claim holds the tree still
+            placed_at = server_timing.now()
             placed.append(
                 writes.place(
                     adventure_id=adventure.pk,
@@ -207,6 +213,7 @@ def begin_play(
                 user_id=user_id, adventure_id=adventure.pk, key=key, action_id=placed[0].pk
             ):
                 notices = [turn_keys.UNAVAILABLE]
+            server_timing.since("place", placed_at)
         if gather and placed:
             _gathered(adventure, placed)
         with _failing_as_turn(placed):

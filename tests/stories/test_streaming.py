@@ -460,3 +460,23 @@ def test_a_members_page_follows_the_others_turn_live_resumes_without_gaps_and_en
     moderation.user_suspend(user_id=charlie.pk)
     assert watcher.ended.wait(4), "the suspended member's stream ended"
     assert watcher.names()[-1] == "gone"
+
+
+def test_an_operator_who_turns_on_server_timing_reads_where_a_turns_first_step_went(alice_plays, fake_llm, settings):
+    api = alice_plays
+    aid = _adventure(api)
+    fake_llm.reply = lambda body, n: "The gate creaks."
+    response = api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "push"}, format="json", **EVENTS)
+    assert not response.has_header("Server-Timing"), "off unless the operator turns it on"
+    streamed(response)
+    settings.SERVER_TIMING = True
+    for extra in (EVENTS, {}):  # streamed and plain
+        response = api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "wait"}, format="json", **extra)
+        if extra:
+            streamed(response)
+        phases = {
+            part.split(";dur=")[0].strip(): float(part.split(";dur=")[1]) for part in response["Server-Timing"].split(",")
+        }
+        assert {"admit", "access", "claim", "place", "context", "total"} <= set(phases), phases
+        assert all(ms >= 0 for ms in phases.values())
+        assert phases["total"] >= phases["context"] + phases["claim"], "the phases lie inside the whole"
