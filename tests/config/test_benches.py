@@ -12,7 +12,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+import psutil
 import pytest
+
+from tests.support.processes import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 BENCHES = [
@@ -42,13 +45,17 @@ def test_every_bench_has_a_smoke_mode_and_a_smoke_run_here():
         assert "--smoke" in (ROOT / "bench" / name).read_text(), f"bench/{name} has no --smoke mode"
 
 
+def _data_dir(name: str) -> Path:
+    return ROOT / ".data" / f"bench-smoke-{name[:-3]}"
+
+
 SMOKES_AT_ONCE = 4  # the smokes mostly wait (on their servers, on think time): four share the two cores
 
 
 def _smoke(name: str, results: Path, database_url: str, redis_url: str) -> subprocess.CompletedProcess:
     env = {
         **os.environ,
-        "DATA_DIR": str(ROOT / ".data" / f"bench-smoke-{name[:-3]}"),
+        "DATA_DIR": str(_data_dir(name)),
         "BENCH_RESULTS": str(results),
         "TQDM_DISABLE": "1",
         "DJANGO_SETTINGS_MODULE": "config.settings",
@@ -138,3 +145,16 @@ def test_the_bench_runs_in_its_smoke_mode_and_ends_with_its_json_line(name, smok
     last = done.stdout.strip().splitlines()[-1]
     assert isinstance(json.loads(last), (dict, list)), last
     assert list(results.glob("*.json")), "the bench saved its results"
+    # on servers the environment names, nothing starts servers of its own in DATA_DIR (a site's
+    # supervisor once "revived" an embedded Postgres there), and nothing the bench started outlives it
+    wait_for(lambda: not _running_in(_data_dir(name)), timeout=30, what=f"the processes of bench/{name} to end")
+
+
+def _running_in(data_dir: Path) -> list[str]:
+    """Command lines of the processes that name ``data_dir`` (a server's -D, a site's DATA_DIR)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        line = " ".join(proc.info["cmdline"] or [])
+        if str(data_dir) in line:
+            found.append(line)
+    return found

@@ -95,6 +95,8 @@ class Command(BaseCommand):
                 ("embedded Redis", embedded.revive_redis, embedded.redis_pid),
                 ("embedded PostgreSQL", embedded.revive_postgres, embedded.postgres_pid),
             ):
+                if pid(data_dir) is None:  # a server the environment named (REDIS_URL, DATABASE_URL): not ours
+                    continue
                 server = Part(
                     name,
                     start=lambda revive=revive: revive(data_dir),
