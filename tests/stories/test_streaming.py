@@ -475,7 +475,8 @@ def test_an_operator_who_turns_on_server_timing_reads_where_a_turns_first_step_w
         if extra:
             streamed(response)
         phases = {
-            part.split(";dur=")[0].strip(): float(part.split(";dur=")[1]) for part in response["Server-Timing"].split(",")
+            part.split(";dur=")[0].strip(): float(part.split(";dur=")[1])
+            for part in response["Server-Timing"].split(",")
         }
         assert {"admit", "access", "claim", "place", "context", "total"} <= set(phases), phases
         assert all(ms >= 0 for ms in phases.values())
