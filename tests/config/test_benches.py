@@ -1,7 +1,8 @@
 """Every bench runs in its smoke mode (seconds, tiny sizes), so a bench that stops
-working fails the build. Each runs as its own process, as a person runs it, on
-embedded servers of its own (DATA_DIR), writing its results to a temporary folder,
-and must end with its JSON line; a few run at once."""
+working fails the build. Each runs as its own process, as a person runs it, on a
+database and a Redis database of its own (servers named by URL, as an operator names
+them), writing its results to a temporary folder, and must end with its JSON line and
+leave no process behind; a few run at once."""
 
 import json
 import os
