@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 from _setup import ROOT, django_setup, percentile, print_table, save
-from concurrency import _cpu, _free_port, _players, _postgres_processes, _wait_live
+from concurrency import _free_port, _players, _postgres_processes, _wait_live
 
 TEXTS = [
     "look around the square",
@@ -119,15 +119,34 @@ def _groups(site: subprocess.Popen) -> dict[str, list]:
 
 
 class Sampler(threading.Thread):
-    """CPU seconds of each group every second, for the plot and the per-turn figures."""
+    """CPU seconds of each group every second, for the plot and the per-turn figures.
+
+    A group's total counts the processes that have ended too, at their last reading (Postgres's
+    backends come and go: a sum over the living ones fell when one ended, and the per-turn figure
+    read 0); a process that lived less than a second between two readings is missed."""
 
     def __init__(self, site, others: dict[str, list]):
         super().__init__(daemon=True)
         self.site, self.others, self.stop_event, self.samples = site, others, threading.Event(), []
+        self.seen: dict[tuple, tuple[str, float]] = {}  # (pid, start) -> (group, CPU seconds at its last reading)
+        self.lock = threading.Lock()
 
     def totals(self) -> dict[str, float]:
+        import psutil
+
         groups = {**_groups(self.site), **self.others}
-        return {name: _cpu(procs) for name, procs in groups.items()}
+        with self.lock:
+            for name, procs in groups.items():
+                for p in procs:
+                    try:
+                        times, key = p.cpu_times(), (p.pid, p.create_time())
+                    except psutil.Error:
+                        continue
+                    self.seen[key] = (name, times.user + times.system)
+            out = dict.fromkeys(groups, 0.0)
+            for name, cpu in self.seen.values():
+                out[name] = out.get(name, 0.0) + cpu
+        return out
 
     def run(self):
         while not self.stop_event.is_set():
