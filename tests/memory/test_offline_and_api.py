@@ -209,3 +209,21 @@ def test_a_turn_with_a_full_bank_runs_a_pinned_number_of_queries(owner, memory_l
     assert response.status_code == 201
     narrator = [r for r in memory_llm.chat_requests() if "narrator" in r.body["messages"][0]["content"]][-1]
     assert "Since passage 5: destroyed." in "\n".join(m["content"] for m in narrator.body["messages"])
+
+
+def test_each_memory_gets_its_own_vector_whatever_the_batch_and_the_order_of_lengths():
+    """The local model embeds texts in batches of like length (a batch is padded to its longest):
+    every text still gets the vector it gets alone, at its own place."""
+    texts = [
+        "Mira hides the silver key under the third stone of the well.",
+        "Rain.",
+        "Tobias the ferryman asks for four copper coins, then for five, and the river keeps rising "
+        "while the lanterns of the village go out one by one behind them.",
+        "The wolf is gone.",
+    ] * 10  # 40 texts: more than one batch
+    texts = [f"{n}: {text}" for n, text in enumerate(texts)]
+    together = embedder.embed_local(texts)
+    for text, vector in zip(texts, together):
+        alone = embedder.embed_local([text])[0]
+        assert sum(a * b for a, b in zip(vector, alone)) > 0.9999, text
+    assert len({tuple(v) for v in together}) == len(texts), "no two texts share one vector"
