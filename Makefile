@@ -24,28 +24,24 @@ run: install
 
 ## Run the test suite against real Postgres+pgvector and Redis (embedded unless URLs are set): on
 ## TEST_WORKERS processes (a file's tests stay together); beside them, the tests that stop or freeze
-## Postgres or Redis, and the files costly to collect, on embedded servers of their own
-## (.data/test-alone; after the others when DATABASE_URL or REDIS_URL names shared servers);
-## last, the test that reads the whole machine's
+## Postgres or Redis, on embedded servers of their own (.data/test-alone; after the others when
+## DATABASE_URL or REDIS_URL names shared servers); last, the test that reads the whole machine's
 ## load, by itself. A phase with nothing selected (-k) is not a failure.
 TEST_WORKERS ?= 3
 # the files that hold an alone (or calm) test: those phases collect these, not the whole suite again
 ALONE_FILES = $(shell grep -rl "mark.alone" tests --include='test_*.py')
 CALM_FILES = $(shell grep -rl "mark.calm" tests --include='test_*.py')
-# files costly to collect (mark.apart): collected once, by the process beside the workers
-APART_FILES = $(shell grep -rl "mark.apart" tests --include='test_*.py')
-NOT_APART = $(addprefix --ignore=,$(APART_FILES))
 PHASE_OK = s=$$?; [ $$s -eq 0 ] || [ $$s -eq 5 ] || exit $$s
 test: install browser bytecode
 	@mkdir -p .data
 	@if [ -z "$$DATABASE_URL$$REDIS_URL" ]; then \
-	  DATA_DIR=$(CURDIR)/.data/test-alone $(PY) -m pytest -m "alone or apart" $(ALONE_FILES) $(APART_FILES) $(PYTEST_ARGS) > .data/alone.log 2>&1 & \
+	  DATA_DIR=$(CURDIR)/.data/test-alone $(PY) -m pytest -m alone $(ALONE_FILES) $(PYTEST_ARGS) > .data/alone.log 2>&1 & \
 	  alone=$$!; \
 	fi; \
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not alone and not calm" $(NOT_APART) $(PYTEST_ARGS); main=$$?; \
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not alone and not calm" $(PYTEST_ARGS); main=$$?; \
 	if [ -n "$$alone" ]; then wait $$alone; apart=$$?; \
-	else $(PY) -m pytest -m "alone or apart" $(ALONE_FILES) $(APART_FILES) $(PYTEST_ARGS) > .data/alone.log 2>&1; apart=$$?; fi; \
-	echo "--- the tests that stop or freeze Postgres or Redis (their own servers), and the ones costly to collect:"; cat .data/alone.log; \
+	else $(PY) -m pytest -m alone $(ALONE_FILES) $(PYTEST_ARGS) > .data/alone.log 2>&1; apart=$$?; fi; \
+	echo "--- the tests that stop or freeze Postgres or Redis (their own servers):"; cat .data/alone.log; \
 	for s in $$main $$apart; do [ $$s -eq 0 ] || [ $$s -eq 5 ] || exit $$s; done
 	$(PY) -m pytest -m calm $(CALM_FILES) $(PYTEST_ARGS); $(PHASE_OK)
 
@@ -53,8 +49,8 @@ test: install browser bytecode
 ## its fuzzers drawing a tenth of their examples (EVERLORE_QUICK_TESTS=1).
 ## CI runs `make test`, the whole suite.
 test-quick: install browser bytecode
-	EVERLORE_QUICK_TESTS=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow and not alone and not calm" $(NOT_APART) $(PYTEST_ARGS); $(PHASE_OK)
-	EVERLORE_QUICK_TESTS=1 $(PY) -m pytest -m "(alone or calm or apart) and not slow" $(ALONE_FILES) $(CALM_FILES) $(APART_FILES) $(PYTEST_ARGS); $(PHASE_OK)
+	EVERLORE_QUICK_TESTS=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow and not alone and not calm" $(PYTEST_ARGS); $(PHASE_OK)
+	EVERLORE_QUICK_TESTS=1 $(PY) -m pytest -m "(alone or calm) and not slow" $(ALONE_FILES) $(CALM_FILES) $(PYTEST_ARGS); $(PHASE_OK)
 
 ## The project's bytecode, written once: with PYTHONDONTWRITEBYTECODE set (as on CI) every process the
 ## suite starts (test workers, web servers, celery workers, bench runs) would compile each module again.

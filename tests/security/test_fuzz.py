@@ -17,10 +17,6 @@ from hypothesis import HealthCheck, settings
 from tests.conftest import ALICE_KEY
 from tests.support.examples import examples
 
-# schemathesis builds every operation's cases as the file is collected (~7 s of a core): `make test`
-# collects and runs this file once, beside the test workers, not in each of them
-pytestmark = pytest.mark.apart
-
 EXAMPLES = examples(12)  # per operation; keeps the whole fuzz under a minute here
 
 raw_schema = SchemaGenerator().get_schema(request=None, public=True)
