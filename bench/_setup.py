@@ -54,6 +54,27 @@ def django_setup() -> None:
     call_command("migrate", verbosity=0)
 
 
+async def clock_bar(label: str, seconds: float, counts) -> None:
+    """A progress bar over a timed phase's seconds, showing ``counts()`` (a dict) as it goes; cancel
+    it to close it early. tqdm: off when not on a terminal."""
+    import asyncio
+    import time
+
+    from tqdm import tqdm
+
+    began = time.monotonic()
+    with tqdm(total=round(seconds), desc=label, leave=False, bar_format="{desc}: {bar} {n}/{total} s{postfix}") as bar:
+        try:
+            while (done := min(seconds, time.monotonic() - began)) < seconds:
+                bar.n = round(done)
+                bar.set_postfix(counts(), refresh=True)
+                await asyncio.sleep(1.0)
+        except asyncio.CancelledError:
+            pass
+        bar.n = round(min(seconds, time.monotonic() - began))
+        bar.set_postfix(counts(), refresh=True)
+
+
 def percentile(values: list[float], p: float) -> float:
     import numpy as np
 

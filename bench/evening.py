@@ -39,7 +39,7 @@ import threading
 import time
 from pathlib import Path
 
-from _setup import ROOT, django_setup, percentile, print_table, save
+from _setup import ROOT, clock_bar, django_setup, percentile, print_table, save
 from concurrency import _free_port, _players, _postgres_processes, _wait_live
 
 TEXTS = [
@@ -227,7 +227,15 @@ async def _evening(port: int, players, *, duration: float, think: float, seed: i
             # refused: the page waits as told and tries again; a player thinking past the end leaves
             await asyncio.sleep(max(0.0, min(wait, stop_at - time.monotonic())))
 
+    def counts() -> dict:
+        return {
+            "served": sum(1 for r in results if r["status"] == 201),
+            "refused": sum(1 for r in results if r["status"] == 503),
+        }
+
+    bar = asyncio.create_task(clock_bar(f"{len(players)} players", duration, counts))
     await asyncio.gather(*(player(t, a) for t, a in players))
+    bar.cancel()
     return results
 
 

@@ -29,7 +29,7 @@ import signal
 import subprocess
 import time
 
-from _setup import django_setup, percentile, print_table, save
+from _setup import clock_bar, django_setup, percentile, print_table, save
 from concurrency import _free_port, _players, _wait_live
 from evening import Sampler, _ahead, _model, _site, _turn
 
@@ -139,10 +139,20 @@ async def _play(port: int, stories: list[dict], *, duration: float, think: float
         for token, aid in pages
     ]
     opening_ends = time.monotonic() + PAGES_OPEN_S
+    bar = asyncio.create_task(clock_bar("pages opening", PAGES_OPEN_S, lambda: {"open": len(opened)}))
     while len(opened) < len(pages) and time.monotonic() < opening_ends:
         await asyncio.sleep(0.2)
+    bar.cancel()
     measure_from()
     stop_at = time.monotonic() + duration
+
+    def counts() -> dict:
+        return {
+            "served": sum(1 for r in results if r["status"] == 201),
+            "refused": sum(1 for r in results if r["status"] == 503),
+        }
+
+    bar = asyncio.create_task(clock_bar("together" if live else "alone", duration, counts))
 
     async def player(token: str, aid: int, me: int):
         await asyncio.sleep(rng.uniform(0, think))
@@ -161,6 +171,7 @@ async def _play(port: int, stories: list[dict], *, duration: float, think: float
 
     players = [asyncio.create_task(player(token, s["adventure_id"], uid)) for s in stories for token, uid in s["seats"]]
     await asyncio.gather(*players)  # a player's turn ends with its reply's end: every reply is written now
+    bar.cancel()
     await asyncio.sleep(FOLLOW_AFTER_S)  # the pages' last pieces on their way
     for page in followers:
         page.cancel()
