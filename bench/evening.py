@@ -213,6 +213,14 @@ def _server_timing(head: bytes) -> dict[str, float]:
     return {}
 
 
+def _counts(results: list[dict]) -> dict:
+    """Turns served and refused so far (a progress bar's figures)."""
+    return {
+        "served": sum(1 for r in results if r["status"] == 201),
+        "refused": sum(1 for r in results if r["status"] == 503),
+    }
+
+
 async def _evening(port: int, players, *, duration: float, think: float, seed: int) -> list[dict]:
     rng = random.Random(seed)
     results: list[dict] = []
@@ -227,13 +235,7 @@ async def _evening(port: int, players, *, duration: float, think: float, seed: i
             # refused: the page waits as told and tries again; a player thinking past the end leaves
             await asyncio.sleep(max(0.0, min(wait, stop_at - time.monotonic())))
 
-    def counts() -> dict:
-        return {
-            "served": sum(1 for r in results if r["status"] == 201),
-            "refused": sum(1 for r in results if r["status"] == 503),
-        }
-
-    bar = asyncio.create_task(clock_bar(f"{len(players)} players", duration, counts))
+    bar = asyncio.create_task(clock_bar(f"{len(players)} players", duration, lambda: _counts(results)))
     await asyncio.gather(*(player(t, a) for t, a in players))
     bar.cancel()
     return results

@@ -31,7 +31,7 @@ import time
 
 from _setup import clock_bar, django_setup, percentile, print_table, save
 from concurrency import _free_port, _players, _wait_live
-from evening import Sampler, _ahead, _model, _site, _turn
+from evening import Sampler, _ahead, _counts, _model, _site, _turn
 
 WAITED_S = 0.3  # a turn whose answer's head came later than this waited its place in line
 PAGES_OPEN_S = 120.0  # the longest the pages are given to open before the players start
@@ -146,13 +146,7 @@ async def _play(port: int, stories: list[dict], *, duration: float, think: float
     measure_from()
     stop_at = time.monotonic() + duration
 
-    def counts() -> dict:
-        return {
-            "served": sum(1 for r in results if r["status"] == 201),
-            "refused": sum(1 for r in results if r["status"] == 503),
-        }
-
-    bar = asyncio.create_task(clock_bar("together" if live else "alone", duration, counts))
+    bar = asyncio.create_task(clock_bar("together" if live else "alone", duration, lambda: _counts(results)))
 
     async def player(token: str, aid: int, me: int):
         await asyncio.sleep(rng.uniform(0, think))
