@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: install run test test-quick browser bytecode migrate shell bench clean-data
+.PHONY: install run test test-quick fuzz browser bytecode migrate shell bench clean-data
 
 install: $(STAMP)
 
@@ -51,6 +51,11 @@ test: install browser bytecode
 test-quick: install browser bytecode
 	EVERLORE_QUICK_TESTS=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow and not alone and not calm" $(PYTEST_ARGS); $(PHASE_OK)
 	EVERLORE_QUICK_TESTS=1 $(PY) -m pytest -m "(alone or calm) and not slow" $(ALONE_FILES) $(CALM_FILES) $(PYTEST_ARGS); $(PHASE_OK)
+
+## The API fuzz with schemathesis's coverage phase too: every boundary case each operation's schema
+## defines (~7,600 requests, a few minutes; the suite sends each operation its examples).
+fuzz: install bytecode
+	EVERLORE_FUZZ_COVERAGE=1 $(PY) -m pytest tests/security/test_fuzz.py $(PYTEST_ARGS)
 
 ## The project's bytecode, written once: with PYTHONDONTWRITEBYTECODE set (as on CI) every process the
 ## suite starts (test workers, web servers, celery workers, bench runs) would compile each module again.

@@ -14,6 +14,9 @@ class _StringsOnly:
     def to_internal_value(self, data):
         if not isinstance(data, str):
             self.fail("invalid")
+        # the bound is the text as sent (the schema's maxLength), not what is left once it is trimmed
+        if getattr(self, "max_length", None) is not None and len(data) > self.max_length:
+            self.fail("max_length", max_length=self.max_length)
         return super().to_internal_value(data)
 
 
@@ -29,16 +32,34 @@ class PatternField(_StringsOnly, serializers.RegexField):
     pass
 
 
-class StrictModelSerializer(serializers.ModelSerializer):
-    """A ModelSerializer whose text columns become ``TextField``s."""
+class _WholeNumber(serializers.IntegerField):
+    """A JSON integer only (a model's integer column; its bounds are the column's)."""
 
-    serializer_field_mapping = {
-        **serializers.ModelSerializer.serializer_field_mapping,
-        models.CharField: TextField,
-        models.TextField: TextField,
-        models.EmailField: EmailField,
-        models.SlugField: TextField,
-    }
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class _Number(serializers.FloatField):
+    """A JSON number only (DRF's own takes "0.5" and true)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, (int, float)):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class BooleanField(serializers.BooleanField):
+    """true or false only (DRF's own also takes "yes", "1", 0 ...)."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
+ID_MAX = 2**31 - 1  # the largest id a row of ours has (Postgres integer)
 
 
 class IntegerField(serializers.IntegerField):
@@ -52,15 +73,6 @@ class IntegerField(serializers.IntegerField):
         if isinstance(data, bool) or not isinstance(data, int):
             self.fail("invalid")
         return super().to_internal_value(data)
-
-
-class BooleanField(serializers.BooleanField):
-    """true or false only (DRF's own also takes "yes", "1", 0 ...)."""
-
-    def to_internal_value(self, data):
-        if not isinstance(data, bool):
-            self.fail("invalid", input=data)
-        return data
 
 
 class ChoiceField(serializers.ChoiceField):
@@ -85,6 +97,34 @@ class DateTimeField(serializers.DateTimeField):
         if not isinstance(value, str):
             self.fail("invalid", format="ISO 8601 text, e.g. 2026-01-31T18:30:00Z")
         return super().to_internal_value(value)
+
+
+class StrictModelSerializer(serializers.ModelSerializer):
+    """A ModelSerializer whose columns take what the schema says and nothing DRF would turn into it:
+    text only for text, true/false for a flag, a JSON number for a number."""
+
+    serializer_choice_field = ChoiceField
+    serializer_field_mapping = {
+        **serializers.ModelSerializer.serializer_field_mapping,
+        models.CharField: TextField,
+        models.TextField: TextField,
+        models.EmailField: EmailField,
+        models.SlugField: TextField,
+        models.BooleanField: BooleanField,
+        models.DateTimeField: DateTimeField,
+        models.FloatField: _Number,
+        **dict.fromkeys(
+            (
+                models.IntegerField,
+                models.BigIntegerField,
+                models.SmallIntegerField,
+                models.PositiveIntegerField,
+                models.PositiveSmallIntegerField,
+                models.PositiveBigIntegerField,
+            ),
+            _WholeNumber,
+        ),
+    }
 
 
 def error_sentence(errors, *, path: str = "", most: int = 5) -> str:
@@ -116,13 +156,8 @@ def error_sentence(errors, *, path: str = "", most: int = 5) -> str:
     return "; ".join(found[:most]) or "the document is malformed"
 
 
-class FloatField(serializers.FloatField):
+class FloatField(_Number):
     """A JSON number only (DRF's own takes "0.5" and true)."""
-
-    def to_internal_value(self, data):
-        if isinstance(data, bool) or not isinstance(data, (int, float)):
-            self.fail("invalid")
-        return super().to_internal_value(data)
 
 
 def list_of(serializer_class, **kwargs) -> serializers.ListSerializer:

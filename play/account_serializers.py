@@ -85,15 +85,15 @@ class AISettingsSerializer(strict.StrictModelSerializer):
         help_text="True when this change moved the endpoint to another scheme, host or port without a new key: "
         "a key is sent only to the endpoint it was entered for, so the stored key was removed."
     )
-    context_tokens = serializers.IntegerField(min_value=256, max_value=2_000_000, required=False)
-    max_output_tokens = serializers.IntegerField(min_value=1, max_value=64_000, required=False)
-    temperature = serializers.FloatField(min_value=0.0, max_value=2.0, required=False)
-    top_p = serializers.FloatField(min_value=0.0, max_value=1.0, required=False, allow_null=True)
-    top_k = serializers.IntegerField(min_value=0, max_value=1000, required=False, allow_null=True)
-    min_p = serializers.FloatField(min_value=0.0, max_value=1.0, required=False, allow_null=True)
-    frequency_penalty = serializers.FloatField(min_value=-2.0, max_value=2.0, required=False, allow_null=True)
-    presence_penalty = serializers.FloatField(min_value=-2.0, max_value=2.0, required=False, allow_null=True)
-    repetition_penalty = serializers.FloatField(min_value=0.0, max_value=3.0, required=False, allow_null=True)
+    context_tokens = strict.IntegerField(min_value=256, max_value=2_000_000, required=False)
+    max_output_tokens = strict.IntegerField(min_value=1, max_value=64_000, required=False)
+    temperature = strict.FloatField(min_value=0.0, max_value=2.0, required=False)
+    top_p = strict.FloatField(min_value=0.0, max_value=1.0, required=False, allow_null=True)
+    top_k = strict.IntegerField(min_value=0, max_value=1000, required=False, allow_null=True)
+    min_p = strict.FloatField(min_value=0.0, max_value=1.0, required=False, allow_null=True)
+    frequency_penalty = strict.FloatField(min_value=-2.0, max_value=2.0, required=False, allow_null=True)
+    presence_penalty = strict.FloatField(min_value=-2.0, max_value=2.0, required=False, allow_null=True)
+    repetition_penalty = strict.FloatField(min_value=0.0, max_value=3.0, required=False, allow_null=True)
     stop = serializers.ListField(
         child=strict.TextField(min_length=1, max_length=sampling.STOP_LENGTH_MAX, trim_whitespace=False),
         max_length=sampling.STOP_MAX,
@@ -107,9 +107,9 @@ class AISettingsSerializer(strict.StrictModelSerializer):
         help_text="Set temperature and the sampling fields from a named preset (GET /api/settings/presets/); "
         "fields given in the same change win.",
     )
-    reasoning_max_tokens = serializers.IntegerField(min_value=0, max_value=200_000, required=False)
-    memory_top_k = serializers.IntegerField(min_value=0, max_value=50, required=False)
-    memory_bank_capacity = serializers.IntegerField(min_value=1, max_value=100_000, required=False)
+    reasoning_max_tokens = strict.IntegerField(min_value=0, max_value=200_000, required=False)
+    memory_top_k = strict.IntegerField(min_value=0, max_value=50, required=False)
+    memory_bank_capacity = strict.IntegerField(min_value=1, max_value=100_000, required=False)
     content_rating = strict.ChoiceField(
         choices=Rating.choices,
         required=False,

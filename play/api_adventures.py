@@ -136,7 +136,7 @@ class AdventureImportView(APIView):
         request=inline_serializer(
             "AdventureImport",
             {
-                "format": serializers.ChoiceField(
+                "format": strict.ChoiceField(
                     choices=[adventures.EXPORT_FORMAT], help_text="an export of this site, as GET .../export/ gives"
                 )
             },

@@ -258,7 +258,8 @@ class TurnView(_TurnView):
                 OpenApiParameter.HEADER,
                 required=False,
                 description="1 to 64 letters, digits, '-' or '_', new for each action the player writes; "
-                "remembered 10 minutes",
+                "remembered 10 minutes; empty: no key",
+                pattern=r"^[A-Za-z0-9_-]{0,64}$",
             )
         ],
     )

@@ -35,14 +35,14 @@ User = get_user_model()
 
 
 class CardInputSerializer(CardRulesDoc):
-    type = serializers.ChoiceField(choices=StoryCard.Type.choices, default=StoryCard.Type.OTHER)
+    type = strict.ChoiceField(choices=StoryCard.Type.choices, default=StoryCard.Type.OTHER)
     name = strict.TextField(max_length=100)
     keys = serializers.ListField(
         child=strict.TextField(max_length=CARD_KEY_MAX), max_length=CARD_KEYS_MAX, required=False, default=list
     )
     entry = strict.TextField(max_length=CARD_ENTRY_MAX, allow_blank=True, required=False, default="")
     notes = strict.TextField(max_length=CARD_ENTRY_MAX, allow_blank=True, required=False, default="")
-    in_cast = serializers.BooleanField(
+    in_cast = strict.BooleanField(
         required=False,
         default=True,
         help_text="a character card in the cast keeps its own memories of the scenes it is in",
@@ -172,7 +172,7 @@ class StoryPageSerializer(serializers.Serializer):
 
 
 class TurnInputSerializer(serializers.Serializer):
-    mode = serializers.ChoiceField(choices=["do", "say", "story", "continue"])
+    mode = strict.ChoiceField(choices=["do", "say", "story", "continue"])
     text = strict.TextField(
         max_length=ACTION_TEXT_MAX,
         allow_blank=True,
@@ -205,14 +205,14 @@ class TurnInputSerializer(serializers.Serializer):
 class WrittenTurnSerializer(serializers.Serializer):
     """OpenAPI only: a turn the player writes."""
 
-    mode = serializers.ChoiceField(choices=["do", "say", "story"])
+    mode = strict.ChoiceField(choices=["do", "say", "story"])
     text = strict.TextField(max_length=ACTION_TEXT_MAX)
 
 
 class ContinueTurnSerializer(serializers.Serializer):
     """OpenAPI only: let the model go on, with no text."""
 
-    mode = serializers.ChoiceField(choices=["continue"])
+    mode = strict.ChoiceField(choices=["continue"])
     text = strict.TextField(max_length=0, allow_blank=True, required=False)
 
 
@@ -236,8 +236,13 @@ class AIDungeonCardSerializer(serializers.Serializer):
         child=strict.TextField(max_length=CARD_KEY_MAX), max_length=CARD_KEYS_MAX, required=False
     )
     value = strict.TextField(max_length=CARD_ENTRY_MAX, allow_blank=True, required=False)
-    type = strict.TextField(max_length=40, allow_blank=True, required=False)
-    description = strict.TextField(max_length=CARD_ENTRY_MAX, allow_blank=True, required=False)
+    type = strict.TextField(
+        allow_blank=True,
+        allow_null=True,
+        required=False,
+        help_text="character, location, item or faction; any other becomes a card of type other",
+    )
+    description = strict.TextField(max_length=CARD_ENTRY_MAX, allow_blank=True, allow_null=True, required=False)
 
 
 class AIDungeonCardsSerializer(serializers.Serializer):
@@ -333,7 +338,7 @@ class EditInputSerializer(serializers.Serializer):
 
 
 class TakeSelectSerializer(serializers.Serializer):
-    take_id = serializers.IntegerField()
+    take_id = strict.IntegerField(min_value=1, max_value=strict.ID_MAX)
 
 
 class TakesSerializer(serializers.Serializer):
@@ -343,7 +348,7 @@ class TakesSerializer(serializers.Serializer):
 
 class ForkInputSerializer(serializers.Serializer):
     name = strict.TextField(max_length=100, allow_blank=True, required=False, default="")
-    checkout = serializers.BooleanField(required=False, default=True)
+    checkout = strict.BooleanField(required=False, default=True)
 
 
 class BranchSerializer(strict.StrictModelSerializer):

@@ -206,6 +206,7 @@ def pytest_collection_modifyitems(items):
 LONGEST_FILES = [
     "tests/web/test_browser.py",
     "tests/config/test_benches.py",
+    "tests/security/test_fuzz.py",
     "tests/config/test_runsite.py",
     "tests/workers/test_pool.py",
     "tests/stories/test_import_jobs.py",

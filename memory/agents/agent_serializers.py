@@ -9,7 +9,7 @@ BUILTIN_TYPES = ("say", "interact", "observe")
 
 
 class WorldSerializer(strict.StrictModelSerializer):
-    agent_capacity = serializers.IntegerField(min_value=10, max_value=1_000_000, required=False)
+    agent_capacity = strict.IntegerField(min_value=10, max_value=1_000_000, required=False)
 
     class Meta:
         model = World
@@ -44,8 +44,8 @@ class EventSerializer(serializers.Serializer):
     nearby = serializers.ListField(
         child=strict.TextField(max_length=100), max_length=agent_events.NEARBY_MAX, required=False, default=list
     )
-    time = serializers.DateTimeField(required=False, allow_null=True, default=None)
-    importance = serializers.FloatField(min_value=0, max_value=1, required=False, allow_null=True, default=None)
+    time = strict.DateTimeField(required=False, allow_null=True, default=None)
+    importance = strict.FloatField(min_value=0, max_value=1, required=False, allow_null=True, default=None)
     template = strict.TextField(
         max_length=500,
         required=False,
@@ -76,12 +76,12 @@ class RecallInputSerializer(serializers.Serializer):
     partner = strict.TextField(max_length=100, required=False, allow_blank=True, default="")
     location = strict.TextField(max_length=200, required=False, allow_blank=True, default="")
     query = strict.TextField(max_length=2000, required=False, allow_blank=True, default="")
-    since = serializers.DateTimeField(required=False, allow_null=True, default=None)
+    since = strict.DateTimeField(required=False, allow_null=True, default=None)
     kinds = serializers.ListField(
-        child=serializers.ChoiceField(choices=AgentMemory.Kind.choices), required=False, allow_empty=False
+        child=strict.ChoiceField(choices=AgentMemory.Kind.choices), required=False, min_length=1
     )
-    limit = serializers.IntegerField(min_value=1, max_value=agent_recall.RECALL_LIMIT_MAX, required=False, default=3)
-    token_budget = serializers.IntegerField(
+    limit = strict.IntegerField(min_value=1, max_value=agent_recall.RECALL_LIMIT_MAX, required=False, default=3)
+    token_budget = strict.IntegerField(
         min_value=16,
         max_value=100_000,
         required=False,
@@ -89,7 +89,7 @@ class RecallInputSerializer(serializers.Serializer):
         default=None,
         help_text="tokens of memories at most; default AGENT_RECALL_TOKEN_BUDGET (800)",
     )
-    cooldown_seconds = serializers.IntegerField(
+    cooldown_seconds = strict.IntegerField(
         min_value=0,
         max_value=86_400,
         required=False,
@@ -121,16 +121,16 @@ class AgentMemorySerializer(strict.StrictModelSerializer):
 
 class AgentMemoryPatchSerializer(serializers.Serializer):
     content = strict.TextField(max_length=AGENT_MEMORY_TEXT_MAX, required=False)
-    pinned = serializers.BooleanField(required=False)
-    importance = serializers.FloatField(min_value=0, max_value=1, required=False)
+    pinned = strict.BooleanField(required=False)
+    importance = strict.FloatField(min_value=0, max_value=1, required=False)
 
 
 class RememberSerializer(serializers.Serializer):
     content = strict.TextField(max_length=AGENT_MEMORY_TEXT_MAX)
     partner = strict.TextField(max_length=100, required=False, allow_blank=True, default="")
     location = strict.TextField(max_length=200, required=False, allow_blank=True, default="")
-    importance = serializers.FloatField(min_value=0, max_value=1, required=False, default=0.7)
-    pinned = serializers.BooleanField(required=False, default=False)
+    importance = strict.FloatField(min_value=0, max_value=1, required=False, default=0.7)
+    pinned = strict.BooleanField(required=False, default=False)
 
 
 class AgentSerializer(strict.StrictModelSerializer):

@@ -44,8 +44,12 @@ class MemorySerializer(strict.StrictModelSerializer):
 
 class MemoryCreateSerializer(serializers.Serializer):
     text = strict.TextField(max_length=MEMORY_TEXT_MAX)
-    character = serializers.IntegerField(
-        required=False, allow_null=True, min_value=1, help_text="a character card's id: the memory is that character's"
+    character = strict.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=strict.ID_MAX,
+        help_text="a character card's id: the memory is that character's",
     )
 
 
@@ -59,8 +63,8 @@ class CastMemberSerializer(serializers.Serializer):
 
 class MemoryPatchSerializer(serializers.Serializer):
     text = strict.TextField(max_length=MEMORY_TEXT_MAX, required=False)
-    pinned = serializers.BooleanField(required=False)
-    forgotten = serializers.BooleanField(required=False)
+    pinned = strict.BooleanField(required=False)
+    forgotten = strict.BooleanField(required=False)
 
 
 class SummarySerializer(serializers.Serializer):

@@ -11,6 +11,7 @@ from stories.models import CARD_ENTRY_MAX, Adventure, StoryCard
 
 # AI Dungeon's card types -> ours (anything else becomes "other").
 _IMPORT_TYPES = {"character": "character", "location": "place", "place": "place", "item": "item", "faction": "faction"}
+TITLE_MAX = 100  # characters of a card's title (our card's name)
 _EXPORT_TYPES = {"character": "character", "place": "location", "item": "item", "faction": "faction", "other": "custom"}
 
 
@@ -32,23 +33,32 @@ def import_aidungeon(*, adventure: Adventure, data) -> list[StoryCard]:
         except InvalidRequest as exc:
             raise InvalidRequest(f"card #{index}: {exc}") from None
         entry = item.get("value", item.get("entry", ""))
-        name = item.get("title", item.get("name", "")) or (keys[0] if keys else "")
-        notes = item.get("description", item.get("notes", "")) or ""
+        name = item.get("title", item.get("name", ""))
+        notes = item.get("description", item.get("notes"))
+        notes = "" if notes is None else notes  # a card with no description exports it as null
         if not all(isinstance(v, str) for v in (entry, name, notes)):
             raise InvalidRequest(f"card #{index}: title, value and description must be text")
-        if len(entry) > CARD_ENTRY_MAX:
-            raise InvalidRequest(f"card #{index}: the entry is over {CARD_ENTRY_MAX} characters")
+        name = name or (keys[0] if keys else "")
+        for what, text, most in (("entry", entry, CARD_ENTRY_MAX), ("description", notes, CARD_ENTRY_MAX)):
+            if len(text) > most:
+                raise InvalidRequest(f"card #{index}: the {what} is over {most} characters")
+        if len(name) > TITLE_MAX:
+            raise InvalidRequest(f"card #{index}: the title is over {TITLE_MAX} characters")
         if not name.strip():
             raise InvalidRequest(f"card #{index}: needs a title or at least one key")
-        kind = _IMPORT_TYPES.get(str(item.get("type", "")).lower(), "other")
+        kind = item.get("type")
+        kind = "" if kind is None else kind
+        if not isinstance(kind, str):
+            raise InvalidRequest(f"card #{index}: the type must be text (character, location, item, faction ...)")
+        kind = _IMPORT_TYPES.get(kind.lower(), "other")
         cards.append(
             StoryCard(
                 adventure=adventure,
                 type=kind,
-                name=name.strip()[:100],
+                name=name.strip(),
                 keys=keys,
                 entry=entry,
-                notes=notes[:CARD_ENTRY_MAX],
+                notes=notes,
             )
         )
     card_limit_check(adventure=adventure, adding=len(cards))
