@@ -41,7 +41,7 @@ class _WholeNumber(serializers.IntegerField):
         return super().to_internal_value(data)
 
 
-class _Number(serializers.FloatField):
+class FloatField(serializers.FloatField):
     """A JSON number only (DRF's own takes "0.5" and true)."""
 
     def to_internal_value(self, data):
@@ -62,17 +62,12 @@ class BooleanField(serializers.BooleanField):
 ID_MAX = 2**31 - 1  # the largest id a row of ours has (Postgres integer)
 
 
-class IntegerField(serializers.IntegerField):
+class IntegerField(_WholeNumber):
     """A JSON integer only: DRF's own takes "12", 12.0 and true (as 1); a document's ids and depths
     are numbers, and a bound (``max_value``) that fits the column is required."""
 
     def __init__(self, *, max_value: int, min_value: int = 0, **kwargs):
         super().__init__(max_value=max_value, min_value=min_value, **kwargs)
-
-    def to_internal_value(self, data):
-        if isinstance(data, bool) or not isinstance(data, int):
-            self.fail("invalid")
-        return super().to_internal_value(data)
 
 
 class ChoiceField(serializers.ChoiceField):
@@ -112,7 +107,7 @@ class StrictModelSerializer(serializers.ModelSerializer):
         models.SlugField: TextField,
         models.BooleanField: BooleanField,
         models.DateTimeField: DateTimeField,
-        models.FloatField: _Number,
+        models.FloatField: FloatField,
         **dict.fromkeys(
             (
                 models.IntegerField,
@@ -154,10 +149,6 @@ def error_sentence(errors, *, path: str = "", most: int = 5) -> str:
 
     walk(errors, path)
     return "; ".join(found[:most]) or "the document is malformed"
-
-
-class FloatField(_Number):
-    """A JSON number only (DRF's own takes "0.5" and true)."""
 
 
 def list_of(serializer_class, **kwargs) -> serializers.ListSerializer:
