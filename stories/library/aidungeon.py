@@ -11,7 +11,7 @@ from stories.models import CARD_ENTRY_MAX, Adventure, StoryCard
 
 # AI Dungeon's card types -> ours (anything else becomes "other").
 _IMPORT_TYPES = {"character": "character", "location": "place", "place": "place", "item": "item", "faction": "faction"}
-TITLE_MAX = 100  # characters of a card's title (our card's name)
+TITLE_MAX = StoryCard._meta.get_field("name").max_length  # a card's title becomes our card's name
 _EXPORT_TYPES = {"character": "character", "place": "location", "item": "item", "faction": "faction", "other": "custom"}
 
 

@@ -79,6 +79,11 @@ def api_schema(request):
     every operation's cases then cost each worker ~7 s of a core)."""
     if not hasattr(request.node, "_nodeid"):  # schemathesis names each operation's run through it
         request.node._nodeid = request.node.nodeid
+    return schema_now()
+
+
+def schema_now():
+    """The site's OpenAPI schema as schemathesis reads it, with CONFIG, served in-process."""
     raw = SchemaGenerator().get_schema(request=None, public=True)
     schema = schemathesis.openapi.from_dict(raw, config=schemathesis.Config.from_dict(CONFIG))
     schema.app = WSGIHandler()
