@@ -7,6 +7,12 @@ long as it likes; a few hundred such clients hold every place the kernel queues.
 request's headers must have arrived whole within REQUEST_HEADER_TIMEOUT seconds of their first
 byte (of the connection's opening, for the first request): past it the connection gets a 408 and
 is closed. The body has its own deadline (``config.asgi_guard``), and so does a reply's stream.
+
+Every request's scope also carries a body writer (``scope["extensions"][BODY_WRITER]``): bytes written
+straight onto the connection as the response's body, from code on the event loop that is not the
+request's own task (play.live_hub writes each live event once onto every page that follows it, with no
+wake-up of each page's task and no pass through the ASGI send and Django's streaming response; measured,
+that pass was most of what a story played together costs beyond one played alone).
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from config.asgi_guard import SECURITY_HEADERS
 from config.env import env_int
 
 HEADER_TIMEOUT_DEFAULT_S = 10
+BODY_WRITER = "everlore.body_writer"  # the scope extension's name
+BACKED_UP_BYTES = 512 * 1024  # a connection whose unsent bytes pass this is backed up: its writer says so
 
 
 def header_timeout_s() -> int:
@@ -65,6 +73,14 @@ class HeaderDeadlineProtocol(H11Protocol):
         else:
             self._disarm()  # the headers are in: the body and the reply have their own deadlines
 
+    def handle_events(self) -> None:
+        super().handle_events()
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_started:  # a request just parsed: its app has not run yet
+            extensions = cycle.scope.setdefault("extensions", {})
+            if BODY_WRITER not in extensions:
+                extensions[BODY_WRITER] = BodyWriter(cycle)
+
     def connection_lost(self, exc) -> None:
         self._disarm()
         super().connection_lost(exc)
@@ -85,3 +101,24 @@ class HeaderDeadlineProtocol(H11Protocol):
         self.logger.info("Closed a connection whose request headers took over %s s", self.header_timeout)
         self.transport.write(_timeout_answer(self.header_timeout))
         self.transport.close()
+
+
+class BodyWriter:
+    """Writes bytes as the body of a response whose head is sent and whose end is not (a stream), as
+    the ASGI send would (h11's framing), from any code on the event loop. Its answer: whether the
+    connection still takes bytes (False once it closed, the response ended, or BACKED_UP_BYTES wait
+    unsent: the writer's caller ends the stream rather than holding more for a reader that stopped)."""
+
+    __slots__ = ("cycle",)
+
+    def __init__(self, cycle):
+        self.cycle = cycle
+
+    def __call__(self, data: bytes) -> bool:
+        cycle = self.cycle
+        transport = cycle.transport
+        if cycle.disconnected or not cycle.response_started or cycle.response_complete or transport.is_closing():
+            return False
+        if cycle.scope["method"] != "HEAD":  # a HEAD's answer has no body (uvicorn's send drops it too)
+            transport.write(cycle.conn.send(h11.Data(data=data)))
+        return transport.get_write_buffer_size() <= BACKED_UP_BYTES

@@ -18,14 +18,15 @@ Any member may follow (players and watchers). Sent ``Last-Event-ID`` (a browser'
 on its own), the stream goes on after that event. Access is asked again on every members event (a
 removal, a suspension or a hidden story sends one) and every CHECK_S, so a removed or suspended
 member stops at once. The stream waits on the event loop (its queue at this process's one reader of
-the streams, play.live_hub), with no thread and no database connection held."""
+the streams, play.live_hub), with no thread and no database connection held. Under the site's own
+server (config.web_protocol's body writer) the hub writes the events onto the connection itself
+while the stream's task waits; the task wakes to ask again, to ping and to renew its presence."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import re
-import time
 from dataclasses import dataclass
 
 import redis
@@ -38,6 +39,7 @@ from rest_framework.views import APIView
 from config import errors
 from config.async_db import db_side_step, db_step
 from config.errors import RateLimited
+from config.web_protocol import BODY_WRITER
 from play import live, live_hub
 from play.api_support import adventure_for as _adventure
 from stories.party import members
@@ -83,7 +85,8 @@ class LiveView(APIView):
         if slot is None:
             limited = RateLimited(f"at most {live.PER_USER} live streams at once; close another page first", 30)
             return _json(*errors.answer(limited))
-        response = StreamingHttpResponse(_follow(following, slot), content_type=EVENTS)
+        writer = request.scope.get("extensions", {}).get(BODY_WRITER) if hasattr(request, "scope") else None
+        response = StreamingHttpResponse(_follow(following, slot, writer), content_type=EVENTS)
         # the slot is given back when the response closes, even one whose stream never ran (a HEAD)
         response._resource_closers.append(lambda: live.stream_closed(following.user_id, slot))
         response["X-Accel-Buffering"] = "no"
@@ -108,54 +111,62 @@ def _still_member(following: Following) -> bool:
 
 
 def _sse(event_id: str | None, name: str, data: dict) -> bytes:
-    return _sse_text(event_id, name, json.dumps(data))
+    return live_hub.sse(event_id, name, json.dumps(data))
 
 
-def _sse_text(event_id: str | None, name: str, data: str) -> bytes:
-    """An event whose data is JSON text already (as the stream keeps it: one line)."""
-    head = f"id: {event_id}\n" if event_id else ""
-    return f"{head}event: {name}\ndata: {data}\n\n".encode()
-
-
-async def _follow(f: Following, slot: str):
-    aid, uid, after = f.adventure_id, f.user_id, f.after
+async def _follow(f: Following, slot: str, writer=None):
+    """The stream's events; ``writer`` (the connection's body writer, when the server gives one): the
+    hub writes the story's events itself while this waits (play.live_hub.Page)."""
+    aid, uid = f.adventure_id, f.user_id
     page = None
+    loop = asyncio.get_running_loop()
     try:
         yield b"retry: 2000\n\n"
+        after = f.after
         if f.resumed and await asyncio.to_thread(live.gap, aid, after):
             after = await asyncio.to_thread(live.last_id, aid)
             yield _sse(after, "reset", {})
-        page, at = await live_hub.hub().join(aid)
+        page, at = await live_hub.hub().join(aid, uid, writer)
         after = after or at
-        missed = await live.since(aid, after, at) if live.order_of(at) > live.order_of(after) else []
+        page.after = live.order_of(after)
+        missed = await live.since(aid, after, at) if live.order_of(at) > page.after else []
         await live.stream_alive(aid, uid, slot)  # here, and the slot kept
         await live.publish_soon(aid, "presence", {"user_id": uid, "here": True})
-        now = time.monotonic()
-        check_at, ping_at, here_at = now + CHECK_S, now + PING_S, now + HERE_EVERY_S
+        now = loop.time()
+        page.sent_at = now
+        check_at, here_at = now + CHECK_S, now + HERE_EVERY_S
         while True:
             if missed:
                 found, missed = missed, []
             else:
+                wait = min(check_at, page.sent_at + PING_S, here_at) - loop.time()
                 try:
-                    found = await page.take(timeout=min(check_at, ping_at, here_at) - time.monotonic())
+                    found = await page.take(timeout=wait, direct=True)
                 except live_hub.Lagged:
                     yield _sse(None, "unavailable", {"detail": "the live stream fell behind; the page reconnects"})
                     return
             ask, sent = False, []
-            for event_id, name, data, seen_by in found:
-                if live.order_of(event_id) <= live.order_of(after):
-                    continue  # the hub was behind this page: already sent
-                after = event_id
-                if name == "members":
+            for k, item in enumerate(found):
+                if item is live_hub.ASK:  # a members event the hub wrote
                     ask = True
-                if seen_by is None or uid in seen_by:  # a secret's events reach those it was told to alone
-                    sent.append(_sse_text(event_id, name, data))
-                elif name in ("done", "failed"):  # the others learn a turn was played (whose turn is next), no more
-                    sent.append(_sse(event_id, "secret", {}))
-            now = time.monotonic()
+                else:
+                    event_id, name, data, seen_by = item
+                    order = live.order_of(event_id)
+                    if order <= page.after:
+                        continue  # the hub was behind this page: already sent
+                    page.after = order
+                    if seen_by is None or uid in seen_by:  # a secret's events reach those it was told to alone
+                        sent.append(live_hub.sse(event_id, name, data))
+                    elif name in ("done", "failed"):  # the others learn a turn was played (whose turn is next)
+                        sent.append(live_hub.sse(event_id, "secret", "{}"))
+                    ask = name == "members"
+                if ask:  # who may follow changed: nothing after this event is sent before the member is asked
+                    missed = found[k + 1 :]
+                    break
+            now = loop.time()
             if sent:
+                page.sent_at = now  # a stream that carries events needs no ping
                 yield b"".join(sent)  # the events waiting, in one write
-                ping_at = now + PING_S  # a stream that carries events needs no ping
             if ask or now >= check_at:
                 if not await db_side_step(_still_member, f):
                     yield _sse(None, "gone", {})
@@ -164,9 +175,9 @@ async def _follow(f: Following, slot: str):
             if now >= here_at:
                 await live.stream_alive(aid, uid, slot)
                 here_at = now + HERE_EVERY_S
-            if not found and now >= ping_at:
+            if now >= page.sent_at + PING_S:
+                page.sent_at = now
                 yield b": ping\n\n"
-                ping_at = now + PING_S
     except redis.RedisError:
         yield _sse(None, "unavailable", {"detail": "the live stream is away; the page reconnects"})
     finally:

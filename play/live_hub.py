@@ -36,13 +36,25 @@ class Lagged(Exception):
     """The page fell QUEUE_MAX events behind (or the hub lost Redis): it reads the story again."""
 
 
-class Page:
-    """A page's place at the hub: its queue of (id, event, data, seen_by)."""
+ASK = ("", "members?", "{}", None)  # put on a written page's queue: a members event went out, ask again
 
-    def __init__(self, adventure_id: int):
-        self.adventure_id = adventure_id
+
+class Page:
+    """A page's place at the hub: its queue of (id, event, data, seen_by).
+
+    A page with a ``writer`` (config.web_protocol's body writer: the live route under the site's own
+    server) is written by the hub itself while its task waits (``take(direct=True)``): each event's
+    bytes once for every page that may see it, one write per page a read, no wake-up of the page's
+    task. A members event ends that until the task has asked again whether its member still may follow
+    (an ASK on its queue; what comes meanwhile queues), so a removed member is written nothing more."""
+
+    def __init__(self, adventure_id: int, user_id: int | None = None, writer=None):
+        self.adventure_id, self.user_id, self.writer = adventure_id, user_id, writer
         self.queue: asyncio.Queue = asyncio.Queue()
         self.lagged = False
+        self.direct = False  # the hub writes this page's events itself
+        self.after = (0, 0)  # the order of the last event the page was given (api_live keeps it)
+        self.sent_at = 0.0  # the event loop's time of the last bytes written to the page
 
     def put(self, item) -> None:
         if self.lagged:
@@ -52,26 +64,90 @@ class Page:
         else:
             self.queue.put_nowait(item)
 
+    def deliver(self, items: list, wire: Wire) -> None:
+        """The hub's events of a read: written at once (direct), or queued for the page's task."""
+        if not self.direct or self.lagged:
+            for item in items:
+                self.put(item)
+            return
+        out = []
+        for k, item in enumerate(items):
+            if not self.direct:  # a members event was written: the rest waits for the task's question
+                self.put(item)
+                continue
+            order = wire.orders[k]
+            if order <= self.after:
+                continue  # the hub was behind this page: already sent
+            self.after = order
+            seen_by = item[3]
+            if seen_by is None or self.user_id in seen_by:  # a secret's events reach those it was told to alone
+                out.append(wire.told(k))
+            elif item[1] in ("done", "failed"):  # the others learn a turn was played (whose turn is next)
+                out.append(wire.notice(k))
+            if item[1] == "members":
+                self.direct = False
+                self.queue.put_nowait(ASK)
+        if out:
+            self.sent_at = asyncio.get_running_loop().time()
+            if not self.writer(b"".join(out)):  # the connection closed or stopped reading: the page ends
+                self.end()
+
     def end(self) -> None:
         """The page's next get raises Lagged (it fell behind, or the hub lost Redis)."""
         self.lagged = True
+        self.direct = False
         self.queue.put_nowait(None)
 
-    async def take(self, timeout: float) -> list:
+    async def take(self, timeout: float, *, direct: bool = False) -> list:
         """The events waiting (at least one, or none once ``timeout`` passed); Lagged when the page
-        must read the story again."""
+        must read the story again. ``direct``: while nothing waits, the hub writes the page's events
+        itself (the page has a writer), and the wait ends on an ASK, the end, or the timeout."""
         items = []
         if self.queue.empty():
+            self.direct = direct and self.writer is not None and not self.lagged
             try:
                 async with asyncio.timeout(max(0.0, timeout)):  # no task a wait (asyncio.wait_for makes one)
                     items.append(await self.queue.get())
             except TimeoutError:
                 return []
+            finally:
+                self.direct = False
         while not self.queue.empty():
             items.append(self.queue.get_nowait())
         if None in items:
             raise Lagged()
         return items
+
+
+def sse(event_id: str | None, name: str, data: str) -> bytes:
+    """An event as a page reads it; ``data`` is JSON text already (as the stream keeps it: one line)."""
+    head = f"id: {event_id}\n" if event_id else ""
+    return f"{head}event: {name}\ndata: {data}\n\n".encode()
+
+
+class Wire:
+    """A read's events of one story as bytes, each made once for all the pages that get it."""
+
+    __slots__ = ("items", "orders", "_told", "_notice")
+
+    def __init__(self, items: list):
+        self.items = items
+        self.orders = [live.order_of(item[0]) for item in items]
+        self._told: dict[int, bytes] = {}
+        self._notice: dict[int, bytes] = {}
+
+    def told(self, k: int) -> bytes:
+        found = self._told.get(k)
+        if found is None:
+            event_id, name, data, _ = self.items[k]
+            found = self._told[k] = sse(event_id, name, data)
+        return found
+
+    def notice(self, k: int) -> bytes:
+        found = self._notice.get(k)
+        if found is None:
+            found = self._notice[k] = sse(self.items[k][0], "secret", "{}")
+        return found
 
 
 class Hub:
@@ -82,10 +158,10 @@ class Hub:
         self.wake_at = "0-0"
         self.task: asyncio.Task | None = None
 
-    async def join(self, adventure_id: int) -> tuple[Page, str]:
+    async def join(self, adventure_id: int, user_id: int | None = None, writer=None) -> tuple[Page, str]:
         """A page of ``adventure_id`` at the hub, and the id of the last event the hub read of it
-        (the page gets every event after that one)."""
-        page = Page(adventure_id)
+        (the page gets every event after that one); ``writer``: see Page."""
+        page = Page(adventure_id, user_id, writer)
         new = adventure_id not in self.position
         if new:
             self.position[adventure_id] = await asyncio.to_thread(live.last_id, adventure_id)
@@ -151,11 +227,11 @@ class Hub:
                 adventure_id = int(key.rsplit(":", 1)[1])
                 if adventure_id not in self.position:
                     continue  # its last page left meanwhile
-                for event_id, fields in entries:
-                    item = live.parsed(event_id, fields)
-                    self.position[adventure_id] = item[0]
-                    for page in self.pages.get(adventure_id, ()):
-                        page.put(item)
+                items = [live.parsed(event_id, fields) for event_id, fields in entries]
+                self.position[adventure_id] = items[-1][0]
+                wire = Wire(items)
+                for page in self.pages.get(adventure_id, ()):
+                    page.deliver(items, wire)
             if found:
                 await asyncio.sleep(GATHER_S)  # the next read takes what came meanwhile, in one round
 

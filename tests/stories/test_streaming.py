@@ -462,6 +462,90 @@ def test_a_members_page_follows_the_others_turn_live_resumes_without_gaps_and_en
     assert watcher.names()[-1] == "gone"
 
 
+def _shared_story(alice_plays, bob_api):
+    """alice's story with bob a player in it (playing Sela); its id."""
+    made = alice_plays.post(
+        "/api/adventures/",
+        {
+            "title": "The Pass",
+            "opening": "Snow on the pass.",
+            "cards": [{"name": "Sela", "type": "character", "keys": ["Sela"], "entry": "A scout."}],
+        },
+        format="json",
+    ).json()
+    sela = alice_plays.get(f"/api/adventures/{made['id']}/cards/").json()[0]["id"]
+    link = alice_plays.post(f"/api/adventures/{made['id']}/invites/", {}, format="json").json()
+    joined = bob_api.post(f"/api/join/{link['token']}/", {"character": {"card": sela}}, format="json")
+    assert joined.status_code == 201
+    return made["id"]
+
+
+def test_a_removed_members_page_gets_nothing_written_after_the_removal_even_in_the_same_read(
+    site, alice, alice_plays, bob, bob_api
+):
+    """The removal's event and the next turn's reach the server's one reader of the streams together:
+    the page is asked again before anything after the removal is written to it."""
+    import redis as redis_lib
+    from django.conf import settings
+
+    from play import live
+    from stories.models import Membership
+
+    aid = _shared_story(alice_plays, bob_api)
+    page = Follower(site, _token(bob), aid)
+    assert page.status == 200
+    wait_for(lambda: "presence" in page.names(), timeout=20, what="bob's page to be following")
+
+    Membership.objects.filter(adventure_id=aid, user_id=bob.pk).delete()  # removed; its event comes below
+    # both in one MULTI: the reader is woken once both are in, and takes them in one read
+    with redis_lib.Redis.from_url(settings.REDIS_URL).pipeline(transaction=True) as pipe:
+        pipe.xadd(live._key(aid), {"e": "members", "d": json.dumps({"removed": bob.pk})})
+        secret = {"actions": [{"id": 1, "kind": "do", "text": "I hide the map under the floor"}], "retake": False}
+        pipe.xadd(live._key(aid), {"e": "turn", "d": json.dumps(secret)})
+        pipe.execute()
+    assert page.ended.wait(10), "the removed member's stream ended"
+    assert page.names()[-2:] == ["members", "gone"], page.names()
+    assert "turn" not in page.names(), "the turn after the removal was written to a removed member"
+
+
+def test_a_page_that_stops_reading_is_ended_not_held_without_bound(site, alice, alice_plays, bob, bob_api):
+    """A page whose reader stops (a frozen tab, a stalled proxy) while the story goes on: the server
+    keeps a bounded amount for it and then ends its stream (its next connection resumes where it was),
+    instead of holding every event of the story in memory for it."""
+    from play import live
+
+    aid = _shared_story(alice_plays, bob_api)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting: a small window
+    sock.settimeout(30)
+    sock.connect(("127.0.0.1", site.port))
+    sock.sendall(
+        f"GET /api/adventures/{aid}/live/ HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Token {_token(bob)}\r\n"
+        "Accept: text/event-stream\r\n\r\n".encode()
+    )
+    head = b""
+    while b"event: presence" not in head:
+        head += sock.recv(4096)
+    published, pad = 1500, "x" * 8000  # 12 MB: past any kernel buffer, and under the hub's queue bound
+    for n in range(published):
+        live.publish(aid, "story", {"change": "head", "n": n, "pad": pad})
+    received = head
+    sock.settimeout(5)
+    try:
+        while True:  # now read it all: what was kept for the page, then the stream's end
+            chunk = sock.recv(1 << 20)
+            received += chunk
+            if not chunk or received.endswith(b"0\r\n\r\n"):
+                break
+    except TimeoutError:
+        pass  # the stream did not end: the assertions below say so
+    finally:
+        sock.close()
+    stories = received.count(b"event: story")
+    assert 0 < stories < published, f"{stories} of {published} events were held for a page that stopped reading"
+    assert b"event: unavailable" in received and b"the page reconnects" in received
+
+
 def test_an_operator_who_turns_on_server_timing_reads_where_a_turns_first_step_went(alice_plays, fake_llm, settings):
     api = alice_plays
     aid = _adventure(api)
