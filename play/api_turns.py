@@ -34,6 +34,7 @@ from rest_framework.views import APIView
 from config import admission, errors, server_timing
 from config.async_db import db_step
 from config.errors import Conflict, DomainError, InvalidRequest, NotFound
+from config.serializer_fields import represent
 from config.serializer_fields import valid as _valid
 from play import live, live_hub, turn_line, turns
 from play import serializers as s
@@ -357,7 +358,8 @@ def _answer(result: turns.TurnResult, retried: bool) -> dict:
     """The 201 answer: the stored actions, the context, the usage and the memories used."""
     # A new node has one take; only a retry adds a take to an existing node.
     counts = lineage.take_counts(result.actions) if retried else {}
-    return s.TurnResultSerializer(
+    return represent(
+        s.TurnResultSerializer,
         {
             "actions": result.actions,
             "context": result.context.as_dict(),
@@ -379,7 +381,7 @@ def _answer(result: turns.TurnResult, retried: bool) -> dict:
             "notices": list(result.notices),
         },
         context={"take_counts": counts},
-    ).data
+    )
 
 
 def _failed(exc: turns.TurnFailed) -> tuple[int, dict, dict]:
