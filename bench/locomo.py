@@ -22,6 +22,11 @@ the all-data column shows was tuned on its own questions.
 on (memory.agents.agent_recall: the bank ranked over candidates read from indexes, as
 banks past AGENT_RECALL["exact_up_to"] are) and prints it beside exact scoring.
 
+Beside R@k it reports recall at a token budget (BUDGETS: the memories recall returns when cut to
+500, 1,000 and 2,000 tokens, as an agent's prompt holds them: a unit that does not depend on what a
+memory is, a turn or a chunk), all-evidence recall (every evidence turn of a question recalled, not a
+share: what a multi-hop question needs), and bootstrap 95% intervals (questions resampled).
+
 Ends with one line of JSON: {"n": ..., "R@5": ..., "R@10": ..., "R@25": ...}
 (percentages, categories 1-4; with --cv also "cv": the held-out figures; with
 --candidates also "candidate_path").
@@ -42,6 +47,8 @@ from _setup import ROOT, django_setup, print_table, save
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
 KS = (5, 10, 25)
+BUDGETS = (500, 1000, 2000)  # tokens of recalled memories (the recall API's token_budget)
+BOOTSTRAP = 1000  # resamples of the questions for the 95% intervals
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 ABLATIONS = [
     ("no conversational context", {"context": 0.0}),
@@ -267,22 +274,81 @@ def main() -> None:
                             "conv": conv,
                             "category": qa["category"],
                             "found": {k: len(evidence & set(ranked[:k])) / len(evidence) for k in KS},
+                            "all": {k: float(evidence <= set(ranked[:k])) for k in KS},
                         }
                     )
         finally:
             settings.AGENT_RECALL = base_conf
         return records, latencies
 
+    def ask_budget(budget: int) -> list[dict]:
+        """Every question, the memories cut to ``budget`` tokens by recall itself (as many as fit, up
+        to recall's most): the share of its evidence among them, whether all of it is, and what was
+        returned (memories, tokens)."""
+        from stories.prompt import tokens as token_counter
+
+        records = []
+        for conv, (world, _api, asker, questions) in enumerate(ingested):
+            agent = Agent.objects.get(world=world, external_id=asker)
+            for qa, evidence in tqdm(questions, desc=f"{budget} tokens: {world.name}", unit="q"):
+                found, _ = agent_recall.agent_recall(
+                    world=world,
+                    agent=agent,
+                    query=qa["question"],
+                    limit=agent_recall.RECALL_LIMIT_MAX,
+                    cooldown_s=0,
+                    since=datetime(1900, 1, 1, tzinfo=timezone.utc),
+                    token_budget=budget,
+                    record=False,
+                )
+                got = {dia_of.get(m.id) for m in found}
+                records.append(
+                    {
+                        "conv": conv,
+                        "category": qa["category"],
+                        "share": len(evidence & got) / len(evidence),
+                        "all": float(evidence <= got),
+                        "memories": len(found),
+                        "tokens": sum(token_counter.count(m.content) for m in found),
+                    }
+                )
+        return records
+
     def pct(values):
         return round(100 * sum(values) / len(values), 1) if values else float("nan")
 
+    def interval(values) -> list[float]:
+        """The bootstrap 95% interval of a mean, in percent (the questions resampled BOOTSTRAP times)."""
+        import numpy as np
+
+        if not values:
+            return [float("nan"), float("nan")]
+        data = np.asarray(values, dtype=float)
+        means = np.random.default_rng(17).choice(data, size=(BOOTSTRAP, len(data)), replace=True).mean(axis=1)
+        return [round(100 * float(np.percentile(means, 2.5)), 1), round(100 * float(np.percentile(means, 97.5)), 1)]
+
     def score(records) -> dict:
-        """R@k over all questions and per category, in percent."""
+        """R@k over all questions and per category, in percent (with all-evidence R@k and bootstrap
+        95% intervals of R@5 and R@10 where the records carry them)."""
         out = {"n": len(records), **{f"R@{k}": pct([r["found"][k] for r in records]) for k in KS}}
         out["by_category"] = {
             c: {f"R@{k}": pct([r["found"][k] for r in records if r["category"] == c]) for k in KS} for c in CATEGORIES
         }
         return out
+
+    def detail(records) -> dict:
+        """All-evidence R@k and the 95% intervals, over all questions and per category."""
+
+        def of(rows):
+            return {
+                **{f"all-evidence R@{k}": pct([r["all"][k] for r in rows]) for k in KS},
+                **{f"R@{k} 95%": interval([r["found"][k] for r in rows]) for k in (5, 10)},
+            }
+
+        return {
+            "all": of(records),
+            **{CATEGORIES[c]: of([r for r in records if r["category"] == c]) for c in CATEGORIES},
+        }
 
     base_conf = {
         **settings.AGENT_RECALL,
@@ -290,6 +356,7 @@ def main() -> None:
     }
     records, latencies = ask("recall")
     result_full = score(records)
+    details = detail(records)
     result = {k: v for k, v in result_full.items() if k != "by_category"}
     # Later passes ask the same questions: embed each once (what they compare is the ranking).
     real_embed, vectors = embedder.embed, {}
@@ -303,6 +370,7 @@ def main() -> None:
     embedder.embed = embed_once
     ablations, cv, forced = [], None, None
     try:
+        budgets = {budget: ask_budget(budget) for budget in BUDGETS}
         if args.candidates:
             forced = score(ask("candidate path", FORCED_CANDIDATES, through_api=False)[0])
         if args.ablation:
@@ -369,6 +437,50 @@ def main() -> None:
         rows,
     )
     print(f"Recall API latency (in-process, query embedding included): p50 {p50:.1f} ms, p95 {p95:.1f} ms")
+    print_table(
+        "Bootstrap 95% intervals (questions resampled), and all-evidence recall (every evidence turn recalled)",
+        ["category", "R@5 [95%]", "R@10 [95%]", "all-evidence R@5 / R@10 / R@25"],
+        [
+            [
+                label,
+                f"{source['R@5']} {details[key]['R@5 95%']}",
+                f"{source['R@10']} {details[key]['R@10 95%']}",
+                " / ".join(str(details[key][f"all-evidence R@{k}"]) for k in KS),
+            ]
+            for label, key, source in [
+                *[(f"{c} {name}", name, result_full["by_category"][c]) for c, name in CATEGORIES.items()],
+                ("all (1-4)", "all", result),
+            ]
+        ],
+    )
+    budget_rows = []
+    budget_result = {}
+    for budget, rows_b in budgets.items():
+        multi = [r for r in rows_b if r["category"] == 1]
+        entry = {
+            "evidence recall": pct([r["share"] for r in rows_b]),
+            "95%": interval([r["share"] for r in rows_b]),
+            "all-evidence": pct([r["all"] for r in rows_b]),
+            "multi-hop": pct([r["share"] for r in multi]),
+            "multi-hop all-evidence": pct([r["all"] for r in multi]),
+            "memories": round(sum(r["memories"] for r in rows_b) / max(len(rows_b), 1), 1),
+            "tokens": round(sum(r["tokens"] for r in rows_b) / max(len(rows_b), 1)),
+        }
+        budget_result[budget] = entry
+        budget_rows.append(
+            [
+                f"{budget:,}",
+                f"{entry['evidence recall']} {entry['95%']}",
+                entry["all-evidence"],
+                f"{entry['multi-hop']} / {entry['multi-hop all-evidence']}",
+                f"{entry['memories']} ({entry['tokens']} tokens)",
+            ]
+        )
+    print_table(
+        f"Recall at a token budget (the memories recall returns cut to the budget; R@10 above: {result['R@10']})",
+        ["tokens", "evidence recall [95%]", "all-evidence", "multi-hop: recall / all-evidence", "memories returned"],
+        budget_rows,
+    )
     if forced:
         print_table(
             "Exact scoring against the candidate path forced on (every bank ranked over index candidates)",
@@ -440,6 +552,8 @@ def main() -> None:
             result,
             {
                 "by_category": {CATEGORIES[c]: result_full["by_category"][c] for c in CATEGORIES},
+                "intervals_and_all_evidence": details,
+                "token_budgets": budget_result,
                 "latency_ms": {"p50": round(p50, 2), "p95": round(p95, 2)},
                 "ablations": {label: {f"R@{k}": h[f"R@{k}"] for k in KS} for label, h in ablations},
                 "cv": cv,
@@ -448,6 +562,7 @@ def main() -> None:
         ],
         plot,
     )
+    result["at_tokens"] = {str(b): budget_result[b]["evidence recall"] for b in BUDGETS}
     if cv:
         result["cv"] = {k: cv["held_out"][k] for k in ("n", *[f"R@{k}" for k in KS])}
     if forced:

@@ -120,5 +120,8 @@ class BodyWriter:
         if cycle.disconnected or not cycle.response_started or cycle.response_complete or transport.is_closing():
             return False
         if cycle.scope["method"] != "HEAD":  # a HEAD's answer has no body (uvicorn's send drops it too)
-            transport.write(cycle.conn.send(h11.Data(data=data)))
+            try:
+                transport.write(cycle.conn.send(h11.Data(data=data)))
+            except h11.LocalProtocolError:  # the connection's state took no body (it failed meanwhile)
+                return False
         return transport.get_write_buffer_size() <= BACKED_UP_BYTES
