@@ -145,24 +145,13 @@ async def _follow(f: Following, slot: str, writer=None):
                 except live_hub.Lagged:
                     yield _sse(None, "unavailable", {"detail": "the live stream fell behind; the page reconnects"})
                     return
-            ask, sent = False, []
-            for k, item in enumerate(found):
-                if item is live_hub.ASK:  # a members event the hub wrote
-                    ask = True
-                else:
-                    event_id, name, data, seen_by = item
-                    order = live.order_of(event_id)
-                    if order <= page.after:
-                        continue  # the hub was behind this page: already sent
-                    page.after = order
-                    if seen_by is None or uid in seen_by:  # a secret's events reach those it was told to alone
-                        sent.append(live_hub.sse(event_id, name, data))
-                    elif name in ("done", "failed"):  # the others learn a turn was played (whose turn is next)
-                        sent.append(live_hub.sse(event_id, "secret", "{}"))
-                    ask = name == "members"
-                if ask:  # who may follow changed: nothing after this event is sent before the member is asked
-                    missed = found[k + 1 :]
-                    break
+            ask = False
+            if any(item is live_hub.ASK for item in found):  # a members event the hub wrote: ask first
+                k = next(k for k, item in enumerate(found) if item is live_hub.ASK)
+                found, missed, ask = found[:k], found[k + 1 :], True
+            sent, stop = page.render(found, live_hub.Wire(found))
+            if stop is not None:  # who may follow changed: nothing after it is sent before the member is asked
+                missed, ask = found[stop:] + missed, True
             now = loop.time()
             if sent:
                 page.sent_at = now  # a stream that carries events needs no ping

@@ -70,27 +70,36 @@ class Page:
             for item in items:
                 self.put(item)
             return
+        out, stop = self.render(items, wire)
+        if stop is not None:  # a members event: the rest waits for the task's question
+            self.direct = False
+            self.queue.put_nowait(ASK)
+            for item in items[stop:]:
+                self.put(item)
+        if out:
+            self.sent_at = asyncio.get_running_loop().time()
+            if not self.writer(b"".join(out)):  # the connection closed or stopped reading: the page ends
+                self.end()
+
+    def render(self, items: list, wire: Wire) -> tuple[list[bytes], int | None]:
+        """What this page is shown of ``items`` (the one rule for both paths): each event once, in order;
+        a secret's events only to those it was told to (the others a bare ``secret`` event at its end,
+        so they learn a turn was played); nothing after a members event, whose index + 1 is returned
+        (None when there is none): the member is asked again first."""
         out = []
         for k, item in enumerate(items):
-            if not self.direct:  # a members event was written: the rest waits for the task's question
-                self.put(item)
-                continue
             order = wire.orders[k]
             if order <= self.after:
                 continue  # the hub was behind this page: already sent
             self.after = order
             seen_by = item[3]
-            if seen_by is None or self.user_id in seen_by:  # a secret's events reach those it was told to alone
+            if seen_by is None or self.user_id in seen_by:
                 out.append(wire.told(k))
-            elif item[1] in ("done", "failed"):  # the others learn a turn was played (whose turn is next)
+            elif item[1] in ("done", "failed"):
                 out.append(wire.notice(k))
             if item[1] == "members":
-                self.direct = False
-                self.queue.put_nowait(ASK)
-        if out:
-            self.sent_at = asyncio.get_running_loop().time()
-            if not self.writer(b"".join(out)):  # the connection closed or stopped reading: the page ends
-                self.end()
+                return out, k + 1
+        return out, None
 
     def end(self) -> None:
         """The page's next get raises Lagged (it fell behind, or the hub lost Redis)."""
