@@ -51,6 +51,7 @@ BUDGETS = (500, 1000, 2000)  # tokens of recalled memories (the recall API's tok
 BOOTSTRAP = 1000  # resamples of the questions for the 95% intervals
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 ABLATIONS = [
+    ("no fact keys", {"keys": 0.0}),
     ("no conversational context", {"context": 0.0}),
     ("no named-actor boost", {"named_actor": 0.0}),
     ("no time cues", {"time_words": 0.0, "period": 0.0}),
@@ -91,6 +92,7 @@ FORCED_CANDIDATES = {"exact_up_to": 0, "hnsw_row_cost": 0}
 # and answers (0 to 2) were searched wider with time_words (0.6 to 1.2) and list_hop: no fold chose
 # time_words 1.2, asks 0.5 or more, or answers below 1 or above 1.5.
 GRID = {
+    "keys": [0.5, 0.7, 0.85],
     "time_words": [0.6, 0.9],
     "list_hop": [0.0, 0.3],
     "asks": [0.2, 0.3, 0.4],
@@ -215,8 +217,12 @@ def main() -> None:
             )
             assert response.status_code == 201, response.content
         redis_client().delete("celery")  # this bench embeds in-process below
-        for agent in Agent.objects.filter(world=world):
+        for agent in Agent.objects.filter(world=world):  # the agent pass's work, short of consolidating
             while agent_upkeep.agent_memories_embed(agent_id=agent.pk):
+                pass
+            while agent_upkeep.agent_keys_make(agent_id=agent.pk)[1]:
+                pass
+            while agent_upkeep.agent_keys_embed(agent_id=agent.pk)[1]:
                 pass
         questions = []
         for qa in sample["qa"]:

@@ -2,7 +2,18 @@ from django.contrib import admin
 
 from config.admin_site import ModeratedAdmin, each
 from memory.agents import worlds
-from memory.models import Agent, AgentMemory, CardClaim, CardProposal, Cursor, Memory, PassRun, World, WorldToken
+from memory.models import (
+    Agent,
+    AgentMemory,
+    AgentMemoryKey,
+    CardClaim,
+    CardProposal,
+    Cursor,
+    Memory,
+    PassRun,
+    World,
+    WorldToken,
+)
 from memory.story import memories
 
 
@@ -125,14 +136,44 @@ class AgentAdmin(ModeratedAdmin):
     readonly_fields = ("world",)
 
 
+class AgentMemoryKeyInline(admin.TabularInline):
+    """A memory's fact keys, as the agent's pass made them (read-only: they follow the memory's text)."""
+
+    model = AgentMemoryKey
+    fields = ("text", "embedding_model")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
 @admin.register(AgentMemory)
 class AgentMemoryAdmin(ModeratedAdmin):
+    inlines = [AgentMemoryKeyInline]
     list_display = ("id", "agent", "kind", "partner", "location", "excerpt", "pinned", "retrieval_count", "occurred_at")
     list_filter = ("kind", "pinned")
     search_fields = ("content", "agent__external_id", "partner", "location")
     exclude = ("embedding",)
-    readonly_fields = ("agent", "world", "embedding_model", "consolidated_into", "retrieval_count", "last_retrieved_at")
+    readonly_fields = (
+        "agent",
+        "world",
+        "embedding_model",
+        "consolidated_into",
+        "retrieval_count",
+        "last_retrieved_at",
+        "keys_made",
+    )
     moderator_actions = ("delete_selected",)
+
+    def save_model(self, request, obj, form, change):
+        if change and "content" in form.changed_data:
+            # new text: its vector and fact keys are made anew, as for an edit over the API
+            fields = {name: form.cleaned_data[name] for name in form.changed_data}
+            worlds.agent_memory_update(memory=AgentMemory.objects.get(pk=obj.pk), **fields)
+        else:
+            super().save_model(request, obj, form, change)
 
     @admin.display(description="content")
     def excerpt(self, obj):

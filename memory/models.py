@@ -215,6 +215,9 @@ class AgentMemory(models.Model):
     consolidated_into = models.ForeignKey(
         "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="sources"
     )
+    # how its fact keys (AgentMemoryKey) were made: "" not yet (the agent's pass makes them), "offline"
+    # or "model" (memory.agents.fact_keys)
+    keys_made = models.CharField(max_length=8, blank=True, default="", db_default="")
 
     class Meta:
         verbose_name_plural = "agent memories"
@@ -232,6 +235,26 @@ class AgentMemory(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.content[:50]}"
+
+
+class AgentMemoryKey(models.Model):
+    """A short fact one agent memory states, said plainly with who it is about ("Caroline: Caroline went
+    to a LGBTQ support group yesterday."): recall matches a question against a memory and its keys and
+    returns the memory (memory.agents.agent_recall_sql). Made by the agent's pass (memory.agents.fact_keys),
+    with the owner's model when the world has one, else offline; goes with its memory and is made anew
+    when the memory's text changes."""
+
+    memory = models.ForeignKey(AgentMemory, on_delete=models.CASCADE, related_name="keys")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")  # the memory's (recall's filter)
+    text = models.TextField()
+    embedding = HalfVectorField(null=True, blank=True)  # see Memory.embedding
+    embedding_model = models.CharField(max_length=200, blank=True, default="")
+
+    class Meta:
+        verbose_name_plural = "agent memory keys"
+
+    def __str__(self) -> str:
+        return self.text[:60]
 
 
 class AgentWordSample(models.Model):

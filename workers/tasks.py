@@ -124,15 +124,18 @@ def agent_pass(self, agent_id: int) -> str:
             if lock.claim_followup():
                 agent_pass.apply_async(args=[agent_id], countdown=lock.ttl_ms / 1000)
             return "coalesced"
+    more = False
     try:
         while True:
             lock.take_rerun()
-            agent_upkeep.agent_upkeep_run(agent_id=agent_id)
+            more = agent_upkeep.agent_upkeep_run(agent_id=agent_id)["more"]
             if not lock.take_rerun():
                 break
     finally:
         lock.release()
-    if lock.take_rerun():
+    # work left beyond one pass's batches (a large batch of events): the next pass is a new job, so
+    # other agents' jobs interleave with a long backlog
+    if lock.take_rerun() or more:
         agent_pass.apply_async(args=[agent_id])
     return "done"
 

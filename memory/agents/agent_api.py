@@ -171,7 +171,7 @@ class AgentMemoryListView(WorldView):
         world = self.world(request, world_id)
         agent = worlds.access_agent(world=world, external_id=agent_id)
         params = _valid(_MemoryQuery, request, query=True)
-        qs = AgentMemory.objects.filter(agent=agent)
+        qs = AgentMemory.objects.filter(agent=agent).prefetch_related("keys")
         if params.get("q"):
             text = search_text.websearch(params["q"])
             words = Q(search=SearchQuery(text, config="english", search_type="websearch")) if text else Q(pk__in=[])

@@ -126,6 +126,7 @@ def _ranking(
         "w_recency": conf["recency"],
         "half_life": conf["recency_half_life_hours"] * 3600.0,
         "w_vector": conf["vector"],
+        "w_keys": float(conf["keys"]),
         "w_text": conf["text"],
         "rrf_k": float(conf["rrf_k"]),
         "now": now,

@@ -22,6 +22,9 @@ WEIGHTS = {
     "vector": 1.0,
     "text": 1.0,
     "rrf_k": 5,
+    # a memory's meaning is matched as itself and, for this share, as its best fact key
+    # (memory.agents.fact_keys: its statements one by one, "I" and "you" named); 0: keys are not read
+    "keys": 0.7,
     "bm25_k1": 1.2,
     "bm25_b": 0.75,
     # a word in more than this share of the agent's memories counts for nothing (the classic BM25

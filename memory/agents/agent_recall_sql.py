@@ -54,11 +54,20 @@ WITH q AS (
 ), named AS MATERIALIZED (
   SELECT coalesce(array_agg(external_id), '{{}}') AS ids FROM memory_agent
   WHERE world_id = %(world)s AND (lower(external_id) = ANY(%(words)s) OR lower(display_name) = ANY(%(words)s))
-){candidates}, base AS (
+){candidates}, keyed AS MATERIALIZED (
+  -- each memory's best fact key (memory.agents.fact_keys) by meaning
+  SELECT k.memory_id, max(1 - (k.embedding <=> %(vector)s::halfvec)) AS sim
+  FROM memory_agentmemorykey k
+  WHERE %(has_vector)s AND %(w_keys)s > 0 AND k.embedding_model = %(model)s AND {key_scope}
+  GROUP BY k.memory_id
+), base AS (
   SELECT m.id, m.kind, m.partner, m.location, m.occurred_at, m.importance, m.actor, m.search, {near} AS near,
     {best_text} AS best_text,
+    -- a memory's meaning matches a question as itself and, for the share w_keys, as its best key
     CASE WHEN %(has_vector)s AND m.embedding_model = %(model)s
-         THEN 1 - (m.embedding <=> %(vector)s::halfvec) END AS sim,
+         THEN CASE WHEN keyed.sim IS NULL THEN 1 - (m.embedding <=> %(vector)s::halfvec)
+                   ELSE (1 - %(w_keys)s) * (1 - (m.embedding <=> %(vector)s::halfvec)) + %(w_keys)s * keyed.sim END
+    END AS sim,
     %(has_text)s AND q.ts::text <> '' AND m.search @@ q.ts AS matches,
     greatest(length(m.search), 1)::float8 AS dl,
     -- (the date every memory starts with is the event time, not something the memory says)
@@ -74,7 +83,7 @@ WITH q AS (
     -- its last sentence a question (a "?" ending the text or before a closing quote, bracket or space:
     -- not one inside a link, "page?id=3")
     strpos(m.content, '?') > 0 AND m.content ~ '\\?(["”’'')\\]\\s][^.!?]*)?$' AS asks
-  FROM memory_agentmemory m, q
+  FROM memory_agentmemory m CROSS JOIN q LEFT JOIN keyed ON keyed.memory_id = m.id
   WHERE {considered}{restrict}
 ), {stats}, {df}, weights AS MATERIALIZED (
   -- BM25 with every word counted once per memory (memories are short): a memory's weight is the sum
@@ -159,6 +168,7 @@ ORDER BY total DESC, top.occurred_at DESC, top.id
 # Exact scoring: every memory considered is scored, and BM25's statistics are theirs.
 _EXACT = {
     "candidates": "",
+    "key_scope": "k.agent_id = %(agent)s",
     "restrict": "",
     "near": "true",
     "best_text": "true",
@@ -188,6 +198,12 @@ _CANDIDATES = """, sample_stats AS (
   SELECT m.id FROM memory_agentmemory m
   WHERE %(has_vector)s AND {considered_vec} AND vector_dims(m.embedding) = {dims} AND m.embedding_model = %(model)s
   ORDER BY {vector_order} LIMIT %(vector_candidates)s
+), kvec AS MATERIALIZED (
+  -- the memories whose fact keys are nearest by meaning
+  SELECT k.memory_id AS id FROM memory_agentmemorykey k JOIN memory_agentmemory m ON m.id = k.memory_id
+  WHERE %(has_vector)s AND %(w_keys)s > 0 AND {key_agent} AND vector_dims(k.embedding) = {dims}
+    AND k.embedding_model = %(model)s AND {considered}
+  ORDER BY {key_order} LIMIT %(vector_candidates)s
 ), txt AS MATERIALIZED (
   SELECT m.id, m.search, greatest(length(m.search), 1)::float8 AS dl FROM memory_agentmemory m
   WHERE %(has_text)s AND m.search @@ %(telling)s::tsquery AND {considered} LIMIT %(text_scan)s
@@ -213,9 +229,10 @@ _CANDIDATES = """, sample_stats AS (
      AND m.occurred_at < coalesce(%(period_end)s::timestamptz, 'infinity') AND {considered}
    ORDER BY m.occurred_at DESC LIMIT %(newest_candidates)s)
 ), cand AS (
-  SELECT id FROM vec UNION SELECT id FROM txt_best UNION SELECT id FROM newest
+  SELECT id FROM vec UNION SELECT id FROM kvec UNION SELECT id FROM txt_best UNION SELECT id FROM newest
 ), around AS (
-  SELECT x.id FROM memory_agentmemory c JOIN (SELECT id FROM vec UNION SELECT id FROM txt_best) matched USING (id),
+  SELECT x.id FROM memory_agentmemory c
+  JOIN (SELECT id FROM vec UNION SELECT id FROM kvec UNION SELECT id FROM txt_best) matched USING (id),
   LATERAL (
     (SELECT m.id FROM memory_agentmemory m
      WHERE m.partner = c.partner AND m.kind IN ('say', 'heard') AND {considered}
@@ -250,10 +267,18 @@ def recall_sql(*, candidates: bool, dims: int, through_index: bool, own_index_of
             vector_order, considered_vec = "m.embedding <=> %(vector)s::halfvec", _CONSIDERED
         parts = {
             "candidates": _CANDIDATES.format(
-                considered=_CONSIDERED, considered_vec=considered_vec, vector_order=vector_order, dims=int(dims)
+                considered=_CONSIDERED,
+                considered_vec=considered_vec,
+                vector_order=vector_order,
+                dims=int(dims),
+                # the keys' HNSW index (migration 0021), filtered to the agent in the scan, when the bank
+                # is large enough for it to read less than the agent's keys in order
+                key_agent="k.agent_id + 0 = %(agent)s" if through_index or own_index_of else "k.agent_id = %(agent)s",
+                key_order=f"k.embedding::halfvec({int(dims)}) <=> %(vector)s::halfvec({int(dims)})",
             ),
             "restrict": "\n    AND m.id = ANY(ARRAY(SELECT id FROM cand UNION SELECT id FROM around))",
-            "near": "m.id = ANY(ARRAY(SELECT id FROM vec))",
+            "key_scope": "k.memory_id = ANY(ARRAY(SELECT id FROM cand UNION SELECT id FROM around))",
+            "near": "m.id = ANY(ARRAY(SELECT id FROM vec UNION SELECT id FROM kvec))",
             "best_text": "m.id = ANY(ARRAY(SELECT id FROM txt_best))",
             "stats": "stats AS (SELECT * FROM sample_stats)",
             # each candidate's BM25 sum once, though the steps after read it thrice (over a whole bank,

@@ -100,6 +100,11 @@ class RecallInputSerializer(serializers.Serializer):
 
 
 class AgentMemorySerializer(strict.StrictModelSerializer):
+    keys = serializers.SerializerMethodField(
+        help_text="the facts the memory states, as recall matches them (memory.agents.fact_keys); made by the "
+        "agent's background pass, anew when the content changes"
+    )
+
     class Meta:
         model = AgentMemory
         fields = [
@@ -116,7 +121,13 @@ class AgentMemorySerializer(strict.StrictModelSerializer):
             "last_retrieved_at",
             "retrieval_count",
             "consolidated_into",
+            "keys",
+            "keys_made",
         ]
+        read_only_fields = ["keys_made"]
+
+    def get_keys(self, memory) -> list[str]:
+        return [key.text for key in sorted(memory.keys.all(), key=lambda k: k.pk)]
 
 
 class AgentMemoryPatchSerializer(serializers.Serializer):

@@ -16,7 +16,7 @@ from django.utils import timezone
 from config import jobs
 from config.errors import Conflict, DomainError, NotFound
 from memory.agents import agent_words
-from memory.models import Agent, AgentMemory, World, WorldToken
+from memory.models import Agent, AgentMemory, AgentMemoryKey, World, WorldToken
 
 TOKEN_PREFIX = "wt_"
 
@@ -151,14 +151,17 @@ def access_agent_memory(*, agent: Agent, memory_id: int) -> AgentMemory:
 
 def agent_memory_update(*, memory: AgentMemory, **fields) -> AgentMemory:
     """Change a memory's fields (content, pinned, importance, ...); writes only
-    those. New content clears the vector and asks for the agent's pass, which
-    embeds it again."""
+    those. New content clears the vector and the fact keys, and asks for the
+    agent's pass, which embeds it and makes its keys again."""
     if "content" in fields:
-        fields.update(embedding=None, embedding_model="")
+        fields.update(embedding=None, embedding_model="", keys_made="")
     for name, value in fields.items():
         setattr(memory, name, value)
-    if fields:
-        memory.save(update_fields=[*fields, "updated_at"])
+    with transaction.atomic():
+        if "content" in fields:
+            AgentMemoryKey.objects.filter(memory=memory).delete()
+        if fields:
+            memory.save(update_fields=[*fields, "updated_at"])
     if "content" in fields:
         agent_words.forget(agent_id=memory.agent_id)
         jobs.agent_pass_after_commit(agent_id=memory.agent_id)

@@ -2,6 +2,7 @@
 
 import json
 import logging
+import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -48,8 +49,10 @@ def every_row_as_text() -> str:
 def marked_reply(body, n):
     """The fake model echoes whose work it was given, so every later request can be traced to an owner."""
     text = json.dumps(body)
-    marks = [mark for mark in MARK.values() if mark in text]
-    return f"{memory_reply(body, n)} {' '.join(marks)}"
+    marks = " ".join(mark for mark in MARK.values() if mark in text)
+    # in every sentence (the fact keys of a summary it writes are its sentences, embedded one by one)
+    reply = re.sub(r"([.!?])(\s+|$)", rf" {marks}\1\2", memory_reply(body, n))
+    return reply if marks in reply else f"{reply} {marks}"
 
 
 @pytest.mark.django_db(transaction=True)
@@ -142,12 +145,13 @@ def test_over_a_hundred_mixed_jobs_on_real_workers_spend_only_their_owners_key(a
             ("memory", "write memories"),
             ("summary", "running summary"),
             ("consolidation", "Fold these memories"),
+            ("facts", "For each numbered memory"),
             ("embedding", '"input"'),
         ]:
             if needle in text:
                 kinds.add((owners[0], kind))
     assert kinds == {
-        (name, kind) for name in MARK for kind in ("turn", "memory", "summary", "consolidation", "embedding")
+        (name, kind) for name in MARK for kind in ("turn", "memory", "summary", "consolidation", "facts", "embedding")
     }
     for key in (ALICE_KEY, BOB_KEY):
         assert key not in every_text_in_redis(settings.REDIS_URL)

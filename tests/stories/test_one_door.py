@@ -277,8 +277,15 @@ def test_an_agent_pass_with_an_unreadable_key_leaves_the_work_for_later(owner, s
     agent = worlds.agent_for_note(world=world, external_id="cy")
     AgentMemory.objects.create(agent=agent, world=world, kind="note", content="x", occurred_at=world.created_at)
     settings.FIELD_ENCRYPTION_KEYS = [Fernet.generate_key().decode()]
-    assert agent_upkeep.agent_upkeep_run(agent_id=agent.pk) == {"embedded": 0, "summaries": 0, "own_index": None}
+    assert agent_upkeep.agent_upkeep_run(agent_id=agent.pk) == {
+        "embedded": 0,
+        "summaries": 0,
+        "keyed": 0,
+        "own_index": None,
+        "more": False,
+    }
     assert AgentMemory.objects.get(agent=agent).embedding is None
+    assert AgentMemory.objects.get(agent=agent).keys_made == "", "its keys wait for the owner's model too"
 
 
 @pytest.fixture
