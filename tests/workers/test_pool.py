@@ -236,3 +236,33 @@ def test_turns_survive_a_broker_outage_and_the_sweeper_catches_up(owner, memory_
     finally:
         beat.stop()
         worker.stop()
+
+
+def test_a_batch_of_events_past_one_passs_share_is_all_embedded_and_keyed_by_the_workers(owner, pool):
+    """An agent pass embeds 256 memories and makes the keys of 256 at a time; a batch of 300 events
+    leaves more, and the pass runs again until none is left (it once stopped at 256)."""
+    from memory.agents import agent_events
+    from memory.models import AgentMemory, AgentMemoryKey, World
+
+    pool(1)
+    world = World.objects.create(owner=owner, name="Busy square", agent_capacity=1000)
+    agent_events.events_record(
+        world=world,
+        events=[
+            agent_events.Event(type="observe", actor="ann", text=f"I counted {n} carts crossing the old bridge today.")
+            for n in range(300)
+        ],
+    )
+    ann = AgentMemory.objects.filter(agent__external_id="ann")
+    wait_for(
+        lambda: (
+            queue_drained()
+            and not ann.filter(embedding=None).exists()
+            and not ann.filter(keys_made="").exists()
+            and not AgentMemoryKey.objects.filter(embedding=None).exists()
+        ),
+        timeout=120,
+        interval=0.5,
+        what="every memory and key embedded",
+    )
+    assert ann.count() == 300 and AgentMemoryKey.objects.filter(memory__in=ann).count() == 300
