@@ -81,6 +81,42 @@ def _fill(world_id: int, agent_id: int, count: int, seed: int, word_vectors: lis
         )
 
 
+def _keys(agent_id: int, word_vectors: list[list[float]], batch: int = 20_000) -> int:
+    """Two fact keys (memory.agents.fact_keys) for each of up to ``batch`` of the agent's memories that
+    have none, as its pass would have made and embedded them: five of the memory's words and the
+    normalised sum of their vectors. Returns the memories keyed by this call."""
+    from django.db import connection
+
+    from memory.embedder import LOCAL_MODEL
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            WITH marked AS (
+              UPDATE memory_agentmemory SET keys_made = 'offline'
+              WHERE id IN (SELECT id FROM memory_agentmemory WHERE agent_id = %(agent)s AND keys_made = ''
+                           ORDER BY id LIMIT %(batch)s)
+              RETURNING id, agent_id, content
+            )
+            INSERT INTO memory_agentmemorykey (memory_id, agent_id, text, embedding, embedding_model)
+            SELECT marked.id, marked.agent_id, k.text, l2_normalize(k.meaning)::halfvec, %(model)s
+            FROM marked, generate_series(1, 2) AS n,
+            LATERAL (SELECT string_agg(w, ' ') AS text,
+                            sum((%(vectors)s::vector[])[array_position(%(words)s::text[], w)]) AS meaning
+                     FROM (SELECT w FROM unnest(string_to_array(marked.content, ' ')) AS w
+                           WHERE n > 0 ORDER BY random() LIMIT 5) AS five) AS k
+            """,
+            {
+                "agent": agent_id,
+                "batch": batch,
+                "model": LOCAL_MODEL,
+                "words": list(WORDS),
+                "vectors": ["[" + ",".join(f"{x:.5f}" for x in v) + "]" for v in word_vectors],
+            },
+        )
+        return cursor.rowcount // 2
+
+
 def _locomo() -> dict:
     """bench/locomo.py --candidates in its own process: exact and candidate-path figures (its JSON line)."""
     import os
@@ -141,7 +177,10 @@ def main() -> None:
             for start in tqdm(range(have, size, 20_000), desc=f"agent with {size}", unit="batch"):
                 _fill(world.pk, agent.pk, min(20_000, size - start), seed=size + start, word_vectors=word_vectors)
         measured.append((size, agent))
-    for size, agent in measured:  # what the agent's background pass does once its bank is large
+    for size, agent in measured:  # what the agent's background pass does: keys, and its own index once large
+        with tqdm(total=size, desc=f"keys of the agent with {size}", unit="memory") as bar:
+            while keyed := _keys(agent.pk, word_vectors):
+                bar.update(keyed)
         agent_indexes.agent_index_ensure(agent_id=agent.pk)
     total = AgentMemory.objects.count()
     filler = 0

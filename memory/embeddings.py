@@ -9,7 +9,7 @@ from pgvector import HalfVector
 
 from config import jobs
 from memory import embedder
-from memory.models import EMBEDDING_DIMS_MAX, AgentMemory, Memory
+from memory.models import EMBEDDING_DIMS_MAX, AgentMemory, AgentMemoryKey, Memory
 from stories.models import Adventure
 
 EMBED_PER_RUN = 256  # memories embedded per run, in batches of embedder.BATCH_MAX
@@ -31,7 +31,7 @@ def vector_set(*, memory_id: int, expected_text: str, vector: list[float] | None
 
 def vectors_clear_other_models(*, owner_id: int) -> None:
     """After the owner's embedding model changed: clear every vector of the
-    owner's story and agent memories made by another model (the bulk form of
+    owner's story and agent memories and their fact keys made by another model (the bulk form of
     vector_set(vector=None)), and ask for the passes that embed them again.
     Runs in the caller's transaction."""
     model = embedder.active_model(user_id=owner_id)
@@ -39,8 +39,14 @@ def vectors_clear_other_models(*, owner_id: int) -> None:
     adventure_ids = sorted(set(stale.values_list("adventure_id", flat=True)))
     stale.update(embedding=None, embedding_model="")
     agent_stale = AgentMemory.objects.filter(world__owner_id=owner_id).exclude(embedding_model=model)
-    agent_ids = sorted(set(agent_stale.values_list("agent_id", flat=True)))
+    keys_stale = AgentMemoryKey.objects.filter(memory__world__owner_id=owner_id).exclude(
+        embedding_model__in=[model, ""]
+    )
+    agent_ids = sorted(
+        set(agent_stale.values_list("agent_id", flat=True)) | set(keys_stale.values_list("agent_id", flat=True))
+    )
     agent_stale.update(embedding=None, embedding_model="")
+    keys_stale.update(embedding=None, embedding_model="")
     for adventure_id in adventure_ids:
         jobs.memory_pass_after_commit(adventure_id=adventure_id)
     for agent_id in agent_ids:

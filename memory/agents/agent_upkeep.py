@@ -60,15 +60,13 @@ EMBED_BATCH = 256  # memories one pass embeds (a pass with more to do asks for a
 
 
 def agent_memories_embed(*, agent_id: int, batch: int = EMBED_BATCH) -> int:
-    """Embed up to ``batch`` of the agent's memories that have no vector of the owner's active model."""
+    """Embed up to ``batch`` of the agent's memories that have no vector (a vector of another model than
+    the owner's active one is cleared when the model changes: memory.embeddings.vectors_clear_other_models),
+    found through an index of the pending ones (migration 0021), not by reading the bank."""
     agent = Agent.objects.select_related("world").get(pk=agent_id)
     owner = agent.world.owner_id
-    model = embedder.active_model(user_id=owner)
     pending = list(
-        AgentMemory.objects.filter(agent=agent)
-        .exclude(embedding_model=model)
-        .order_by("id")
-        .values_list("pk", "content")[:batch]
+        AgentMemory.objects.filter(agent=agent, embedding_model="").order_by("id").values_list("pk", "content")[:batch]
     )
     done = 0
     for start in range(0, len(pending), embedder.BATCH_MAX):
@@ -143,14 +141,12 @@ def agent_keys_make(*, agent_id: int, batch: int = 256) -> tuple[int, bool]:
 
 
 def agent_keys_embed(*, agent_id: int, batch: int = 512) -> tuple[int, bool]:
-    """Embed up to ``batch`` of the agent's fact keys that have no vector of the owner's active model;
+    """Embed up to ``batch`` of the agent's fact keys that have no vector (as agent_memories_embed);
     returns the keys embedded and whether more wait."""
     agent = Agent.objects.select_related("world").get(pk=agent_id)
     owner = agent.world.owner_id
-    model = embedder.active_model(user_id=owner)
     pending = list(
-        AgentMemoryKey.objects.filter(agent=agent)
-        .exclude(embedding_model=model)
+        AgentMemoryKey.objects.filter(agent=agent, embedding_model="")
         .order_by("id")
         .values_list("pk", "text")[: batch + 1]
     )

@@ -42,9 +42,20 @@ class Migration(migrations.Migration):
             )
             for dims in DIMS
         ],
-        # the memories whose keys the agent's pass has yet to make
+        # what the agent's pass has yet to do, found without reading the whole bank: the memories whose keys
+        # it has yet to make, the memories and the keys it has yet to embed (a vector of another model is
+        # cleared when the owner's model changes: memory.embeddings.vectors_clear_other_models)
         migrations.RunSQL(
             "CREATE INDEX agentmemory_keys_pending ON memory_agentmemory (agent_id, id) WHERE keys_made = ''",
             "DROP INDEX agentmemory_keys_pending",
+        ),
+        migrations.RunSQL(
+            "CREATE INDEX agentmemory_embed_pending ON memory_agentmemory (agent_id, id) WHERE embedding_model = ''",
+            "DROP INDEX agentmemory_embed_pending",
+        ),
+        migrations.RunSQL(
+            "CREATE INDEX agentmemorykey_embed_pending ON memory_agentmemorykey (agent_id, id)"
+            " WHERE embedding_model = ''",
+            "DROP INDEX agentmemorykey_embed_pending",
         ),
     ]

@@ -234,3 +234,22 @@ def test_an_admin_edit_of_the_text_makes_the_keys_anew(agent_api, world, django_
         "Bo buried the golden ring by the well.",
         "He told nobody else.",
     ]
+
+
+def test_a_new_embedding_model_embeds_the_keys_again(agent_api, world, alice, fake_llm):
+    say(agent_api, world, "bo", "ann", "I hid the silver key under the old oak tree.", timezone.now())
+    upkeep(world)
+    local = set(AgentMemoryKey.objects.values_list("embedding_model", flat=True))
+    assert len(local) == 1 and "" not in local
+    owner = api_client_for(alice)
+    changed = owner.patch(
+        "/api/settings/",
+        {"endpoint_url": fake_llm.url, "api_key": "sk-x", "model": "m", "embedding_model": "fake-embed"},
+        format="json",
+    )
+    assert changed.status_code == 200
+    upkeep(world)
+    memory_models = set(AgentMemory.objects.values_list("embedding_model", flat=True))
+    key_models = set(AgentMemoryKey.objects.values_list("embedding_model", flat=True))
+    assert key_models == memory_models and key_models.isdisjoint(local), "recall compares like with like"
+    assert any("input" in r.body and "bo: bo hid the silver key" in str(r.body) for r in fake_llm.requests)
