@@ -71,6 +71,7 @@ SUMMARIES = {
     ("POST", W + "agents/{agent_id}/recall/"): "Recall what an agent remembers",
     ("POST", W + "events/"): "Record what happened in the world",
     ("GET", W + "export/"): "Export a world's memories",
+    ("POST", "/api/worlds/import/"): "Import a world from its export",
     ("GET", W + "tokens/"): "List a world's tokens",
     ("POST", W + "tokens/"): "Make a world token",
     ("DELETE", W + "tokens/{token_id}/"): "Revoke a world token",

@@ -14,12 +14,13 @@ from rest_framework.views import APIView
 
 from config import paging, search_text
 from config import serializer_fields as strict
-from config.errors import NotFound
+from config.errors import InvalidRequest, NotFound
 from config.serializer_fields import valid as _valid
 from memory.agents import agent_events, agent_recall_asked, world_export, worlds
 from memory.agents import agent_serializers as s
 from memory.agents.agent_auth import WorldTokenAuthentication
 from memory.models import Agent, AgentMemory, World, WorldToken
+from stories import limits
 from stories.accounts.auth import TokenAuthentication
 
 MEMORY_PAGE_MAX = 200
@@ -231,3 +232,33 @@ class WorldExportView(WorldView):
         )
         response["Content-Disposition"] = f'attachment; filename="world-{world.pk}.json"'
         return response
+
+
+class WorldImportView(WorldView):
+    @extend_schema(
+        request=s.WorldImportSerializer,
+        responses={
+            201: inline_serializer(
+                "WorldImported",
+                {
+                    "world": s.WorldSerializer(),
+                    "agents": serializers.IntegerField(),
+                    "memories": serializers.IntegerField(),
+                    "keys": serializers.IntegerField(),
+                },
+            )
+        },
+        tags=["worlds"],
+        description="A world's export read back into a new world of yours: its agents, their memories (links, "
+        "pins, retrieval history) and fact keys; the agents' passes embed them. At most "
+        f"{s.WORLD_IMPORT_MEMORIES_MAX:,} memories an import, and the account's imports an hour.",
+    )
+    def post(self, request):
+        self.owner_only(request)
+        limits.adventure_import(user_id=request.user.id)
+        try:
+            data = _valid(s.WorldImportSerializer, request)
+        except serializers.ValidationError as exc:  # one sentence naming each place to fix
+            raise InvalidRequest(f"world import: {strict.error_sentence(exc.detail)}") from None
+        world, counts = world_export.world_import(owner_id=request.user.id, document=data)
+        return Response({"world": s.WorldSerializer(world).data, **counts}, status=201)

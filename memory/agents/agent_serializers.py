@@ -2,7 +2,7 @@ from rest_framework import serializers
 
 from config import serializer_fields as strict
 from config.errors import InvalidRequest
-from memory.agents import agent_events, agent_recall
+from memory.agents import agent_events, agent_recall, fact_keys
 from memory.models import AGENT_MEMORY_TEXT_MAX, Agent, AgentMemory, World, WorldToken
 
 BUILTIN_TYPES = ("say", "interact", "observe")
@@ -150,3 +150,93 @@ class AgentSerializer(strict.StrictModelSerializer):
     class Meta:
         model = Agent
         fields = ["id", "external_id", "display_name", "created_at", "memories"]
+
+
+# ---------------------------------------------------------------------------- a world's import (its export, read back)
+
+WORLD_IMPORT_MEMORIES_MAX = 20_000  # memories one import may bring (a body is at most REQUEST_BODY_MAX_BYTES)
+WORLD_IMPORT_AGENTS_MAX = 2_000
+
+
+class ImportedWorldSerializer(serializers.Serializer):
+    id = strict.IntegerField(
+        min_value=1, max_value=2**63 - 1, required=False, help_text="the exported world's id (not kept)"
+    )
+    name = strict.TextField(max_length=200)
+    agent_capacity = strict.IntegerField(min_value=10, max_value=1_000_000, required=False)
+
+
+class ImportedMemorySerializer(serializers.Serializer):
+    id = strict.IntegerField(
+        min_value=1, max_value=2**63 - 1, help_text="the memory's id in the document (consolidated_into names it)"
+    )
+    kind = strict.ChoiceField(choices=AgentMemory.Kind.choices)
+    actor = strict.TextField(max_length=100, required=False, allow_blank=True, default="")
+    partner = strict.TextField(max_length=100, required=False, allow_blank=True, default="")
+    location = strict.TextField(max_length=200, required=False, allow_blank=True, default="")
+    content = strict.TextField(max_length=AGENT_MEMORY_TEXT_MAX)
+    metadata = serializers.DictField(required=False, default=dict)
+    importance = strict.FloatField(min_value=0, max_value=1, required=False, default=0.5)
+    pinned = strict.BooleanField(required=False, default=False)
+    occurred_at = strict.DateTimeField()
+    created_at = strict.DateTimeField(required=False, allow_null=True, help_text="not kept: the import's time")
+    last_retrieved_at = strict.DateTimeField(required=False, allow_null=True, default=None)
+    retrieval_count = strict.IntegerField(min_value=0, max_value=2**31 - 1, required=False, default=0)
+    consolidated_into = strict.IntegerField(
+        min_value=1, max_value=2**63 - 1, required=False, allow_null=True, default=None
+    )
+    keys = serializers.ListField(
+        child=strict.TextField(max_length=fact_keys.KEY_CHARS_MAX),
+        max_length=fact_keys.KEYS_MAX,
+        required=False,
+        default=list,
+    )
+    keys_made = strict.ChoiceField(choices=["", "offline", "model"], required=False, default="")
+
+    def validate_occurred_at(self, value):
+        from django.utils import timezone
+
+        if value > timezone.now() + agent_events.FUTURE_SLACK:
+            raise serializers.ValidationError("this time is in the far future")
+        return value
+
+
+class ImportedAgentSerializer(serializers.Serializer):
+    external_id = strict.TextField(max_length=100)
+    display_name = strict.TextField(max_length=200, required=False, allow_blank=True, default="")
+    memories = serializers.ListField(
+        child=ImportedMemorySerializer(), max_length=WORLD_IMPORT_MEMORIES_MAX, required=False, default=list
+    )
+
+
+class WorldImportSerializer(serializers.Serializer):
+    """A world's export (GET /api/worlds/<id>/export/), read back into a new world of the caller's."""
+
+    world = ImportedWorldSerializer()
+    agents = serializers.ListField(child=ImportedAgentSerializer(), max_length=WORLD_IMPORT_AGENTS_MAX)
+
+    def validate(self, attrs):
+        names = [a["external_id"] for a in attrs["agents"]]
+        if len(set(names)) != len(names):
+            raise serializers.ValidationError({"agents": "two agents have the same external_id"})
+        memories = [m for a in attrs["agents"] for m in a["memories"]]
+        if len(memories) > WORLD_IMPORT_MEMORIES_MAX:
+            raise serializers.ValidationError(
+                {"agents": f"{len(memories):,} memories; one import takes at most {WORLD_IMPORT_MEMORIES_MAX:,}"}
+            )
+        ids = [m["id"] for m in memories]
+        if len(set(ids)) != len(ids):
+            raise serializers.ValidationError({"agents": "two memories have the same id"})
+        for agent in attrs["agents"]:
+            own = {m["id"] for m in agent["memories"]}
+            for m in agent["memories"]:
+                if m["consolidated_into"] is not None and (
+                    m["consolidated_into"] not in own or m["consolidated_into"] == m["id"]
+                ):
+                    raise serializers.ValidationError(
+                        {
+                            "agents": f"memory {m['id']} of {agent['external_id']}: consolidated_into names no "
+                            "other memory of the same agent"
+                        }
+                    )
+        return attrs

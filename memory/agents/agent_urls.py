@@ -7,6 +7,7 @@ AG = W + "agents/<str:agent_id>/"
 
 urlpatterns = [
     path("worlds/", api.WorldListView.as_view(), name="worlds"),
+    path("worlds/import/", api.WorldImportView.as_view(), name="world-import"),
     path(W, api.WorldDetailView.as_view(), name="world"),
     path(W + "tokens/", api.TokenListView.as_view(), name="world-tokens"),
     path(W + "tokens/<int:token_id>/", api.TokenDetailView.as_view(), name="world-token"),

@@ -1,14 +1,35 @@
-"""A world as JSON, streamed in pieces (a world may hold millions of memories)."""
+"""A world as JSON, both ways: its export, streamed in pieces (a world may hold millions of
+memories), and an export read back into a new world (one request, bounded)."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import transaction
+
+from config import jobs
+from config.errors import InvalidRequest
 from memory.models import Agent, AgentMemory, AgentMemoryKey, World
 
 # ---------------------------------------------------------------------------- export
 
+
+class _Encoder(DjangoJSONEncoder):
+    """Django's JSON, but times to the microsecond (Django cuts them to the millisecond, so memories of
+    the same second could come back from an import in another order)."""
+
+    def default(self, o):
+        if isinstance(o, datetime):
+            return o.isoformat().replace("+00:00", "Z")
+        return super().default(o)
+
+
 _EXPORT_FIELDS = (
     "id",
     "kind",
+    "actor",
     "partner",
     "location",
     "content",
@@ -20,6 +41,7 @@ _EXPORT_FIELDS = (
     "last_retrieved_at",
     "retrieval_count",
     "consolidated_into_id",
+    "keys_made",
 )
 
 
@@ -28,10 +50,12 @@ def world_export_chunks(*, world: World, chunk: int = 2000):
     (oldest first) and each memory with its fact keys. Three queries in all (agents,
     then server-side cursors over the memories and over their keys, in the same
     order), and at most ``chunk`` rows of each held at once."""
-    from django.core.serializers.json import DjangoJSONEncoder
-
-    encode = DjangoJSONEncoder(ensure_ascii=False).encode
-    yield '{"world": ' + encode({"id": world.pk, "name": world.name}) + ', "agents": ['
+    encode = _Encoder(ensure_ascii=False).encode
+    yield (
+        '{"world": '
+        + encode({"id": world.pk, "name": world.name, "agent_capacity": world.agent_capacity})
+        + ', "agents": ['
+    )
     agents = list(
         Agent.objects.filter(world=world).order_by("external_id", "id").values_list("id", "external_id", "display_name")
     )
@@ -69,3 +93,77 @@ def world_export_chunks(*, world: World, chunk: int = 2000):
         parts.append("]}")
         yield "".join(parts)
     yield "]}"
+
+
+# ---------------------------------------------------------------------------- import
+
+
+def world_import(*, owner_id: int, document: dict) -> tuple[World, dict]:
+    """A new world of ``owner_id``'s from ``document`` (a world's export, validated by
+    memory.agents.agent_serializers.WorldImportSerializer): its agents, their memories with their
+    links (consolidated_into), retrieval history and fact keys, in one transaction. Vectors are not
+    in an export: the agents' passes embed the memories and keys (and make the keys of a memory that
+    has none yet). InvalidRequest, with nothing stored, when an agent holds more memories than the
+    world's capacity or the world more than WORLD_MEMORIES_MAX. Returns the world and what it holds."""
+    head = document["world"]
+    capacity = head.get("agent_capacity") or World._meta.get_field("agent_capacity").default
+    total = sum(len(a["memories"]) for a in document["agents"])
+    if total > settings.WORLD_MEMORIES_MAX:
+        raise InvalidRequest(
+            f"this world holds {total:,} memories, over a world's limit of {settings.WORLD_MEMORIES_MAX:,}"
+        )
+    for agent in document["agents"]:
+        if len(agent["memories"]) > capacity:
+            raise InvalidRequest(
+                f"agent {agent['external_id']} holds {len(agent['memories']):,} memories, over the world's "
+                f"agent_capacity of {capacity:,}: raise world.agent_capacity in the document"
+            )
+    with transaction.atomic():
+        world = World.objects.create(owner_id=owner_id, name=head["name"], agent_capacity=capacity)
+        agents = Agent.objects.bulk_create(
+            [
+                Agent(world=world, external_id=a["external_id"], display_name=a["display_name"] or a["external_id"])
+                for a in document["agents"]
+            ]
+        )
+        rows = [(agent, m) for agent, a in zip(agents, document["agents"]) for m in a["memories"]]
+        memories = AgentMemory.objects.bulk_create(
+            [
+                AgentMemory(
+                    agent=agent,
+                    world=world,
+                    kind=m["kind"],
+                    actor=m["actor"],
+                    partner=m["partner"],
+                    location=m["location"],
+                    content=m["content"],
+                    metadata=m["metadata"],
+                    importance=m["importance"],
+                    pinned=m["pinned"],
+                    occurred_at=m["occurred_at"],
+                    last_retrieved_at=m["last_retrieved_at"],
+                    retrieval_count=m["retrieval_count"],
+                    # keys given are kept as made; a memory that says none were made gets them from its pass
+                    keys_made=m["keys_made"] or ("offline" if m["keys"] else ""),
+                )
+                for agent, m in rows
+            ]
+        )
+        made = {m["id"]: memory for (_, m), memory in zip(rows, memories)}
+        folded = []
+        for (_, m), memory in zip(rows, memories):
+            if m["consolidated_into"] is not None:
+                memory.consolidated_into = made[m["consolidated_into"]]
+                folded.append(memory)
+        AgentMemory.objects.bulk_update(folded, ["consolidated_into"], batch_size=2000)
+        keys = AgentMemoryKey.objects.bulk_create(
+            [
+                AgentMemoryKey(memory=memory, agent=memory.agent, text=text)
+                for (_, m), memory in zip(rows, memories)
+                for text in m["keys"]
+            ],
+            batch_size=5000,
+        )
+        for agent in agents:
+            jobs.agent_pass_after_commit(agent_id=agent.pk)  # embeds the memories and keys
+    return world, {"agents": len(agents), "memories": len(memories), "keys": len(keys)}

@@ -114,7 +114,7 @@ def test_an_export_streams_with_a_fixed_number_of_queries(world, alice, django_a
         response = owner.get(f"/api/worlds/{world.pk}/export/")
         assert response.streaming and response["Content-Type"] == "application/json"
         body = json.loads(b"".join(response.streaming_content))
-    assert body["world"] == {"id": world.pk, "name": "Smallville"}
+    assert body["world"] == {"id": world.pk, "name": "Smallville", "agent_capacity": world.agent_capacity}
     assert [a["external_id"] for a in body["agents"]] == sorted(f"a{n}" for n in range(30))
     assert sum(len(a["memories"]) for a in body["agents"]) == AgentMemory.objects.filter(world=world).count() == 600
     first = body["agents"][0]["memories"][0]

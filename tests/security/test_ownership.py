@@ -64,6 +64,7 @@ OWN_ROUTES = {
     "library/mine/",
     "library/new/",
     "api/worlds/",
+    "api/worlds/import/",
     "api/admin/workers/",
     "accounts/login/",
     "accounts/logout/",

@@ -304,7 +304,9 @@ def test_a_whole_session_answers_exactly_what_the_schema_documents(schema, alice
         memory_id=note["id"],
     )
     walk("delete", G + "memories/{memory_id}/", 204, world_id=wid, agent_id="cy", memory_id=note["id"])
-    walk("get", W + "export/", 200, world_id=wid)
+    world_doc = walk("get", W + "export/", 200, world_id=wid)
+    walk("post", "/api/worlds/import/", 201, body=world_doc)
+    walk("post", "/api/worlds/import/", 400, body={"world": {"name": "x"}, "agents": [{"memories": []}]})
     walk("delete", G, 204, world_id=wid, agent_id="bo")
     walk("delete", W + "tokens/{token_id}/", 204, world_id=wid, token_id=minted["id"])
     walk("delete", W, 204, world_id=wid)
