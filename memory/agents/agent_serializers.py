@@ -154,7 +154,7 @@ class AgentSerializer(strict.StrictModelSerializer):
 
 # ---------------------------------------------------------------------------- a world's import (its export, read back)
 
-WORLD_IMPORT_MEMORIES_MAX = 20_000  # memories one import may bring (a body is at most REQUEST_BODY_MAX_BYTES)
+WORLD_IMPORT_MEMORIES_MAX = 2_000  # memories one import may bring, while the request waits (as an adventure import's rows)
 WORLD_IMPORT_AGENTS_MAX = 2_000
 
 
