@@ -162,7 +162,7 @@ def main() -> None:
 
     from memory.agents import agent_indexes, agent_recall, worlds
     from memory.embedder import embed_local
-    from memory.models import Agent, AgentMemory, World
+    from memory.models import Agent, AgentMemory, AgentMemoryKey, World
 
     word_vectors = embed_local(list(WORDS))
     owner, _ = get_user_model().objects.get_or_create(username="bench-agent-recall")
@@ -196,7 +196,10 @@ def main() -> None:
                 "CREATE INDEX agentmemorykey_hnsw_384 ON memory_agentmemorykey "
                 "USING hnsw ((embedding::halfvec(384)) halfvec_cosine_ops) WHERE vector_dims(embedding) = 384"
             )
-        print(f"the keys' HNSW index built over {pending * 2:,} new keys in {time.perf_counter() - started:.0f} s")
+        print(
+            f"the keys' HNSW index built over {AgentMemoryKey.objects.count():,} keys ({pending * 2:,} new) "
+            f"in {time.perf_counter() - started:.0f} s"
+        )
     for size, agent in measured:
         agent_indexes.agent_index_ensure(agent_id=agent.pk)
     total = AgentMemory.objects.count()

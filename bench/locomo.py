@@ -58,7 +58,7 @@ ABLATIONS = [
     ("no discount for a line that only asks", {"asks": 0.0}),
     ("no larger share for the reply to a question", {"answers": 0.0}),
     ("neither of those two", {"asks": 0.0, "answers": 0.0}),
-    ("the second hop (0.3) for questions asking for many", {"list_hop": 0.3}),
+    ("no second hop for questions asking for many", {"list_hop": 0.0}),
     ("the second hop (0.3) for every question", {"hop": 0.3}),
     ("BM25 counting words most memories hold", {"bm25_common_share": 1.0}),
     (
