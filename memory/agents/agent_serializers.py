@@ -154,7 +154,8 @@ class AgentSerializer(strict.StrictModelSerializer):
 
 # ---------------------------------------------------------------------------- a world's import (its export, read back)
 
-WORLD_IMPORT_MEMORIES_MAX = 2_000  # memories one import may bring, while the request waits (as an adventure import's rows)
+# memories one import may bring, imported while the request waits (as an adventure import's rows)
+WORLD_IMPORT_MEMORIES_MAX = 2_000
 WORLD_IMPORT_AGENTS_MAX = 2_000
 
 
