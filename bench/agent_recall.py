@@ -147,6 +147,14 @@ def main() -> None:
         action="store_true",
         help="do not run bench/locomo.py --candidates (a few minutes: it ingests five conversations)",
     )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a recall setting for every question (settings.AGENT_RECALL; JSON value), e.g. keys=0 to ask without "
+        "fact keys",
+    )
     parser.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: the test suite runs this")
     args = parser.parse_args()
     if args.smoke:  # a bank small enough for exact scoring and one past it, over candidates
@@ -275,7 +283,11 @@ def main() -> None:
             "rows_read": round(plan["rows_read"]),
         }
 
-    base_conf = dict(settings.AGENT_RECALL)
+    base_conf = {
+        **settings.AGENT_RECALL,
+        **{name: json.loads(value) for name, value in (item.split("=", 1) for item in args.set)},
+    }
+    settings.AGENT_RECALL = base_conf
     rows = []
     for size, agent in measured:
         for question in tqdm(warm_up, desc=f"warm-up, {agent.external_id}", unit="q"):

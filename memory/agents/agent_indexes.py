@@ -20,7 +20,7 @@ from django.db import connection
 
 log = logging.getLogger(__name__)
 
-_NAME = re.compile(r"^agentmemory_hnsw_a(\d+)_(\d+)$")
+_NAME = re.compile(r"^agentmemory(?:key)?_hnsw_a(\d+)_(\d+)$")  # an agent's own: over its memories, over its keys
 # Embedding sizes with a shared HNSW index (migration 0008); a vector of another size is scored exactly.
 INDEXED_DIMS = (384, 768, 1024, 1536)
 BUILD_MEMORY = "256MB"  # maintenance_work_mem for one build: a graph of ~200,000 memories of 384 dimensions
@@ -28,6 +28,12 @@ BUILD_MEMORY = "256MB"  # maintenance_work_mem for one build: a graph of ~200,00
 
 def own_index_name(*, agent_id: int, dims: int) -> str:
     return f"agentmemory_hnsw_a{int(agent_id)}_{int(dims)}"
+
+
+def own_key_index_name(*, agent_id: int, dims: int) -> str:
+    """The agent's own HNSW index over its memories' fact keys (memory.agents.fact_keys), built beside
+    the one over its memories: the keys' shared index filtered to one agent reads as the memories' does."""
+    return f"agentmemorykey_hnsw_a{int(agent_id)}_{int(dims)}"
 
 
 def own_index_from() -> int:
@@ -52,26 +58,41 @@ def agent_index_ensure(*, agent_id: int) -> str | None:
         if dims not in INDEXED_DIMS:
             return None
         name = own_index_name(agent_id=agent_id, dims=dims)
-        cursor.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", [name])
-        found = cursor.fetchone()
-        if found and found[0]:
-            return name
-        if connection.in_atomic_block:  # (a concurrent build cannot run in a transaction: the next pass builds it)
+        if not _ensure(cursor, name=name, table="memory_agentmemory", agent_id=agent_id, dims=dims):
             return None
-        if found:
-            cursor.execute(f'DROP INDEX CONCURRENTLY IF EXISTS "{name}"')
-        log.info("building %s", name)
-        # the graph built in memory is much faster to build than one spilled to disk: about 1 kB a memory
-        cursor.execute("SELECT set_config('maintenance_work_mem', %s, false)", [BUILD_MEMORY])
-        try:
-            cursor.execute(
-                f'CREATE INDEX CONCURRENTLY IF NOT EXISTS "{name}" ON memory_agentmemory '
-                f"USING hnsw ((embedding::halfvec({dims})) halfvec_cosine_ops) "
-                f"WHERE agent_id = {int(agent_id)} AND vector_dims(embedding) = {dims}"
-            )
-        finally:
-            cursor.execute("RESET maintenance_work_mem")
+        _ensure(
+            cursor,
+            name=own_key_index_name(agent_id=agent_id, dims=dims),
+            table="memory_agentmemorykey",
+            agent_id=agent_id,
+            dims=dims,
+        )
     return name
+
+
+def _ensure(cursor, *, name: str, table: str, agent_id: int, dims: int) -> bool:
+    """Build the partial HNSW index ``name`` over ``table``'s rows of the agent unless a valid one
+    exists; returns whether one exists (False: it cannot be built inside a transaction)."""
+    cursor.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", [name])
+    found = cursor.fetchone()
+    if found and found[0]:
+        return True
+    if connection.in_atomic_block:  # (a concurrent build cannot run in a transaction: the next pass builds it)
+        return False
+    if found:
+        cursor.execute(f'DROP INDEX CONCURRENTLY IF EXISTS "{name}"')
+    log.info("building %s", name)
+    # the graph built in memory is much faster to build than one spilled to disk: about 1 kB a row
+    cursor.execute("SELECT set_config('maintenance_work_mem', %s, false)", [BUILD_MEMORY])
+    try:
+        cursor.execute(
+            f'CREATE INDEX CONCURRENTLY IF NOT EXISTS "{name}" ON {table} '
+            f"USING hnsw ((embedding::halfvec({dims})) halfvec_cosine_ops) "
+            f"WHERE agent_id = {int(agent_id)} AND vector_dims(embedding) = {dims}"
+        )
+    finally:
+        cursor.execute("RESET maintenance_work_mem")
+    return True
 
 
 def agent_indexes_prune() -> list[str]:
@@ -79,7 +100,8 @@ def agent_indexes_prune() -> list[str]:
     than the agent's vectors now have (its owner changed model). Returns their names."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT indexrelid::regclass::text FROM pg_index WHERE indrelid = 'memory_agentmemory'::regclass"
+            "SELECT indexrelid::regclass::text FROM pg_index"
+            " WHERE indrelid IN ('memory_agentmemory'::regclass, 'memory_agentmemorykey'::regclass)"
         )
         owned = [(name, int(m.group(1)), int(m.group(2))) for (name,) in cursor.fetchall() if (m := _NAME.match(name))]
         dropped = []

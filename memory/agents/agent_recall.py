@@ -191,9 +191,10 @@ def _ranked_statement(cursor, params: dict, conf: dict, *, store: bool = True) -
             "count_at_least": conf["count_at_least"],
             "hnsw_row_cost": conf["hnsw_row_cost"],
             "own_index": own_index,
+            "own_key_index": agent_indexes.own_key_index_name(agent_id=params["agent"], dims=dims or INDEXED_DIMS[0]),
         },
     )
-    held, through, owned, terms, stored, stored_dfs, *_ = cursor.fetchone()
+    held, through, owned, key_owned, terms, stored, stored_dfs, *_ = cursor.fetchone()
     candidates = held > conf["exact_up_to"] and (dims is None or dims in INDEXED_DIMS)
     # exact scoring: the statistics are the bank's own, counted in the ranked statement
     sample = (
@@ -224,6 +225,7 @@ def _ranked_statement(cursor, params: dict, conf: dict, *, store: bool = True) -
         dims=dims or INDEXED_DIMS[0],
         through_index=held > through,
         own_index_of=params["agent"] if owned and dims else None,
+        own_key_index_of=params["agent"] if key_owned and dims else None,
     )
 
 

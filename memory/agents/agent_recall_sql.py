@@ -248,7 +248,14 @@ _CANDIDATES = """, sample_stats AS (
 )"""
 
 
-def recall_sql(*, candidates: bool, dims: int, through_index: bool, own_index_of: int | None = None) -> str:
+def recall_sql(
+    *,
+    candidates: bool,
+    dims: int,
+    through_index: bool,
+    own_index_of: int | None = None,
+    own_key_index_of: int | None = None,
+) -> str:
     parts = dict(_EXACT)
     if candidates:
         if (
@@ -273,7 +280,13 @@ def recall_sql(*, candidates: bool, dims: int, through_index: bool, own_index_of
                 dims=int(dims),
                 # the keys' HNSW index (migration 0021), filtered to the agent in the scan, when the bank
                 # is large enough for it to read less than the agent's keys in order
-                key_agent="k.agent_id + 0 = %(agent)s" if through_index or own_index_of else "k.agent_id = %(agent)s",
+                # the agent's own index over its keys (memory.agents.agent_indexes: its id, as its predicate
+                # says), else the shared one filtered in the scan when the bank is large, else its keys in order
+                key_agent=f"k.agent_id = {int(own_key_index_of)}"
+                if own_key_index_of is not None
+                else "k.agent_id + 0 = %(agent)s"
+                if through_index or own_index_of
+                else "k.agent_id = %(agent)s",
                 key_order=f"k.embedding::halfvec({int(dims)}) <=> %(vector)s::halfvec({int(dims)})",
             ),
             "restrict": "\n    AND m.id = ANY(ARRAY(SELECT id FROM cand UNION SELECT id FROM around))",
@@ -319,6 +332,7 @@ WITH t AS (
   SELECT DISTINCT t FROM unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS t
 ), {stored}
 SELECT h.held, bound.through, bound.owned,
+       coalesce((SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%(own_key_index)s)), false),
        (SELECT coalesce(array_agg(t ORDER BY t), '{{}}') FROM qt),
        (SELECT row_to_json(stored) FROM stored), (SELECT dfs FROM stored_dfs),
        set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', %(ef_search)s, true),

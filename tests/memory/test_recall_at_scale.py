@@ -277,6 +277,15 @@ def test_an_agent_with_a_large_bank_gets_an_index_of_its_own_and_loses_it_with_t
     _fill(agent, 1000)
     assert agent_upkeep.agent_upkeep_run(agent_id=agent.pk)["own_index"] is None, "not large enough yet"
     _fill(agent, 1000)
+    with connection.cursor() as cursor:  # fact keys for some of them, embedded (as the pass makes them)
+        cursor.execute(
+            """
+            INSERT INTO memory_agentmemorykey (memory_id, agent_id, text, embedding, embedding_model)
+            SELECT m.id, m.agent_id, 'k: ' || m.content, m.embedding, m.embedding_model
+            FROM memory_agentmemory m WHERE m.agent_id = %s ORDER BY m.id LIMIT 300
+            """,
+            [agent.pk],
+        )
     name = agent_upkeep.agent_upkeep_run(agent_id=agent.pk)["own_index"]
     assert name == f"agentmemory_hnsw_a{agent.pk}_384"
     plan = agent_recall.recall_explain(
@@ -288,6 +297,8 @@ def test_an_agent_with_a_large_bank_gets_an_index_of_its_own_and_loses_it_with_t
         cooldown_s=0,
     )
     assert plan["path"] == "candidates" and name in plan["indexes"], plan["indexes"]
+    keys_index = f"agentmemorykey_hnsw_a{agent.pk}_384"
+    assert keys_index in plan["indexes"], "its keys' own index gives the nearest keys"
     found, _ = agent_recall.agent_recall(
         world=world,
         agent=agent,
@@ -303,7 +314,7 @@ def test_an_agent_with_a_large_bank_gets_an_index_of_its_own_and_loses_it_with_t
     assert _index_exists(name), "the sweep keeps an index its agent uses"
     agent.delete()
     sweep()
-    assert not _index_exists(name)
+    assert not _index_exists(name) and not _index_exists(keys_index)
 
 
 def _index_exists(name):
