@@ -217,13 +217,8 @@ def main() -> None:
             )
             assert response.status_code == 201, response.content
         redis_client().delete("celery")  # this bench embeds in-process below
-        for agent in Agent.objects.filter(world=world):  # the agent pass's work, short of consolidating
-            while agent_upkeep.agent_memories_embed(agent_id=agent.pk):
-                pass
-            while agent_upkeep.agent_keys_make(agent_id=agent.pk)[1]:
-                pass
-            while agent_upkeep.agent_keys_embed(agent_id=agent.pk)[1]:
-                pass
+        for agent in Agent.objects.filter(world=world):
+            agent_upkeep.agent_catch_up(agent_id=agent.pk)
         questions = []
         for qa in sample["qa"]:
             evidence = normalise_evidence(qa.get("evidence", [])) & known

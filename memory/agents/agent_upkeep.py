@@ -163,6 +163,17 @@ def agent_keys_embed(*, agent_id: int, batch: int = 512) -> tuple[int, bool]:
     return len(pending), more
 
 
+def agent_catch_up(*, agent_id: int) -> None:
+    """Everything the agent's pass embeds and keys, to the end, short of consolidating (benches and
+    tests that ingest a whole conversation and then ask about it)."""
+    while agent_memories_embed(agent_id=agent_id):
+        pass
+    while agent_keys_make(agent_id=agent_id)[1]:
+        pass
+    while agent_keys_embed(agent_id=agent_id)[1]:
+        pass
+
+
 def consolidate(*, agent_id: int, now: datetime | None = None) -> int:
     """Fold runs of fine-grained memories (same partner, or same location when
     there is no partner, within the window) into one summary memory; the

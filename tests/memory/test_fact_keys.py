@@ -21,12 +21,7 @@ pytestmark = pytest.mark.django_db
 def upkeep(world):
     """The agent pass's work for every agent of the world, short of consolidating."""
     for agent in Agent.objects.filter(world=world):
-        while agent_upkeep.agent_memories_embed(agent_id=agent.pk):
-            pass
-        while agent_upkeep.agent_keys_make(agent_id=agent.pk)[1]:
-            pass
-        while agent_upkeep.agent_keys_embed(agent_id=agent.pk)[1]:
-            pass
+        agent_upkeep.agent_catch_up(agent_id=agent.pk)
 
 
 def memories_of(owner, world, agent):
