@@ -11,6 +11,7 @@ from django.conf import settings
 from django.core.asgi import get_asgi_application
 from django.utils.module_loading import import_string
 
+from config import server_timing
 from config.admission import Admission
 from config.asgi_guard import BodyGuard
 from config.async_db import THREADS_STARTED, RequestThreads, request_threads
@@ -35,6 +36,9 @@ def _warm_up_then_freeze(warm_ups: list[threading.Thread]) -> None:
     gc.collect()
     gc.freeze()
 
+
+if getattr(settings, "SERVER_TIMING", False):
+    server_timing.time_collections()
 
 # What a web process loads beside its first requests, not inside the first turn (settings.SERVE_WARM_UPS).
 _warm_ups = [

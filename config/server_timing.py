@@ -2,7 +2,8 @@
 
 On when the setting SERVER_TIMING is (the benches turn it on; browsers' developer tools show it): a
 turn's answer then names its phases and their milliseconds, e.g. ``admit;dur=0.1, thread;dur=2.3,
-access;dur=1.8, claim;dur=0.6, context;dur=9.7, total;dur=15.2``. Off, every call here is a no-op that
+access;dur=1.8, claim;dur=0.6, context;dur=9.7, total;dur=15.2``; a garbage collection inside the
+step adds ``gc0``/``gc1``/``gc2`` (time_collections). Off, every call here is a no-op that
 costs one context-variable read. The phases are recorded into one object shared by the request's
 coroutine and its thread (a context variable holds it; sync_to_async copies the context, not the object).
 """
@@ -66,6 +67,29 @@ def phase(name: str):
         yield
     finally:
         timing.add(name, _now() - started)
+
+
+_gc_started: dict[int, float] = {}
+
+
+def _gc_timed(phase_: str, info: dict) -> None:
+    """A garbage collection that ran inside a timed request, as its phase ``gc<generation>`` (the
+    collector stops every thread of the process; the thread whose allocation set it off pays it)."""
+    if phase_ == "start":
+        _gc_started[info["generation"]] = _now()
+        return
+    timing = _current.get()
+    started = _gc_started.pop(info["generation"], None)
+    if timing is not None and started is not None:
+        timing.add(f"gc{info['generation']}", _now() - started)
+
+
+def time_collections() -> None:
+    """Name the garbage collector's pauses in the header (called once by a timed web process)."""
+    import gc
+
+    if _gc_timed not in gc.callbacks:
+        gc.callbacks.append(_gc_timed)
 
 
 def stamp(response, timing: Timing | None):

@@ -135,8 +135,9 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_BODY_MAX_BYTES
 REQUEST_BODY_TIMEOUT = env_int("REQUEST_BODY_TIMEOUT", 30, minimum=1, maximum=3600)
 
 # Loaded by each web process on a thread of its own as it starts, beside its first requests (dotted paths,
-# as in INSTALLED_APPS): the local embedding model (about a second of CPU), not inside the first turn.
-SERVE_WARM_UPS = ("memory.embedder.warm_up",)
+# as in INSTALLED_APPS): the local embedding model (about a second of CPU) and the token encoding (~0.1 s),
+# not inside the first turn.
+SERVE_WARM_UPS = ("memory.embedder.warm_up", "stories.prompt.tokens.warm_up")
 
 # Admission at the door (config.admission): a POST to these paths that arrives while this web
 # process's event loop runs more than ADMISSION_LAG_MS behind its timers answers 503 with

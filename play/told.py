@@ -3,6 +3,7 @@ context (play.turns) and Insights' dry run of it (play.dry_run) alike."""
 
 from __future__ import annotations
 
+from config import server_timing
 from memory.story import claims, retrieval, summaries
 from stories.models import Action, Adventure, AISettings, Branch
 from stories.prompt import builder
@@ -28,7 +29,8 @@ def context_told(
     """What the model is told after ``story``, and what recall brought: a turn's and Insights' alike.
     ``user_id`` pays (the owner), ``viewer`` plays: recall brings the secrets told to them alone.
     ``record_use``: the memories told count as used (a turn; Insights is a dry run)."""
-    cards, _ = claims.cards_told(branch, list(adventure.cards.all()))  # with what the story changed on them
+    with server_timing.phase("cards"):
+        cards, _ = claims.cards_told(branch, list(adventure.cards.all()))  # with what the story changed on them
     recalled = retrieval.recall_for_turn(
         adventure=adventure,
         branch=branch,
@@ -40,17 +42,19 @@ def context_told(
         cards=cards,
         viewer=viewer,
     )
-    ctx = builder.build(
-        adventure=adventure,
-        story=story,
-        cards=cards,
-        memories=recalled.items,
-        context_tokens=ai.context_tokens,
-        model=model,
-        recall_note=recalled.fallback,
-        knowledge=recalled.knowledge,
-        summaries=_summaries(adventure, branch, story),
-    )
+    with server_timing.phase("build"):
+        summary_frame = _summaries(adventure, branch, story)
+        ctx = builder.build(
+            adventure=adventure,
+            story=story,
+            cards=cards,
+            memories=recalled.items,
+            context_tokens=ai.context_tokens,
+            model=model,
+            recall_note=recalled.fallback,
+            knowledge=recalled.knowledge,
+            summaries=summary_frame,
+        )
     return ctx, recalled
 
 

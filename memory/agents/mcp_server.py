@@ -251,6 +251,23 @@ def build_server() -> MCPServer:
             run, agent=agent, content=content, partner=partner, location=location
         )
 
+    @server.tool(
+        description="Forget one of `agent`'s memories for good (by the `id` recall or remember gave): it "
+        "and its fact keys are deleted, as REST's DELETE of the memory does."
+    )
+    async def forget(ctx: Context, agent: str, memory_id: int) -> dict[str, Any]:
+        def run():
+            token = _token_for(ctx)
+            if isinstance(memory_id, bool) or not 0 < memory_id < 2**63:
+                raise ToolInputError("memory_id: give the id of one of the agent's memories (a whole number from 1)")
+            who = worlds.access_agent(world=token.world, external_id=_agent_name(agent))
+            memory = worlds.access_agent_memory(agent=who, memory_id=memory_id)
+            agent_events.events_allowance(world=token.world, token=token, count=1)
+            worlds.agent_memory_delete(memory=memory)
+            return {"forgotten": memory_id}
+
+        return await sync_to_async(_guarded, thread_sensitive=True)(run, agent=agent)
+
     return server
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from django.utils import timezone
 from pgvector import HalfVector
 
+from config import server_timing
 from memory import embedder
 from memory.story import scene
 from memory.vectors import vector_cursor
@@ -258,20 +259,24 @@ def recall_for_turn(
         return Recall()
     if story is None:
         story = lineage.recent(branch, count=QUERY_ACTIONS, below_depth=below_depth, viewer=viewer)
-    text = query_text(branch, below_depth=below_depth, story=story)
+    with server_timing.phase("query"):
+        text = query_text(branch, below_depth=below_depth, story=story)
     vector, model, fallback = None, "", ""
     if text and top_k > 0:
         try:
-            model, vector = embedder.embed_query(user_id=user_id, text=text, adventure_id=adventure.pk, ai=ai)
+            with server_timing.phase("embed"):
+                model, vector = embedder.embed_query(user_id=user_id, text=text, adventure_id=adventure.pk, ai=ai)
         except embedder.EmbeddingUnavailable as exc:
             log.info("recall of adventure %s uses pinned memories only: %s", adventure.pk, exc)
             fallback = f"only pinned memories were used: the embedding model failed ({exc})"
-    items = rank(branch=branch, vector=vector, model=model, top_k=top_k, record_use=record_use, viewer=viewer)
+    with server_timing.phase("rank"):
+        items = rank(branch=branch, vector=vector, model=model, top_k=top_k, record_use=record_use, viewer=viewer)
     if cards is None:
         cards = list(adventure.cards.all())
     recent = [a for a in story if below_depth is None or a.depth < below_depth][-QUERY_ACTIONS:]
     involved = scene.named_in(scene.members(cards), "\n".join(a.text for a in recent))[:KNOWS_CHARACTERS_MAX]
-    knowledge = rank_knowledge(
-        branch=branch, members=involved, vector=vector, model=model, record_use=record_use, viewer=viewer
-    )
+    with server_timing.phase("knowledge"):
+        knowledge = rank_knowledge(
+            branch=branch, members=involved, vector=vector, model=model, record_use=record_use, viewer=viewer
+        )
     return Recall(items, fallback, knowledge)

@@ -36,7 +36,7 @@ def test_an_mcp_client_records_an_event_and_recalls_it(mcp_server, alice):
             ],
         )
     )
-    assert tools == ["recall", "record_event", "remember"]
+    assert tools == ["forget", "recall", "record_event", "remember"]
     assert recorded.structured_content == {"memories": 2}
     assert "Friday" in recalled.structured_content["text"]
     assert recalled.structured_content["text"].startswith("Relevant memories:")
@@ -188,3 +188,55 @@ def test_mcp_arguments_of_the_wrong_shape_are_answered_in_sentences(mcp_server, 
     assert "limit: must be a whole number" in wrong_type.content[0].text
     assert "agent: required" in missing.content[0].text
     assert "since:" in not_a_date.content[0].text
+
+
+def test_an_agent_forgets_a_memory_over_mcp_and_its_keys_go_with_it(mcp_server, alice):
+    from rest_framework.test import APIClient
+
+    from memory.agents import agent_upkeep
+    from memory.models import AgentMemoryKey
+
+    world = World.objects.create(owner=alice, name="Town")
+    elsewhere = World.objects.create(owner=alice, name="Elsewhere")
+    agent_events.events_record(
+        world=world,
+        events=[
+            agent_events.Event(
+                type="say", actor="ann", target="bo", text="I hid the key under the oak.", nearby=["bo"]
+            ),
+            agent_events.Event(type="say", actor="ann", target="bo", text="The mill opens at dawn.", nearby=["bo"]),
+        ],
+    )
+    bo = worlds.access_agent(world=world, external_id="bo")
+    agent_upkeep.agent_catch_up(agent_id=bo.pk)
+    hidden, mill = (AgentMemory.objects.get(agent=bo, content__contains=word) for word in ("oak", "mill"))
+    assert AgentMemoryKey.objects.filter(memory=hidden).exists()
+    _, raw = worlds.token_create(world=world)
+    _, foreign = worlds.token_create(world=elsewhere)
+    (_, from_elsewhere) = asyncio.run(
+        session_calls(mcp_server, foreign, [("forget", {"agent": "bo", "memory_id": hidden.pk})])
+    )
+    _, forgot, again, not_an_id = asyncio.run(
+        session_calls(
+            mcp_server,
+            raw,
+            [
+                ("forget", {"agent": "bo", "memory_id": hidden.pk}),
+                ("forget", {"agent": "bo", "memory_id": hidden.pk}),
+                ("forget", {"agent": "bo", "memory_id": 0}),
+            ],
+        )
+    )
+    assert from_elsewhere.is_error and "'bo'" in from_elsewhere.content[0].text, "another world's token: no such agent"
+    assert forgot.structured_content == {"forgotten": hidden.pk}
+    assert not AgentMemory.objects.filter(pk=hidden.pk).exists()
+    assert not AgentMemoryKey.objects.filter(memory_id=hidden.pk).exists(), "its keys are gone with it"
+    assert AgentMemory.objects.filter(pk=mill.pk).exists() and AgentMemoryKey.objects.filter(memory=mill).exists()
+    rest = APIClient()
+    rest.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    over_rest = rest.delete(f"/api/worlds/{world.pk}/agents/bo/memories/{hidden.pk}/")
+    assert over_rest.status_code == 404 and again.is_error
+    assert over_rest.json()["detail"] in again.content[0].text and str(hidden.pk) in again.content[0].text
+    assert not_an_id.is_error and "memory_id" in not_an_id.content[0].text
+    recalled = rest.post(f"/api/worlds/{world.pk}/agents/bo/recall/", {"query": "where is the key?"}, format="json")
+    assert "oak" not in recalled.json()["text"], "a forgotten memory is never recalled"
