@@ -250,6 +250,11 @@ def _row(label, results, watched, cpu, args, model_calls) -> dict:
     free = [(r["first"] - args.first_token) * 1000 for r in served if r["first"] is not None and not r["story_busy"]]
     # of which the answer's head (the site's first step: admission, access, the claim, the context)
     heads = [r["head"] * 1000 for r in served if r["first"] is not None and not r["story_busy"]]
+    after = [
+        (r["first"] - r["head"] - args.first_token) * 1000
+        for r in served
+        if r["first"] is not None and not r["story_busy"]
+    ]
     # a watcher's first piece of a turn beyond the model's own, from the moment the actor sent it
     watchers = [(t - r["began"] - args.first_token) * 1000 for r in served for t in watched.get(r["text"], [])]
     # and behind the actor's own first piece (the relay through the live stream)
@@ -273,6 +278,8 @@ def _row(label, results, watched, cpu, args, model_calls) -> dict:
         "watcher_samples": len(watchers),
         "actor_free_first_token_overhead_ms": {p: round(percentile(free, p), 1) for p in (50, 95)} if free else {},
         "actor_free_head_ms": {p: round(percentile(heads, p), 1) for p in (50, 95)} if heads else {},
+        # and from the head to the first piece (the model call's start and the first piece's way back)
+        "actor_free_after_head_ms": {p: round(percentile(after, p), 1) for p in (50, 95)} if after else {},
         "watcher_behind_actor_ms": {p: round(percentile(behind, p), 1) for p in (50, 95)} if behind else {},
         "waited_in_line": sum(1 for r in served if r["head"] >= WAITED_S),
         "sent_while_story_busy": sum(1 for r in served if r["story_busy"]),

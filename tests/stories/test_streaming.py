@@ -565,3 +565,26 @@ def test_an_operator_who_turns_on_server_timing_reads_where_a_turns_first_step_w
         assert {"admit", "access", "claim", "place", "context", "total"} <= set(phases), phases
         assert all(ms >= 0 for ms in phases.values())
         assert phases["total"] >= phases["context"] + phases["claim"], "the phases lie inside the whole"
+        parts = ("cards", "query", "embed", "rank", "build")
+        assert set(parts) <= set(phases), phases
+        assert sum(phases[p] for p in parts) <= phases["context"] + 0.5, "the context's parts lie inside it"
+
+
+def test_server_timing_names_a_garbage_collection_inside_the_step(settings):
+    import gc
+
+    from config import server_timing
+
+    settings.SERVER_TIMING = True
+    server_timing.time_collections()
+    server_timing.time_collections()  # once is enough: a second call adds no second callback
+    timing = server_timing.begin()
+    with server_timing.phase("context"):
+        gc.collect()
+    header = timing.header()
+    assert header.count("gc2;dur=") == 1, header
+    server_timing.begin()
+    settings.SERVER_TIMING = False
+    assert server_timing.begin() is None
+    gc.collect()  # no request timed: nothing recorded anywhere
+    assert timing.header().count("gc2;dur=") == 1
