@@ -16,7 +16,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import ValidationError
 
 from config.asgi_guard import BodyGuard, SecurityHeaders
-from config.errors import as_domain_error
+from config.errors import NotFound, as_domain_error
 from config.input_guard import check_value
 from memory.agents import agent_events, agent_recall_asked, worlds
 from memory.agents import agent_serializers as s
@@ -261,7 +261,12 @@ def build_server() -> MCPServer:
             if isinstance(memory_id, bool) or not 0 < memory_id < 2**63:
                 raise ToolInputError("memory_id: give the id of one of the agent's memories (a whole number from 1)")
             who = worlds.access_agent(world=token.world, external_id=_agent_name(agent))
-            memory = worlds.access_agent_memory(agent=who, memory_id=memory_id)
+            try:
+                memory = worlds.access_agent_memory(agent=who, memory_id=memory_id)
+            except NotFound:  # the argument to fix named; the same words whether the id is another's or none
+                raise ToolInputError(
+                    f"memory_id: not found: no memory {memory_id} among {agent!r}'s memories"
+                ) from None
             agent_events.events_allowance(world=token.world, token=token, count=1)
             worlds.agent_memory_delete(memory=memory)
             return {"forgotten": memory_id}

@@ -143,11 +143,11 @@ def agent_delete(*, agent: Agent) -> None:
 
 
 def access_agent_memory(*, agent: Agent, memory_id: int) -> AgentMemory:
-    """One memory of ``agent``; NotFound, saying so, for an id that is not one of its memories (another
-    agent's or world's reads as none)."""
+    """One memory of ``agent``; NotFound for an id that is not one of its memories (another agent's or
+    another world's reads as none, with the same answer as an id no one has)."""
     memory = AgentMemory.objects.filter(pk=memory_id, agent=agent).first()
     if memory is None:
-        raise NotFound(f"no memory {memory_id} among {agent.external_id!r}'s memories")
+        raise NotFound()
     return memory
 
 

@@ -76,6 +76,10 @@ def test_a_suspended_owners_world_token_is_refused_by_every_mcp_tool(mcp_server,
         ("recall", {"agent": "bo", "query": "hello"}),
         ("record_event", {"type": "say", "actor": "ann", "text": "again"}),
         ("remember", {"agent": "ann", "content": "a note"}),
+        (
+            "forget",
+            {"agent": "ann", "memory_id": AgentMemory.objects.filter(world=town, agent__external_id="ann").first().pk},
+        ),
     ]
     tools, *results = asyncio.run(session_calls(mcp_server, raw, calls))
     assert {name for name, _ in calls} == set(tools), "every tool is swept"

@@ -83,7 +83,7 @@ NOT_OBJECT_ROUTES = {"accounts/password/reset/<uidb64>/<token>/"}
 # Routes whose parameter is a link's secret anyone signed in may follow (an invitation link): the
 # member sweep below walks them; here a wrong token is a 404 (test_members).
 LINK_ROUTES = {"api/join/<str:code>/", "join/<str:code>/"}
-KNOWN_MCP_TOOLS = ["recall", "record_event", "remember"]
+KNOWN_MCP_TOOLS = ["forget", "recall", "record_event", "remember"]
 HOSTILE = [
     b"[" * 1000 + b"]" * 1000,
     b'{"text": "a\\u0000b", "metadata": {"k\\u0000": 1}}',
@@ -316,6 +316,8 @@ def test_every_mcp_tool_refuses_what_is_not_the_callers_world(mcp_server, alice,
         ("recall", {"agent": "bo", "limit": 5}),
         ("record_event", {"type": "say", "actor": "ann", "text": "hello from bob's world", "nearby": ["bo"]}),
         ("remember", {"agent": "ann", "content": "a note in bob's world"}),
+        # bob's world has an "ann" by now (the event above): alice's ann's memory is still not hers
+        ("forget", {"agent": "ann", "memory_id": AgentMemory.objects.filter(world=alice_town).first().pk}),
     ]
     before = list(
         AgentMemory.objects.filter(world=alice_town).order_by("id").values("id", "content", "retrieval_count")
