@@ -1,3 +1,4 @@
+import os
 import re
 
 import pytest
@@ -227,3 +228,30 @@ def test_each_memory_gets_its_own_vector_whatever_the_batch_and_the_order_of_len
         alone = embedder.embed_local([text])[0]
         assert sum(a * b for a, b in zip(vector, alone)) > 0.9999, text
     assert len({tuple(v) for v in together}) == len(texts), "no two texts share one vector"
+
+
+def test_a_query_runs_on_int8_kernels_close_to_the_memories_vectors_and_the_kernels_are_made_once():
+    """A query (one text, a player or an agent waiting) runs on the shipped model quantized for int8
+    kernels (about twice as fast); memories keep the shipped kernels. The two agree closely enough that
+    a memory is found by the words that describe it, as before."""
+    local = embedder._local()
+    assert local.query_session is not local.session, "queries have kernels of their own"
+    path = embedder._int8_kernels_path()
+    made = os.path.getmtime(path)
+    assert embedder._int8_kernels_path() == path and os.path.getmtime(path) == made, "made once, then reused"
+    memories = [
+        "Mira hides the silver key under the third stone of the well.",
+        "Tobias the ferryman asks for four copper coins to cross the river.",
+        "The wolf pack circles the farm at night and the dogs will not stop barking.",
+        "Aunt Sela bakes honey bread for the festival on Friday.",
+    ]
+    stored = embedder.embed_local(memories)
+    for text, vector in zip(memories, stored):
+        query = embedder.embed_query_local(text, keep_end=256)
+        similarity = sum(a * b for a, b in zip(query, vector))
+        assert 0.97 < similarity < 0.99999, f"{similarity}: {text}"
+    questions = ["where is the key hidden?", "how much does the ferry cost?", "what happens at night on the farm?"]
+    for expected, question in enumerate(questions):
+        query = embedder.embed_query_local(question, keep_end=embedder.LOCAL_QUERY_WORDPIECES)
+        scores = [sum(a * b for a, b in zip(query, vector)) for vector in stored]
+        assert scores.index(max(scores)) == expected, (question, scores)
