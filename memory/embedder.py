@@ -5,6 +5,7 @@ the owner's own OpenAI-compatible embedding model."""
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 from importlib import resources
 
@@ -14,6 +15,8 @@ from config.errors import UpstreamFailed
 from stories import providers
 from stories.accounts import ai_settings
 from stories.models import ProviderCall
+
+log = logging.getLogger(__name__)
 
 LOCAL_MODEL = "local:all-MiniLM-L6-v2"
 LOCAL_DIMS = 384
@@ -103,7 +106,13 @@ class _Local:
 
         if not settings.LOCAL_EMBEDDER_INT8:
             return self.session
-        return onnxruntime.InferenceSession(_int8_kernels_path(), self.options, providers=["CPUExecutionProvider"])
+        try:
+            return onnxruntime.InferenceSession(_int8_kernels_path(), self.options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # no place to write the file, a quantizer that fails: slower, never down
+            log.warning(
+                "the local embedder's int8 query kernels are unavailable (%s); queries use the shipped ones", exc
+            )
+            return self.session
 
     def query_tokenizer(self, keep_end: int):
         """A tokenizer that keeps the newest ``keep_end`` word pieces (special tokens included)."""

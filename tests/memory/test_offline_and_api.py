@@ -255,3 +255,15 @@ def test_a_query_runs_on_int8_kernels_close_to_the_memories_vectors_and_the_kern
         query = embedder.embed_query_local(question, keep_end=embedder.LOCAL_QUERY_WORDPIECES)
         scores = [sum(a * b for a, b in zip(query, vector)) for vector in stored]
         assert scores.index(max(scores)) == expected, (question, scores)
+
+
+def test_with_no_place_to_make_the_int8_kernels_queries_run_on_the_shipped_ones(tmp_path, monkeypatch, caplog):
+    import tempfile
+
+    blocked = tmp_path / "a-file-not-a-folder"
+    blocked.write_text("")
+    monkeypatch.setattr(tempfile, "tempdir", str(blocked))
+    local = embedder._Local()
+    vector = local.embed(["where is the key hidden?"], query=True)[0]
+    assert local.query_session is local.session and len(vector) == embedder.LOCAL_DIMS
+    assert "int8 query kernels are unavailable" in caplog.text
