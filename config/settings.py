@@ -123,9 +123,7 @@ if DEMO_ENDPOINT_URL and not DEMO_MODELS:
 # The local demo model (config.local_model; its process's own knobs are read by runmodel): `make run` starts it
 # when LOCAL_MODEL=auto and no DEMO_ENDPOINT_URL is set, and sets DEMO_LOCAL in its children.
 LOCAL_MODEL = env_choice("LOCAL_MODEL", "auto", ("auto", "off"))
-# The local embedder's matrix products on int8 kernels (memory.embedder._int8_kernels_path: the shipped
-# model quantized per channel once per machine, ~2x faster a query, recall kept); off: the shipped file as is.
-LOCAL_EMBEDDER_INT8 = env_bool("LOCAL_EMBEDDER_INT8", True)
+LOCAL_EMBEDDER_INT8 = env_bool("LOCAL_EMBEDDER_INT8", True)  # a turn's query on int8 kernels (memory.embedder)
 LOCAL_MODEL_TURNS_PER_DAY = env_int("LOCAL_MODEL_TURNS_PER_DAY", 200, minimum=0)
 DEMO_LOCAL = env_bool("DEMO_LOCAL", False)
 
@@ -137,9 +135,8 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_BODY_MAX_BYTES
 # it should not hold a connection forever either).
 REQUEST_BODY_TIMEOUT = env_int("REQUEST_BODY_TIMEOUT", 30, minimum=1, maximum=3600)
 
-# Loaded by each web process on a thread of its own as it starts, beside its first requests (dotted paths,
-# as in INSTALLED_APPS): the local embedding model (about a second of CPU) and the token encoding (~0.1 s),
-# not inside the first turn.
+# Loaded by each web process on a thread of its own as it starts, beside its first requests (dotted paths):
+# the local embedder (a second of CPU) and the token encoding (~0.1 s), not inside the first turn.
 SERVE_WARM_UPS = ("memory.embedder.warm_up", "stories.prompt.tokens.warm_up")
 
 # Admission at the door (config.admission): a POST to these paths that arrives while this web
