@@ -240,3 +240,47 @@ def test_an_agent_forgets_a_memory_over_mcp_and_its_keys_go_with_it(mcp_server, 
     assert not_an_id.is_error and "memory_id" in not_an_id.content[0].text
     recalled = rest.post(f"/api/worlds/{world.pk}/agents/bo/recall/", {"query": "where is the key?"}, format="json")
     assert "oak" not in recalled.json()["text"], "a forgotten memory is never recalled"
+
+
+def test_mcp_writes_count_toward_the_worlds_events_a_minute(mcp_server, alice, settings):
+    """remember and forget each count one event toward the world's WORLD_EVENTS_PER_MINUTE (the MCP
+    server's own, 600 by default: the world's minute is spent here as 598 events would spend it)."""
+    import time
+
+    from stories import limits
+
+    world = World.objects.create(owner=alice, name="Town")
+    agent_events.events_record(
+        world=world,
+        events=[
+            agent_events.Event(type="observe", actor="ann", text=text) for text in ("the well is dry", "the mill burns")
+        ],
+    )
+    dry, burns = (
+        AgentMemory.objects.get(world=world, content__contains=text) for text in ("well is dry", "mill burns")
+    )
+    _, raw = worlds.token_create(world=world)
+    settings.WORLD_EVENTS_PER_MINUTE = 600  # as the server counts (the suite turns limits off in-process)
+    for _ in range(2):  # once more if the minute turned while the calls ran (a new minute, a new count)
+        minute = time.time() // 60
+        limits.world_events(world_id=world.pk, count=598)
+        _, noted, forgot, refused_note, refused_forget = asyncio.run(
+            session_calls(
+                mcp_server,
+                raw,
+                [
+                    ("remember", {"agent": "ann", "content": "the 599th event of the minute"}),
+                    ("forget", {"agent": "ann", "memory_id": dry.pk}),
+                    ("remember", {"agent": "ann", "content": "one too many"}),
+                    ("forget", {"agent": "ann", "memory_id": burns.pk}),
+                ],
+            )
+        )
+        if time.time() // 60 == minute:
+            break
+    assert not noted.is_error and forgot.structured_content == {"forgotten": dry.pk}
+    for refused in (refused_note, refused_forget):
+        assert refused.is_error and "at most 600 a minute for this world" in refused.content[0].text
+    assert sorted(AgentMemory.objects.filter(world=world).values_list("pk", flat=True)) == sorted(
+        [burns.pk, noted.structured_content["id"]]
+    ), "a refused call stores and deletes nothing"
