@@ -243,7 +243,7 @@ def test_an_agent_forgets_a_memory_over_mcp_and_its_keys_go_with_it(mcp_server, 
 
 
 def test_mcp_writes_count_toward_the_worlds_events_a_minute(mcp_server, alice, settings):
-    """remember and forget each count one event toward the world's WORLD_EVENTS_PER_MINUTE (the MCP
+    """remember, forget and record_event each count toward the world's WORLD_EVENTS_PER_MINUTE (the MCP
     server's own, 600 by default: the world's minute is spent here as 598 events would spend it)."""
     import time
 
@@ -264,7 +264,7 @@ def test_mcp_writes_count_toward_the_worlds_events_a_minute(mcp_server, alice, s
     for _ in range(2):  # once more if the minute turned while the calls ran (a new minute, a new count)
         minute = time.time() // 60
         limits.world_events(world_id=world.pk, count=598)
-        _, noted, forgot, refused_note, refused_forget = asyncio.run(
+        _, noted, forgot, refused_note, refused_forget, refused_event = asyncio.run(
             session_calls(
                 mcp_server,
                 raw,
@@ -273,13 +273,14 @@ def test_mcp_writes_count_toward_the_worlds_events_a_minute(mcp_server, alice, s
                     ("forget", {"agent": "ann", "memory_id": dry.pk}),
                     ("remember", {"agent": "ann", "content": "one too many"}),
                     ("forget", {"agent": "ann", "memory_id": burns.pk}),
+                    ("record_event", {"type": "observe", "actor": "ann", "text": "and one more"}),
                 ],
             )
         )
         if time.time() // 60 == minute:
             break
     assert not noted.is_error and forgot.structured_content == {"forgotten": dry.pk}
-    for refused in (refused_note, refused_forget):
+    for refused in (refused_note, refused_forget, refused_event):
         assert refused.is_error and "at most 600 a minute for this world" in refused.content[0].text
     assert sorted(AgentMemory.objects.filter(world=world).values_list("pk", flat=True)) == sorted(
         [burns.pk, noted.structured_content["id"]]
