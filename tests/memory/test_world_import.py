@@ -109,6 +109,18 @@ def test_a_world_token_cannot_import_and_a_too_large_bank_is_refused_whole(expor
     assert World.objects.count() == worlds_before, "nothing stored"
 
 
+def test_a_memory_dated_in_the_far_future_is_refused_naming_it_and_nothing_is_stored(exported):
+    """The one rule of a memory's time the schema cannot state (the fuzz skips its acceptance check)."""
+    owner, doc = exported
+    later = copy.deepcopy(doc)
+    later["agents"][0]["memories"][1]["occurred_at"] = "2755-10-06T12:48:53Z"
+    before = _counts()
+    refused = owner.post("/api/worlds/import/", later, format="json")
+    assert refused.status_code == 400
+    assert refused.json()["detail"] == "world import: agents[0].memories[1].occurred_at: this time is in the far future"
+    assert _counts() == before, "nothing stored"
+
+
 def test_imports_count_toward_the_accounts_imports_an_hour(exported, settings):
     owner, doc = exported
     settings.IMPORTS_PER_HOUR = 1

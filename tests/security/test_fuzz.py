@@ -33,6 +33,8 @@ SCHEMA_CANNOT_SAY = {
     ("POST", "/api/adventures/import/"): "an export document is checked whole (its tree must be consistent)",
     ("POST", "/api/worlds/{world_id}/events/"): "an event time may not be in the far future; a template "
     "may use only the documented placeholders",
+    ("POST", "/api/worlds/import/"): "a memory's time may not be in the far future; an export document is "
+    "checked whole (its agents' names distinct, each link naming a memory it holds)",
     ("GET", "/api/adventures/{adventure_id}/cards/{card_id}/character/"): "only a character card leaves as a "
     "character card: the card's type is in its row, not in the request",
     ("POST", "/api/adventures/{adventure_id}/cards/proposed/{proposal_id}/accept/"): "a proposed card is made once",

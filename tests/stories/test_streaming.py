@@ -7,7 +7,10 @@ no thread, and a client that leaves cancels the model call."""
 import http.client
 import json
 import socket
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import psutil
 import pytest
@@ -272,6 +275,17 @@ def test_the_api_schema_documents_the_event_stream_of_turns_and_retries(client):
         assert "application/json" in answers["201"]["content"], "without the header: the JSON answer as before"
 
 
+def _threads_now(site) -> str:
+    """The server's threads by name and stack (py-spy), to say which were started."""
+    spy = Path(sys.executable).with_name("py-spy")
+    try:
+        return subprocess.run(
+            [spy, "dump", "--pid", str(site.proc.pid)], capture_output=True, text=True, timeout=30
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"(py-spy could not read them: {exc})"
+
+
 def test_turns_and_pages_start_no_thread_once_the_server_is_warm(site, alice, alice_plays, fake_llm):
     """Every request's synchronous parts run on threads the server started ahead (config.async_db):
     starting a thread on a busy process holds its event loop, and with it every reply's stream,
@@ -320,7 +334,7 @@ def test_turns_and_pages_start_no_thread_once_the_server_is_warm(site, alice, al
         playing.set()
         watcher.join(10)
     started = seen - warm
-    assert not started, f"{len(started)} threads were started for requests on a warm server"
+    assert not started, f"{len(started)} threads were started for requests on a warm server:\n{_threads_now(site)}"
 
 
 # ---------------------------------------------------------------------------- a story played together, live
