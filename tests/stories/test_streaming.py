@@ -137,7 +137,15 @@ def test_a_model_error_midway_ends_the_stream_with_the_424_answer_and_keeps_the_
 @pytest.fixture(scope="module")
 def site(django_db_setup, tmp_path_factory):
     """One server for the module's tests (each brings its own rows): starting one costs seconds of a core."""
-    server = Site(tmp_path_factory.mktemp("site"), DB_POOL_SIZE="3")
+    folder = tmp_path_factory.mktemp("site")
+    server = Site(
+        folder,
+        DB_POOL_SIZE="3",
+        # each Python thread it starts is logged, with where (test_turns_and_pages_start_no_thread_...)
+        PYTHONPATH=str(Path(__file__).resolve().parents[1] / "support" / "thread_log"),
+        EVERLORE_THREAD_LOG=str(folder / "threads.jsonl"),
+    )
+    server.thread_log = folder / "threads.jsonl"
     yield server
     server.stop()
 
@@ -275,8 +283,29 @@ def test_the_api_schema_documents_the_event_stream_of_turns_and_retries(client):
         assert "application/json" in answers["201"]["content"], "without the header: the JSON answer as before"
 
 
+def _threads_said(site, started: set[int]) -> str:
+    """What is known of the threads ``started``: each one's kernel name, and for a Python thread the
+    stack that started it (the server's thread log); then the server's threads now (py-spy)."""
+    logged = {}
+    if site.thread_log.exists():
+        for line in site.thread_log.read_text().splitlines():
+            entry = json.loads(line)
+            logged[entry["tid"]] = entry
+    said = []
+    for tid in sorted(started):
+        entry = logged.get(tid)
+        said.append(
+            f"thread {tid} ({_comms.get(tid, '?')}): "
+            + (f"{entry['name']}, started at\n{entry['stack']}" if entry else "not a Python thread's start logged")
+        )
+    return "\n".join(said) + "\n" + _threads_now(site)
+
+
+_comms: dict[int, str] = {}  # a thread's kernel name, read when the watcher first sees it
+
+
 def _threads_now(site) -> str:
-    """The server's threads by name and stack (py-spy), to say which were started."""
+    """The server's threads by name and stack (py-spy)."""
     spy = Path(sys.executable).with_name("py-spy")
     try:
         return subprocess.run(
@@ -295,7 +324,13 @@ def test_turns_and_pages_start_no_thread_once_the_server_is_warm(site, alice, al
     server = psutil.Process(site.proc.pid)
 
     def thread_ids():
-        return {t.id for t in server.threads()}
+        ids = {t.id for t in server.threads()}
+        for tid in ids - _comms.keys():
+            try:
+                _comms[tid] = Path(f"/proc/{server.pid}/task/{tid}/comm").read_text().strip()
+            except OSError:
+                pass
+        return ids
 
     def round_of_play(text, at_once):
         results = [None] * at_once
@@ -334,7 +369,9 @@ def test_turns_and_pages_start_no_thread_once_the_server_is_warm(site, alice, al
         playing.set()
         watcher.join(10)
     started = seen - warm
-    assert not started, f"{len(started)} threads were started for requests on a warm server:\n{_threads_now(site)}"
+    assert not started, (
+        f"{len(started)} threads were started for requests on a warm server:\n{_threads_said(site, started)}"
+    )
 
 
 # ---------------------------------------------------------------------------- a story played together, live
