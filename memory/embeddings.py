@@ -10,6 +10,7 @@ from pgvector import HalfVector
 from config import jobs
 from memory import embedder
 from memory.models import EMBEDDING_DIMS_MAX, AgentMemory, AgentMemoryKey, Memory
+from stories.accounts import ai_settings
 from stories.models import Adventure
 
 EMBED_PER_RUN = 256  # memories embedded per run, in batches of embedder.BATCH_MAX
@@ -54,8 +55,10 @@ def vectors_clear_other_models(*, owner_id: int) -> None:
 
 
 def embed_pending(*, adventure: Adventure, report) -> None:
-    """Embed memories that have no vector for the owner's active model."""
-    model = embedder.active_model(user_id=adventure.owner_id)
+    """Embed memories that have no vector for the owner's active model (the owner's settings as
+    read with the adventure, when they were)."""
+    ai = ai_settings.ai_settings_loaded(adventure=adventure, user_id=adventure.owner_id)
+    model = embedder.active_model(user_id=adventure.owner_id, ai=ai)
     pending = list(
         Memory.objects.filter(Q(embedding__isnull=True) | ~Q(embedding_model=model), adventure=adventure)
         .order_by("id")
@@ -66,7 +69,7 @@ def embed_pending(*, adventure: Adventure, report) -> None:
         batch = pending[start : start + embedder.BATCH_MAX]
         try:
             name, vectors = embedder.embed(
-                user_id=adventure.owner_id, texts=[t for _, t in batch], adventure_id=adventure.pk
+                user_id=adventure.owner_id, texts=[t for _, t in batch], adventure_id=adventure.pk, ai=ai
             )
         except embedder.EmbeddingUnavailable as exc:
             report.failed(f"embeddings: {exc}", exc.code)

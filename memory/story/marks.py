@@ -73,10 +73,12 @@ def covered_depth(branch: Branch) -> int:
     return covered
 
 
-def memory_mark(*, adventure: Adventure, head: Branch) -> tuple[int | None, int]:
+def memory_mark(*, adventure: Adventure, head: Branch, cursor: Cursor | None = None) -> tuple[int | None, int]:
     """The memory mark as a node on the head's path; reconciled (compare-and-set)
-    when the player moved to a path the mark is not on."""
-    cursor = cursor_of(adventure.pk)
+    when the player moved to a path the mark is not on. ``cursor``: the pass's own
+    copy of the marks (read once a pass; every move is a compare-and-set, so a copy
+    another run made stale only loses a race), kept current here."""
+    cursor = cursor if cursor is not None else cursor_of(adventure.pk)
     old = (cursor.memory_branch_id, cursor.memory_depth)
     if lineage.on_path(head, *old):
         return old
@@ -84,5 +86,6 @@ def memory_mark(*, adventure: Adventure, head: Branch) -> tuple[int | None, int]
     with transaction.atomic():
         if not mark_move(adventure.pk, "memory", old, new):
             moved = cursor_of(adventure.pk)
-            return (moved.memory_branch_id, moved.memory_depth)
+            new = (moved.memory_branch_id, moved.memory_depth)
+    cursor.memory_branch_id, cursor.memory_depth = new
     return new

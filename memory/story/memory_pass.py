@@ -9,10 +9,11 @@ that lost a race writes nothing. Running the pass twice changes nothing the seco
 
 from __future__ import annotations
 
+import functools
 import logging
 from datetime import timedelta
 
-from django.db import DatabaseError
+from django.db import DatabaseError, connection
 from django.db.models import Exists, F, OuterRef, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -29,31 +30,59 @@ from memory.story.steps.secrets import remember_secrets
 from memory.story.steps.stale import rewrite_stale
 from memory.story.steps.summary import update_summary
 from stories.models import Adventure
-from stories.tree import lineage
 
 log = logging.getLogger(__name__)
 
 PASS_ABANDONED_AFTER = timedelta(minutes=30)  # longer than any pass (5 memories + a summary at 120 s a call)
 
 
+# A pass's record, made in the statement that marks the adventure's runs left "running" past any
+# pass's length crashed (their worker died).
+RECORD_SQL = """
+WITH abandoned AS (
+  UPDATE memory_passrun SET outcome = 'crashed', finished_at = %(now)s, errors = %(crashed)s
+  WHERE adventure_id = %(adventure)s AND finished_at IS NULL AND started_at < %(before)s
+)
+INSERT INTO memory_passrun
+  (adventure_id, worker, started_at, finished_at, outcome, memories_created, summary_written, embedded, evicted, errors)
+VALUES (%(adventure)s, %(worker)s, %(now)s, NULL, 'running', 0, false, 0, 0, '')
+RETURNING id
+"""
+CRASHED = "crashed: the worker stopped mid-pass"
+
+
 def run_recorded(adventure_id: int, *, worker: str = "") -> PassReport:
     """``run`` with a PassRun row around it, and the cursor's failure count kept
     (the sweeper backs off on adventures whose passes keep failing). A domain
     error (the owner's key can no longer be read) is a failed run; anything
-    else is recorded as a crash and raised. A run is never left "running"."""
-    if not Adventure.objects.filter(pk=adventure_id).exists():
+    else is recorded as a crash and raised. A run is never left "running".
+    A pass with nothing due costs about ten statements (it runs after every turn)."""
+    adventure = _adventure(adventure_id)
+    if adventure is None:
         return PassReport()
-    abandoned_runs_close(adventure_id=adventure_id)
-    record = PassRun.objects.create(adventure_id=adventure_id, worker=worker[:200])
+    now = timezone.now()
+    with connection.cursor() as db:
+        db.execute(
+            RECORD_SQL,
+            {
+                "adventure": adventure_id,
+                "worker": worker[:200],
+                "now": now,
+                "crashed": CRASHED,
+                "before": now - PASS_ABANDONED_AFTER,
+            },
+        )
+        (record_id,) = db.fetchone()
+    cursor = cursor_ensure(adventure_id)
     report = PassReport()
     try:
-        run(adventure_id, report=report)
+        _run(adventure, cursor=cursor, report=report)
     except DomainError as exc:  # what the steps did before it stays in the record
         report.failed(exc.message, exc.code)
     except Exception as exc:
-        _crash_record(adventure_id=adventure_id, run_id=record.pk, exc=exc)
+        _crash_record(adventure_id=adventure_id, run_id=record_id, exc=exc)
         raise
-    PassRun.objects.filter(pk=record.pk).update(
+    PassRun.objects.filter(pk=record_id).update(
         finished_at=timezone.now(),
         outcome="errors" if report.errors else "ok",
         memories_created=report.memories_created,
@@ -62,12 +91,17 @@ def run_recorded(adventure_id: int, *, worker: str = "") -> PassReport:
         evicted=report.evicted,
         errors="\n".join(report.errors)[:5000],
     )
-    cursor_ensure(adventure_id)
     if report.errors:
         _failure_count(adventure_id, report.errors[0])
-    else:
+    elif cursor.failures:  # as read at the start: the pass's own run is the one that counts them
         Cursor.objects.filter(adventure_id=adventure_id).exclude(failures=0).update(failures=0, last_error="")
     return report
+
+
+def _adventure(adventure_id: int) -> Adventure | None:
+    """The adventure with its head branch and its owner's AI settings, in one statement (the steps
+    read the settings with ai_settings_loaded)."""
+    return Adventure.objects.select_related("head_branch", "owner__ai_settings").filter(pk=adventure_id).first()
 
 
 def abandoned_runs_close(*, adventure_id: int | None = None) -> int:
@@ -75,7 +109,7 @@ def abandoned_runs_close(*, adventure_id: int | None = None) -> int:
     rows = PassRun.objects.filter(finished_at__isnull=True, started_at__lt=timezone.now() - PASS_ABANDONED_AFTER)
     if adventure_id is not None:
         rows = rows.filter(adventure_id=adventure_id)
-    return rows.update(outcome="crashed", finished_at=timezone.now(), errors="crashed: the worker stopped mid-pass")
+    return rows.update(outcome="crashed", finished_at=timezone.now(), errors=CRASHED)
 
 
 def _failure_count(adventure_id: int, error: str) -> None:
@@ -100,22 +134,35 @@ def run(adventure_id: int, *, report: PassReport | None = None) -> PassReport:
     """The whole pass (the owner's own settings only, never the demo model). A step's domain
     error is recorded in ``report`` and the later steps still run (embedding, eviction)."""
     report = report if report is not None else PassReport()
-    adventure = Adventure.objects.filter(pk=adventure_id).first()
-    if adventure is None or adventure.head_branch_id is None or adventure.hidden:
-        return report
-    head = lineage.head(adventure)
-    cursor_ensure(adventure_id)  # the row the steps move their marks on (compare-and-set)
+    adventure = _adventure(adventure_id)
+    if adventure is not None:
+        _run(adventure, cursor=cursor_ensure(adventure_id), report=report)
+    return report
+
+
+def _run(adventure: Adventure, *, cursor: Cursor, report: PassReport) -> None:
+    """The steps over the adventure as read, with one copy of its marks (``cursor``: the row the
+    steps move their marks on by compare-and-set, read once a pass)."""
+    if adventure.head_branch_id is None or adventure.hidden:
+        return
+    head = adventure.head_branch  # read with the adventure, just now
     steps = (
-        [create_due_memories, remember_secrets, rewrite_stale, backfill_cast] if adventure.memory_bank_enabled else []
+        [
+            functools.partial(create_due_memories, cursor=cursor),
+            remember_secrets,
+            rewrite_stale,
+            functools.partial(backfill_cast, cursor=cursor),
+        ]
+        if adventure.memory_bank_enabled
+        else []
     )
-    steps += [update_summary] if adventure.auto_summarize else []
+    steps += [functools.partial(update_summary, cursor=cursor)] if adventure.auto_summarize else []
     steps += [lambda adventure, head, report: embeddings.embed_pending(adventure=adventure, report=report), evict]
     for step in steps:
         try:
             step(adventure=adventure, head=head, report=report)
         except DomainError as exc:
             report.failed(exc.message, exc.code)
-    return report
 
 
 # ---------------------------------------------------------------------------- lagging adventures

@@ -311,3 +311,22 @@ def test_a_step_that_fails_keeps_what_the_pass_did_before_and_after_it(adventure
     assert report.errors == ["the summary could not be written just now"]
     assert report.memories_created == 3 and report.embedded >= 3
     assert Memory.objects.filter(adventure=adventure, embedding__isnull=True).count() == 0
+
+
+def test_a_pass_after_a_turn_with_nothing_due_reads_only_what_it_must(
+    adventure, memory_llm, django_assert_max_num_queries
+):
+    """The pass runs after every turn, and most turns make nothing due (a block every six actions,
+    a summary every fifteen): such a pass asks its questions in eleven statements (the adventure with
+    its head and its owner's settings in one, its record, its marks once, each step's own "is there
+    work?"), and does nothing. A pass that finds a block due still writes it."""
+    grow(adventure, 13, run=lambda depth: memory_pass.run_recorded(adventure.pk))
+    grow(adventure, 14)
+    made = Memory.objects.filter(adventure=adventure).count()
+    with django_assert_max_num_queries(11):
+        report = memory_pass.run_recorded(adventure.pk, worker="w1")
+    assert (report.memories_created, report.summary_written, report.embedded, report.errors) == (0, False, 0, [])
+    assert Memory.objects.filter(adventure=adventure).count() == made
+    grow(adventure, 18)
+    assert memory_pass.run_recorded(adventure.pk, worker="w1").memories_created == 1, "a due block is written"
+    assert blocks(adventure)[-1] == (13, 18)

@@ -14,7 +14,7 @@ import logging
 
 from django.db import IntegrityError, transaction
 
-from memory.models import CastMark
+from memory.models import CastMark, Cursor
 from memory.story import presence, scene, summarize
 from memory.story.blocks import block_changed, block_write, cast_store, own_memories, path_memories
 from memory.story.marks import MEMORIES_PER_RUN, MEMORY_INTERVAL, memory_mark
@@ -28,13 +28,13 @@ log = logging.getLogger(__name__)
 BACKFILL_BLOCKS_READ = 30  # remembered blocks read for one member in one run, at most
 
 
-def backfill_cast(*, adventure: Adventure, head: Branch, report: PassReport) -> None:
+def backfill_cast(*, adventure: Adventure, head: Branch, report: PassReport, cursor: Cursor | None = None) -> None:
     cards = list(adventure.cards.all())
     members = scene.members(cards)
     CastMark.objects.filter(card__adventure=adventure).exclude(card_id__in=[m.card_id for m in members]).delete()
     if not members:
         return
-    _, through = memory_mark(adventure=adventure, head=head)
+    _, through = memory_mark(adventure=adventure, head=head, cursor=cursor)
     conn = None
     name = summarize.protagonist(adventure)
     for member in members:

@@ -7,7 +7,7 @@ import logging
 
 from django.db import IntegrityError, transaction
 
-from memory.models import Memory
+from memory.models import Cursor, Memory
 from memory.story import claims, proposals, scene, summarize
 from memory.story.blocks import block_changed, block_write, cast_store, own_memories
 from memory.story.marks import (
@@ -25,18 +25,27 @@ from stories.tree import lineage
 log = logging.getLogger(__name__)
 
 
-def create_due_memories(*, adventure: Adventure, head: Branch, report: PassReport) -> None:
+def create_due_memories(
+    *, adventure: Adventure, head: Branch, report: PassReport, cursor: Cursor | None = None
+) -> None:
     """Every full block of MEMORY_INTERVAL uncovered actions becomes one memory,
     once the path has MEMORY_THRESHOLD actions; at most MEMORIES_PER_RUN a run.
     The cast members present in the block get their own memory of it, written
-    in the same transaction (memory.story.cast)."""
+    in the same transaction (memory.story.cast). ``cursor``: the pass's copy of the marks
+    (memory.story.marks.memory_mark), kept current as the mark moves."""
     if head.tip_depth < MEMORY_THRESHOLD:
         _early_claims(adventure=adventure, head=head)
         return
-    mark = memory_mark(adventure=adventure, head=head)
+    mark = memory_mark(adventure=adventure, head=head, cursor=cursor)
     if not lineage.on_path(head, *mark):
         return  # another run moved it meanwhile; it will do the work
-    conn = ai_settings.connection_for_background(user_id=adventure.owner_id, purpose="summary")
+    if mark[1] + MEMORY_INTERVAL > head.tip_depth:
+        return  # no whole block past the mark: most turns (nothing more is read)
+    conn = ai_settings.connection_for_background(
+        user_id=adventure.owner_id,
+        purpose="summary",
+        ai=ai_settings.ai_settings_loaded(adventure=adventure, user_id=adventure.owner_id),
+    )
     cards = list(adventure.cards.all())
     members = scene.members(cards)
     while report.memories_created < MEMORIES_PER_RUN and mark[1] + MEMORY_INTERVAL <= head.tip_depth:
@@ -49,6 +58,8 @@ def create_due_memories(*, adventure: Adventure, head: Branch, report: PassRepor
             # mark moves past it (a later reconciliation finds it hidden again and skips it again).
             if not mark_move(adventure.pk, "memory", mark, new):
                 return
+            if cursor is not None:
+                cursor.memory_branch_id, cursor.memory_depth = new
             log.info("memory pass of adventure %s skipped actions %s-%s: all hidden", adventure.pk, start, end)
             mark = new
             continue
@@ -103,6 +114,8 @@ def create_due_memories(*, adventure: Adventure, head: Branch, report: PassRepor
             log.info("memory pass of adventure %s stopped: %s", adventure.pk, exc)
             return
         mark = new
+        if cursor is not None:
+            cursor.memory_branch_id, cursor.memory_depth = new
     if mark[1] + MEMORY_INTERVAL <= head.tip_depth:
         report.more_due = True
 

@@ -18,7 +18,7 @@ def evict(*, adventure: Adventure, head: Branch, report: PassReport) -> None:
     owner's capacity (last used, else created; ties: lower use count first),
     for the adventure's own bank and for each character's, each on its own.
     Pinned memories are never evicted, so pins alone may exceed capacity."""
-    capacity = ai_settings.ai_settings_of(user_id=adventure.owner_id).memory_bank_capacity
+    capacity = ai_settings.ai_settings_loaded(adventure=adventure, user_id=adventure.owner_id).memory_bank_capacity
     active = path_memories(head).filter(forgotten=False)
     sizes = active.values_list("character_id").annotate(n=Count("id")).order_by()  # one query for every bank
     for holder, excess in ((h, n - capacity) for h, n in sizes):

@@ -21,7 +21,13 @@ RAW_ACTIONS_MAX = 200  # newest raw actions read for a summary (its prompt keeps
 
 
 def update_summary(
-    *, adventure: Adventure, head: Branch, report: PassReport, force: bool = False, for_request: bool = False
+    *,
+    adventure: Adventure,
+    head: Branch,
+    report: PassReport,
+    force: bool = False,
+    for_request: bool = False,
+    cursor: Cursor | None = None,
 ) -> None:
     """Every SUMMARY_INTERVAL actions past the head path's newest summary
     snapshot, write the summary again from that snapshot, adding the memories
@@ -29,8 +35,9 @@ def update_summary(
     (memory.story.summaries). ``force``: rewrite over the whole path from the player's
     own text. If the path's summary changed during the model call (the player
     edited it, or the tree moved), the rewrite is dropped and a later run retries. ``for_request``:
-    a request waits on it (the model call within providers.for_request's deadline)."""
-    cursor = cursor_of(adventure.pk)
+    a request waits on it (the model call within providers.for_request's deadline). ``cursor``: the
+    pass's copy of the marks (every move of one is a compare-and-set: a stale copy loses a race)."""
+    cursor = cursor if cursor is not None else cursor_of(adventure.pk)
     old = (cursor.summary_branch_id, cursor.summary_depth)
     snap = summaries.snapshot_on_path(head)
     since = 0 if force or snap is None else snap.depth
