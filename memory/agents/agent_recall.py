@@ -125,7 +125,7 @@ def _ranking(
         "w_importance": conf["importance"],
         "w_recency": conf["recency"],
         "half_life": conf["recency_half_life_hours"] * 3600.0,
-        "w_vector": conf["vector"],
+        "w_vector": conf["vector"] * (conf["list_vector"] if asks_for_many(query) else 1.0),
         "w_keys": float(conf["keys"]),
         "w_text": conf["text"],
         "rrf_k": float(conf["rrf_k"]),

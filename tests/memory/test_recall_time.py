@@ -160,3 +160,29 @@ def test_a_question_asking_for_many_things_gets_the_second_hop_and_one_asking_fo
     assert colosseum["parts"]["hop"] > 0, "the hop reached it"
     one = recall(agent_api, world, "gina", "Where has Jon travelled?", limit=10)
     assert all(m["parts"]["hop"] == 0 for m in one), "a question asking for one thing: no hop"
+
+
+def test_a_question_asking_for_many_things_ranks_by_meaning_more_and_one_asking_for_one_as_before(
+    agent_api, world, settings
+):
+    """A list question names a kind ("which cities"), and the memories it wants share that kind's
+    meaning more than its words: its meaning's share of the score is list_vector times the usual one,
+    and the Colosseum's memory, which shares no word with it, scores higher for it. A question asking
+    for one thing scores as before."""
+    jon_tells_gina(agent_api, world, JON_SAYS)
+    many_q, one_q = "Which cities has Jon travelled to?", "Where has Jon travelled?"
+
+    def ranked(question, list_vector):
+        settings.AGENT_RECALL = {**settings.AGENT_RECALL, "list_hop": 0.0, "list_vector": list_vector}
+        return {m["content"]: m for m in recall(agent_api, world, "gina", question, limit=10)}
+
+    plain, weighted = ranked(many_q, 1.0), ranked(many_q, 1.5)
+    for content, memory in weighted.items():
+        if content in plain:
+            assert memory["parts"]["vector"] == pytest.approx(1.5 * plain[content]["parts"]["vector"], abs=1e-3)
+    colosseum = next(c for c in weighted if "Colosseum" in c)
+    assert weighted[colosseum]["parts"]["text"] == 0, "it shares no word with the question"
+    assert weighted[colosseum]["score"] > plain[colosseum]["score"]
+    assert {c: m["parts"]["vector"] for c, m in ranked(one_q, 1.5).items()} == {
+        c: m["parts"]["vector"] for c, m in ranked(one_q, 1.0).items()
+    }, "a question asking for one thing: the weight does not apply"
