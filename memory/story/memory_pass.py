@@ -56,7 +56,7 @@ def run_recorded(adventure_id: int, *, worker: str = "") -> PassReport:
     (the sweeper backs off on adventures whose passes keep failing). A domain
     error (the owner's key can no longer be read) is a failed run; anything
     else is recorded as a crash and raised. A run is never left "running".
-    A pass with nothing due costs about ten statements (it runs after every turn)."""
+    A pass with nothing due asks eleven statements (it runs after every turn; tests/memory/test_pass.py)."""
     adventure = _adventure(adventure_id)
     if adventure is None:
         return PassReport()
@@ -104,11 +104,10 @@ def _adventure(adventure_id: int) -> Adventure | None:
     return Adventure.objects.select_related("head_branch", "owner__ai_settings").filter(pk=adventure_id).first()
 
 
-def abandoned_runs_close(*, adventure_id: int | None = None) -> int:
-    """Runs "running" past any pass's length died with their worker: marked crashed."""
+def abandoned_runs_close() -> int:
+    """Runs "running" past any pass's length died with their worker: marked crashed (the sweeper's
+    round, for every adventure; an adventure's own pass does it for its runs in RECORD_SQL)."""
     rows = PassRun.objects.filter(finished_at__isnull=True, started_at__lt=timezone.now() - PASS_ABANDONED_AFTER)
-    if adventure_id is not None:
-        rows = rows.filter(adventure_id=adventure_id)
     return rows.update(outcome="crashed", finished_at=timezone.now(), errors=CRASHED)
 
 
