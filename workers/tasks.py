@@ -45,10 +45,8 @@ class ParkingTask(Task):
         task_id = self.request.id
         if task_id:
             key = f"everlore:attempts:{task_id}"
-            try:
-                r = client()
-                attempts = r.incr(key)
-                r.expire(key, ATTEMPTS_TTL_S)
+            try:  # one round trip (a job's every delivery pays it)
+                attempts, _ = client().pipeline(transaction=False).incr(key).expire(key, ATTEMPTS_TTL_S).execute()
             except redis.RedisError:
                 attempts = 1
             if attempts > settings.JOB_MAX_ATTEMPTS:
