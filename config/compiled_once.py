@@ -12,7 +12,8 @@ does: the model's fields, the select_related rows, the annotations.
 
 The build function must put each value into the query as a parameter (filters and annotations do;
 a value that changes the SQL's shape, like a flag choosing a join, belongs in the shape key), and
-must not depend on the clock or on the database's contents."""
+must not depend on the clock or on the database's contents. A text column's value works too (its
+marker arrives as the marker number's text)."""
 
 from __future__ import annotations
 
@@ -57,7 +58,15 @@ class CompiledOnce:
         compiler = queryset.query.get_compiler(using=self.using)
         sql, params = compiler.as_sql()
         by_value = {value: name for name, value in markers.items()}
-        slots = tuple(by_value.get(p) if isinstance(p, int) and not isinstance(p, bool) else None for p in params)
+        by_text = {str(value): name for name, value in markers.items()}  # a text column's marker, as Django prepared it
+        slots = tuple(
+            by_value.get(p)
+            if isinstance(p, int) and not isinstance(p, bool)
+            else by_text.get(p)
+            if isinstance(p, str)
+            else None
+            for p in params
+        )
         missing = set(names) - {s for s in slots if s}
         if missing:
             raise ValueError(f"these values are not parameters of the query: {sorted(missing)}")

@@ -114,10 +114,23 @@ class BodyWriter:
     def __init__(self, cycle):
         self.cycle = cycle
 
+    def takes(self) -> bool:
+        """Whether a body may be written now: the response's head is sent, its end is not, and the
+        connection is open."""
+        cycle = self.cycle
+        return not (
+            cycle.disconnected or not cycle.response_started or cycle.response_complete or cycle.transport.is_closing()
+        )
+
+    def behind(self) -> bool:
+        """Whether the reader is behind (the transport paused writing): a caller that must not run ahead
+        of it waits through the ASGI send (an empty body part), which waits for the drain."""
+        return self.cycle.flow.write_paused and not self.cycle.disconnected
+
     def __call__(self, data: bytes) -> bool:
         cycle = self.cycle
         transport = cycle.transport
-        if cycle.disconnected or not cycle.response_started or cycle.response_complete or transport.is_closing():
+        if not self.takes():
             return False
         if cycle.scope["method"] != "HEAD":  # a HEAD's answer has no body (uvicorn's send drops it too)
             try:

@@ -24,6 +24,7 @@ from django.dispatch import receiver
 from rest_framework import authentication, exceptions
 from rest_framework.throttling import BaseThrottle
 
+from config.compiled_once import CompiledOnce
 from config.errors import InvalidRequest
 from stories import limits
 
@@ -179,12 +180,20 @@ def throttled_response(response):
     return response
 
 
+def _token_query(shape, key):
+    from rest_framework.authtoken.models import Token
+
+    return Token.objects.select_related("user").filter(key=key)
+
+
+_TOKEN = CompiledOnce(_token_query)  # every API request asks it: compiled once (config.compiled_once)
+
+
 class TokenAuthentication(authentication.TokenAuthentication):
     """DRF's token header (``Authorization: Token ...``), asking account_active."""
 
     def authenticate_credentials(self, key):
-        model = self.get_model()
-        token = model.objects.select_related("user").filter(key=key).first()
+        token = _TOKEN.first(key=key)
         if token is None:
             raise exceptions.AuthenticationFailed("invalid token")
         if not account_active(token.user):

@@ -50,3 +50,21 @@ def test_the_compiled_access_query_answers_as_django_does_for_every_party_and_sh
     member = access_adventure(user_id=bob.id, adventure_id=aid, for_play=True, may="play")
     assert (member.viewer, member.actor, member.turn_mode is None, member.together) == ("player", "Sela", True, True)
     assert member.last_prompt, "the last turn's prompt fingerprint"
+
+
+def test_an_api_token_is_looked_up_by_its_text_through_the_compiled_query(alice, bob, client):
+    """Every API request's token is read through a query compiled once with a text value: each key
+    finds its own user, a key that is not one (quotes, a marker's text, another's key cut short) finds
+    nobody and gets the API's 401."""
+    from rest_framework.authtoken.models import Token
+
+    keys = {user.username: Token.objects.create(user=user).key for user in (alice, bob)}
+    for name, key in keys.items():
+        answer = client.get("/api/adventures/", HTTP_AUTHORIZATION=f"Token {key}")
+        assert answer.status_code == 200, name
+    for wrong in ("x'OR'1'='1", "-1999990000", keys["alice"][:-1], keys["bob"] + "a"):
+        answer = client.get("/api/adventures/", HTTP_AUTHORIZATION=f"Token {wrong}")
+        assert answer.status_code == 401 and "invalid token" in answer.json()["detail"], wrong
+    from stories.accounts.auth import _TOKEN
+
+    assert _TOKEN.first(key=keys["bob"]).user == bob and _TOKEN.first(key=keys["alice"]).user_id == alice.pk

@@ -3,6 +3,8 @@ import re
 
 import pytest
 from django.core.management import call_command
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from memory import embedder, embeddings
 from memory.models import Memory
@@ -267,3 +269,21 @@ def test_with_no_place_to_make_the_int8_kernels_queries_run_on_the_shipped_ones(
     vector = local.embed(["where is the key hidden?"], query=True)[0]
     assert local.query_session is local.session and len(vector) == embedder.LOCAL_DIMS
     assert "int8 query kernels are unavailable" in caplog.text
+
+
+_WORDS = st.sampled_from(
+    ["the", "knight's", "Zürich", "ünïcödé", "東京に", "rode—on", "well...", "\u200b", "x" * 30, "don't!", "42,000", ""]
+)
+
+
+@settings(max_examples=200, deadline=None)
+@example([("the", " ")] * 20 + [("\u200b", " ")] * 40)  # a tail of words the tokenizer drops whole
+@given(st.lists(st.tuples(_WORDS, st.sampled_from([" ", "\n", "  ", "\t"])), max_size=120))
+def test_a_turns_query_reads_the_same_word_pieces_from_its_tail_as_from_the_whole_text(parts):
+    """A turn's query tokenizes only the end of its four actions (memory.embedder.query_tail); whatever
+    the words (accents, marks, CJK, characters the tokenizer drops), the pieces the model reads are
+    those of the whole text's newest sixteen."""
+    text = "".join(word + space for word, space in parts)
+    keep = embedder.LOCAL_QUERY_WORDPIECES
+    tokenizer = embedder._local().query_tokenizer(keep)
+    assert tokenizer.encode(embedder.query_tail(text, keep, tokenizer)).ids == tokenizer.encode(text).ids

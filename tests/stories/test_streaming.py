@@ -283,6 +283,13 @@ def test_the_api_schema_documents_the_event_stream_of_turns_and_retries(client):
         assert "application/json" in answers["201"]["content"], "without the header: the JSON answer as before"
 
 
+def _logged_ids(site) -> set[int]:
+    """The native ids of the threads the server started from Python (its thread log)."""
+    if not site.thread_log.exists():
+        return set()
+    return {json.loads(line)["tid"] for line in site.thread_log.read_text().splitlines()}
+
+
 def _threads_said(site, started: set[int]) -> str:
     """What is known of the threads ``started``: each one's kernel name, and for a Python thread the
     stack that started it (the server's thread log); then the server's threads now (py-spy)."""
@@ -369,7 +376,10 @@ def test_turns_and_pages_start_no_thread_once_the_server_is_warm(site, alice, al
         playing.set()
         watcher.join(10)
     started = seen - warm
-    assert not started, (
+    python = started & _logged_ids(site)
+    # A native library may make a helper thread of its own now and then (one seen in about one full
+    # run of ten, never a Python thread); a thread per request would be one for each of the 21 here.
+    assert not python and len(started) <= 2, (
         f"{len(started)} threads were started for requests on a warm server:\n{_threads_said(site, started)}"
     )
 
