@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import DatabaseError, connection
@@ -19,7 +20,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from config.errors import DomainError
-from memory import embeddings
+from memory import embedder, embeddings
 from memory.models import Cursor, Memory, PassRun
 from memory.story.marks import MEMORIES_DUE, SUMMARY_DUE, cursor_ensure, with_marks
 from memory.story.report import PassReport
@@ -29,7 +30,8 @@ from memory.story.steps.eviction import evict
 from memory.story.steps.secrets import remember_secrets
 from memory.story.steps.stale import rewrite_stale
 from memory.story.steps.summary import update_summary
-from stories.models import Adventure
+from stories.accounts import ai_settings
+from stories.models import Adventure, StoryCard
 
 log = logging.getLogger(__name__)
 
@@ -50,13 +52,49 @@ RETURNING id
 """
 CRASHED = "crashed: the worker stopped mid-pass"
 
+# What most passes would otherwise learn in a statement a step, to find nothing: whether the adventure
+# holds secret nodes, stale blocks, a cast (or marks of characters who left it), and memories without the
+# owner's embedding. Each is over the whole adventure, so it holds whatever its step reads on the path.
+DUE_SQL = """
+SELECT
+  EXISTS (SELECT 1 FROM stories_action WHERE adventure_id = %(adventure)s AND seen_by IS NOT NULL),
+  EXISTS (
+    SELECT 1 FROM memory_memory
+    WHERE adventure_id = %(adventure)s AND stale AND NOT edited AND source_start IS NOT NULL
+  ),
+  EXISTS (SELECT 1 FROM stories_storycard WHERE adventure_id = %(adventure)s AND type = %(character)s AND in_cast)
+    OR EXISTS (
+      SELECT 1 FROM memory_castmark m JOIN stories_storycard c ON c.id = m.card_id WHERE c.adventure_id = %(adventure)s
+    ),
+  EXISTS (
+    SELECT 1 FROM memory_memory
+    WHERE adventure_id = %(adventure)s AND (embedding IS NULL OR embedding_model IS DISTINCT FROM %(model)s)
+  )
+"""
+
+
+@dataclass(frozen=True)
+class _Due:
+    secrets: bool
+    stale: bool
+    cast: bool
+    unembedded: bool
+
+
+def _due(adventure: Adventure) -> _Due:
+    ai = ai_settings.ai_settings_loaded(adventure=adventure, user_id=adventure.owner_id)
+    model = embedder.active_model(user_id=adventure.owner_id, ai=ai)
+    with connection.cursor() as db:
+        db.execute(DUE_SQL, {"adventure": adventure.pk, "character": StoryCard.Type.CHARACTER, "model": model})
+        return _Due(*db.fetchone())
+
 
 def run_recorded(adventure_id: int, *, worker: str = "") -> PassReport:
     """``run`` with a PassRun row around it, and the cursor's failure count kept
     (the sweeper backs off on adventures whose passes keep failing). A domain
     error (the owner's key can no longer be read) is a failed run; anything
     else is recorded as a crash and raised. A run is never left "running".
-    A pass with nothing due asks eleven statements (it runs after every turn; tests/memory/test_pass.py)."""
+    A pass with nothing due asks seven statements (it runs after every turn; tests/memory/test_pass.py)."""
     adventure = _adventure(adventure_id)
     if adventure is None:
         return PassReport()
@@ -145,18 +183,22 @@ def _run(adventure: Adventure, *, cursor: Cursor, report: PassReport) -> None:
     if adventure.head_branch_id is None or adventure.hidden:
         return
     head = adventure.head_branch  # read with the adventure, just now
-    steps = (
-        [
-            functools.partial(create_due_memories, cursor=cursor),
-            remember_secrets,
-            rewrite_stale,
-            functools.partial(backfill_cast, cursor=cursor),
-        ]
-        if adventure.memory_bank_enabled
-        else []
-    )
+    due = _due(adventure)
+    steps = []
+    if adventure.memory_bank_enabled:
+        steps.append(functools.partial(create_due_memories, cursor=cursor))
+        steps += [remember_secrets] if due.secrets else []
+        steps += [rewrite_stale] if due.stale else []
+        steps += [functools.partial(backfill_cast, cursor=cursor)] if due.cast else []
     steps += [functools.partial(update_summary, cursor=cursor)] if adventure.auto_summarize else []
-    steps += [lambda adventure, head, report: embeddings.embed_pending(adventure=adventure, report=report), evict]
+    # memories to embed: those found unembedded, or any a step above may write
+    wrote = due.unembedded or due.secrets or due.stale or due.cast
+
+    def embed(adventure, head, report):
+        if wrote or report.memories_created:
+            embeddings.embed_pending(adventure=adventure, report=report)
+
+    steps += [embed, evict]
     for step in steps:
         try:
             step(adventure=adventure, head=head, report=report)

@@ -317,13 +317,14 @@ def test_a_pass_after_a_turn_with_nothing_due_reads_only_what_it_must(
     adventure, memory_llm, django_assert_max_num_queries
 ):
     """The pass runs after every turn, and most turns make nothing due (a block every six actions,
-    a summary every fifteen): such a pass asks its questions in eleven statements (the adventure with
-    its head and its owner's settings in one, its record, its marks once, each step's own "is there
-    work?"), and does nothing. A pass that finds a block due still writes it."""
+    a summary every fifteen): such a pass asks its questions in seven statements (the adventure with
+    its head and its owner's settings in one, its record, its marks once, one read of what else is due:
+    secrets, stale blocks, a cast, unembedded memories; the summary's snapshot, eviction's count, the
+    record's end), and does nothing. A pass that finds a block due still writes it."""
     grow(adventure, 13, run=lambda depth: memory_pass.run_recorded(adventure.pk))
     grow(adventure, 14)
     made = Memory.objects.filter(adventure=adventure).count()
-    with django_assert_max_num_queries(11):
+    with django_assert_max_num_queries(7):
         report = memory_pass.run_recorded(adventure.pk, worker="w1")
     assert (report.memories_created, report.summary_written, report.embedded, report.errors) == (0, False, 0, [])
     assert Memory.objects.filter(adventure=adventure).count() == made
