@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass
 
 import redis
-from django.http import HttpResponse, StreamingHttpResponse
+from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.renderers import JSONRenderer
@@ -42,6 +42,7 @@ from config.errors import RateLimited
 from config.web_protocol import BODY_WRITER
 from play import live, live_hub
 from play.api_support import adventure_for as _adventure
+from play.api_support import json_answer as _json
 from stories.party import members
 
 EVENTS = "text/event-stream"
@@ -179,10 +180,3 @@ async def _closed(aid: int, uid: int, slot: str) -> None:
     await asyncio.to_thread(live.stream_closed, uid, slot)
     await asyncio.to_thread(live.here_clear, aid, uid)
     await live.publish_soon(aid, "presence", {"user_id": uid, "here": False})
-
-
-def _json(status: int, body: dict, headers: dict | None = None) -> HttpResponse:
-    response = HttpResponse(JSONRenderer().render(body), status=status, content_type="application/json")
-    for name, value in (headers or {}).items():
-        response[name] = value
-    return response

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from django.http import HttpResponse
+from rest_framework.renderers import JSONRenderer
+
 from stories import adventures
 from stories.models import Adventure
 
@@ -16,3 +19,11 @@ def adventure_for(request, adventure_id, *, for_play: bool = False, may: str = "
 def member_id(request, adventure: Adventure) -> int | None:
     """The request user's id when they are a member of ``adventure``, not its owner."""
     return None if adventure.owner_id == request.user.id else request.user.id
+
+
+def json_answer(status: int, body: dict, headers: dict | None = None) -> HttpResponse:
+    """A JSON answer from a view Django awaits (outside DRF's rendering)."""
+    response = HttpResponse(JSONRenderer().render(body), status=status, content_type="application/json")
+    for name, value in (headers or {}).items():
+        response[name] = value
+    return response

@@ -6,13 +6,12 @@ events while the model writes:
     event: done    data: <the 201 JSON answer>    the reply was stored
     event: error   data: <the 424/429 JSON answer, with "status">   the model failed
 
-Everything before the model call (authentication, CSRF, parsing, the
-adventure's owner, rate limits, a 409 while another reply is written) runs
-as in every DRF view, in one database step, and its errors answer JSON with
-their status as before. The model is then awaited on the event loop with no
-thread and no database connection held. A client that disconnects stops the
-reply: the model call is cancelled and the text written so far is kept as the
-reply (nothing when nothing was written; the player's action stays).
+Everything before the model call (authentication, CSRF, parsing, the adventure's owner, rate
+limits, a 409 while another reply is written) runs as in every DRF view, in one database step, and
+its errors answer JSON with their status as before. The model is then awaited on the event loop
+with no thread and no database connection held. A client that disconnects stops the reply: the
+model call is cancelled and the text written so far is kept as the reply (nothing when nothing was
+written; the player's action stays).
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ import re
 from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
-from django.http import HttpResponse, StreamingHttpResponse
+from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.renderers import JSONRenderer
@@ -40,6 +39,7 @@ from config.web_protocol import BODY_WRITER
 from play import live, live_hub, turn_line, turns
 from play import serializers as s
 from play.api_support import adventure_for as _adventure
+from play.api_support import json_answer as _json
 from stories import limits
 from stories.adventures import access_adventure
 from stories.tree import lineage
@@ -322,10 +322,9 @@ class RetryView(_TurnView):
 
 
 async def _events(reply: turns.Reply, *, retried: bool, writer=None):
-    """The reply's events. ``writer`` (the connection's body writer, when the site's own server gives
-    one, config.web_protocol): each piece's event is written onto the connection here, with no pass
-    through Django's streaming response and the ASGI send (a reply is ~60 of them); when the reader
-    falls behind, an empty part through that send waits for it, as a streamed response would."""
+    """The reply's events; ``writer``: the connection's body writer (config.web_protocol), which writes
+    each piece with no pass through Django's streaming response and the ASGI send (an empty part
+    through that send waits for a reader that fell behind)."""
     try:
         yield ": the model is writing\n\n"
         async for piece in reply.deltas():
@@ -355,13 +354,6 @@ async def _events(reply: turns.Reply, *, retried: bool, writer=None):
 
 def _event(name: str, data) -> bytes:
     return b"event: " + name.encode() + b"\ndata: " + JSONRenderer().render(data) + b"\n\n"
-
-
-def _json(status: int, body: dict, headers: dict | None = None) -> HttpResponse:
-    response = HttpResponse(JSONRenderer().render(body), status=status, content_type="application/json")
-    for name, value in (headers or {}).items():
-        response[name] = value
-    return response
 
 
 def _answer(result: turns.TurnResult, retried: bool) -> dict:

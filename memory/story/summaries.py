@@ -11,12 +11,14 @@ calls it in the same transaction. The player's own text is a snapshot too
 
 from __future__ import annotations
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from memory.models import Cursor, SummarySnapshot
 from stories.models import Adventure, Branch
 from stories.prompt.context import SummaryFrame
 from stories.tree import lineage, writes
+
+SNAPSHOTS = SummarySnapshot._meta.db_table
 
 
 def snapshot_on_path(branch: Branch, *, player_only: bool = False, up_to: int | None = None) -> SummarySnapshot | None:
@@ -46,12 +48,17 @@ def summary_frame(branch: Branch, from_depth: int, *, current: str) -> SummaryFr
     """The path's summaries around a story handed to the prompt builder from ``from_depth`` on (its
     ``before`` picks the one below the window it lays out): the snapshots from there to the tip and
     the newest one below, in one query; the base text only when a window could find none below."""
-    path = SummarySnapshot.objects.filter(
-        lineage.path_q(branch), adventure_id=branch.adventure_id, depth__lte=branch.tip_depth
-    ).values_list("depth", "id", "player", "text")
-    rows = sorted(
-        path.filter(depth__gte=from_depth).union(path.filter(depth__lt=from_depth).order_by("-depth", "-id")[:1])
-    )
+    on_path, path = lineage.path_sql(branch, table="s")  # every turn reads it: SQL as written, no ORM compile
+    where = f"{on_path} AND s.adventure_id = %s AND s.depth <= %s"
+    params = [*path, branch.adventure_id, branch.tip_depth]
+    with connection.cursor() as db:
+        db.execute(
+            f"(SELECT s.depth, s.id, s.player, s.text FROM {SNAPSHOTS} s WHERE {where} AND s.depth >= %s)"
+            f" UNION (SELECT s.depth, s.id, s.player, s.text FROM {SNAPSHOTS} s WHERE {where} AND s.depth < %s"
+            " ORDER BY s.depth DESC, s.id DESC LIMIT 1)",
+            [*params, from_depth, *params, from_depth],
+        )
+        rows = sorted(db.fetchall())
     snapshots = tuple((depth, player, text) for depth, _, player, text in rows)
     needs_base = rows and rows[0][0] >= from_depth
     return SummaryFrame(current=current, base=summary_base(branch) if needs_base else "", snapshots=snapshots)

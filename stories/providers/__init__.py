@@ -13,6 +13,7 @@ an error message or a response.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import re
 import ssl
@@ -107,13 +108,25 @@ def client(conn: Connection, *, awaited: bool = False) -> openai.OpenAI | openai
         raise ProviderError("refused", str(exc)) from None
     sdk, transport = (openai.AsyncOpenAI, async_http_client) if awaited else (openai.OpenAI, http_client)
     timeout = _timeout()
-    return sdk(
+    made = sdk(
         base_url=conn.endpoint_url.rstrip("/"),
         api_key=conn.api_key or "none",
         timeout=timeout,
         max_retries=0 if conn.deadline_s else getattr(settings, "PROVIDER_MAX_RETRIES", MAX_RETRIES),
         http_client=transport(connect=CONNECT_TIMEOUT, read=timeout.read),
     )
+    if awaited and getattr(made, "_platform", "") is None:
+        # the async SDK asks the OS which platform it runs on once per client, on a thread (a thread
+        # hop on every turn's model call): the answer never changes, so it is asked once a process
+        made._platform = _sdk_platform()
+    return made
+
+
+@functools.lru_cache(maxsize=1)
+def _sdk_platform():
+    from openai._base_client import get_platform
+
+    return get_platform()
 
 
 @contextmanager

@@ -119,3 +119,18 @@ def test_a_forced_rewrite_and_export_import_keep_the_summary(story, memory_llm, 
     exported = alice_api.get(f"/api/adventures/{story.pk}/export/").json()
     imported = alice_api.post("/api/adventures/import/", exported, format="json").json()
     assert "XYZZY" in alice_api.get(f"/api/adventures/{imported['adventure_id']}/summary/").json()["story_summary"]
+
+
+def test_a_turns_prompt_gets_the_summaries_of_its_window_and_the_newest_one_below_it(adventure):
+    """A turn's prompt lays out the path's summaries around the story it hands the model: those at or
+    after the window's first action, and of the older ones only the newest (the one that tells what
+    came before the window); a fork's summaries are not its sibling's."""
+    from memory.story import summaries
+
+    head = grow(adventure, 20)
+    for depth in (4, 8, 12, 16):
+        summaries.snapshot_write(adventure_id=adventure.pk, branch=head, depth=depth, text=f"by {depth}", player=False)
+    frame = summaries.summary_frame(head, 11, current="now")
+    assert [(depth, text) for depth, _, text in frame.snapshots] == [(8, "by 8"), (12, "by 12"), (16, "by 16")]
+    fork = writes.fork(adventure_id=adventure.pk, action_id=lineage.node_at(head, 10).pk, checkout=False)
+    assert [(depth, text) for depth, _, text in summaries.summary_frame(fork, 9, current="").snapshots] == [(8, "by 8")]
