@@ -15,7 +15,7 @@ adventure's ``claims_review`` on, claims wait as proposed until then.
 
 from __future__ import annotations
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from config.errors import InvalidRequest, NotFound
 from memory.models import CardClaim
@@ -170,11 +170,31 @@ def told_on_path(branch: Branch, card_ids: list[int]) -> dict[int, list[CardClai
     """For each card, the claims that stand on the path and are told (applied, not merged): one query."""
     if not card_ids:
         return {}
-    claims = on_path(branch).filter(card_id__in=card_ids, state__in=STANDS).select_related("action")
+    # Every turn asks it: the newest claim per card, slot and topic chosen in SQL (as _standing does:
+    # the deepest evidence, then the newest), so only the claims that stand come back, not all of them.
+    path, params = lineage.path_sql(branch, table="a")
+    with connection.cursor() as db:
+        db.execute(
+            "SELECT id, card_id, slot, topic, value, text, action_id, depth FROM ("
+            " SELECT DISTINCT ON (c.card_id, c.slot, c.topic) c.id, c.card_id, c.slot, c.topic, c.value, c.text,"
+            " c.state, c.action_id, a.depth"
+            f" FROM {CardClaim._meta.db_table} c JOIN {Action._meta.db_table} a ON a.id = c.action_id"
+            f" WHERE {path} AND c.adventure_id = %s AND a.adventure_id = %s AND a.live AND NOT a.hidden"
+            " AND a.depth <= %s AND c.card_id = ANY(%s) AND c.state = ANY(%s)"
+            " ORDER BY c.card_id, c.slot, c.topic, a.depth DESC, c.id DESC"
+            ") standing WHERE state = %s",
+            [*params, branch.adventure_id, branch.adventure_id, branch.tip_depth, list(card_ids), list(STANDS)]
+            + [CardClaim.State.APPLIED],
+        )
+        rows = db.fetchall()
     out: dict[int, list[CardClaim]] = {}
-    for claim in _standing(claims).values():
-        if claim.state == CardClaim.State.APPLIED:
-            out.setdefault(claim.card_id, []).append(claim)
+    for pk, card_id, slot, topic, value, text, action_id, depth in rows:
+        claim = CardClaim(
+            pk=pk, adventure_id=branch.adventure_id, card_id=card_id, slot=slot, topic=topic, value=value, text=text,
+            state=CardClaim.State.APPLIED, action_id=action_id,
+        )  # fmt: skip
+        claim.action = Action(pk=action_id, adventure_id=branch.adventure_id, depth=depth)  # what is told of it
+        out.setdefault(card_id, []).append(claim)
     for card_id, held in out.items():
         held.sort(key=lambda c: (c.action.depth, c.pk))
         out[card_id] = held[-LINE_CLAIMS_MAX:]

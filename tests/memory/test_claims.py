@@ -9,6 +9,7 @@ import pytest
 
 from memory.models import CardClaim, Memory
 from memory.story import memory_pass
+from memory.story.claims import told_on_path
 from stories.models import Branch
 from stories.tree import history, lineage, writes
 
@@ -138,8 +139,10 @@ def test_a_faked_death_revealed_later_stands_as_alive(mill, alice_api):
     for kind, text in [("do", "wait")] * 3 + [("ai", "Bram steps out of the smoke, alive.")] + [("do", "stare")] * 2:
         writes.place(adventure_id=mill.pk, branch_id=mill.head_branch_id, kind=kind, text=text)
     memory_pass.run(mill.pk)
-    claims = _api_cards(alice_api, mill.pk)["Bram"]["claims"]
-    assert [(c["value"], c["standing"]) for c in claims] == [("dead", False), ("alive", True)]
+    bram = _api_cards(alice_api, mill.pk)["Bram"]
+    assert [(c["value"], c["standing"]) for c in bram["claims"]] == [("dead", False), ("alive", True)]
+    told = told_on_path(Branch.objects.get(pk=mill.head_branch_id), [bram["id"]])
+    assert [(c.value, c.action.depth) for c in told[bram["id"]]] == [("alive", 16)], "the model is told what stands"
 
 
 def test_accept_merges_into_the_text_reject_is_never_proposed_again_and_an_edit_is_the_players(mill, alice_api):
