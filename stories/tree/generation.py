@@ -29,7 +29,8 @@ log = logging.getLogger(__name__)
 
 BUSY = "a reply is being written for this adventure; wait for it to finish, then try again"
 HOLD = timedelta(seconds=30)  # a claim not renewed for this long is free
-RENEW_EVERY_S = 10  # seconds between renewals while the reply is being written
+RENEW_EVERY_S = 15  # seconds between renewals while the reply is being written: half of HOLD, so most replies
+# (under 15 s) need none, and a renewal late by 15 s (a stalled process) still finds its claim
 _HELD_BY: ContextVar[str] = ContextVar("generation_held_by", default="")
 _unreleased: set[tuple[int, str]] = set()  # releases a database outage interrupted, retried by the next claim
 

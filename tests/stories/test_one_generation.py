@@ -150,3 +150,30 @@ def test_deleting_an_adventure_while_its_reply_is_written_answers_409_and_the_re
     assert [a["text"] for a in api.get(f"/api/adventures/{aid}/story/").json()["actions"]][-1] == "Darkness."
     assert api.delete(f"/api/adventures/{aid}/").status_code == 204, "once written, the delete goes through"
     assert not Adventure.objects.filter(pk=aid).exists()
+
+
+def test_a_reply_written_for_longer_than_a_claim_lasts_keeps_its_story_until_it_lands(
+    alice_plays, fake_llm, monkeypatch
+):
+    """A claim lasts HOLD and is renewed while the reply is written (stories.tree.generation): a reply
+    slower than several HOLDs still holds its story, and a turn sent meanwhile is refused every time."""
+    import time
+    from datetime import timedelta
+
+    from stories.tree import generation
+
+    monkeypatch.setattr(generation, "HOLD", timedelta(seconds=3))
+    monkeypatch.setattr(generation, "RENEW_EVERY_S", 0.25)  # margin for a loaded test machine
+    api = alice_plays
+    aid = _post(api, "/api/adventures/", {"title": "Slow", "opening": "A long tale."}).json()["id"]
+    url = f"/api/adventures/{aid}/turns/"
+    with _reply_held_at_the_model(api, fake_llm, url, {"mode": "do", "text": "tell it"}, reply="It ends.") as first:
+        held_until = time.monotonic() + 6.5  # over two HOLDs of writing
+        tries = 0
+        while time.monotonic() < held_until:
+            refused = _post(api, url, {"mode": "do", "text": "interrupt"})
+            assert refused.status_code == 409, (tries, refused.status_code, refused.content)
+            tries += 1
+    assert first["response"].status_code == 201 and tries > 3
+    texts = list(Action.objects.filter(adventure_id=aid).order_by("depth").values_list("text", flat=True))
+    assert texts == ["A long tale.", "tell it", "It ends."]
