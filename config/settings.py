@@ -137,7 +137,7 @@ REQUEST_BODY_TIMEOUT = env_int("REQUEST_BODY_TIMEOUT", 30, minimum=1, maximum=36
 
 # Loaded by each web process on a thread of its own as it starts, beside its first requests (dotted paths):
 # the local embedder (a second of CPU) and the token encoding (~0.1 s), not inside the first turn.
-SERVE_WARM_UPS = ("memory.embedder.warm_up", "stories.prompt.tokens.warm_up")
+SERVE_WARM_UPS = ("memory.embedder.warm_up", "stories.prompt.tokens.warm_up", "stories.providers.warm_up")
 
 # Admission at the door (config.admission): a POST to these paths that arrives while this web
 # process's event loop runs more than ADMISSION_LAG_MS behind its timers answers 503 with

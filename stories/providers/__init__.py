@@ -131,6 +131,11 @@ def _sdk_platform():
     return get_platform()
 
 
+def warm_up() -> None:
+    """Ask the platform as a web process starts (a few ms reading the OS), not on its first turn."""
+    _sdk_platform()
+
+
 @contextmanager
 def _waiting_outside(conn: Connection, *, user_id: int):
     """Around a wait on the endpoint. A web process's database connections go back to its pool
