@@ -33,7 +33,13 @@ from config.errors import UpstreamFailed
 from stories import limits
 from stories.models import ProviderCall
 from stories.providers import netguard
-from stories.providers.netguard import EndpointRefused, async_http_client, check_url_shape, http_client
+from stories.providers.netguard import (
+    AnswerTooLarge,
+    EndpointRefused,
+    async_http_client,
+    check_url_shape,
+    http_client,
+)
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +170,8 @@ def _translate(exc: Exception, conn: Connection) -> ProviderError:
     while cause is not None:
         if isinstance(cause, EndpointRefused):
             return ProviderError("refused", str(cause))
+        if isinstance(cause, AnswerTooLarge):
+            return ProviderError("too_large", str(cause))
         if isinstance(cause, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(cause):
             return ProviderError(
                 "unreachable",

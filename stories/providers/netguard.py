@@ -218,6 +218,60 @@ class _GuardedBackend(SyncBackend):
 SYNC_CONNECTIONS_MAX = 1000  # model calls one process's threads may have open at once (each holds one)
 
 
+# What one answer of an endpoint may send: a reply streamed token by token with its usage is ~1 MB at
+# the longest a turn keeps (stories.models.ACTION_TEXT_MAX characters), a large provider's model list
+# ~2 MB. An endpoint is the player's to choose: past this, nothing more is read and the call fails.
+ANSWER_MAX_BYTES = 8 * 1024 * 1024
+
+
+class AnswerTooLarge(ValueError):
+    """An endpoint's answer past ANSWER_MAX_BYTES, or compressed (read as sent, it could be any size)."""
+
+
+def _answer_checked(response: httpx2.Response) -> None:
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):  # asked for identity: a compressed answer could inflate to any size
+        raise AnswerTooLarge(f"the model endpoint sent a compressed answer ({encoding[:30]}), which is not read")
+
+
+def _too_large() -> AnswerTooLarge:
+    return AnswerTooLarge(
+        f"the model endpoint's answer was larger than {ANSWER_MAX_BYTES // 2**20} MB; nothing past that was read"
+    )
+
+
+class _BoundedStream(httpx2.SyncByteStream):
+    def __init__(self, stream):
+        self.stream = stream
+
+    def __iter__(self):
+        seen = 0
+        for chunk in self.stream:
+            seen += len(chunk)
+            if seen > ANSWER_MAX_BYTES:
+                raise _too_large()
+            yield chunk
+
+    def close(self):
+        self.stream.close()
+
+
+class _BoundedAsyncStream(httpx2.AsyncByteStream):
+    def __init__(self, stream):
+        self.stream = stream
+
+    async def __aiter__(self):
+        seen = 0
+        async for chunk in self.stream:
+            seen += len(chunk)
+            if seen > ANSWER_MAX_BYTES:
+                raise _too_large()
+            yield chunk
+
+    async def aclose(self):
+        await self.stream.aclose()
+
+
 class GuardedTransport(httpx2.HTTPTransport):
     def __init__(self, **kwargs):
         super().__init__(trust_env=False, **kwargs)
@@ -227,6 +281,12 @@ class GuardedTransport(httpx2.HTTPTransport):
             max_connections=SYNC_CONNECTIONS_MAX,
             max_keepalive_connections=20,
         )
+
+    def handle_request(self, request):
+        response = super().handle_request(request)
+        response.stream = _BoundedStream(response.stream)
+        _answer_checked(response)
+        return response
 
 
 class _GuardedAsyncBackend(AsyncNetworkBackend):
@@ -267,6 +327,12 @@ class GuardedAsyncTransport(httpx2.AsyncHTTPTransport):
             max_keepalive_connections=100,
         )
 
+    async def handle_async_request(self, request):
+        response = await super().handle_async_request(request)
+        response.stream = _BoundedAsyncStream(response.stream)
+        _answer_checked(response)
+        return response
+
 
 ASYNC_CONNECTIONS_MAX = 4000  # model calls one web process may have open at once
 _async_clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -280,7 +346,11 @@ def async_http_client(*, connect: float, read: float) -> httpx2.AsyncClient:
     if (connect, read) not in clients:
         timeout = httpx2.Timeout(connect=connect, read=read, write=30.0, pool=connect)
         clients[(connect, read)] = httpx2.AsyncClient(
-            transport=GuardedAsyncTransport(), timeout=timeout, follow_redirects=False, trust_env=False
+            transport=GuardedAsyncTransport(),
+            timeout=timeout,
+            follow_redirects=False,
+            trust_env=False,
+            headers={"Accept-Encoding": "identity"},
         )
     return clients[(connect, read)]
 
@@ -292,4 +362,10 @@ def http_client(*, connect: float, read: float) -> httpx2.Client:
     costs ~20 ms of CPU, measured here); it holds no user data, and every new
     connection is checked again."""
     timeout = httpx2.Timeout(connect=connect, read=read, write=30.0, pool=connect)
-    return httpx2.Client(transport=GuardedTransport(), timeout=timeout, follow_redirects=False, trust_env=False)
+    return httpx2.Client(
+        transport=GuardedTransport(),
+        timeout=timeout,
+        follow_redirects=False,
+        trust_env=False,
+        headers={"Accept-Encoding": "identity"},
+    )

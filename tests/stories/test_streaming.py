@@ -131,6 +131,38 @@ def test_a_model_error_midway_ends_the_stream_with_the_424_answer_and_keeps_the_
     assert missing.status_code == 404 and missing.json()["detail"]
 
 
+def test_a_model_that_answers_without_end_is_read_no_further_than_the_bound_and_the_action_is_kept(
+    alice_plays, fake_llm
+):
+    """The endpoint is the player's to choose: one that streams (or answers at once) more than an
+    answer may hold (netguard.ANSWER_MAX_BYTES), or sends a compressed answer that could inflate to any
+    size, gets a 424 naming it, and nothing past the bound is read or kept; the player's action stays."""
+    from stories.providers import netguard
+
+    api = alice_plays
+    aid = _adventure(api)
+    huge = " ".join(f"{i:03d}" + "x" * 200_000 for i in range(60))  # 12 MB of text, 200 KB a piece
+    assert len(huge) > netguard.ANSWER_MAX_BYTES
+    fake_llm.queue(Reply(text=huge))
+    response = api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "listen"}, format="json", **EVENTS)
+    events = parse_events(streamed(response))
+    assert events[-1][0] == "error" and {name for name, _ in events[:-1]} <= {"token"}
+    error = events[-1][1]
+    assert error["status"] == 424 and error["error"] == "too_large" and "larger than 8 MB" in error["detail"]
+    shown = sum(len(data["text"]) for name, data in events[:-1])
+    assert shown <= netguard.ANSWER_MAX_BYTES, "nothing past the bound reached the player"
+    assert [a["text"] for a in error["stored_actions"]] == ["listen"]
+    fake_llm.queue(Reply(text=huge))  # answered at once, not streamed
+    whole = api.post(f"/api/adventures/{aid}/retry/", {}, format="json")
+    assert whole.status_code == 424 and whole.json()["error"] == "too_large", whole.json()
+    fake_llm.queue(Reply(text="A small reply.", headers={"Content-Encoding": "gzip"}))
+    packed = api.post(f"/api/adventures/{aid}/retry/", {}, format="json")
+    assert packed.status_code == 424 and "compressed" in packed.json()["detail"], packed.json()
+    texts = list(Action.objects.filter(adventure_id=aid).order_by("depth").values_list("text", flat=True))
+    assert texts == ["The gate stands open.", "listen"], "no reply text was stored"
+    assert ProviderCall.objects.filter(outcome="too_large").count() == 3, "the debug log says why"
+
+
 # ---------------------------------------------------------------------------- the real server
 
 
