@@ -311,6 +311,7 @@ class Reply:
             reasoning_max_tokens=p.ai.reasoning_max_tokens,
             stream=stream,
             sampling=sampling.request_fields(p.ai, p.conn.endpoint_url),
+            text_max=ACTION_TEXT_MAX,  # what one action holds: the player reads what is kept
         )
         self.told: asyncio.Task | None = None  # a story played together: its turn event, on its way
 

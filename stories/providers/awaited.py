@@ -83,8 +83,10 @@ class ModelCall:
         reasoning_max_tokens: int = 0,
         stream: bool = False,
         sampling: dict | None = None,
+        text_max: int | None = None,
     ):
         self.conn = conn
+        self.text_max = text_max  # the reply ends there (finish "length"): what is shown is what can be kept
         # The messages go in as extra_body, which the SDK sends as they are: passed as ``messages``
         # the SDK walks every part of the prompt to transform it, ~10 ms of CPU for a full context.
         body = {"messages": messages, **(sampling or {})}  # top_p, stop, ... as the player set them
@@ -145,15 +147,18 @@ class ModelCall:
                                 pieces.append(piece)
                         if pieces:
                             piece = "".join(pieces)
+                            if self.text_max is not None and len(self.text) + len(piece) >= self.text_max:
+                                piece, done, finish = piece[: self.text_max - len(self.text)], True, "length"
                             self.text += piece
-                            yield piece
+                            if piece:
+                                yield piece
                         if done:
                             break
             else:
                 response = await sdk.chat.completions.create(**self.request)
                 choice = response.choices[0]
                 model, usage, finish = response.model or model, response.usage, choice.finish_reason
-                self.text = choice.message.content or ""
+                self.text = (choice.message.content or "")[: self.text_max]
                 if self.text:
                     yield self.text
         except ProviderError as exc:
