@@ -134,8 +134,9 @@ class _Local:
             self.query_tokenizers[keep_end] = found
         return found
 
-    def embed(self, texts: list[str], *, tokenizer=None, query: bool = False) -> list[list[float]]:
-        encodings = (tokenizer or self.tokenizer).encode_batch(texts)
+    def embed(self, texts: list[str], *, tokenizer=None, query: bool = False, encodings=None) -> list[list[float]]:
+        """Vectors of ``texts`` (or of ``encodings``, their word pieces read already)."""
+        encodings = encodings if encodings is not None else (tokenizer or self.tokenizer).encode_batch(texts)
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
         feed = {"input_ids": ids, "attention_mask": mask}
@@ -179,21 +180,20 @@ def embed_query_local(text: str, *, keep_end: int) -> list[float]:
     """One query's vector from the newest ``keep_end`` word pieces of ``text`` (the local model)."""
     local = _local()
     keep = min(keep_end, LOCAL_MAX_TOKENS)
-    return local.embed(
-        [query_tail(text, keep, local.query_tokenizer(keep))], tokenizer=local.query_tokenizer(keep), query=True
-    )[0]
+    return local.embed([], encodings=[query_encoding(text, keep, local.query_tokenizer(keep))], query=True)[0]
 
 
-def query_tail(text: str, keep: int, tokenizer) -> str:
-    """The end of ``text`` that holds its newest ``keep`` word pieces: a turn's query is four actions,
+def query_encoding(text: str, keep: int, tokenizer):
+    """The newest ``keep`` word pieces of ``text``, read from its end: a turn's query is four actions,
     and tokenizing all of them to keep ~16 pieces was a tenth of the query's cost. Words are cut at
     whitespace, where the tokenizer cuts too, so the pieces kept are the same; a tail that gives fewer
-    pieces than the window holds (words the tokenizer drops whole) is not used."""
+    pieces than the window holds (words the tokenizer drops whole) is not used: the whole text is read."""
     words = text.rsplit(None, 2 * keep)
-    if len(words) <= 2 * keep:
-        return text
-    tail = " ".join(words[1:])
-    return tail if len(tokenizer.encode(tail).ids) >= keep else text
+    if len(words) > 2 * keep:
+        tail = tokenizer.encode(" ".join(words[1:]))
+        if len(tail.ids) >= keep:
+            return tail
+    return tokenizer.encode(text)
 
 
 def embed_query(*, user_id: int, text: str, adventure_id: int | None = None, ai=None) -> tuple[str, list[float]]:

@@ -280,10 +280,10 @@ _WORDS = st.sampled_from(
 @example([("the", " ")] * 20 + [("\u200b", " ")] * 40)  # a tail of words the tokenizer drops whole
 @given(st.lists(st.tuples(_WORDS, st.sampled_from([" ", "\n", "  ", "\t"])), max_size=120))
 def test_a_turns_query_reads_the_same_word_pieces_from_its_tail_as_from_the_whole_text(parts):
-    """A turn's query tokenizes only the end of its four actions (memory.embedder.query_tail); whatever
+    """A turn's query tokenizes only the end of its four actions (memory.embedder.query_encoding); whatever
     the words (accents, marks, CJK, characters the tokenizer drops), the pieces the model reads are
     those of the whole text's newest sixteen."""
     text = "".join(word + space for word, space in parts)
     keep = embedder.LOCAL_QUERY_WORDPIECES
     tokenizer = embedder._local().query_tokenizer(keep)
-    assert tokenizer.encode(embedder.query_tail(text, keep, tokenizer)).ids == tokenizer.encode(text).ids
+    assert embedder.query_encoding(text, keep, tokenizer).ids == tokenizer.encode(text).ids
