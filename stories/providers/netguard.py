@@ -228,10 +228,12 @@ class AnswerTooLarge(ValueError):
     """An endpoint's answer past ANSWER_MAX_BYTES, or compressed (read as sent, it could be any size)."""
 
 
-def _answer_checked(response: httpx2.Response) -> None:
+def _compressed(response: httpx2.Response) -> AnswerTooLarge | None:
+    """Asked for identity: a compressed answer could inflate to any size, and is not read."""
     encoding = response.headers.get("content-encoding", "identity").strip().lower()
-    if encoding not in ("", "identity"):  # asked for identity: a compressed answer could inflate to any size
-        raise AnswerTooLarge(f"the model endpoint sent a compressed answer ({encoding[:30]}), which is not read")
+    if encoding in ("", "identity"):
+        return None
+    return AnswerTooLarge(f"the model endpoint sent a compressed answer ({encoding[:30]}), which is not read")
 
 
 def _too_large() -> AnswerTooLarge:
@@ -285,7 +287,10 @@ class GuardedTransport(httpx2.HTTPTransport):
     def handle_request(self, request):
         response = super().handle_request(request)
         response.stream = _BoundedStream(response.stream)
-        _answer_checked(response)
+        refused = _compressed(response)
+        if refused is not None:
+            response.close()  # its connection goes back unread (closed), not held by an answer nobody reads
+            raise refused
         return response
 
 
@@ -330,7 +335,10 @@ class GuardedAsyncTransport(httpx2.AsyncHTTPTransport):
     async def handle_async_request(self, request):
         response = await super().handle_async_request(request)
         response.stream = _BoundedAsyncStream(response.stream)
-        _answer_checked(response)
+        refused = _compressed(response)
+        if refused is not None:
+            await response.aclose()  # its connection goes back unread (closed), not held by an answer nobody reads
+            raise refused
         return response
 
 
