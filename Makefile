@@ -38,7 +38,7 @@ test: install browser bytecode
 	  DATA_DIR=$(CURDIR)/.data/test-alone $(PY) -m pytest -m alone $(ALONE_FILES) $(PYTEST_ARGS) > .data/alone.log 2>&1 & \
 	  alone=$$!; \
 	fi; \
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not alone and not calm" $(PYTEST_ARGS); main=$$?; \
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not alone and not calm" $(PYTEST_ARGS); main=$$?; \
 	if [ -n "$$alone" ]; then wait $$alone; apart=$$?; \
 	else $(PY) -m pytest -m alone $(ALONE_FILES) $(PYTEST_ARGS) > .data/alone.log 2>&1; apart=$$?; fi; \
 	echo "--- the tests that stop or freeze Postgres or Redis (their own servers):"; cat .data/alone.log; \
@@ -49,7 +49,7 @@ test: install browser bytecode
 ## its fuzzers drawing a tenth of their examples (EVERLORE_QUICK_TESTS=1).
 ## CI runs `make test`, the whole suite.
 test-quick: install browser bytecode
-	EVERLORE_QUICK_TESTS=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow and not alone and not calm" $(PYTEST_ARGS); $(PHASE_OK)
+	EVERLORE_QUICK_TESTS=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not slow and not alone and not calm" $(PYTEST_ARGS); $(PHASE_OK)
 	EVERLORE_QUICK_TESTS=1 $(PY) -m pytest -m "(alone or calm) and not slow" $(ALONE_FILES) $(CALM_FILES) $(PYTEST_ARGS); $(PHASE_OK)
 
 ## The API fuzz with schemathesis's coverage phase too: every boundary case each operation's schema

@@ -2,6 +2,7 @@
 pytest_plugins = ["tests.support.mcp"]
 
 import importlib
+from collections import Counter
 
 import pytest
 from django.db.models.signals import post_migrate
@@ -190,29 +191,28 @@ def demo(settings, fake_llm):
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items):
-    """The files that start servers first (their tests marked slow), the rest after: the order of a
-    run on one process, and of pytest-xdist's only with --no-loadscope-reorder (by default xdist 3.8
-    hands out the files with most tests first). make test keeps xdist's order: measured 2026-12-06,
-    the longest files handed out first ran together on the two cores and the run was slower (498 s
-    against 381-452) and a worker-pool test timed out."""
-    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    longest = {name: rank for rank, name in enumerate(LONGEST_FILES)}
+    """The order the files are handed out in (make test runs xdist with --no-loadscope-reorder, so
+    this is its queue): the files of one long test first, then the rest by how many tests they hold,
+    most first (xdist's own order). By count alone those long single tests were handed out last and
+    ran on one worker after the others had finished (measured 2026-12-06: the fuzz and runsite
+    started at 355 and 407 s of a 455 s run, the other two workers done at 377 and 387 s). Handing
+    every long file out first is not better: the browser tests, the bench smokes and the worker
+    pools all ran at once, and on a fresh clone an import job went to 'retrying' (c2c7828)."""
+    counts = Counter(item.path for item in items)
+    first = {name: rank for rank, name in enumerate(FIRST_FILES)}
+    position = {}
+    for item in items:
+        position.setdefault(item.path, len(position))
 
     def order(item):
         name = item.path.relative_to(item.config.rootpath).as_posix()
-        return (item.path not in slow_files, longest.get(name, len(longest)))
+        return (first.get(name, len(first)), -counts[item.path], position[item.path])
 
     items.sort(key=order)
 
 
-# The files that take longest (measured with --durations): handed out first of all
-LONGEST_FILES = [
-    "tests/web/test_browser.py",
-    "tests/config/test_benches.py",
+# Files of one test that runs for most of a minute: handed out first, so none is the run's last
+FIRST_FILES = [
     "tests/security/test_fuzz.py",
     "tests/config/test_runsite.py",
-    "tests/workers/test_pool.py",
-    "tests/stories/test_import_jobs.py",
-    "tests/security/test_keys.py",
-    "tests/stories/test_streaming.py",
 ]
