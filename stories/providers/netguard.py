@@ -31,6 +31,7 @@ from django.conf import settings
 from httpcore2._backends.base import AsyncNetworkBackend, NetworkStream
 from httpcore2._backends.sync import SyncBackend
 
+import stories.providers.http11 as http11
 import stories.providers.netstream as netstream
 from config.async_db import before_waiting_outside
 from config.errors import InvalidRequest
@@ -325,7 +326,7 @@ class GuardedAsyncTransport(httpx2.AsyncHTTPTransport):
     def __init__(self, **kwargs):
         super().__init__(trust_env=False, verify=_tls(), **kwargs)
         # Turns in flight each hold one connection while their model writes.
-        self._pool = httpcore2.AsyncConnectionPool(
+        self._pool = http11.LeanPool(  # a response's body framed and read without h11's events
             ssl_context=self._pool._ssl_context,
             network_backend=_GuardedAsyncBackend(),
             max_connections=ASYNC_CONNECTIONS_MAX,

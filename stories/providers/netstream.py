@@ -105,6 +105,10 @@ class AsyncioStream(AsyncNetworkStream):
             raise httpcore2.ReadError(str(p.error) or p.error.__class__.__name__)
         return b""
 
+    def take_buffered(self) -> bytes:
+        """What has arrived and was not read yet, taken without waiting."""
+        return self._protocol.take(len(self._protocol.buffer))
+
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         if not buffer:
             return

@@ -1,0 +1,233 @@
+"""A model endpoint's answers as the site reads them (stories.providers.http11): every framing a
+server may use gives the body exactly, a connection is used again exactly when HTTP/1.1 allows
+it, and a malformed or over-long frame is an error, never a hang or a body made up."""
+
+import asyncio
+
+import httpcore2
+import httpx2
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stories.providers import Connection, netguard
+from stories.providers.awaited import ModelCall
+from stories.providers.http11 import LINE_MAX, TRAILERS_MAX, ChunkedBody
+from tests.support.examples import examples
+
+pytestmark = pytest.mark.django_db
+
+
+def _chunked(chunks: list[bytes], *, extensions: list[bytes], trailers: list[bytes]) -> bytes:
+    wire = b""
+    for i, chunk in enumerate(chunks):
+        ext = extensions[i % len(extensions)] if extensions else b""
+        wire += b"%x%s\r\n%s\r\n" % (len(chunk), ext, chunk)
+    return wire + b"0\r\n" + b"".join(t + b"\r\n" for t in trailers) + b"\r\n"
+
+
+def _split(wire: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(wire) + 1) for c in cuts} | {0, len(wire)})
+    return [wire[a:b] for a, b in zip(points, points[1:], strict=False)]
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(
+    chunks=st.lists(st.binary(min_size=1, max_size=300), max_size=12),
+    extensions=st.lists(st.sampled_from([b"", b";a=b", b' ;name="quoted"', b";x"]), max_size=3),
+    trailers=st.lists(st.sampled_from([b"X-Usage: 12", b"Server-Timing: total;dur=3"]), max_size=2),
+    after=st.sampled_from([b"", b"HTTP/1.1 200 OK\r\n"]),
+    cuts=st.lists(st.integers(min_value=0, max_value=5000), max_size=20),
+)
+def test_a_chunked_body_split_into_any_reads_is_read_exactly_and_ends_at_its_last_chunk(
+    chunks, extensions, trailers, after, cuts
+):
+    wire = _chunked(chunks, extensions=extensions, trailers=trailers)
+    body, read = ChunkedBody(), b""
+    for part in _split(wire + after, cuts):
+        read += body.feed(part)
+    assert read == b"".join(chunks)
+    assert body.done
+    assert body.rest == after  # what came after the message: the connection is not used again
+
+
+@pytest.mark.parametrize(
+    "wire",
+    [
+        b"zz\r\nabc\r\n",  # not a hex size
+        b"0x3\r\nabc\r\n",  # Python's int() would take it
+        b"+3\r\nabc\r\n",
+        b"3\r\nabcdef\r\n",  # more data than the size says
+        b"3" * (LINE_MAX + 10),  # a size line that never ends
+        b"0\r\n" + b"X-T: " + b"a" * (TRAILERS_MAX + 10),  # trailers that never end
+        b"0\r\n" + b"X-T: a\r\n" * (TRAILERS_MAX // 8 + 10) + b"\r\n",
+    ],
+)
+def test_a_malformed_or_endless_chunk_frame_is_an_error_not_a_body(wire):
+    body = ChunkedBody()
+    with pytest.raises(httpcore2.RemoteProtocolError):
+        for i in range(0, len(wire), 700):
+            body.feed(wire[i : i + 700])
+
+
+class RawServer:
+    """An HTTP/1.1 server on loopback answering each request with the next of ``answers``
+    (the bytes sent as they are; ``hang``: keep the connection open after them until the client
+    leaves; ``close``: close it after them); it counts the connections it was given."""
+
+    def __init__(self, answers: list[tuple[bytes, str]]):
+        self.answers, self.connections, self.requests = list(answers), 0, []
+
+    async def __aenter__(self):
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+        return self
+
+    async def __aexit__(self, *exc):
+        self.server.close()
+
+    async def _serve(self, reader, writer):
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = [
+                    int(line.split(b":")[1])
+                    for line in head.lower().split(b"\r\n")
+                    if line.startswith(b"content-length:")
+                ]
+                body = await reader.readexactly(length[0]) if length else b""
+                self.requests.append((head.split(b" ")[0], body))
+                wire, after = self.answers.pop(0)
+                writer.write(wire)
+                await writer.drain()
+                if after == "hang":
+                    await reader.read()  # until the client closes its side
+                    return
+                if after == "close":
+                    return
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return
+        finally:
+            writer.close()
+
+
+def _run(coro):
+    return asyncio.run(coro)
+
+
+CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"
+LENGTH = b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\nhello world"
+
+
+@pytest.mark.parametrize(
+    "answer, after, connections",
+    [
+        (CHUNKED, "keep", 1),
+        (LENGTH, "keep", 1),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", "keep", 1),
+        (b"HTTP/1.1 204 No Content\r\n\r\n", "keep", 1),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\nConnection: close\r\n\r\nhello world", "close", 2),
+        (b"HTTP/1.0 200 OK\r\nContent-Length: 11\r\n\r\nhello world", "close", 2),
+        (b"HTTP/1.1 200 OK\r\n\r\nhello world", "close", 2),  # the body ends when the server closes
+        (LENGTH + b"HTTP/1.1 200 OK\r\n", "close", 2),  # bytes after the body: the next answer is not trusted
+        (CHUNKED[:-2] + b"X-Usage: 3\r\n\r\n", "keep", 1),  # a trailer field
+    ],
+)
+def test_every_framing_gives_its_body_and_a_connection_serves_again_exactly_when_http_allows(
+    settings, answer, after, connections
+):
+    settings.ALLOW_PRIVATE_ENDPOINTS = True
+    expected = b"" if b" 204 " in answer or b"Length: 0" in answer else b"hello world"
+
+    async def two_requests():
+        async with RawServer([(answer, after), (answer, after)]) as server:
+            client = netguard.async_http_client(connect=5, read=5)
+            bodies = []
+            for _ in range(2):
+                response = await client.post(server.url + "/v1/x", content=b"{}")
+                bodies.append(response.content)
+            await client.aclose()
+            return bodies, server.connections
+
+    bodies, used = _run(two_requests())
+    assert bodies == [expected, expected]
+    assert used == connections
+
+
+def test_an_answer_left_midway_closes_its_connection_and_the_next_request_gets_a_new_one(settings):
+    settings.ALLOW_PRIVATE_ENDPOINTS = True
+    first = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"  # and nothing more
+
+    async def stopped_then_again():
+        async with RawServer([(first, "hang"), (CHUNKED, "keep")]) as server:
+            client = netguard.async_http_client(connect=5, read=5)
+            async with client.stream("POST", server.url + "/v1/x", content=b"{}") as response:
+                async for piece in response.aiter_bytes():
+                    assert piece == b"hello"
+                    break  # the player pressed Stop
+            again = await client.post(server.url + "/v1/x", content=b"{}")
+            await client.aclose()
+            return again.content, server.connections
+
+    body, used = _run(stopped_then_again())
+    assert body == b"hello world"
+    assert used == 2  # the stopped answer's connection was never handed to the next request
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n wo",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\nhello world",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nnot-hex\r\nhello\r\n0\r\n\r\n",
+    ],
+)
+def test_a_body_cut_short_or_malformed_is_an_error_not_a_shorter_answer(settings, answer):
+    settings.ALLOW_PRIVATE_ENDPOINTS = True
+
+    async def cut():
+        async with RawServer([(answer, "close")]) as server:
+            client = netguard.async_http_client(connect=5, read=5)
+            try:
+                await client.post(server.url + "/v1/x", content=b"{}")
+            finally:
+                await client.aclose()
+
+    with pytest.raises(httpx2.RemoteProtocolError):
+        _run(cut())
+
+
+def _sse_chunked(words: list[str]) -> bytes:
+    events = [
+        b'data: {"model": "m", "choices": [{"index": 0, "delta": {"content": "%s"}}]}\n\n' % w.encode() for w in words
+    ]
+    events.append(b'data: {"model": "m", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\n\n')
+    events.append(b"data: [DONE]\n\n")
+    return b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" + _chunked(
+        events, extensions=[], trailers=[]
+    )
+
+
+def test_streamed_replies_from_a_chunked_keep_alive_endpoint_arrive_whole_on_one_connection(settings):
+    """As OpenAI, OpenRouter or vLLM stream: chunked, the connection kept for the next turn."""
+    settings.ALLOW_PRIVATE_ENDPOINTS = True
+    words = ["The ", "lantern ", "gutters."]
+
+    async def two_turns():
+        async with RawServer([(_sse_chunked(words), "keep"), (_sse_chunked(words[::-1]), "keep")]) as server:
+            texts = []
+            for _ in range(2):
+                call = ModelCall(
+                    conn=Connection(server.url + "/v1", "sk-test", "m"),
+                    messages=[{"role": "user", "content": "go"}],
+                    max_tokens=50,
+                    temperature=0.7,
+                    stream=True,
+                )
+                texts.append("".join([piece async for piece in call.deltas()]))
+            return texts, server.connections
+
+    texts, used = _run(two_turns())
+    assert texts == ["The lantern gutters.", "gutters.lantern The "]
+    assert used == 1
