@@ -17,8 +17,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import timedelta
 
-from django.db import DatabaseError
-from django.db.models import Q
+from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from config.async_db import db_side_step
@@ -35,6 +34,23 @@ _HELD_BY: ContextVar[str] = ContextVar("generation_held_by", default="")
 _unreleased: set[tuple[int, str]] = set()  # releases a database outage interrupted, retried by the next claim
 
 
+# The claim's statements as written (an ORM update compiles its SQL on every call: ~1 ms of a turn)
+_TABLE = Adventure._meta.db_table
+_CLAIM = (
+    f"UPDATE {_TABLE} SET generation_token = %s, generation_until = %s"
+    " WHERE id = %s AND (generation_until IS NULL OR generation_until < %s)"
+)
+_RELEASE = f"UPDATE {_TABLE} SET generation_token = '', generation_until = NULL WHERE id = %s AND generation_token = %s"
+_RENEW = f"UPDATE {_TABLE} SET generation_until = %s WHERE id = %s AND generation_token = %s"
+
+
+def _update(sql: str, params: list) -> int:
+    """Rows ``sql`` changed."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+
 def generation_claim(*, adventure_id: int) -> str:
     """Claim the adventure for one generation; returns the claim's token.
     Raises Conflict (409) while another generation holds it."""
@@ -42,12 +58,7 @@ def generation_claim(*, adventure_id: int) -> str:
         generation_release(adventure_id=pending[0], token=pending[1])
     token = secrets.token_hex(16)
     now = timezone.now()
-    claimed = (
-        Adventure.objects.filter(pk=adventure_id)
-        .filter(Q(generation_until__isnull=True) | Q(generation_until__lt=now))
-        .update(generation_token=token, generation_until=now + HOLD)
-    )
-    if claimed != 1:
+    if _update(_CLAIM, [token, now + HOLD, adventure_id, now]) != 1:
         raise Conflict(BUSY, code="generating")
     return token
 
@@ -61,9 +72,7 @@ def generation_release(*, adventure_id: int, token: str) -> None:
     """Free the adventure, if this claim still holds it. Never raises: a release
     lost to a database outage expires within HOLD."""
     try:
-        Adventure.objects.filter(pk=adventure_id, generation_token=token).update(
-            generation_token="", generation_until=None
-        )
+        _update(_RELEASE, [adventure_id, token])
     except DatabaseError:
         _unreleased.add((adventure_id, token))
         log.warning("generation claim on adventure %s not released (database away); it expires", adventure_id)
@@ -73,7 +82,7 @@ def generation_release(*, adventure_id: int, token: str) -> None:
 
 def _renew(adventure_id: int, token: str) -> None:
     try:
-        Adventure.objects.filter(pk=adventure_id, generation_token=token).update(generation_until=timezone.now() + HOLD)
+        _update(_RENEW, [timezone.now() + HOLD, adventure_id, token])
     except DatabaseError:
         pass  # the next renewal tries again; the claim may lapse meanwhile
 
