@@ -13,7 +13,8 @@ does: the model's fields, the select_related rows, the annotations.
 The build function must put each value into the query as a parameter (filters and annotations do;
 a value that changes the SQL's shape, like a flag choosing a join, belongs in the shape key), and
 must not depend on the clock or on the database's contents. A text column's value works too (its
-marker arrives as the marker number's text)."""
+marker arrives as the marker number's text), and so does an array's element (``seen_by__contains=[v]``
+is written ``@> ARRAY[%s]``)."""
 
 from __future__ import annotations
 
@@ -25,9 +26,9 @@ from django.db import connections
 from django.db.models import QuerySet
 from django.db.models.query import get_related_populators
 
-MARKER_BASE = (
-    -1_999_990_000
-)  # marker values no real id takes (within an integer column's range: Django drops an out-of-range lookup)
+# Marker values no real value takes, within every integer column's range, positive ones too: Django
+# turns a lookup past a column's range into no rows at all (a negative depth: the clause dropped)
+MARKER_BASE = 2_147_000_000
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class CompiledOnce:
         found = self.shapes.get((shape, names))
         if found is not None:
             return found
-        markers = {name: MARKER_BASE - n for n, name in enumerate(names)}
+        markers = {name: MARKER_BASE + n for n, name in enumerate(names)}
         queryset = self.build(shape, **markers)
         compiler = queryset.query.get_compiler(using=self.using)
         sql, params = compiler.as_sql()
@@ -89,25 +90,34 @@ class CompiledOnce:
 
     def first(self, shape: Hashable = None, **values):
         """The query's first row for ``values``, as a model instance (None: no row)."""
+        rows = self._run(shape, values, many=False)
+        return rows[0] if rows else None
+
+    def all(self, shape: Hashable = None, **values) -> list:
+        """Every row of the query for ``values``, as model instances, in the query's order."""
+        return self._run(shape, values, many=True)
+
+    def _run(self, shape: Hashable, values: dict, *, many: bool) -> list:
         s = self._shape(shape, tuple(sorted(values)))
         params = [values[slot] if slot else constant for slot, constant in zip(s.slots, s.params, strict=True)]
         connection = connections[self.using]
         with connection.cursor() as cursor:
             cursor.execute(s.sql, params)
-            row = cursor.fetchone()
-        if row is None:
-            return None
-        if s.converters:  # as SQLCompiler.apply_converters, with this thread's connection
-            row = list(row)
-            for position, (converters, expression) in s.converters.items():
-                value = row[position]
-                for converter in converters:
-                    value = converter(value, expression, connection)
-                row[position] = value
+            rows = cursor.fetchall() if many else [r for r in [cursor.fetchone()] if r is not None]
         start, end = s.fields
-        obj = s.model.from_db(self.using, s.init_list, row[start:end])
-        for populator in s.populators:
-            populator.populate(row, obj)
-        for name, position in s.annotations.items():
-            setattr(obj, name, row[position])
-        return obj
+        made = []
+        for row in rows:
+            if s.converters:  # as SQLCompiler.apply_converters, with this thread's connection
+                row = list(row)
+                for position, (converters, expression) in s.converters.items():
+                    value = row[position]
+                    for converter in converters:
+                        value = converter(value, expression, connection)
+                    row[position] = value
+            obj = s.model.from_db(self.using, s.init_list, row[start:end])
+            for populator in s.populators:
+                populator.populate(row, obj)
+            for name, position in s.annotations.items():
+                setattr(obj, name, row[position])
+            made.append(obj)
+        return made

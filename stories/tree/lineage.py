@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from django.db.models import Count, Q, QuerySet
 
+from config.compiled_once import CompiledOnce
 from stories.models import Action, Branch
 
 
@@ -79,12 +80,40 @@ def story_page(
 def recent(branch: Branch, *, count: int, below_depth: int | None = None, viewer: int | None = None) -> list[Action]:
     """The newest ``count`` live actions ``viewer`` may read (oldest first), optionally only those
     below ``below_depth`` (to leave out a take being retried)."""
-    qs = story(branch, viewer=viewer)
-    if below_depth is not None:
-        qs = qs.filter(depth__lt=below_depth)
-    rows = list(qs.order_by("-depth")[:count])
+    if len(branch.lineage) > RECENT_COMPILED_ANCESTORS:
+        qs = story(branch, viewer=viewer)
+        if below_depth is not None:
+            qs = qs.filter(depth__lt=below_depth)
+        rows = list(qs.order_by("-depth")[:count])
+    else:  # every turn asks: its SQL compiled once per shape (config.compiled_once)
+        seen = "every" if viewer == EVERY else "shared" if viewer is None else "member"
+        values = {"adventure_id": branch.adventure_id, "own": branch.pk}
+        for i, (ancestor_id, cap) in enumerate(branch.lineage):
+            values[f"a{i}"], values[f"c{i}"] = ancestor_id, cap
+        if seen == "member":
+            values["viewer"] = viewer
+        if below_depth is not None:
+            values["below"] = below_depth
+        rows = _RECENT.all((len(branch.lineage), seen, below_depth is not None, count), **values)
     rows.reverse()
     return rows
+
+
+RECENT_COMPILED_ANCESTORS = 16  # a path with more forks behind it is read by the ORM (its shapes are not kept)
+
+
+def _recent_query(shape, *, adventure_id, own, viewer=None, below=None, **ancestors) -> QuerySet[Action]:
+    """``recent``'s query, as ``story`` writes it, for CompiledOnce's markers."""
+    n, seen, _, count = shape
+    lineage = [[ancestors[f"a{i}"], ancestors[f"c{i}"]] for i in range(n)]
+    branch = Branch(pk=own, adventure_id=adventure_id, lineage=lineage)
+    qs = story(branch, viewer={"every": EVERY, "shared": None}.get(seen, viewer))
+    if below is not None:
+        qs = qs.filter(depth__lt=below)
+    return qs.order_by("-depth")[:count]
+
+
+_RECENT = CompiledOnce(_recent_query)
 
 
 def owner_at(branch: Branch, depth: int) -> int:

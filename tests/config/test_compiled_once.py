@@ -68,3 +68,45 @@ def test_an_api_token_is_looked_up_by_its_text_through_the_compiled_query(alice,
     from stories.accounts.auth import _TOKEN
 
     assert _TOKEN.first(key=keys["bob"]).user == bob and _TOKEN.first(key=keys["alice"]).user_id == alice.pk
+
+
+def test_the_recent_story_compiled_once_reads_what_the_orm_reads_for_every_reader_fork_and_cut(
+    alice_plays, alice, bob, charlie
+):
+    """A turn's recent story (stories.tree.lineage.recent) is read through a query compiled once per
+    shape, the reader's id going into an array (seen_by @> ARRAY[reader]): each reader gets their own
+    secrets and nobody else's, on the main line and on a fork, with or without a cut below a depth."""
+    from stories.models import Action, Branch
+    from stories.tree import lineage
+
+    aid, cards, code = _story(alice_plays)
+    _joined(bob, code, cards["Sela"])
+    for text in ("I wade in", "I call to the far bank", "I climb out"):
+        played = alice_plays.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": text}, format="json")
+        assert played.status_code == 201, played.json()
+    main = Branch.objects.get(adventure_id=aid, internal=False)
+    nodes = list(Action.objects.filter(branch=main, live=True).order_by("depth"))
+    assert len(nodes) >= 7
+    told = {nodes[2].pk: [bob.id], nodes[3].pk: [charlie.id], nodes[5].pk: [alice.id, bob.id]}
+    for pk, readers in told.items():
+        Action.objects.filter(pk=pk).update(seen_by=readers)
+    fork = Branch.objects.create(adventure_id=aid, parent=main, fork_depth=4, lineage=[[main.pk, 4]], tip_depth=5)
+    Action.objects.create(adventure_id=aid, branch=fork, depth=5, kind="do", text="I turn back", seen_by=[bob.id])
+
+    def by_orm(branch, count, below, viewer):
+        qs = lineage.story(branch, viewer=viewer)
+        if below is not None:
+            qs = qs.filter(depth__lt=below)
+        return [a.pk for a in reversed(list(qs.order_by("-depth")[:count]))]
+
+    for branch in (main, fork):
+        for viewer in (None, lineage.EVERY, alice.id, bob.id, charlie.id):
+            for below in (None, 4, 6):
+                for count in (2, 50):
+                    read = lineage.recent(branch, count=count, below_depth=below, viewer=viewer)
+                    assert [a.pk for a in read] == by_orm(branch, count, below, viewer), (branch, viewer, below, count)
+                    assert all(a.text for a in read)
+    seen = {who: {a.pk for a in lineage.recent(main, count=50, viewer=who.id)} for who in (alice, bob, charlie)}
+    assert nodes[2].pk in seen[bob] and nodes[2].pk not in seen[alice] | seen[charlie]
+    assert nodes[3].pk in seen[charlie] and nodes[3].pk not in seen[alice] | seen[bob]
+    assert nodes[5].pk in seen[alice] & seen[bob] and nodes[5].pk not in seen[charlie]
