@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from config import server_timing
 from memory.story import claims, retrieval, summaries
+from stories.cards import present_cards
 from stories.models import Action, Adventure, AISettings, Branch
 from stories.prompt import builder
 from stories.prompt.context import Context, SummaryFrame
@@ -30,7 +31,7 @@ def context_told(
     ``user_id`` pays (the owner), ``viewer`` plays: recall brings the secrets told to them alone.
     ``record_use``: the memories told count as used (a turn; Insights is a dry run)."""
     with server_timing.phase("cards"):
-        cards, _ = claims.cards_told(branch, list(adventure.cards.all()))  # with what the story changed on them
+        cards, _ = claims.cards_told(branch, present_cards(adventure))  # with what the story changed on them
     recalled = retrieval.recall_for_turn(
         adventure=adventure,
         branch=branch,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from config.compiled_once import CompiledOnce
 from config.errors import InvalidRequest, NotFound
 from stories.models import (
     CARD_KEY_MAX,
@@ -13,6 +14,18 @@ from stories.models import (
     StoryCard,
 )
 from stories.tree import writes
+
+# every turn and every memory pass read them: compiled once (config.compiled_once)
+_PRESENT = CompiledOnce(lambda shape, adventure_id: StoryCard.objects.filter(adventure_id=adventure_id))
+
+
+def present_cards(adventure: Adventure) -> list[StoryCard]:
+    """The adventure's cards on the path played, as ``adventure.cards.all()`` reads them (in id order,
+    each knowing its adventure), in one statement compiled once."""
+    cards = _PRESENT.all(adventure_id=adventure.pk)
+    for card in cards:
+        card.adventure = adventure
+    return cards
 
 
 def clean_keys(raw) -> list[str]:
@@ -33,7 +46,7 @@ def clean_keys(raw) -> list[str]:
 
 
 def card_limit_check(*, adventure: Adventure, adding: int) -> None:
-    if StoryCard.every.filter(adventure=adventure).count() + adding > CARDS_PER_ADVENTURE_MAX:  # every branch's
+    if StoryCard.objects.filter(adventure=adventure).count() + adding > CARDS_PER_ADVENTURE_MAX:  # every branch's
         raise InvalidRequest(f"an adventure has at most {CARDS_PER_ADVENTURE_MAX} story cards")
 
 

@@ -20,6 +20,7 @@ from django.db import connection, transaction
 from config.errors import InvalidRequest, NotFound
 from memory.models import CardClaim
 from memory.story import canon, claims_reader, claims_words
+from stories.cards import present_cards
 from stories.models import CARD_ENTRY_MAX, Action, Adventure, Branch, StoryCard
 from stories.tree import lineage
 
@@ -128,7 +129,7 @@ def withdraw_edited(*, branch_id: int, depth: int, block: int) -> None:
     if len(actions) < block:
         return  # not full: the pass reads it when it is
     adventure = branch.adventure
-    cards = list(adventure.cards.all())
+    cards = present_cards(adventure)
     read = block_read(adventure=adventure, head=branch, actions=actions, cards=cards, name=protagonist(adventure))
     block_store(adventure=adventure, reads=read)
 

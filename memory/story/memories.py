@@ -15,6 +15,7 @@ from memory.story import blocks, cast, marks, memory_pass, scene, summaries, sum
 from memory.story.steps import summary as summary_step
 from stories import import_doc, providers
 from stories.accounts import ai_settings
+from stories.cards import present_cards
 from stories.models import Action, Adventure, Branch, StoryCard
 from stories.providers import ProviderError
 from stories.tree import lineage
@@ -143,7 +144,7 @@ def memory_regenerate(*, adventure: Adventure, memory: Memory) -> Memory:
         raise Conflict("a hand-written memory has no source to regenerate from; edit its text instead")
     conn = ai_settings.connection_for_background(user_id=adventure.owner_id, purpose="summary")
     conn = conn and providers.for_request(conn)  # the player waits for it
-    cards = list(adventure.cards.all())
+    cards = present_cards(adventure)
     if memory.character_id is not None:
         written = blocks.write_cast(
             conn=conn,

@@ -15,6 +15,7 @@ from config import server_timing
 from memory import embedder
 from memory.story import scene
 from memory.vectors import vector_cursor
+from stories.cards import present_cards
 from stories.models import Action, Adventure, Branch, StoryCard
 from stories.prompt import tokens
 from stories.prompt.context import Knowing, MemoryItem
@@ -272,7 +273,7 @@ def recall_for_turn(
     with server_timing.phase("rank"):
         items = rank(branch=branch, vector=vector, model=model, top_k=top_k, record_use=record_use, viewer=viewer)
     if cards is None:
-        cards = list(adventure.cards.all())
+        cards = present_cards(adventure)
     recent = [a for a in story if below_depth is None or a.depth < below_depth][-QUERY_ACTIONS:]
     involved = scene.named_in(scene.members(cards), "\n".join(a.text for a in recent))[:KNOWS_CHARACTERS_MAX]
     with server_timing.phase("knowledge"):

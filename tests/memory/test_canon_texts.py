@@ -138,7 +138,7 @@ def test_a_card_edited_after_the_fire_is_as_it_was_on_a_fork_from_before_and_aft
     assert bram_told["since"] == 7, "Insights names the version told: the card as made at passage 7"
 
 
-def test_a_card_deleted_on_one_branch_stays_on_the_others(mill, alice_api):
+def test_a_card_deleted_on_one_branch_stays_on_the_others(mill, alice_api, memory_llm):
     actions = alice_api.get(f"/api/adventures/{mill}/story/").json()["actions"]
     ferry = alice_api.post(
         f"/api/adventures/{mill}/cards/",
@@ -156,6 +156,11 @@ def test_a_card_deleted_on_one_branch_stays_on_the_others(mill, alice_api):
     assert alice_api.get(f"/api/adventures/{mill}/cards/{ferry['id']}/").status_code == 404
     every = alice_api.get(f"/api/adventures/{mill}/cards/?every=true").json()
     assert [(c["name"], c["present"]) for c in every] == [("Ferry", False)], "listed with every branch's cards"
+    calls = len(memory_llm.chat_requests())
+    turn(alice_api, mill, "wait for the ferry")
+    told = "\n".join(m["content"] for m in memory_llm.chat_requests()[calls].body["messages"])
+    assert "wait for the ferry" in told and "It sails at dusk." not in told, "a card deleted here is not told here"
+    assert alice_api.post(f"/api/adventures/{mill}/undo/").status_code == 200
     assert alice_api.post(f"/api/adventures/{mill}/undo/").status_code == 200
     assert _cards(alice_api, mill)["Ferry"]["entry"] == "It sails at dusk.", "the delete was made after that turn"
     assert alice_api.post(f"/api/adventures/{mill}/undo/").status_code == 200

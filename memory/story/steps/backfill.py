@@ -20,6 +20,7 @@ from memory.story.blocks import block_changed, block_write, cast_store, own_memo
 from memory.story.marks import MEMORIES_PER_RUN, MEMORY_INTERVAL, memory_mark
 from memory.story.report import PassReport
 from stories.accounts import ai_settings
+from stories.cards import present_cards
 from stories.models import Adventure, Branch
 from stories.tree import lineage
 
@@ -29,7 +30,7 @@ BACKFILL_BLOCKS_READ = 30  # remembered blocks read for one member in one run, a
 
 
 def backfill_cast(*, adventure: Adventure, head: Branch, report: PassReport, cursor: Cursor | None = None) -> None:
-    cards = list(adventure.cards.all())
+    cards = present_cards(adventure)
     members = scene.members(cards)
     CastMark.objects.filter(card__adventure=adventure).exclude(card_id__in=[m.card_id for m in members]).delete()
     if not members:

@@ -19,6 +19,7 @@ from memory.story.marks import (
 )
 from memory.story.report import PassReport
 from stories.accounts import ai_settings
+from stories.cards import present_cards
 from stories.models import Adventure, Branch
 from stories.tree import lineage
 
@@ -46,7 +47,7 @@ def create_due_memories(
         purpose="summary",
         ai=ai_settings.ai_settings_loaded(adventure=adventure, user_id=adventure.owner_id),
     )
-    cards = list(adventure.cards.all())
+    cards = present_cards(adventure)
     members = scene.members(cards)
     while report.memories_created < MEMORIES_PER_RUN and mark[1] + MEMORY_INTERVAL <= head.tip_depth:
         start, end = mark[1] + 1, mark[1] + MEMORY_INTERVAL
@@ -128,7 +129,7 @@ def _early_claims(*, adventure: Adventure, head: Branch) -> None:
     """Before the path has MEMORY_THRESHOLD actions no block is remembered yet, but what a full block
     changed on the cards is read at once (offline; a block read again stores nothing twice), so a
     change is on its card within one block of its evidence from the story's first block on."""
-    cards = list(adventure.cards.all())
+    cards = present_cards(adventure)
     if not cards:
         return
     name = summarize.protagonist(adventure)

@@ -12,6 +12,7 @@ from memory.story.blocks import block_changed, block_write, cast_replace, path_m
 from memory.story.marks import MEMORIES_PER_RUN
 from memory.story.report import PassReport
 from stories.accounts import ai_settings
+from stories.cards import present_cards
 from stories.models import Adventure, Branch
 from stories.tree import lineage
 
@@ -32,7 +33,7 @@ def rewrite_stale(*, adventure: Adventure, head: Branch, report: PassReport) -> 
     if not blocks:
         return
     conn = ai_settings.connection_for_background(user_id=adventure.owner_id, purpose="summary")
-    cards = list(adventure.cards.all())
+    cards = present_cards(adventure)
     members = scene.members(cards)
     for start, end in blocks:
         if report.memories_created >= MEMORIES_PER_RUN:

@@ -13,6 +13,7 @@ from memory.story.marks import SUMMARY_INTERVAL, cursor_of, mark_move
 from memory.story.report import PassReport
 from stories import providers
 from stories.accounts import ai_settings
+from stories.cards import present_cards
 from stories.models import Adventure, Branch
 from stories.prompt.voice import told
 from stories.tree import lineage, writes
@@ -78,7 +79,7 @@ def update_summary(
             base=base,
             new_material=material,
             user_id=adventure.owner_id,
-            cards=list(adventure.cards.all()),
+            cards=present_cards(adventure),
         )
     except providers.ProviderError as exc:
         report.failed(f"story summary: {exc.message}", exc.code)
