@@ -8,6 +8,7 @@ from django.db import transaction
 from django.db.models import F, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
 
+from config.compiled_once import CompiledOnce
 from memory.models import Cursor
 from memory.story.blocks import own_memories
 from stories.models import Adventure, Branch
@@ -26,9 +27,13 @@ def cursor_of(adventure_id: int) -> Cursor:
 
 
 def cursor_ensure(adventure_id: int) -> Cursor:
-    """The adventure's marks, the row made (both marks at the root) when the pass first runs."""
-    cursor, _ = Cursor.objects.get_or_create(adventure_id=adventure_id)
-    return cursor
+    """The adventure's marks, the row made (both marks at the root) when the pass first runs. Read
+    through a statement compiled once: every pass asks it."""
+    found = _CURSOR.first(adventure_id=adventure_id)
+    return found if found is not None else Cursor.objects.get_or_create(adventure_id=adventure_id)[0]
+
+
+_CURSOR = CompiledOnce(lambda shape, adventure_id: Cursor.objects.filter(adventure_id=adventure_id))
 
 
 def with_marks(adventures: QuerySet) -> QuerySet:

@@ -19,6 +19,7 @@ from django.db.models import Exists, F, OuterRef, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from config.compiled_once import CompiledOnce
 from config.errors import DomainError
 from memory import embedder, embeddings
 from memory.models import Cursor, Memory, PassRun
@@ -138,8 +139,15 @@ def run_recorded(adventure_id: int, *, worker: str = "") -> PassReport:
 
 def _adventure(adventure_id: int) -> Adventure | None:
     """The adventure with its head branch and its owner's AI settings, in one statement (the steps
-    read the settings with ai_settings_loaded)."""
-    return Adventure.objects.select_related("head_branch", "owner__ai_settings").filter(pk=adventure_id).first()
+    read the settings with ai_settings_loaded), compiled once: every pass asks it first."""
+    return _ADVENTURE.first(adventure_id=adventure_id)
+
+
+_ADVENTURE = CompiledOnce(
+    lambda shape, adventure_id: Adventure.objects.select_related("head_branch", "owner__ai_settings").filter(
+        pk=adventure_id
+    )
+)
 
 
 def abandoned_runs_close() -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from django.db import connection, transaction
 
+from config.compiled_once import CompiledOnce
 from memory.models import Cursor, SummarySnapshot
 from stories.models import Adventure, Branch
 from stories.prompt.context import SummaryFrame
@@ -24,14 +25,31 @@ SNAPSHOTS = SummarySnapshot._meta.db_table
 def snapshot_on_path(branch: Branch, *, player_only: bool = False, up_to: int | None = None) -> SummarySnapshot | None:
     """The newest snapshot on ``branch``'s path (the player's newest with
     ``player_only``), at or below depth ``up_to`` when given."""
-    qs = SummarySnapshot.objects.filter(
-        lineage.path_q(branch),
-        adventure_id=branch.adventure_id,
-        depth__lte=branch.tip_depth if up_to is None else up_to,
-    )
+    up_to = branch.tip_depth if up_to is None else up_to
+    if len(branch.lineage) > lineage.RECENT_COMPILED_ANCESTORS:
+        query = _snapshot_query(
+            (branch.lineage, player_only), adventure_id=branch.adventure_id, own=branch.pk, up_to=up_to
+        )
+        return next(iter(query), None)
+    values = {"adventure_id": branch.adventure_id, "own": branch.pk, "up_to": up_to}
+    for i, (ancestor_id, cap) in enumerate(branch.lineage):
+        values[f"a{i}"], values[f"c{i}"] = ancestor_id, cap
+    return _SNAPSHOT.first((len(branch.lineage), player_only), **values)
+
+
+def _snapshot_query(shape, *, adventure_id, own, up_to, **ancestors):
+    """``snapshot_on_path``'s query; ``shape``: (the lineage or its length, player_only)."""
+    path, player_only = shape
+    if isinstance(path, int):  # CompiledOnce's markers name the ancestors
+        path = [[ancestors[f"a{i}"], ancestors[f"c{i}"]] for i in range(path)]
+    branch = Branch(pk=own, adventure_id=adventure_id, lineage=path)
+    qs = SummarySnapshot.objects.filter(lineage.path_q(branch), adventure_id=adventure_id, depth__lte=up_to)
     if player_only:
         qs = qs.filter(player=True)
-    return qs.order_by("-depth", "-id").first()
+    return qs.order_by("-depth", "-id")[:1]
+
+
+_SNAPSHOT = CompiledOnce(_snapshot_query)  # every pass and every summary read asks it
 
 
 def summary_base(branch: Branch) -> str:
