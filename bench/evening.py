@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 from _setup import ROOT, clock_bar, django_setup, percentile, print_table, save
-from concurrency import _free_port, _players, _postgres_processes, _wait_live
+from concurrency import _free_port, _players, _postgres_cpu, _postgres_processes, _wait_live
 
 TEXTS = [
     "look around the square",
@@ -121,9 +121,9 @@ def _groups(site: subprocess.Popen) -> dict[str, list]:
 class Sampler(threading.Thread):
     """CPU seconds of each group every second, for the plot and the per-turn figures.
 
-    A group's total counts the processes that have ended too, at their last reading (Postgres's
-    backends come and go: a sum over the living ones fell when one ended, and the per-turn figure
-    read 0); a process that lived less than a second between two readings is missed."""
+    A group's total counts the processes that have ended too, at their last reading; Postgres's
+    backends come and go faster than a reading (a connection a job opened and closed), so
+    Postgres is read through its postmaster, whose reaped children's CPU the kernel keeps."""
 
     def __init__(self, site, others: dict[str, list]):
         super().__init__(daemon=True)
@@ -137,6 +137,9 @@ class Sampler(threading.Thread):
         groups = {**_groups(self.site), **self.others}
         with self.lock:
             for name, procs in groups.items():
+                if name == "postgres":  # its backends come and go: counted through the postmaster
+                    self.seen[("postgres",)] = (name, _postgres_cpu(procs))
+                    continue
                 for p in procs:
                     try:
                         times, key = p.cpu_times(), (p.pid, p.create_time())

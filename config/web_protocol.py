@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 
 import h11
+from h11._writers import ChunkedWriter
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from config.asgi_guard import SECURITY_HEADERS
@@ -133,8 +134,13 @@ class BodyWriter:
         if not self.takes():
             return False
         if cycle.scope["method"] != "HEAD":  # a HEAD's answer has no body (uvicorn's send drops it too)
-            try:
-                transport.write(cycle.conn.send(h11.Data(data=data)))
-            except h11.LocalProtocolError:  # the connection's state took no body (it failed meanwhile)
-                return False
+            conn = cycle.conn
+            if type(getattr(conn, "_writer", None)) is ChunkedWriter and conn.our_state is h11.SEND_BODY:
+                if data:  # framed as h11's chunked writer frames it, without its state machine's pass a piece
+                    transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+            else:
+                try:
+                    transport.write(conn.send(h11.Data(data=data)))
+                except h11.LocalProtocolError:  # the connection's state took no body (it failed meanwhile)
+                    return False
         return transport.get_write_buffer_size() <= BACKED_UP_BYTES
