@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import re
 from dataclasses import dataclass
 
@@ -40,6 +39,7 @@ from play import live, live_hub, turn_line, turns
 from play import serializers as s
 from play.api_support import adventure_for as _adventure
 from play.api_support import json_answer as _json
+from play.api_support import token_event
 from stories import limits
 from stories.adventures import access_adventure
 from stories.tree import lineage
@@ -328,7 +328,7 @@ async def _events(reply: turns.Reply, *, retried: bool, writer=None):
     try:
         yield ": the model is writing\n\n"
         async for piece in reply.deltas():
-            event = b"event: token\ndata: " + json.dumps({"text": piece}).encode() + b"\n\n"  # the hot path: plain json
+            event = token_event(piece)
             if writer is None or not writer.takes():
                 yield event
             elif not writer(event) or writer.behind():

@@ -15,9 +15,12 @@ from pathlib import Path
 import psutil
 import pytest
 from django.db import connection
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from stories.models import Action, Adventure, ProviderCall
 from tests.support.events import parse_events, streamed
+from tests.support.examples import examples
 from tests.support.fake_llm import Reply
 from tests.support.processes import Site, wait_for
 
@@ -701,3 +704,13 @@ def test_server_timing_names_a_garbage_collection_inside_the_step(settings):
     assert server_timing.begin() is None
     gc.collect()  # no request timed: nothing recorded anywhere
     assert timing.header().count("gc2;dur=") == 1
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(piece=st.text())
+def test_a_streamed_piece_is_sent_as_the_json_of_its_text_whatever_it_holds(piece):
+    """The hot path writes a piece's event without json.dumps's dict walk: byte for byte what
+    json.dumps({"text": piece}) gives, for quotes, controls, surrogates and any script."""
+    from play.api_support import token_event
+
+    assert token_event(piece) == b"event: token\ndata: " + json.dumps({"text": piece}).encode() + b"\n\n"
