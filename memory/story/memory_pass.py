@@ -56,6 +56,12 @@ CRASHED = "crashed: the worker stopped mid-pass"
 # What most passes would otherwise learn in a statement a step, to find nothing: whether the adventure
 # holds secret nodes, stale blocks, a cast (or marks of characters who left it), and memories without the
 # owner's embedding. Each is over the whole adventure, so it holds whatever its step reads on the path.
+FINISH_SQL = f"""
+UPDATE {PassRun._meta.db_table} SET finished_at = %s, outcome = %s, memories_created = %s,
+    summary_written = %s, embedded = %s, evicted = %s, errors = %s
+WHERE id = %s
+"""
+
 DUE_SQL = """
 SELECT
   EXISTS (SELECT 1 FROM stories_action WHERE adventure_id = %(adventure)s AND seen_by IS NOT NULL),
@@ -121,15 +127,20 @@ def run_recorded(adventure_id: int, *, worker: str = "") -> PassReport:
     except Exception as exc:
         _crash_record(adventure_id=adventure_id, run_id=record_id, exc=exc)
         raise
-    PassRun.objects.filter(pk=record_id).update(
-        finished_at=timezone.now(),
-        outcome="errors" if report.errors else "ok",
-        memories_created=report.memories_created,
-        summary_written=report.summary_written,
-        embedded=report.embedded,
-        evicted=report.evicted,
-        errors="\n".join(report.errors)[:5000],
-    )
+    with connection.cursor() as db:  # every pass ends here: as written, not compiled each time
+        db.execute(
+            FINISH_SQL,
+            [
+                timezone.now(),
+                "errors" if report.errors else "ok",
+                report.memories_created,
+                report.summary_written,
+                report.embedded,
+                report.evicted,
+                "\n".join(report.errors)[:5000],
+                record_id,
+            ],
+        )
     if report.errors:
         _failure_count(adventure_id, report.errors[0])
     elif cursor.failures:  # as read at the start: the pass's own run is the one that counts them

@@ -3,7 +3,7 @@ per holder (the adventure's own bank, each character's); pins stay."""
 
 from __future__ import annotations
 
-from django.db.models import Count
+from django.db import connection
 from django.db.models.functions import Coalesce
 
 from memory.models import Memory
@@ -11,6 +11,9 @@ from memory.story.blocks import path_memories
 from memory.story.report import PassReport
 from stories.accounts import ai_settings
 from stories.models import Adventure, Branch
+from stories.tree import lineage
+
+MEMORIES = Memory._meta.db_table
 
 
 def evict(*, adventure: Adventure, head: Branch, report: PassReport) -> None:
@@ -20,8 +23,7 @@ def evict(*, adventure: Adventure, head: Branch, report: PassReport) -> None:
     Pinned memories are never evicted, so pins alone may exceed capacity."""
     capacity = ai_settings.ai_settings_loaded(adventure=adventure, user_id=adventure.owner_id).memory_bank_capacity
     active = path_memories(head).filter(forgotten=False)
-    sizes = active.values_list("character_id").annotate(n=Count("id")).order_by()  # one query for every bank
-    for holder, excess in ((h, n - capacity) for h, n in sizes):
+    for holder, excess in ((h, n - capacity) for h, n in _bank_sizes(head)):
         if excess <= 0:
             continue
         held = active.filter(character_id=holder) if holder is not None else active.filter(character__isnull=True)
@@ -31,3 +33,17 @@ def evict(*, adventure: Adventure, head: Branch, report: PassReport) -> None:
             .values_list("pk", flat=True)[:excess]
         )
         report.evicted += Memory.objects.filter(pk__in=victims, pinned=False).update(forgotten=True)
+
+
+def _bank_sizes(head: Branch) -> list[tuple[int | None, int]]:
+    """(character id or None, memories not forgotten) for every bank on ``head``'s path: the shared
+    story's memories (path_memories with no reader), in one statement as written (every pass asks it;
+    the ORM compiled its GROUP BY each time)."""
+    path, params = lineage.path_sql(head, table="m")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT m.character_id, COUNT(*) FROM {MEMORIES} m WHERE {path} AND m.adventure_id = %s"
+            " AND m.seen_by IS NULL AND NOT m.forgotten GROUP BY m.character_id",
+            [*params, head.adventure_id],
+        )
+        return cursor.fetchall()
