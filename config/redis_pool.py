@@ -14,23 +14,26 @@ CONNECT_TIMEOUT_S = 1.0
 READ_TIMEOUT_S = 2.0
 MAX_CONNECTIONS = 64  # per process; web threads and worker slots each hold at most one at a time
 
-_pools: dict[str, redis.ConnectionPool] = {}
+_clients: dict[str, redis.Redis] = {}
 _lock = threading.Lock()
 
 
 def redis_client() -> redis.Redis:
-    """A client on this process's pool (redis-py makes a new pool after a fork)."""
+    """This process's client for REDIS_URL, on its pool (redis-py makes a new pool's connections
+    after a fork). One client object a URL: it takes a connection from the pool for each command and
+    is shared by every thread; building one (its response callbacks) cost a worker's pass ~5%."""
     url = settings.REDIS_URL
-    pool = _pools.get(url)
-    if pool is None:
+    client = _clients.get(url)
+    if client is None:
         with _lock:
-            pool = _pools.get(url)
-            if pool is None:
-                pool = _pools[url] = redis.ConnectionPool.from_url(
+            client = _clients.get(url)
+            if client is None:
+                pool = redis.ConnectionPool.from_url(
                     url,
                     socket_timeout=READ_TIMEOUT_S,
                     socket_connect_timeout=CONNECT_TIMEOUT_S,
                     max_connections=MAX_CONNECTIONS,
                     health_check_interval=30,
                 )
-    return redis.Redis(connection_pool=pool)
+                client = _clients[url] = redis.Redis(connection_pool=pool)
+    return client

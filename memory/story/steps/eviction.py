@@ -22,10 +22,10 @@ def evict(*, adventure: Adventure, head: Branch, report: PassReport) -> None:
     for the adventure's own bank and for each character's, each on its own.
     Pinned memories are never evicted, so pins alone may exceed capacity."""
     capacity = ai_settings.ai_settings_loaded(adventure=adventure, user_id=adventure.owner_id).memory_bank_capacity
-    active = path_memories(head).filter(forgotten=False)
     for holder, excess in ((h, n - capacity) for h, n in _bank_sizes(head)):
         if excess <= 0:
             continue
+        active = path_memories(head).filter(forgotten=False)  # built when a bank is past capacity: rarely
         held = active.filter(character_id=holder) if holder is not None else active.filter(character__isnull=True)
         victims = list(
             held.filter(pinned=False)
