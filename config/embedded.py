@@ -1,14 +1,10 @@
 """Embedded PostgreSQL (with pgvector) and Redis for the one-machine mode.
 
-When no DATABASE_URL / REDIS_URL is given, settings call ``ensure_postgres`` /
-``ensure_redis``. Every process that calls them registers its pid in a handle
-file under the service's data directory; the last live process to exit stops
-the server. Dead pids (a process killed with -9) are pruned on every
-acquire/release, so a crash never leaves a server running forever: the next
-start adopts it and the next clean exit stops it.
-
-Children started by a process that already holds a handle inherit the URLs
-through the environment and hold no handle of their own.
+When no DATABASE_URL / REDIS_URL is given, settings call ``ensure_postgres`` / ``ensure_redis``. Every process
+that calls them registers its pid in a handle file under the service's data directory; the last live process
+to exit stops the server. Dead pids (a process killed with -9) are pruned on every acquire/release, so a crash
+never leaves a server running forever: the next start adopts it and the next clean exit stops it. Children
+started by a process that already holds a handle inherit the URLs through the environment and hold none.
 """
 
 from __future__ import annotations
@@ -33,6 +29,7 @@ import psutil
 PG_DATABASE = "everlore"
 REDIS_START_TIMEOUT = 10.0  # seconds
 REDIS_STOP_TIMEOUT = 10.0  # seconds
+ACCEPT_WAIT_S = 30  # seconds a started Postgres may take to accept its first connection
 
 
 class EmbeddedServiceError(RuntimeError):
@@ -124,11 +121,10 @@ def _pg_server(data_dir: Path):
 
 
 def _pg_settings(root: Path) -> bool | None:
-    """Writes EMBEDDED_PG_SHARED_BUFFERS (e.g. "2GB"; unset: Postgres's 128MB) and
-    EMBEDDED_PG_MAX_CONNECTIONS (unset: Postgres's 100) into the server's configuration,
-    read at its next start, and, when EMBEDDED_PG_DURABLE=0 (the
-    test suite's throwaway data), turns off waiting for the disk. None while the data
-    directory is not made yet; else whether anything is asked for."""
+    """Writes EMBEDDED_PG_SHARED_BUFFERS (e.g. "2GB"; unset: Postgres's 128MB) and EMBEDDED_PG_MAX_CONNECTIONS (unset:
+    Postgres's 100) into the server's configuration, read at its next start, and, when EMBEDDED_PG_DURABLE=0 (the test
+    suite's throwaway data), turns off waiting for the disk. None while the data directory is not made yet; else
+    whether anything is asked for."""
     if not (root / "PG_VERSION").exists():
         return None
     size = os.environ.get("EMBEDDED_PG_SHARED_BUFFERS", "").strip()
@@ -183,7 +179,15 @@ def revive_postgres(data_dir: Path) -> None:
 def _create_database(base_uri: str, name: str) -> None:
     import psycopg
 
-    with psycopg.connect(base_uri, autocommit=True) as conn:
+    conn, until = None, time.monotonic() + ACCEPT_WAIT_S
+    while conn is None:  # pg_ctl said ready; on a loaded machine the socket refused the first connection after
+        try:
+            conn = psycopg.connect(base_uri, autocommit=True, connect_timeout=10)
+        except psycopg.OperationalError:
+            if time.monotonic() > until:
+                raise
+            time.sleep(0.25)
+    with conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
         if not exists:
             conn.execute(f'CREATE DATABASE "{name}"')
@@ -268,9 +272,8 @@ def _redis_ping(url: str) -> bool:
 def ensure_redis(data_dir: Path) -> str:
     """Start (or adopt) the embedded redis-server and return a REDIS_URL for it.
 
-    Append-only persistence under ``data_dir/redis``; bound to 127.0.0.1 with a
-    generated password; ``noeviction`` so queued jobs are never dropped.
-    """
+    Append-only persistence under ``data_dir/redis``; bound to 127.0.0.1 with a generated password; ``noeviction`` so
+    queued jobs are never dropped."""
     rdir = _redis_dir(data_dir)
     rdir.mkdir(parents=True, exist_ok=True)
     with _file_lock(data_dir / "redis.lock"):
@@ -323,8 +326,8 @@ def _start_redis(rdir: Path, state: dict) -> None:
 
 
 def revive_redis(data_dir: Path) -> None:
-    """Start the embedded redis-server again after it died, on the port and with the password
-    and data (its append-only file) it had, so every client's REDIS_URL works again."""
+    """Start the embedded redis-server again after it died, on the port and with the password and data (its append-only
+    file) it had, so every client's REDIS_URL works again."""
     with _file_lock(data_dir / "redis.lock"):
         state = _redis_state(data_dir)
         if state is None:
@@ -370,8 +373,7 @@ def _kill(pid: int) -> None:
 def local_secrets(data_dir: Path) -> dict:
     """SECRET_KEY and a Fernet key generated once for this data directory.
 
-    Kept in ``data_dir/secrets.json`` (mode 0600), never in the repository.
-    """
+    Kept in ``data_dir/secrets.json`` (mode 0600), never in the repository."""
     from cryptography.fernet import Fernet
 
     path = data_dir / "secrets.json"
@@ -403,12 +405,10 @@ def data_dir_from_env() -> Path:
 
 
 def one_machine_environment() -> None:
-    """Start (or adopt) the embedded Postgres and Redis under DATA_DIR for what
-    the environment does not name, and export their URLs (and the generated
-    SECRET_KEY and encryption key) so this process's settings, and every process
-    it starts, use them. Called by the commands that need the servers
-    (manage.py, the test session, the benches), never by importing settings.
-    Does nothing for a URL that is set."""
+    """Start (or adopt) the embedded Postgres and Redis under DATA_DIR for what the environment does not name, and export
+    their URLs (and the generated SECRET_KEY and encryption key) so this process's settings, and every process it
+    starts, use them. Called by the commands that need the servers (manage.py, the test session, the benches), never
+    by importing settings. Does nothing for a URL that is set."""
     data_dir = data_dir_from_env()
     if not os.environ.get("DATABASE_URL"):
         local = local_secrets(data_dir)

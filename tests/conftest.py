@@ -192,27 +192,30 @@ def demo(settings, fake_llm):
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items):
     """The order the files are handed out in (make test runs xdist with --no-loadscope-reorder, so
-    this is its queue): the files of one long test first, then the rest by how many tests they hold,
-    most first (xdist's own order). By count alone those long single tests were handed out last and
-    ran on one worker after the others had finished (measured 2026-12-06: the fuzz and runsite
-    started at 355 and 407 s of a 455 s run, the other two workers done at 377 and 387 s). Handing
-    every long file out first is not better: the browser tests, the bench smokes and the worker
-    pools all ran at once, and on a fresh clone an import job went to 'retrying' (c2c7828)."""
+    this is its queue): by how many tests they hold, most first (xdist's own order), but the files of
+    one long test early. By count alone those went out last and ran on one worker after the others
+    had finished (measured 2026-12-06: the fuzz and runsite started at 355 and 407 s of a 455 s run,
+    the other two workers done at 377 and 387 s). runsite goes out a few files in, not at the start:
+    with every worker making its database, the alone phase starting its servers and the fuzz, its own
+    Postgres once refused its first connection. Handing every long file out first is not better: the
+    browser tests, the bench smokes and the worker pools all ran at once, and on a fresh clone an
+    import job went to 'retrying' (c2c7828)."""
     counts = Counter(item.path for item in items)
-    first = {name: rank for rank, name in enumerate(FIRST_FILES)}
     position = {}
     for item in items:
         position.setdefault(item.path, len(position))
+    files = sorted(counts, key=lambda path: (-counts[path], position[path]))
+    named = {path.relative_to(items[0].config.rootpath).as_posix(): path for path in files} if items else {}
+    for name, at in EARLY_FILES:
+        if name in named:
+            files.remove(named[name])
+            files.insert(min(at, len(files)), named[name])
+    rank = {path: i for i, path in enumerate(files)}
+    items.sort(key=lambda item: rank[item.path])
 
-    def order(item):
-        name = item.path.relative_to(item.config.rootpath).as_posix()
-        return (first.get(name, len(first)), -counts[item.path], position[item.path])
 
-    items.sort(key=order)
-
-
-# Files of one test that runs for most of a minute: handed out first, so none is the run's last
-FIRST_FILES = [
-    "tests/security/test_fuzz.py",
-    "tests/config/test_runsite.py",
+# Files of one test that runs for most of a minute, and where in the queue they go
+EARLY_FILES = [
+    ("tests/security/test_fuzz.py", 0),
+    ("tests/config/test_runsite.py", 6),
 ]
