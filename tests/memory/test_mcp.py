@@ -261,24 +261,24 @@ def test_mcp_writes_count_toward_the_worlds_events_a_minute(mcp_server, alice, s
     )
     _, raw = worlds.token_create(world=world)
     settings.WORLD_EVENTS_PER_MINUTE = 600  # as the server counts (the suite turns limits off in-process)
-    for _ in range(2):  # once more if the minute turned while the calls ran (a new minute, a new count)
-        minute = time.time() // 60
-        limits.world_events(world_id=world.pk, count=598)
-        _, noted, forgot, refused_note, refused_forget, refused_event = asyncio.run(
-            session_calls(
-                mcp_server,
-                raw,
-                [
-                    ("remember", {"agent": "ann", "content": "the 599th event of the minute"}),
-                    ("forget", {"agent": "ann", "memory_id": dry.pk}),
-                    ("remember", {"agent": "ann", "content": "one too many"}),
-                    ("forget", {"agent": "ann", "memory_id": burns.pk}),
-                    ("record_event", {"type": "observe", "actor": "ann", "text": "and one more"}),
-                ],
-            )
+    # the count is per minute: the calls below must all fall in one (a turn of the minute midway split
+    # them between two counts), so with under 10 s of this one left they start in the next
+    while 60 - time.time() % 60 < 10:
+        time.sleep(0.2)
+    limits.world_events(world_id=world.pk, count=598)
+    _, noted, forgot, refused_note, refused_forget, refused_event = asyncio.run(
+        session_calls(
+            mcp_server,
+            raw,
+            [
+                ("remember", {"agent": "ann", "content": "the 599th event of the minute"}),
+                ("forget", {"agent": "ann", "memory_id": dry.pk}),
+                ("remember", {"agent": "ann", "content": "one too many"}),
+                ("forget", {"agent": "ann", "memory_id": burns.pk}),
+                ("record_event", {"type": "observe", "actor": "ann", "text": "and one more"}),
+            ],
         )
-        if time.time() // 60 == minute:
-            break
+    )
     assert not noted.is_error and forgot.structured_content == {"forgotten": dry.pk}
     for refused in (refused_note, refused_forget, refused_event):
         assert refused.is_error and "at most 600 a minute for this world" in refused.content[0].text
