@@ -214,6 +214,20 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: rank[item.path])
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test that ran Celery workers shows the end of each worker's log beside its own."""
+    from tests.support import processes
+
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        for worker in processes.STARTED:
+            report.sections.append((f"worker {worker.hostname} log", worker.log()))
+    if report.when == "teardown":
+        processes.STARTED.clear()
+
+
 # Files of one test that runs for most of a minute, and where in the queue they go
 EARLY_FILES = [
     ("tests/security/test_fuzz.py", 0),

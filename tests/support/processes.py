@@ -79,6 +79,21 @@ def child_env(**overrides: str | None) -> dict[str, str]:
     return env
 
 
+def broker_clear(redis_url: str | None = None) -> None:
+    """Forget the jobs earlier tests left in the broker (sent after their commits with no worker
+    running, or held by a worker stopped hard: kombu gives those back only after its visibility
+    timeout, an hour), so that a test's workers and its "queue drained" start from none."""
+    from django.conf import settings
+
+    client = redis.Redis.from_url(redis_url or settings.REDIS_URL)
+    client.delete("celery", "unacked", "unacked_index", "unacked_mutex")
+
+
+# The workers started during the current test: a failed test's report shows the end of their logs
+# (tests/conftest.py pytest_runtest_makereport), which is where a job's traceback is.
+STARTED: list["Worker"] = []
+
+
 class Worker:
     """A real `celery -A config worker` process on the test database."""
 
@@ -94,6 +109,7 @@ class Worker:
         from django.conf import settings
 
         self.hostname = f"test-{uuid.uuid4().hex[:8]}@localhost"
+        STARTED.append(self)
         self.redis_url = redis_url or settings.REDIS_URL
         env = child_env(DATABASE_URL=child_database_url(), REDIS_URL=self.redis_url, **(extra_env or {}))
         self.log_path = log_path or Path(os.environ.get("TMPDIR", "/tmp")) / f"{self.hostname}.log"

@@ -10,7 +10,7 @@ from django.db.models import Count
 
 from memory.models import Cursor, Memory, PassRun
 from stories.adventures import story_create
-from tests.support.processes import Worker, wait_for
+from tests.support.processes import Worker, broker_clear, wait_for
 from tests.support.story import grow, is_memory_request
 from workers.models import ParkedJob
 from workers.tasks import post_turn
@@ -63,6 +63,7 @@ def no_duplicates(adventure_ids):
 
 @pytest.fixture
 def pool():
+    broker_clear()
     workers = []
 
     def start(n, **env):
