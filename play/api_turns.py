@@ -87,7 +87,7 @@ class Waiting:
     mode: str
     text: str
     key: str
-    place: str = ""  # its place in line, taken as the site refused it the story (turn_line.Line)
+    place: str = ""  # its place in line, taken as it reached the site (turn_line.Line)
     private: bool = False  # a secret (stories.party.secrets): told to the narrator alone, or
     to: tuple[str, ...] = ()  # whispered to these characters
 
@@ -138,13 +138,29 @@ def _play(waiting: Waiting):
     return Begun(prepared, retried=False)
 
 
-def _queued(waiting: Waiting) -> Waiting:
-    """The turn's place at the line's end, taken the moment the site finds the story busy (so the
-    line keeps the order turns reached the site in); none when Redis is away (then a 409)."""
+def _lined(adventure, waiting: Waiting):
+    """A turn of a story whose turns wait in line: its place at the line's end first, then the story
+    when no place is ahead of it; Waiting (in its place) while a turn ahead or a reply has the story.
+    Redis away: no line, and a busy story answers the 409 it always had."""
     line = turn_line.Line(waiting.adventure_id)
-    if not line.join():
-        raise Conflict(BUSY, code="generating")
-    return dataclasses.replace(waiting, place=line.me)
+    first = line.join()
+    if first is None:
+        return Begun(turns.begin_play(adventure=adventure, **_sent(waiting)), retried=False)
+    waiting = dataclasses.replace(waiting, place=line.me)
+    if not first:
+        return waiting
+    try:
+        begun = Begun(turns.begin_play(adventure=adventure, **_sent(waiting)), retried=False)
+    except Conflict as exc:
+        if exc.code == "generating":
+            return waiting  # keeps its place
+        line.leave_now()
+        raise
+    except BaseException:
+        line.leave_now()
+        raise
+    line.leave_now()
+    return begun
 
 
 async def _wait_in_line(waiting: Waiting):
@@ -285,21 +301,15 @@ class TurnView(_TurnView):
             private=data["private"],
             to=data["to"],
         )
-        with server_timing.phase("queued"):
-            queued = _in_line(adventure) and turn_line.queued(adventure.pk)
-        if queued:
-            return _queued(waiting)  # turns wait in line: this one joins its end
         try:
-            prepared = turns.begin_play(adventure=adventure, **_sent(waiting))
+            if _in_line(adventure):
+                with server_timing.phase("join"):
+                    return _lined(adventure, waiting)
+            return Begun(turns.begin_play(adventure=adventure, **_sent(waiting)), retried=False)
         except turns.TurnFailed as exc:
             return _failed_response(exc)
         except turns.Gathered as exc:
             return Response(_gathered(exc, adventure.pk), status=202)
-        except Conflict as exc:
-            if exc.code == "generating" and _in_line(adventure):
-                return _queued(waiting)
-            raise
-        return Begun(prepared, retried=False)
 
 
 class RetryView(_TurnView):

@@ -21,7 +21,7 @@ import redis.asyncio as aredis
 from django.conf import settings
 from django.db import transaction
 
-from config.redis_pool import CONNECT_TIMEOUT_S, redis_client
+from config.redis_pool import CONNECT_TIMEOUT_S, AsyncConnection, redis_client
 from stories.party import secrets
 
 log = logging.getLogger(__name__)
@@ -140,6 +140,7 @@ def loop_redis() -> aredis.Redis:
             timeout=CONNECTION_WAIT_S,
             socket_timeout=SOCKET_TIMEOUT_S,
             socket_connect_timeout=CONNECT_TIMEOUT_S,
+            connection_class=AsyncConnection,
         )
         client = _clients[loop] = aredis.Redis(connection_pool=pool)
     return client

@@ -1,5 +1,7 @@
 """In a story played together in free mode, a turn sent while a reply is being written waits its
-place in line, in the order sent, instead of a 409; then it plays. Never lost, never merged: each
+place in line, in the order sent, instead of a 409; then it plays. Every turn of such a story takes
+its place as it reaches the site, before it asks for the story (a turn refused the story and one
+that comes as the reply is stored then cannot pass each other), and leaves it once it played. Never lost, never merged: each
 waiting turn becomes its own node once its turn comes. The line is a Redis sorted set per
 adventure; each place has a heartbeat, so a client that left or a process that died drops out of
 it within ALIVE_S. A turn in line holds no thread and no database connection (it sleeps on the
@@ -25,12 +27,22 @@ def _key(adventure_id: int) -> str:
     return f"turnline:{adventure_id}"
 
 
-def queued(adventure_id: int) -> bool:
-    """Whether turns wait in line (a new turn then joins the line's end: none jumps it)."""
-    try:
-        return bool(redis_client().zcard(_key(adventure_id)))
-    except redis.RedisError:
-        return False
+# Takes the place at the line's end and answers whether no live place is ahead of it (places whose
+# heartbeat stopped are dropped on the way): one round trip for a turn that reaches the site.
+_JOIN = """
+local key, me = KEYS[1], ARGV[1]
+local number = redis.call('INCR', key .. ':n')
+redis.call('ZADD', key, number, me)
+redis.call('SET', key .. ':alive:' .. me, 1, 'EX', tonumber(ARGV[2]))
+redis.call('EXPIRE', key, tonumber(ARGV[3]))
+redis.call('EXPIRE', key .. ':n', tonumber(ARGV[3]))
+for _, member in ipairs(redis.call('ZRANGE', key, 0, -1)) do
+  if member == me then return 1 end
+  if redis.call('EXISTS', key .. ':alive:' .. member) == 1 then return 0 end
+  redis.call('ZREM', key, member)
+end
+return 1
+"""
 
 
 class Line:
@@ -40,20 +52,26 @@ class Line:
         self.key = _key(adventure_id)
         self.me = me or secrets.token_hex(8)
 
-    def join(self) -> bool:
-        """Take the place at the line's end; False when Redis is away (no line: answer the 409)."""
+    def join(self) -> bool | None:
+        """Take the place at the line's end, the moment the turn reaches the site (so the line keeps
+        the order turns came in, whatever happens to each on its way to the claim): True when no
+        live place is ahead of it, False when one is, None when Redis is away (no line: the turn
+        tries the claim, and a busy story answers the 409)."""
         try:
             client = redis_client()
-            number = client.incr(f"{self.key}:n")
-            with client.pipeline() as pipe:
-                pipe.zadd(self.key, {self.me: number})
-                pipe.set(f"{self.key}:alive:{self.me}", 1, ex=ALIVE_S)
-                pipe.expire(self.key, KEEP_S)
-                pipe.expire(f"{self.key}:n", KEEP_S)
-                pipe.execute()
-            return True
+            return bool(client.register_script(_JOIN)(keys=[self.key], args=[self.me, ALIVE_S, KEEP_S]))
         except redis.RedisError:
-            return False
+            return None
+
+    def leave_now(self) -> None:
+        """Drop this place (from a database step's thread: the turn played, or was answered)."""
+        try:
+            with redis_client().pipeline(transaction=False) as pipe:
+                pipe.zrem(self.key, self.me)
+                pipe.delete(f"{self.key}:alive:{self.me}")
+                pipe.execute()
+        except redis.RedisError:
+            pass  # the heartbeat ends: the place is dropped within ALIVE_S
 
     async def first(self) -> bool:
         """Renew this place; True when no live place is ahead of it (places whose heartbeat

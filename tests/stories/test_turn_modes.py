@@ -2,6 +2,7 @@
 place in line and plays after, in the order sent, never lost or merged) and round-robin (the site
 says whose turn it is; anyone else gets a 409 naming who is up; an idle player is skipped)."""
 
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -11,6 +12,7 @@ from django.db import connection
 from django.db.models import F
 
 from config.redis_pool import redis_client
+from config.errors import Conflict
 from stories.models import Action
 from tests.conftest import ALICE_KEY, api_client_for
 
@@ -83,6 +85,52 @@ def test_in_free_mode_turns_sent_while_a_reply_is_written_wait_in_line_and_play_
     assert kinds == ["start", "do", "ai", "do", "ai", "do", "ai"], "each turn its own node, each answered"
     assert fake_llm.in_flight_max == 1, "one reply written at a time"
     assert redis_client().zcard(line) == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_in_free_mode_a_turn_refused_the_busy_story_keeps_the_place_it_arrived_at(
+    alice_plays, bob, charlie, fake_llm, monkeypatch
+):
+    """A turn holds its place from the moment it reaches the site, not from the moment the site has
+    told it the story is busy: a turn sent after it, even one that comes when the reply has just
+    been stored, plays after it (the bench once stored a later turn first, 2 in ~1,600)."""
+    from play import turns
+
+    aid, cards, code = _story(alice_plays)
+    bob_api, carol_api = _joined(bob, code, cards["Sela"]), _joined(charlie, code, cards["Oric"])
+    fake_llm.latency = 0.6
+    line = f"turnline:{aid}"
+    real, refused, go_on = turns.begin_play, threading.Event(), threading.Event()
+
+    def slow_after_refusal(**sent):  # bob's turn is refused the story, then its thread is slow
+        try:
+            return real(**sent)
+        except Conflict:
+            if sent["text"] == "I follow Mira" and not refused.is_set():
+                refused.set()
+                go_on.wait(20)
+            raise
+
+    monkeypatch.setattr(turns, "begin_play", slow_after_refusal)
+
+    def play(api, text):
+        try:
+            return api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": text}, format="json").status_code
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(3) as pool:
+        first = pool.submit(play, alice_plays, "I wade in")
+        _until(lambda: fake_llm.in_flight == 1)
+        second = pool.submit(play, bob_api, "I follow Mira")
+        _until(refused.is_set)
+        assert first.result() == 201  # the story is free now; bob's turn has not played yet
+        third = pool.submit(play, carol_api, "I hold the bank")
+        _until(lambda: third.done() or redis_client().zcard(line) == 2)
+        go_on.set()
+        assert [second.result(), third.result()] == [201, 201]
+
+    assert _players_acts(aid) == [("", "I wade in"), ("Sela", "I follow Mira"), ("Oric", "I hold the bank")]
 
 
 @pytest.mark.django_db
