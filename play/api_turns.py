@@ -186,25 +186,11 @@ async def _wait_in_line(waiting: Waiting):
                     if not isinstance(outcome, Waiting):
                         return outcome
             # no thread and no database connection while waiting
-            freed = await _reply_stored(page, min(turn_line.RENEW_EVERY_S, deadline - loop.time()))
+            freed = await live_hub.reply_stored(page, min(turn_line.RENEW_EVERY_S, deadline - loop.time()))
         return _json(*errors.answer(Conflict(BUSY, code="generating")))
     finally:
         live_hub.hub().leave(page)
         await asyncio.shield(line.leave())
-
-
-async def _reply_stored(page: live_hub.Page, within: float) -> bool:
-    """Whether the story's reply was stored or failed (or the story changed) within ``within`` seconds."""
-    loop = asyncio.get_running_loop()
-    until = loop.time() + within
-    while (left := until - loop.time()) > 0:
-        try:
-            events = await page.take(timeout=left)
-        except live_hub.Lagged:
-            return True  # events were dropped: look again
-        if any(name in ("done", "failed", "story") for _, name, _, _ in events):
-            return True
-    return False
 
 
 class _TurnView(APIView):

@@ -128,6 +128,20 @@ class Page:
         return items
 
 
+async def reply_stored(page: Page, within: float) -> bool:
+    """Whether the story's reply was stored or failed (or the story changed) within ``within`` seconds."""
+    loop = asyncio.get_running_loop()
+    until = loop.time() + within
+    while (left := until - loop.time()) > 0:
+        try:
+            events = await page.take(timeout=left)
+        except Lagged:
+            return True  # events were dropped: look again
+        if any(name in ("done", "failed", "story") for _, name, _, _ in events):
+            return True
+    return False
+
+
 def sse(event_id: str | None, name: str, data: str) -> bytes:
     """An event as a page reads it; ``data`` is JSON text already (as the stream keeps it: one line)."""
     head = f"id: {event_id}\n" if event_id else ""

@@ -11,8 +11,8 @@ import pytest
 from django.db import connection
 from django.db.models import F
 
-from config.redis_pool import redis_client
 from config.errors import Conflict
+from config.redis_pool import redis_client
 from stories.models import Action
 from tests.conftest import ALICE_KEY, api_client_for
 
