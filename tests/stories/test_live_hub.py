@@ -43,13 +43,13 @@ def test_a_quiet_storys_page_gets_the_next_event_and_the_hub_never_times_out_wai
 
 def test_the_turn_first_in_line_is_woken_by_the_reply_stored_not_by_a_timer(story):
     """A turn waiting its place follows its story at the hub: the reply's end wakes it at once."""
-    from play.api_turns import _reply_stored
+    from play.live_hub import reply_stored
 
     async def wait():
         hub = live_hub.hub()
         page, _ = await hub.join(story.pk)
         try:
-            waiting = asyncio.create_task(_reply_stored(page, within=30.0))
+            waiting = asyncio.create_task(reply_stored(page, within=30.0))
             await live.publish_soon(story.pk, "token", {"text": "The door"})  # pieces do not wake it
             await asyncio.sleep(0.2)
             assert not waiting.done()
