@@ -217,10 +217,12 @@ def record_call(
     *, user_id, adventure_id, purpose, conn, outcome, started, error="", prompt=0, completion=0, cached=0, sent=b""
 ) -> None:
     """A row of the user's debug log; ``sent``: the prompt's fingerprint (stories.prompt.prefix).
-    Every turn writes one: an insert as written (the ORM's model and compile were ~2% of a turn's CPU)."""
+    Every turn writes one: an insert as written (the ORM's model and compile were ~2% of a turn's CPU).
+    A call whose story was deleted meanwhile is logged with none (as the story's deletion leaves the
+    rows before it); one whose user was deleted is not logged (their log went with them)."""
     with connection.cursor() as db:
         db.execute(
-            _RECORD_SQL,
+            _record_sql(),
             [
                 user_id,
                 adventure_id,
@@ -236,14 +238,23 @@ def record_call(
                 error[:500],
                 conn.demo,
                 timezone.now(),
+                user_id,
             ],
         )
+
+
+@functools.cache
+def _record_sql() -> str:
+    adventures = ProviderCall._meta.get_field("adventure").related_model._meta.db_table
+    users = ProviderCall._meta.get_field("user").related_model._meta.db_table
+    return _RECORD_SQL.format(adventures=adventures, users=users)
 
 
 _RECORD_SQL = (
     f"INSERT INTO {ProviderCall._meta.db_table} (user_id, adventure_id, purpose, endpoint_host, model, prompt_tokens,"
     " completion_tokens, cached_tokens, prompt_fingerprint, latency_ms, outcome, error, demo, created_at)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    " SELECT %s, (SELECT id FROM {adventures} WHERE id = %s), %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s"
+    " WHERE EXISTS (SELECT 1 FROM {users} WHERE id = %s)"
 )
 
 

@@ -331,3 +331,34 @@ def test_a_pass_after_a_turn_with_nothing_due_reads_only_what_it_must(
     grow(adventure, 18)
     assert memory_pass.run_recorded(adventure.pk, worker="w1").memories_created == 1, "a due block is written"
     assert blocks(adventure)[-1] == (13, 18)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_story_deleted_while_its_pass_waits_on_the_model_ends_the_pass_quietly(adventure, memory_llm):
+    """A player deletes a story while its memory pass waits on the model: the pass ends, nothing of
+    the story is written again, and the call stays in the player's debug log with no story (it once
+    crashed on the log's row, and then again recording its crash)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connection
+
+    from stories.models import Adventure, ProviderCall
+    from tests.support.processes import wait_for
+
+    grow(adventure, 12)
+    memory_llm.latency = 1.0
+
+    def run():
+        try:
+            return memory_pass.run_recorded(adventure.pk)
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(run)
+        wait_for(lambda: memory_llm.in_flight == 1, timeout=20, what="the pass's model call")
+        Adventure.objects.filter(pk=adventure.pk).delete()
+        running.result(timeout=60)  # raises what the pass raised
+    assert not Memory.objects.filter(adventure_id=adventure.pk).exists()
+    logged = ProviderCall.objects.filter(user_id=adventure.owner_id, purpose="memory")
+    assert logged.exists() and set(logged.values_list("adventure_id", flat=True)) == {None}
