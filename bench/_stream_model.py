@@ -2,7 +2,9 @@
 single process holds thousands of streams: `/v1/chat/completions` streams
 WORDS words (the first after --first-token seconds, the rest spread over
 --model-seconds) or answers whole after --model-seconds; `/v1/embeddings`
-answers bag-of-words vectors. Prints its port on the first line, then serves
+answers bag-of-words vectors. Connections are kept between requests and a
+stream is sent chunked, as hosted providers do (a site that reuses its
+connections then pays no connect a turn). Prints its port on the first line, then serves
 until stdin closes. Counts (streams at once, the most at once, requests) are
 printed as JSON on SIGUSR1 and at exit.
 
@@ -23,7 +25,7 @@ import time
 
 WORDS = 60  # pieces in a streamed reply (as bench/concurrency.py)
 REPLY = " ".join(f"word{n}" for n in range(WORDS))
-STATS = {"streams": 0, "streams_max": 0, "chat": 0, "embeddings": 0, "cut": 0}
+STATS = {"streams": 0, "streams_max": 0, "chat": 0, "embeddings": 0, "cut": 0, "connections": 0}
 
 
 def _vector(text: str, dims: int = 384) -> list[float]:
@@ -53,109 +55,112 @@ async def _read_request(reader: asyncio.StreamReader) -> tuple[str, dict]:
 def _whole(status: int, payload: dict) -> bytes:
     data = json.dumps(payload).encode()
     return (
-        f"HTTP/1.1 {status} OK\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n"
-        "Connection: close\r\n\r\n"
+        f"HTTP/1.1 {status} OK\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
     ).encode() + data
 
 
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
 async def _serve(reader, writer, args) -> None:
+    STATS["connections"] += 1
     try:
-        path, body = await _read_request(reader)
-        if path.endswith("/embeddings"):
-            STATS["embeddings"] += 1
-            inputs = body.get("input", [])
-            inputs = [inputs] if isinstance(inputs, str) else inputs
-            writer.write(
-                _whole(
-                    200,
-                    {
-                        "object": "list",
-                        "model": body.get("model", "fake-embed"),
-                        "data": [
-                            {"object": "embedding", "index": i, "embedding": _vector(t)} for i, t in enumerate(inputs)
-                        ],
-                        "usage": {"prompt_tokens": 1, "total_tokens": 1},
-                    },
-                )
-            )
-            await writer.drain()
-            return
-        STATS["chat"] += 1
-        prompt = sum(len((m.get("content") or "").split()) for m in body.get("messages", []))
-        base = {
-            "id": "chatcmpl-bench",
-            "object": "chat.completion.chunk",
-            "created": int(time.time()),
-            "model": body.get("model", "fake"),
-        }
-        if not body.get("stream"):
-            await asyncio.sleep(args.whole_seconds)
-            writer.write(
-                _whole(
-                    200,
-                    {
-                        **base,
-                        "object": "chat.completion",
-                        "choices": [
-                            {
-                                "index": 0,
-                                "message": {"role": "assistant", "content": "The crowd murmurs, then moves on."},
-                                "finish_reason": "stop",
-                            }
-                        ],
-                        "usage": {"prompt_tokens": prompt, "completion_tokens": 6, "total_tokens": prompt + 6},
-                    },
-                )
-            )
-            await writer.drain()
-            return
-        STATS["streams"] += 1
-        STATS["streams_max"] = max(STATS["streams_max"], STATS["streams"])
-        try:
-            writer.write(
-                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-                b"Connection: close\r\n\r\n"
-            )
-            gap = max(0.0, (args.model_seconds - args.first_token) / (WORDS - 1))
-            pieces = REPLY.split(" ")
-            for i, word in enumerate(pieces):
-                await asyncio.sleep(args.first_token if i == 0 else gap)
-                delta = {"role": "assistant", "content": word} if i == 0 else {"content": " " + word}
-                writer.write(
-                    b"data: "
-                    + json.dumps({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}).encode()
-                    + b"\n\n"
-                )
-                await writer.drain()
-            writer.write(
-                b"data: "
-                + json.dumps({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}).encode()
-                + b"\n\n"
-            )
-            if (body.get("stream_options") or {}).get("include_usage"):
-                writer.write(
-                    b"data: "
-                    + json.dumps(
-                        {
-                            **base,
-                            "choices": [],
-                            "usage": {
-                                "prompt_tokens": prompt,
-                                "completion_tokens": WORDS,
-                                "total_tokens": prompt + WORDS,
-                            },
-                        }
-                    ).encode()
-                    + b"\n\n"
-                )
-            writer.write(b"data: [DONE]\n\n")
-            await writer.drain()
-        finally:
-            STATS["streams"] -= 1
+        while True:  # requests on this connection until the client closes it
+            try:
+                path, body = await _read_request(reader)
+            except asyncio.IncompleteReadError:
+                return
+            await _answer(path, body, writer, args)
     except (ConnectionError, asyncio.IncompleteReadError):
         STATS["cut"] += 1
     finally:
         writer.close()
+
+
+async def _answer(path: str, body: dict, writer, args) -> None:
+    if path.endswith("/embeddings"):
+        STATS["embeddings"] += 1
+        inputs = body.get("input", [])
+        inputs = [inputs] if isinstance(inputs, str) else inputs
+        writer.write(
+            _whole(
+                200,
+                {
+                    "object": "list",
+                    "model": body.get("model", "fake-embed"),
+                    "data": [
+                        {"object": "embedding", "index": i, "embedding": _vector(t)} for i, t in enumerate(inputs)
+                    ],
+                    "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                },
+            )
+        )
+        await writer.drain()
+        return
+    STATS["chat"] += 1
+    prompt = sum(len((m.get("content") or "").split()) for m in body.get("messages", []))
+    base = {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": body.get("model", "fake"),
+    }
+    if not body.get("stream"):
+        await asyncio.sleep(args.whole_seconds)
+        writer.write(
+            _whole(
+                200,
+                {
+                    **base,
+                    "object": "chat.completion",
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": "The crowd murmurs, then moves on."},
+                            "finish_reason": "stop",
+                        }
+                    ],
+                    "usage": {"prompt_tokens": prompt, "completion_tokens": 6, "total_tokens": prompt + 6},
+                },
+            )
+        )
+        await writer.drain()
+        return
+    STATS["streams"] += 1
+    STATS["streams_max"] = max(STATS["streams_max"], STATS["streams"])
+    try:
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
+        gap = max(0.0, (args.model_seconds - args.first_token) / (WORDS - 1))
+        pieces = REPLY.split(" ")
+        for i, word in enumerate(pieces):
+            await asyncio.sleep(args.first_token if i == 0 else gap)
+            delta = {"role": "assistant", "content": word} if i == 0 else {"content": " " + word}
+            writer.write(
+                _chunk(
+                    b"data: "
+                    + json.dumps({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}).encode()
+                    + b"\n\n"
+                )
+            )
+            await writer.drain()
+        writer.write(
+            _chunk(
+                b"data: "
+                + json.dumps({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}).encode()
+                + b"\n\n"
+            )
+        )
+        if (body.get("stream_options") or {}).get("include_usage"):
+            usage = {"prompt_tokens": prompt, "completion_tokens": WORDS, "total_tokens": prompt + WORDS}
+            writer.write(_chunk(b"data: " + json.dumps({**base, "choices": [], "usage": usage}).encode() + b"\n\n"))
+        writer.write(_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        await writer.drain()
+    finally:
+        STATS["streams"] -= 1
 
 
 async def main() -> None:

@@ -98,6 +98,15 @@ def _model(args) -> tuple[subprocess.Popen, str]:
     return proc, f"http://127.0.0.1:{port}/v1"
 
 
+def _model_stats(model: subprocess.Popen) -> dict:
+    """What the bench's model counted (its last line once its stdin closed): requests, connections."""
+    try:
+        lines = [line for line in model.stdout.read().splitlines() if line.startswith("{")]
+        return json.loads(lines[-1]) if lines else {}
+    except (OSError, ValueError):
+        return {}
+
+
 def _groups(site: subprocess.Popen) -> dict[str, list]:
     """The site's processes by role: web (uvicorn and its workers), worker (Celery), Postgres."""
     import psutil
@@ -381,6 +390,11 @@ def main() -> None:
             os.killpg(site.pid, signal.SIGKILL)
         model.stdin.close()
         model.wait(10)
+    served_model = _model_stats(model)
+    print(
+        f"the model served {served_model.get('chat', 0)} chat and {served_model.get('embeddings', 0)} embedding "
+        f"requests on {served_model.get('connections', 0)} connections"
+    )
 
     print_table(
         f"An evening: think {args.think:g} s, model {args.model_seconds:g} s (first token "
@@ -463,6 +477,7 @@ def main() -> None:
         "model_seconds": args.model_seconds,
         "duration_s": args.duration,
         "runs": rows,
+        "model_server": served_model,
     }
     save(f"evening-{args.label}" + ("-smoke" if args.smoke else ""), [result], plot)
     print(json.dumps(result))
