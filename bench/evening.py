@@ -98,6 +98,9 @@ def _model(args) -> tuple[subprocess.Popen, str]:
     return proc, f"http://127.0.0.1:{port}/v1"
 
 
+SITE_GROUPS = ("web", "postgres", "worker", "mcp", "redis")  # the site's CPU (Redis counted since 2026-12-07)
+
+
 def _model_stats(model: subprocess.Popen) -> dict:
     """What the bench's model counted (its last line once its stdin closed): requests, connections."""
     try:
@@ -108,8 +111,10 @@ def _model_stats(model: subprocess.Popen) -> dict:
 
 
 def _groups(site: subprocess.Popen) -> dict[str, list]:
-    """The site's processes by role: web (uvicorn and its workers), worker (Celery), Postgres."""
+    """The site's processes by role: web (uvicorn and its workers), worker (Celery), Postgres, Redis."""
     import psutil
+
+    from config import embedded
 
     groups = {"web": [], "worker": [], "mcp": []}
     for p in psutil.Process(site.pid).children(recursive=True):
@@ -124,6 +129,8 @@ def _groups(site: subprocess.Popen) -> dict[str, list]:
         elif "runmcp" in line:
             groups["mcp"].append(p)
     groups["postgres"] = _postgres_processes()
+    redis_pid = embedded.redis_pid(Path(os.environ["DATA_DIR"]))  # the live events, the locks, the broker
+    groups["redis"] = [psutil.Process(redis_pid)] if redis_pid else []
     return groups
 
 
@@ -310,9 +317,7 @@ def _summary(count: int, results: list[dict], cpu: dict[str, float], args, drain
         if refused
         else {},
         "cpu_ms_per_turn": {k: round(v * 1000 / n, 1) for k, v in cpu.items()},
-        "site_cpu_ms_per_turn": round(
-            sum(v for k, v in cpu.items() if k in ("web", "postgres", "worker", "mcp")) * 1000 / n, 1
-        ),
+        "site_cpu_ms_per_turn": round(sum(v for k, v in cpu.items() if k in SITE_GROUPS) * 1000 / n, 1),
         "backlog_at_end": drained[0],
         "backlog_drained_s": drained[1],
     }
@@ -407,7 +412,7 @@ def main() -> None:
             "refused (p95 s)",
             "first token + p50/p95/p99 ms",
             "beyond model p50/p95 ms",
-            "CPU ms/turn web+PG+worker",
+            "CPU ms/turn web+PG+worker+Redis",
             "SQL/turn",
             "backlog (drained s)",
         ],
@@ -421,7 +426,8 @@ def main() -> None:
                 "/".join(str(r["first_token_overhead_ms"].get(p, "-")) for p in (50, 95, 99)),
                 "/".join(str(r["turn_beyond_model_ms"].get(p, "-")) for p in (50, 95)),
                 f"{r['site_cpu_ms_per_turn']} = {r['cpu_ms_per_turn'].get('web')}+"
-                f"{r['cpu_ms_per_turn'].get('postgres')}+{r['cpu_ms_per_turn'].get('worker')}",
+                f"{r['cpu_ms_per_turn'].get('postgres')}+{r['cpu_ms_per_turn'].get('worker')}"
+                f"+{r['cpu_ms_per_turn'].get('redis')}",
                 r["sql_per_turn"],
                 f"{r['backlog_at_end']} ({r['backlog_drained_s']})",
             ]

@@ -35,7 +35,7 @@ import time
 
 from _setup import clock_bar, django_setup, percentile, print_table, save
 from concurrency import _free_port, _players, _wait_live
-from evening import Sampler, _ahead, _counts, _drain, _model, _site, _turn
+from evening import SITE_GROUPS, Sampler, _ahead, _counts, _drain, _model, _site, _turn
 
 WAITED_S = 0.3  # a turn whose answer's head came later than this waited its place in line
 PAGES_OPEN_S = 120.0  # the longest the pages are given to open before the players start
@@ -295,9 +295,7 @@ def _row(label, results, watched, cpu, args, model_calls) -> dict:
         "sent_while_story_busy": sum(1 for r in served if r["story_busy"]),
         "model_calls_per_turn": round(model_calls / n, 3) if model_calls is not None else None,
         "cpu_ms_per_turn": {k: round(v * 1000 / n, 1) for k, v in cpu.items()},
-        "site_cpu_ms_per_turn": round(
-            sum(v for k, v in cpu.items() if k in ("web", "postgres", "worker")) * 1000 / n, 1
-        ),
+        "site_cpu_ms_per_turn": round(sum(v for k, v in cpu.items() if k in SITE_GROUPS) * 1000 / n, 1),
     }
 
 

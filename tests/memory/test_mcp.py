@@ -7,6 +7,7 @@ import pytest
 from memory.agents import agent_events, worlds
 from memory.models import AgentMemory, World
 from tests.support.mcp import session_calls
+from tests.support.processes import minute_with_room
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -245,7 +246,6 @@ def test_an_agent_forgets_a_memory_over_mcp_and_its_keys_go_with_it(mcp_server, 
 def test_mcp_writes_count_toward_the_worlds_events_a_minute(mcp_server, alice, settings):
     """remember, forget and record_event each count toward the world's WORLD_EVENTS_PER_MINUTE (the MCP
     server's own, 600 by default: the world's minute is spent here as 598 events would spend it)."""
-    import time
 
     from stories import limits
 
@@ -263,8 +263,7 @@ def test_mcp_writes_count_toward_the_worlds_events_a_minute(mcp_server, alice, s
     settings.WORLD_EVENTS_PER_MINUTE = 600  # as the server counts (the suite turns limits off in-process)
     # the count is per minute: the calls below must all fall in one (a turn of the minute midway split
     # them between two counts), so with under 10 s of this one left they start in the next
-    while 60 - time.time() % 60 < 10:
-        time.sleep(0.2)
+    minute_with_room(10)
     limits.world_events(world_id=world.pk, count=598)
     _, noted, forgot, refused_note, refused_forget, refused_event = asyncio.run(
         session_calls(

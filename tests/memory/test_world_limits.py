@@ -10,6 +10,7 @@ from rest_framework.test import APIClient
 from memory.agents import agent_events, worlds
 from memory.models import Agent, AgentMemory, World
 from tests.conftest import api_client_for
+from tests.support.processes import minute_with_room
 
 pytestmark = pytest.mark.django_db
 
@@ -59,6 +60,7 @@ def test_a_full_world_refuses_more_memories_and_keeps_what_it_has(world, setting
 
 def test_events_per_minute_are_limited_per_world_whichever_token_or_the_owner_sends_them(world, alice, settings):
     settings.WORLD_EVENTS_PER_MINUTE = 5
+    minute_with_room(10)
     first, second, owner = token_client(world), token_client(world), api_client_for(alice)
     url = f"/api/worlds/{world.pk}/events/"
     batch = {"events": [{"type": "observe", "actor": "ann", "text": f"a {k}"} for k in range(3)]}

@@ -13,6 +13,7 @@ from django.test import Client
 from stories.models import Scenario
 from tests.security.test_ownership import all_routes, fill
 from tests.stories.test_field_formats import MAREN_V2
+from tests.support.processes import minute_with_room
 
 pytestmark = pytest.mark.django_db
 
@@ -35,6 +36,7 @@ def _clear_counters(settings):
 def twice(client, method, url, *, user=None):
     """The same write twice (``user`` signed in again before each: a logout ends the first's session)."""
     answers = []
+    minute_with_room(1)  # both in one minute's count
     for _ in range(2):
         if user is not None:
             client.force_login(user)
@@ -71,6 +73,7 @@ def test_every_write_route_counts_toward_the_accounts_writes(alices_world, alice
 
 def test_a_write_refused_stores_nothing_and_says_when_to_come_back(alice_api, settings):
     settings.WRITES_PER_MINUTE = 2
+    minute_with_room(10)
     for n in range(2):
         assert alice_api.post("/api/adventures/", {"title": f"T{n}"}, format="json").status_code == 201
     refused = alice_api.post("/api/adventures/", {"title": "T3"}, format="json")
@@ -81,6 +84,7 @@ def test_a_write_refused_stores_nothing_and_says_when_to_come_back(alice_api, se
 
 def test_one_accounts_writes_leave_anothers_alone(alice_api, bob_api, settings):
     settings.WRITES_PER_MINUTE = 1
+    minute_with_room(10)
     assert alice_api.post("/api/adventures/", {"title": "A"}, format="json").status_code == 201
     assert alice_api.post("/api/adventures/", {"title": "B"}, format="json").status_code == 429
     assert bob_api.post("/api/adventures/", {"title": "C"}, format="json").status_code == 201
@@ -94,6 +98,7 @@ def one_each(settings):
     for name in ("FILE_IMPORTS_PER_HOUR", "SCENARIO_PLAYS_PER_HOUR", "SHARES_PER_HOUR", "RECALLS_PER_MINUTE"):
         setattr(settings, name, 1)
     settings.MODEL_CALLS_PER_MINUTE = 1
+    minute_with_room(20)
     return settings
 
 

@@ -5,6 +5,7 @@ import redis
 
 from stories import limits
 from stories.models import Action
+from tests.support.processes import minute_with_room
 
 pytestmark = pytest.mark.django_db
 
@@ -18,6 +19,7 @@ def fresh_counters(settings):
 
 def test_turns_past_the_per_minute_limit_get_429_and_store_nothing(alice_plays, settings, fake_llm):
     settings.TURNS_PER_MINUTE = 3
+    minute_with_room(10)
     aid = alice_plays.post("/api/adventures/", {"title": "T", "opening": "Go."}, format="json").json()["id"]
     for _ in range(3):
         assert (
@@ -33,6 +35,7 @@ def test_turns_past_the_per_minute_limit_get_429_and_store_nothing(alice_plays, 
 
 def test_model_calls_a_player_triggers_are_limited_per_user(alice_plays, bob_api, settings, fake_llm):
     settings.MODEL_CALLS_PER_MINUTE = 2
+    minute_with_room(10)
     assert [alice_plays.post("/api/settings/test/").status_code for _ in range(3)] == [200, 200, 429]
     bob_api.patch("/api/settings/", {"endpoint_url": fake_llm.url, "model": "m"}, format="json")
     assert bob_api.post("/api/settings/test/").status_code == 200, "one user's limit is not another's"
