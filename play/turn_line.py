@@ -1,11 +1,12 @@
 """In a story played together in free mode, a turn sent while a reply is being written waits its
 place in line, in the order sent, instead of a 409; then it plays. Every turn of such a story takes
-its place as it reaches the site, before it asks for the story (a turn refused the story and one
-that comes as the reply is stored then cannot pass each other), and leaves it once it played. Never lost, never merged: each
-waiting turn becomes its own node once its turn comes. The line is a Redis sorted set per
-adventure; each place has a heartbeat, so a client that left or a process that died drops out of
-it within ALIVE_S. A turn in line holds no thread and no database connection (it sleeps on the
-event loop between looks). Redis away: the line is not there, and the turn gets the 409 it always had."""
+its place as it reaches the site, before it asks for the story (so a turn refused the story and one
+that comes as the reply is stored cannot pass each other), and leaves it once it has the story.
+Never lost, never merged: each waiting turn becomes its own node once its turn comes. The line is a
+Redis sorted set per adventure; each place has a heartbeat, so a client that left or a process that
+died drops out of it within ALIVE_S. A turn in line holds no thread and no database connection (it
+sleeps on the event loop between looks). Redis away: no line, and each turn asks for the story as a
+story played alone does (played when free, the 409 when busy)."""
 
 from __future__ import annotations
 
