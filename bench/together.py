@@ -13,7 +13,7 @@ player nodes against the turns answered: must be 0), model calls per turn (must 
 served turn by process; a plot of first-token overhead, and a final JSON line.
 
     .venv/bin/python bench/together.py [--stories 250] [--players 4] [--duration 90] [--think 30]
-        [--model-seconds 10] [--first-token 0.5] [--drain-timeout 180] [--smoke]
+        [--model-seconds 10] [--first-token 0.5] [--drain-timeout 420] [--smoke]
 
 Before each run it waits (up to --drain-timeout) for the memory work already queued to be done: the
 players' setup and an earlier run leave passes behind, and a worker catching up on them competes with
@@ -341,7 +341,7 @@ def main() -> None:
     parser.add_argument(
         "--drain-timeout",
         type=float,
-        default=180.0,
+        default=420.0,  # the together run leaves ~130-180 s of memory work (4 characters a story); 180 ran out
         help="seconds to wait before each run for the memory work already queued (the players' setup, an "
         "earlier run's turns) to be done: a worker catching up competes with the run it would be counted in",
     )
