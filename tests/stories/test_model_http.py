@@ -231,3 +231,35 @@ def test_streamed_replies_from_a_chunked_keep_alive_endpoint_arrive_whole_on_one
     texts, used = _run(two_turns())
     assert texts == ["The lantern gutters.", "gutters.lantern The "]
     assert used == 1
+
+
+def test_the_pool_counts_the_connections_serving_a_reply_and_reuses_one_freed(settings):
+    """A pool of two connections with two answers being read: a third request waits for one of them
+    (it opens no third) and is answered on it once it is free (the pool's pass skips the serving
+    connections' checks, not their place in its bound)."""
+    from stories.providers import netguard as guard
+
+    settings.ALLOW_PRIVATE_ENDPOINTS = True
+
+    async def three_on_two():
+        async with RawServer([(CHUNKED, "keep")] * 4) as server:
+            client = guard.async_http_client(connect=5, read=5)
+            pool = client._transport._pool
+            pool._max_connections = 2
+            async with client.stream("POST", server.url + "/v1/x", content=b"{}") as first:
+                async with client.stream("POST", server.url + "/v1/x", content=b"{}") as second:
+                    third = asyncio.create_task(client.post(server.url + "/v1/x", content=b"{}"))
+                    while len(pool._requests) < 3:  # the third is in the pool's queue
+                        await asyncio.sleep(0)
+                    assert not third.done()
+                    assert await first.aread() == b"hello world"
+                    await first.aclose()
+                    answered = await third
+                    assert await second.aread() == b"hello world"
+            again = await client.post(server.url + "/v1/x", content=b"{}")
+            await client.aclose()
+            return answered.content, again.content, server.connections
+
+    third, again, used = _run(three_on_two())
+    assert third == again == b"hello world"
+    assert used == 2
