@@ -250,11 +250,6 @@ class LeanConnection(AsyncHTTPConnection):
             raise
         return await self._connection.handle_async_request(request)
 
-    def serving(self) -> bool:
-        """A request is on it now: not closed, not idle, not available, not expired (one read)."""
-        connection = self._connection
-        return connection is not None and connection._state is HTTPConnectionState.ACTIVE
-
 
 class LeanPool(httpcore2.AsyncConnectionPool):
     """httpcore's pool of LeanConnection (no proxies: model endpoints are reached directly)."""
@@ -265,9 +260,10 @@ class LeanPool(httpcore2.AsyncConnectionPool):
         the budget of new connections still counts them. With a turn's stream on each, that pass
         over ~200 connections, at every request and every answer's end, was 8.6% of a web
         process's CPU (py-spy, bench/evening.py at 1,000 players)."""
-        serving, others = [], []
-        for connection in self._connections:
-            (serving if connection.serving() else others).append(connection)
+        serving, others, active = [], [], HTTPConnectionState.ACTIVE
+        for connection in self._connections:  # a request on it: not closed, idle, available or expired
+            inner = connection._connection
+            (serving if inner is not None and inner._state is active else others).append(connection)
         if not serving:
             return super()._assign_requests_to_connections()
         self._connections, self._max_connections = others, self._max_connections - len(serving)
