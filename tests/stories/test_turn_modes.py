@@ -50,6 +50,14 @@ def _until(condition, timeout=20.0):
         time.sleep(0.02)
 
 
+def _play(aid, api, text):
+    """A turn from a thread of its own (its database connection closed after)."""
+    try:
+        return api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": text}, format="json").status_code
+    finally:
+        connection.close()
+
+
 def _players_acts(aid):
     return list(
         Action.objects.filter(adventure_id=aid, kind__in=["do", "say"]).order_by("depth").values_list("actor", "text")
@@ -65,18 +73,12 @@ def test_in_free_mode_turns_sent_while_a_reply_is_written_wait_in_line_and_play_
     fake_llm.latency = 0.6  # each reply takes a while: the story is busy meanwhile
     line = f"turnline:{aid}"
 
-    def play(api, text):
-        try:
-            return api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": text}, format="json").status_code
-        finally:
-            connection.close()
-
     with ThreadPoolExecutor(3) as pool:
-        first = pool.submit(play, alice_plays, "I wade in")
+        first = pool.submit(_play, aid, alice_plays, "I wade in")
         _until(lambda: fake_llm.in_flight == 1)  # alice's reply is being written
-        second = pool.submit(play, bob_api, "I follow Mira")
+        second = pool.submit(_play, aid, bob_api, "I follow Mira")
         _until(lambda: redis_client().zcard(line) == 1)  # bob waits in line
-        third = pool.submit(play, carol_api, "I hold the bank")
+        third = pool.submit(_play, aid, carol_api, "I hold the bank")
         _until(lambda: redis_client().zcard(line) == 2)
         assert [first.result(), second.result(), third.result()] == [201, 201, 201]
 
@@ -113,19 +115,13 @@ def test_in_free_mode_a_turn_refused_the_busy_story_keeps_the_place_it_arrived_a
 
     monkeypatch.setattr(turns, "begin_play", slow_after_refusal)
 
-    def play(api, text):
-        try:
-            return api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": text}, format="json").status_code
-        finally:
-            connection.close()
-
     with ThreadPoolExecutor(3) as pool:
-        first = pool.submit(play, alice_plays, "I wade in")
+        first = pool.submit(_play, aid, alice_plays, "I wade in")
         _until(lambda: fake_llm.in_flight == 1)
-        second = pool.submit(play, bob_api, "I follow Mira")
+        second = pool.submit(_play, aid, bob_api, "I follow Mira")
         _until(refused.is_set)
         assert first.result() == 201  # the story is free now; bob's turn has not played yet
-        third = pool.submit(play, carol_api, "I hold the bank")
+        third = pool.submit(_play, aid, carol_api, "I hold the bank")
         _until(lambda: third.done() or redis_client().zcard(line) == 2)
         go_on.set()
         assert [second.result(), third.result()] == [201, 201]
