@@ -249,7 +249,9 @@ def test_the_pool_counts_the_connections_serving_a_reply_and_reuses_one_freed(se
             async with client.stream("POST", server.url + "/v1/x", content=b"{}") as first:
                 async with client.stream("POST", server.url + "/v1/x", content=b"{}") as second:
                     third = asyncio.create_task(client.post(server.url + "/v1/x", content=b"{}"))
+                    deadline = asyncio.get_running_loop().time() + 10
                     while len(pool._requests) < 3:  # the third is in the pool's queue
+                        assert asyncio.get_running_loop().time() < deadline, "the third request never queued"
                         await asyncio.sleep(0)
                     assert not third.done()
                     assert await first.aread() == b"hello world"
