@@ -3,9 +3,13 @@
 httpcore's own asyncio backend goes through anyio: every read of a streamed
 reply opens a cancel scope with a deadline and asks which async library runs,
 which was about a sixth of a streamed turn's CPU (bench/concurrency.py). Here
-a read takes what the protocol has buffered, or waits on one future with one
-timer; writes honour the transport's flow control. TLS is the loop's own
-``start_tls``. The errors are httpcore's, as its backends raise them.
+a read takes what the protocol has buffered, or waits on one future; its
+timeout is a deadline the connection's one timer checks when it fires (armed
+again then if the deadline moved on), not a timer made and cancelled at each
+read: a streamed reply waits ~60 times, and those timers were ~4% of a web
+process's CPU at 1,000 players (py-spy, bench/evening.py). Writes honour the
+transport's flow control. TLS is the loop's own ``start_tls``. The errors are
+httpcore's, as its backends raise them.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ class _Protocol(asyncio.Protocol):
         self.waiter: asyncio.Future | None = None
         self.drained: asyncio.Future | None = None
         self.paused_reading = False
+        self.deadline: float | None = None  # the loop's time by which the waiting read must have data
+        self.timer: asyncio.TimerHandle | None = None  # fires at a deadline, or before it (it moved on)
 
     def connection_made(self, transport):
         self.transport = transport
@@ -51,6 +57,9 @@ class _Protocol(asyncio.Protocol):
         self.eof = True
         self.error = exc
         self._wake()
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
         if self.drained is not None and not self.drained.done():
             self.drained.set_result(None)
 
@@ -65,6 +74,32 @@ class _Protocol(asyncio.Protocol):
     def _wake(self):
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_result(None)
+
+    async def wait_for_data(self, timeout: float | None) -> None:
+        """Until data or the end arrives; httpcore2.ReadTimeout after ``timeout`` seconds."""
+        self.waiter = waiter = self.loop.create_future()
+        if timeout is None:
+            self.deadline = None
+        else:
+            self.deadline = deadline = self.loop.time() + timeout
+            if self.timer is None or self.timer.when() > deadline:
+                if self.timer is not None:
+                    self.timer.cancel()
+                self.timer = self.loop.call_at(deadline, self._check_deadline)
+        try:
+            await waiter
+        finally:
+            self.waiter = None
+
+    def _check_deadline(self):
+        self.timer = None
+        waiter, deadline = self.waiter, self.deadline
+        if waiter is None or waiter.done() or deadline is None:
+            return  # nothing waits: the next wait arms the timer again
+        if self.loop.time() >= deadline:
+            waiter.set_exception(httpcore2.ReadTimeout())
+        else:  # the deadline moved on since the timer was set (reads came meanwhile)
+            self.timer = self.loop.call_at(deadline, self._check_deadline)
 
     def take(self, max_bytes: int) -> bytes:
         data = bytes(self.buffer[:max_bytes])
@@ -97,8 +132,7 @@ class AsyncioStream(AsyncNetworkStream):
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         p = self._protocol
         if not p.buffer and not p.eof:
-            p.waiter = p.loop.create_future()
-            await _wait(p.loop, p.waiter, timeout, httpcore2.ReadTimeout)
+            await p.wait_for_data(timeout)
         if p.buffer:
             return p.take(max_bytes)
         if p.error is not None:
@@ -123,6 +157,9 @@ class AsyncioStream(AsyncNetworkStream):
 
     async def aclose(self) -> None:
         self._transport.close()
+        if self._protocol.timer is not None:  # connection_lost comes on a later turn of the loop
+            self._protocol.timer.cancel()
+            self._protocol.timer = None
 
     async def start_tls(
         self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None

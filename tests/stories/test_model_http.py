@@ -265,3 +265,112 @@ def test_the_pool_counts_the_connections_serving_a_reply_and_reuses_one_freed(se
     third, again, used = _run(three_on_two())
     assert third == again == b"hello world"
     assert used == 2
+
+
+async def _drip_server(gaps: list[float]):
+    """A server answering one chunked reply whose pieces come ``gaps`` seconds apart (a model that
+    writes slowly); after the last gap it ends the body."""
+
+    async def serve(reader, writer):
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            await reader.readexactly(2)  # the request's body: b"{}"
+            writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+            for gap in gaps:
+                await asyncio.sleep(gap)
+                writer.write(b"1\r\nx\r\n")
+                await writer.drain()
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+            await reader.read()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    return server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+
+
+@pytest.mark.parametrize(
+    "gaps, read, pieces, timed_out",
+    [
+        ([0.1] * 8, 0.4, 8, False),  # 0.8 s in all, never 0.4 s without a piece: the deadline moves with each
+        ([0.05, 0.05, 5.0], 0.4, 2, True),  # the model stops writing: the read ends 0.4 s after the last piece
+        ([0.1, 0.6], 0.4, 1, True),  # a gap past the bound after a piece that came early
+    ],
+)
+def test_a_streamed_answer_times_out_only_when_no_piece_comes_for_the_read_timeout(
+    settings, gaps, read, pieces, timed_out
+):
+    settings.ALLOW_PRIVATE_ENDPOINTS = True
+
+    async def read_all():
+        server, url = await _drip_server(gaps)
+        client = netguard.async_http_client(connect=5, read=read)
+        got, error, loop = [], None, asyncio.get_running_loop()
+        started = last = loop.time()
+        try:
+            async with client.stream("POST", url + "/v1/x", content=b"{}") as response:
+                async for piece in response.aiter_bytes():
+                    got.append(piece)
+                    last = loop.time()
+        except httpx2.ReadTimeout as exc:
+            error = exc
+        ended = loop.time()
+        await client.aclose()
+        server.close()
+        return got, error, ended - last, ended - started
+
+    got, error, after_last, took = _run(read_all())
+    assert b"".join(got) == b"x" * pieces
+    assert (error is not None) == timed_out
+    if timed_out:  # told when the bound passed with no piece: not before it, and not much after
+        assert read - 0.05 <= after_last < read + 2.0, after_last
+    assert took < sum(gaps[:pieces]) + read + 3.0
+
+
+def test_a_shorter_read_timeout_on_a_kept_connection_is_kept_to(settings):
+    """A call a request waits on has a shorter bound than the background's: on a connection kept
+    from a call with a longer one, its reads still end at its own bound."""
+    settings.ALLOW_PRIVATE_ENDPOINTS = True
+    stalled = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"  # then nothing
+
+    async def long_then_short():
+        async with RawServer([(CHUNKED, "keep"), (stalled, "hang")]) as server:
+            client = netguard.async_http_client(connect=5, read=30)
+            assert (await client.post(server.url + "/v1/x", content=b"{}")).content == b"hello world"
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            with pytest.raises(httpx2.ReadTimeout):
+                await client.post(server.url + "/v1/x", content=b"{}", timeout=httpx2.Timeout(5, read=0.4))
+            took = loop.time() - started
+            await client.aclose()
+            return took, server.connections
+
+    took, used = _run(long_then_short())
+    assert used == 1  # the second call came on the kept connection
+    assert 0.35 <= took < 5, took
+
+
+def test_a_kept_connection_the_server_closed_while_idle_is_not_handed_to_the_next_request(settings):
+    """Servers drop idle connections (their keep-alive ran out, a restart): the next request goes on a
+    new connection and gets its answer, never the closed one's error."""
+    settings.ALLOW_PRIVATE_ENDPOINTS = True
+
+    async def closed_while_idle():
+        async with RawServer([(CHUNKED, "close"), (CHUNKED, "keep")]) as server:
+            client = netguard.async_http_client(connect=5, read=5)
+            assert (await client.post(server.url + "/v1/x", content=b"{}")).content == b"hello world"
+            pool, loop = client._transport._pool, asyncio.get_running_loop()
+            deadline = loop.time() + 10
+            while not all(c.has_expired() for c in pool.connections):  # the server's close has reached us
+                assert loop.time() < deadline, "the server's close never reached the client"
+                await asyncio.sleep(0.01)
+            again = await client.post(server.url + "/v1/x", content=b"{}")
+            await client.aclose()
+            return again.content, server.connections
+
+    body, used = _run(closed_while_idle())
+    assert body == b"hello world"
+    assert used == 2
