@@ -33,9 +33,9 @@ PER_USER = 6  # live streams one account may hold open at once
 # the reply's pieces reach the pages at most this often (the first at once); measured: every 0.3 s, the
 # fan-out of ~35 events a 10 s reply to each page was the largest part of a turn played together
 RELAY_EVERY_S = 0.5
-CONNECTIONS = 16  # the event loop's Redis connections (the hub's blocking read holds one)
+CONNECTIONS = 16  # the event loop's Redis connections (the hub's blocking read has its own: play.live_hub)
 CONNECTION_WAIT_S = 5.0  # the longest a call waits for one of them
-SOCKET_TIMEOUT_S = 5.0  # a call Redis does not answer this long fails (the hub's blocking read waits less)
+SOCKET_TIMEOUT_S = 5.0  # a call Redis does not answer this long fails
 
 
 def _key(adventure_id: int) -> str:

@@ -15,14 +15,22 @@ import secrets
 import weakref
 
 import redis
+import redis.asyncio as aredis
+from django.conf import settings
 
+from config.redis_pool import CONNECT_TIMEOUT_S
 from play import live
 
 log = logging.getLogger(__name__)
 
-BLOCK_SHARE = 0.6  # the hub's blocking read waits this share of the client's socket timeout when nothing
-# happens: a read that waited longer would fail as a timeout (redis-py's default is 5 s), and it did: every
-# quiet stretch ended every page, and 1,000 pages came back at once (bench/together.py)
+BLOCK_S = 3.0  # the hub's blocking read waits this long when nothing happens, then reads again
+# The blocking read is on a connection of the hub's own, outside the process's Redis breaker
+# (config.redis_pool), whose read timeout is the wait and READ_MARGIN_S: the answer to a read whose wait
+# ran out comes when the event loop next runs, and on a busy loop that is late. With the shared client
+# (its 5 s timeout, the wait a share of it) a loop late by more than the margin failed the read as a
+# Redis timeout, which tripped the breaker and lost the events published meanwhile (CI, a test's 0.4 s
+# timeout). A read that times out with this margin is a Redis gone silent: the hub waits and reads again.
+READ_MARGIN_S = 5.0
 QUEUE_MAX = 2_000  # events a page may lag behind before its stream ends (it comes back where it was)
 COUNT = 500  # events one read takes across all streams
 # after a read that found events, the hub lets others come this long before it reads again: one read
@@ -223,12 +231,23 @@ class Hub:
             raise
 
     async def _read(self) -> None:
-        client = live.loop_redis()
+        client = aredis.Redis.from_url(
+            settings.REDIS_URL,
+            max_connections=1,
+            socket_timeout=BLOCK_S + READ_MARGIN_S,
+            socket_connect_timeout=CONNECT_TIMEOUT_S,
+        )
+        try:
+            await self._read_on(client)
+        finally:
+            await asyncio.shield(client.aclose())
+
+    async def _read_on(self, client) -> None:
         away_since = None
         while self.position:
             streams = {self.wake_key: self.wake_at} | {live._key(a): at for a, at in self.position.items()}
             try:
-                found = await client.xread(streams, count=COUNT, block=int(live.SOCKET_TIMEOUT_S * 1000 * BLOCK_SHARE))
+                found = await client.xread(streams, count=COUNT, block=int(BLOCK_S * 1000))
             except redis.RedisError as exc:
                 # the hub keeps its place in every stream: a blip loses nothing, and the pages wait;
                 # Redis away for AWAY_S, they are told (each comes back where it was)

@@ -130,7 +130,9 @@ class ModelCall:
                             if data == b"[DONE]":
                                 done = True
                                 break
-                            chunk = json.loads(data)
+                            # decoded first: server-sent events are UTF-8 by their standard, and
+                            # json.loads of bytes guesses the encoding of each (py-spy: 0.6% of a web process)
+                            chunk = json.loads(data.decode("utf-8", "surrogatepass"))
                             if chunk.get("error"):
                                 if pieces:  # text that came in the same network read as the error is kept
                                     self.text += "".join(pieces)

@@ -374,3 +374,40 @@ def test_a_kept_connection_the_server_closed_while_idle_is_not_handed_to_the_nex
     body, used = _run(closed_while_idle())
     assert body == b"hello world"
     assert used == 2
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        b'data: {"model": "m", "choices": [{"index": 0, "delta": {"content": "caf\xe9"}}]}\n\n',  # Latin-1, not UTF-8
+        b'data: {"model": "m", "choices": [{"index": 0, "delta": {"content": "cut\n\n',  # JSON cut short
+    ],
+)
+def test_a_stream_event_that_is_not_utf8_json_is_a_bad_response_after_the_text_before_it(settings, event):
+    """Server-sent events are UTF-8 JSON here: anything else is the endpoint's fault, said as such
+    (never a 500), and what the reply keeps is exactly what was shown of it."""
+    from stories.providers import ProviderError
+
+    settings.ALLOW_PRIVATE_ENDPOINTS = True
+    good = b'data: {"model": "m", "choices": [{"index": 0, "delta": {"content": "Caf\xc3\xa9 "}}]}\n\n'
+    wire = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    wire += _chunked([good, event, b"data: [DONE]\n\n"], extensions=[], trailers=[])
+
+    async def read():
+        async with RawServer([(wire, "keep")]) as server:
+            call = ModelCall(
+                conn=Connection(server.url + "/v1", "sk-test", "m"),
+                messages=[{"role": "user", "content": "go"}],
+                max_tokens=50,
+                temperature=0.7,
+                stream=True,
+            )
+            got = []
+            with pytest.raises(ProviderError) as raised:
+                async for piece in call.deltas():
+                    got.append(piece)
+            return "".join(got), call.text, raised.value
+
+    shown, kept, error = _run(read())
+    assert error.code == "bad_response", error.code
+    assert shown == kept and shown in ("", "Café ")
