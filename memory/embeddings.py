@@ -65,19 +65,25 @@ def embed_pending(*, adventure: Adventure, report) -> None:
         .values_list("pk", "text")[:EMBED_PER_RUN]
     )
     report.more_due = report.more_due or len(pending) == EMBED_PER_RUN
-    for start in range(0, len(pending), embedder.BATCH_MAX):
-        batch = pending[start : start + embedder.BATCH_MAX]
+    # Each wording is embedded once: the characters who witnessed one scene often remember it in the
+    # same words (the offline writer always writes them so), and a story played together has up to
+    # eight of them. Embedding was ~86% of a worker's pass in bench/together.py (py-spy).
+    by_text: dict[str, list[int]] = {}
+    for pk, text in pending:
+        by_text.setdefault(text, []).append(pk)
+    texts = list(by_text)
+    for start in range(0, len(texts), embedder.BATCH_MAX):
+        batch = texts[start : start + embedder.BATCH_MAX]
         try:
-            name, vectors = embedder.embed(
-                user_id=adventure.owner_id, texts=[t for _, t in batch], adventure_id=adventure.pk, ai=ai
-            )
+            name, vectors = embedder.embed(user_id=adventure.owner_id, texts=batch, adventure_id=adventure.pk, ai=ai)
         except embedder.EmbeddingUnavailable as exc:
             report.failed(f"embeddings: {exc}", exc.code)
             return
-        for (pk, text), vector in zip(batch, vectors):
-            try:
-                if vector_set(memory_id=pk, expected_text=text, vector=vector, model=name):
-                    report.embedded += 1
-            except ValueError as exc:
-                report.failed(f"embeddings: {exc}", "bad_response")
-                return
+        for text, vector in zip(batch, vectors):
+            for pk in by_text[text]:
+                try:
+                    if vector_set(memory_id=pk, expected_text=text, vector=vector, model=name):
+                        report.embedded += 1
+                except ValueError as exc:
+                    report.failed(f"embeddings: {exc}", "bad_response")
+                    return

@@ -362,3 +362,28 @@ def test_a_story_deleted_while_its_pass_waits_on_the_model_ends_the_pass_quietly
     assert not Memory.objects.filter(adventure_id=adventure.pk).exists()
     logged = ProviderCall.objects.filter(user_id=adventure.owner_id, purpose="memory")
     assert logged.exists() and set(logged.values_list("adventure_id", flat=True)) == {None}
+
+
+def test_memories_in_the_same_words_are_embedded_once_and_each_gets_the_vector(adventure, memory_llm):
+    """Witnesses of one scene often remember it in the same words (a story played together has up to
+    eight): the owner's endpoint is asked for each wording once, and every memory gets its vector."""
+    from collections import Counter
+
+    from memory import embeddings
+
+    head = Branch.objects.get(pk=adventure.head_branch_id)
+    texts = ["Mira saw the gate fall at dusk."] * 3 + ["Oren hid the brass key under the stair."]
+    made = [Memory.objects.create(adventure=adventure, branch=head, depth=1, text=t) for t in texts]
+    asked_before = len(memory_llm.requests)
+    embeddings.embed_pending(adventure=adventure, report=memory_pass.PassReport())
+    sent = Counter(
+        text
+        for r in memory_llm.requests[asked_before:]
+        if r.path.endswith("/embeddings")
+        for text in ([r.body["input"]] if isinstance(r.body["input"], str) else r.body["input"])
+    )
+    assert {t: sent[t] for t in set(texts)} == {t: 1 for t in set(texts)}
+    stored = {m.pk: m for m in Memory.objects.filter(pk__in=[m.pk for m in made])}
+    assert all(m.embedding is not None and m.embedding_model == "fake-embed" for m in stored.values())
+    same = [list(stored[m.pk].embedding) for m in made[:3]]
+    assert same[0] == same[1] == same[2] != list(stored[made[3].pk].embedding)
