@@ -209,6 +209,17 @@ def _sse_chunked(words: list[str]) -> bytes:
     )
 
 
+def _streamed_call(url: str) -> ModelCall:
+    """A turn's streamed model call to the test server at ``url``."""
+    return ModelCall(
+        conn=Connection(url + "/v1", "sk-test", "m"),
+        messages=[{"role": "user", "content": "go"}],
+        max_tokens=50,
+        temperature=0.7,
+        stream=True,
+    )
+
+
 def test_streamed_replies_from_a_chunked_keep_alive_endpoint_arrive_whole_on_one_connection(settings):
     """As OpenAI, OpenRouter or vLLM stream: chunked, the connection kept for the next turn."""
     settings.ALLOW_PRIVATE_ENDPOINTS = True
@@ -218,13 +229,7 @@ def test_streamed_replies_from_a_chunked_keep_alive_endpoint_arrive_whole_on_one
         async with RawServer([(_sse_chunked(words), "keep"), (_sse_chunked(words[::-1]), "keep")]) as server:
             texts = []
             for _ in range(2):
-                call = ModelCall(
-                    conn=Connection(server.url + "/v1", "sk-test", "m"),
-                    messages=[{"role": "user", "content": "go"}],
-                    max_tokens=50,
-                    temperature=0.7,
-                    stream=True,
-                )
+                call = _streamed_call(server.url)
                 texts.append("".join([piece async for piece in call.deltas()]))
             return texts, server.connections
 
@@ -395,13 +400,7 @@ def test_a_stream_event_that_is_not_utf8_json_is_a_bad_response_after_the_text_b
 
     async def read():
         async with RawServer([(wire, "keep")]) as server:
-            call = ModelCall(
-                conn=Connection(server.url + "/v1", "sk-test", "m"),
-                messages=[{"role": "user", "content": "go"}],
-                max_tokens=50,
-                temperature=0.7,
-                stream=True,
-            )
+            call = _streamed_call(server.url)
             got = []
             with pytest.raises(ProviderError) as raised:
                 async for piece in call.deltas():
