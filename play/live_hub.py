@@ -240,6 +240,10 @@ class Hub:
         try:
             await self._read_on(client)
         finally:
+            # this read reads no more: a page that joins while its connection closes (an await) starts
+            # a new one. Given to this task, it was never read for (its member's removal never ended it)
+            if self.task is asyncio.current_task():
+                self.task = None
             await asyncio.shield(client.aclose())
 
     async def _read_on(self, client) -> None:

@@ -8,6 +8,7 @@ import logging
 import time
 
 import pytest
+import redis.asyncio as aredis
 
 from play import live, live_hub
 from stories.models import Adventure
@@ -50,6 +51,42 @@ def test_a_quiet_storys_page_gets_the_next_event_and_the_hub_never_times_out_wai
     assert [name for _, name, _, _ in found] == ["story"], "the page got the story's next event"
     assert "lost Redis" not in caplog.text, "the hub's wait on a quiet story failed as a Redis timeout"
     assert "not sent" not in caplog.text, "an event was lost"
+
+
+def test_a_page_that_joins_while_the_hubs_last_read_closes_gets_the_next_event(story, monkeypatch):
+    """The process's last page of any story leaves, so the hub's read ends after its wait and closes its
+    connection; a page that joins meanwhile (a member coming back) must get the story's events. One
+    that joined while the old read was closing was left to it and got nothing more: the member's
+    removal never ended its stream (CI)."""
+    monkeypatch.setattr(live_hub, "BLOCK_S", 0.2)  # the hub's wait, shortened for the test
+    closing: list[asyncio.Event] = []
+    close = aredis.Redis.aclose
+
+    async def slow_close(self, *args, **kwargs):  # the hub's connection takes a while to close
+        if closing:
+            closing[0].set()
+        await asyncio.sleep(0.5)
+        return await close(self, *args, **kwargs)
+
+    monkeypatch.setattr(aredis.Redis, "aclose", slow_close)
+
+    async def follow():
+        closing.append(asyncio.Event())
+        hub = live_hub.Hub()
+        first, _ = await hub.join(story.pk)
+        hub.leave(first)  # no page left: the read ends when its wait does
+        await asyncio.wait_for(closing[0].wait(), 5.0)
+        page, _ = await hub.join(story.pk)  # while the ended read closes its connection
+        try:
+            await live.publish_soon(story.pk, "story", {"change": "head"})
+            return await page.take(timeout=5.0)
+        finally:
+            hub.leave(page)
+            if hub.task is not None:
+                hub.task.cancel()
+
+    found = asyncio.run(follow())
+    assert [name for _, name, _, _ in found] == ["story"], "the page that came back got the story's next event"
 
 
 def test_the_turn_first_in_line_is_woken_by_the_reply_stored_not_by_a_timer(story):
