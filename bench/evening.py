@@ -5,9 +5,10 @@ thousands of streams (bench/_stream_model.py, its own process).
 
 Each player plays a streamed turn, reads and thinks for a random while
 (exponential, mean --think seconds), and plays again, until --duration ends;
-players start spread over one think time, so the load is a steady stream, not
-a crowd arriving in one instant. A refused turn (503 with Retry-After) is
-retried after the time it names, as the play page does.
+players start as they would be mid-evening (``mid_evening``), so turns come at
+the evening's steady rate from the first second, not as a crowd arriving at
+once. A refused turn (503 with Retry-After) is retried after the time it names,
+as the play page does.
 
 For each player count it prints turns/s offered and served, errors by kind,
 first-token overhead beyond the model's own p50/p95/p99, turn time beyond the
@@ -240,13 +241,31 @@ def _counts(results: list[dict]) -> dict:
     }
 
 
-async def _evening(port: int, players, *, duration: float, think: float, seed: int) -> list[dict]:
+def mid_evening(rng: random.Random, think: float, model_seconds: float) -> float:
+    """Seconds until a player already mid-evening sends their next turn: the stationary start of a
+    player who plays a turn of ``model_seconds`` and thinks (exponential, mean ``think``) in turn.
+    A share model/(model+think) are in a turn now (their next comes within its length), the rest think
+    (from the turn's end, exponential: the think time has no memory). So turns arrive at the
+    evening's steady rate from the first second. (Until 2026-12-07 every player's first turn came
+    within one think time: ~32-47 turns/s for the first 30 s at 1,000 players against the steady 25,
+    a crowd arriving that the refusals of those runs answered.)"""
+    cycle = model_seconds + think
+    if rng.random() < model_seconds / cycle:
+        return rng.uniform(0, model_seconds)
+    return model_seconds + rng.expovariate(1.0 / think)
+
+
+async def _evening(
+    port: int, players, *, duration: float, think: float, seed: int, model_seconds: float | None
+) -> list[dict]:
+    """Each player's turns until ``duration`` ends; model_seconds None: every player's first turn at once."""
     rng = random.Random(seed)
     results: list[dict] = []
     stop_at = time.monotonic() + duration
 
     async def player(token: str, adventure_id: int):
-        await asyncio.sleep(rng.uniform(0, think))  # players already mid-evening, not all arriving now
+        if model_seconds is not None:
+            await asyncio.sleep(mid_evening(rng, think, model_seconds))  # mid-evening, not all arriving now
         while time.monotonic() < stop_at:
             result = await _turn(port, token, adventure_id, rng.choice(TEXTS))
             results.append(result)
@@ -358,7 +377,7 @@ def main() -> None:
 
         me = psutil.Process()
         warm = _players(4, fake_url, prefix="bench-evening-warm-")
-        asyncio.run(_evening(port, warm, duration=0.1, think=0.1, seed=args.seed))  # every process warm
+        asyncio.run(_evening(port, warm, duration=0.1, think=0.1, seed=args.seed, model_seconds=None))  # warm now
         for count in args.players:
             players = _players(count, fake_url, prefix="bench-evening-")
             _drain(args.drain_timeout)  # the players' setup (and earlier runs) leave no memory work behind
@@ -367,7 +386,14 @@ def main() -> None:
             sampler.start()
             began = time.monotonic()
             results = asyncio.run(
-                _evening(port, players, duration=args.duration, think=args.think, seed=args.seed + count)
+                _evening(
+                    port,
+                    players,
+                    duration=args.duration,
+                    think=args.think,
+                    seed=args.seed + count,
+                    model_seconds=args.model_seconds,
+                )
             )
             sampler.stop_event.set()
             sampler.join(5)

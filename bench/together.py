@@ -35,7 +35,7 @@ import time
 
 from _setup import clock_bar, django_setup, percentile, print_table, save
 from concurrency import _free_port, _players, _wait_live
-from evening import SITE_GROUPS, Sampler, _ahead, _counts, _drain, _model, _site, _turn
+from evening import SITE_GROUPS, Sampler, _ahead, _counts, _drain, _model, _site, _turn, mid_evening
 
 WAITED_S = 0.3  # a turn whose answer's head came later than this waited its place in line
 PAGES_OPEN_S = 120.0  # the longest the pages are given to open before the players start
@@ -162,7 +162,17 @@ async def _follow_once(port: int, token: str, adventure_id: int, seen: dict, sto
     return 200
 
 
-async def _play(port: int, stories: list[dict], *, duration: float, think: float, seed: int, live: bool, measure_from):
+async def _play(
+    port: int,
+    stories: list[dict],
+    *,
+    duration: float,
+    think: float,
+    seed: int,
+    live: bool,
+    measure_from,
+    model_seconds: float | None,
+):
     """The pages open first (players have their story's page open before they play: 1,000 opening in
     one instant is not an evening's load), then ``measure_from()`` and the players' turns."""
     rng = random.Random(seed)
@@ -183,7 +193,8 @@ async def _play(port: int, stories: list[dict], *, duration: float, think: float
     bar = asyncio.create_task(clock_bar("together" if live else "alone", duration, lambda: _counts(results)))
 
     async def player(token: str, aid: int, me: int):
-        await asyncio.sleep(rng.uniform(0, think))
+        if model_seconds is not None:  # as evening.py's players: mid-evening (None: the first turn at once)
+            await asyncio.sleep(mid_evening(rng, think, model_seconds))
         while time.monotonic() < stop_at:
             text = f"{rng.choice(TEXTS)} #{next(numbers)}"  # one text per turn: the watchers' events name it
             busy = in_flight.get(aid, 0) > 0  # another player's turn of this story was on its way
@@ -212,7 +223,7 @@ def _turns_alone_each(think: float, model_seconds: float, duration: float, seed:
     line): the mean over many simulated players."""
     rng, started = random.Random(seed), 0
     for _ in range(players):
-        at = rng.uniform(0, think)
+        at = mid_evening(rng, think, model_seconds)
         while at < duration:
             started += 1
             at += model_seconds + rng.expovariate(1.0 / think)
@@ -368,7 +379,16 @@ def main() -> None:
             # at light load) and the alone run after it did not
             warm = _together(4, args.players, fake_url)
             asyncio.run(
-                _play(port, warm, duration=0.5, think=0.1, seed=args.seed, live=True, measure_from=lambda: None)
+                _play(
+                    port,
+                    warm,
+                    duration=0.5,
+                    think=0.1,
+                    seed=args.seed,
+                    live=True,
+                    measure_from=lambda: None,
+                    model_seconds=None,
+                )
             )
         together = _together(args.stories, args.players, fake_url)
         # the smoke checks the bench runs: the alone run is evening.py's, measured there too
@@ -397,6 +417,7 @@ def main() -> None:
                     seed=args.seed,
                     live=live,
                     measure_from=lambda: before.update(sampler.totals()),
+                    model_seconds=args.model_seconds,
                 )
             )
             after, calls_after = sampler.totals(), _model_calls(stories)
