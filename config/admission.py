@@ -31,7 +31,6 @@ import asyncio
 import json
 import logging
 import math
-import os
 import random
 import re
 import time
@@ -41,15 +40,13 @@ from contextlib import asynccontextmanager
 from django.conf import settings
 
 from config.asgi_guard import SECURITY_HEADERS
+from config.cpu_busy import CpuBusy
 from config.errors import Unavailable
 
 log = logging.getLogger(__name__)
 LAG_TICK_S = 0.02  # seconds between the loop watcher's timers
 CPU_EVERY_TICKS = 5  # the machine's CPU counters are read every this many ticks (0.1 s)
-CPU_KEEP = 0.8  # the busy figure keeps this share of its last value each reading (a ~0.5 s memory)
 CPU_BAND_PCT = 10  # around ADMISSION_CPU_BUSY_PCT, the share of turns refused grows from none to all
-PROC_STAT = "/proc/stat"
-CGROUP_DIR = "/sys/fs/cgroup"  # cgroup v2: cpu.max (a quota) and cpu.stat (time used)
 LAG_DECAY = 0.8  # the lag figure keeps this share of its last value each tick (a ~0.1 s memory)
 RETRY_AFTER_MAX_S = 60  # the longest wait told, however many are refused
 RATE_WINDOW_S = 2.0  # a process's rate of starting turns: those it admitted over this long
@@ -64,55 +61,6 @@ BUSY = (
 )
 # Answers written here carry the headers the site's middleware gives every answer.
 _HEADERS = [(b"content-type", b"application/json"), (b"cache-control", b"no-store"), *SECURITY_HEADERS]
-
-
-class CpuBusy:
-    """The share of the CPU this site may use that was busy lately (0-1); None where it cannot be
-    read. In a container given a CPU quota (cgroup v2 ``cpu.max``), the container's own CPU time
-    against its quota; otherwise every core of the machine, from Linux's /proc/stat."""
-
-    def __init__(self, path: str = PROC_STAT, cgroup: str = CGROUP_DIR, clock=time.monotonic):
-        self.path, self.cgroup, self.clock = path, cgroup, clock  # clock: seconds, for a quota's capacity
-        self.busy: float | None = None
-        self.quota: float | None = None  # cores the cgroup may use; 0: no quota (the machine's cores)
-        self._last: tuple[float, float] | None = None
-
-    def _counters(self) -> tuple[float, float] | None:
-        """(busy, capacity) so far, in one unit."""
-        if self.quota is None:
-            self.quota = _cgroup_quota(self.cgroup)
-        try:
-            if self.quota:
-                with open(os.path.join(self.cgroup, "cpu.stat"), "rb") as stat:
-                    usage = next(int(line.split()[1]) for line in stat if line.startswith(b"usage_usec "))
-                return usage, self.clock() * 1e6 * self.quota
-            with open(self.path, "rb") as stat:
-                fields = [int(n) for n in stat.readline().split()[1:9]]
-        except (OSError, ValueError, StopIteration, IndexError):
-            return None
-        if len(fields) < 5:
-            return None
-        total = sum(fields)
-        return total - fields[3] - fields[4], total  # idle and iowait are not busy
-
-    def read(self) -> None:
-        counters = self._counters()
-        if counters is None:
-            return
-        if self._last is not None and counters[1] > self._last[1]:
-            now = min(1.0, max(0.0, (counters[0] - self._last[0]) / (counters[1] - self._last[1])))
-            self.busy = now if self.busy is None else self.busy * CPU_KEEP + now * (1 - CPU_KEEP)
-        self._last = counters
-
-
-def _cgroup_quota(cgroup: str) -> float:
-    """Cores a cgroup v2 quota allows (``cpu.max``: quota and period in µs); 0 without one."""
-    try:
-        with open(os.path.join(cgroup, "cpu.max")) as limit:
-            quota, period = limit.read().split()[:2]
-        return int(quota) / int(period) if quota != "max" else 0.0
-    except (OSError, ValueError, ZeroDivisionError):
-        return 0.0
 
 
 class LoopLag:

@@ -141,19 +141,16 @@ SERVE_WARM_UPS = ("memory.embedder.warm_up", "stories.prompt.tokens.warm_up", "s
 
 # Admission at the door (config.admission): a POST to these paths that arrives while this web
 # process's event loop runs more than ADMISSION_LAG_MS behind its timers answers 503 with
-# Retry-After before Django reads it (0: never).
+# Retry-After before Django reads it (0: never; 25 refused a crowd at its own arrival: docs/configuration.md).
 ADMISSION_PATHS = env_str("ADMISSION_PATHS") or r"^/api/adventures/\d+/(turns|retry)/$"
-# 50: a crowd's own arrival puts a loop 26-34 ms behind, and at 25 ms a crowd of 200 was refused at its
-# arrival (the cores 38-44% busy); the cores' bound below carries an evening past capacity (bench/evening.py)
 ADMISSION_LAG_MS = env_int("ADMISSION_LAG_MS", 50, minimum=0, maximum=60_000)
 # ...or while the machine's cores have lately been busy more than ADMISSION_CPU_BUSY_PCT percent of the time
 # (Linux's /proc/stat; 0: never), so that the turns admitted find a core free for their first step...
 ADMISSION_CPU_BUSY_PCT = env_int("ADMISSION_CPU_BUSY_PCT", 80, minimum=0, maximum=100)
 # ...or while this many of them are being answered by the process (a turn until its stream ends; 0: no bound).
 ADMISSION_IN_FLIGHT_MAX = env_int("ADMISSION_IN_FLIGHT_MAX", 0, minimum=0, maximum=1_000_000)
-# Admission of first steps (config.admission): each web process runs at most TURN_STARTS_MAX turns' first steps
-# at once; more wait in line while their place should come within TURN_START_WAIT_MS (never more than
-# TURN_STARTS_QUEUED), each at most TURN_START_WAIT_MS; past those a 503 saying when a place will be free (0: no gate).
+# First steps (config.admission): each web process runs at most TURN_STARTS_MAX at once, more wait in line while
+# due within TURN_START_WAIT_MS (at most TURN_STARTS_QUEUED); past those a 503 saying when a place frees (0: no gate).
 TURN_STARTS_MAX = env_int("TURN_STARTS_MAX", 4, minimum=0, maximum=1000)
 TURN_STARTS_QUEUED = env_int("TURN_STARTS_QUEUED", 64, minimum=0, maximum=100_000)
 TURN_START_WAIT_MS = env_int("TURN_START_WAIT_MS", 1000, minimum=1, maximum=60_000)

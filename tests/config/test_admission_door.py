@@ -162,7 +162,7 @@ def test_a_turn_that_comes_while_the_cores_are_busier_than_the_bound_is_refused(
     import logging
 
     from config import admission
-    from config.admission import CpuBusy
+    from config.cpu_busy import CpuBusy
 
     monkeypatch.setattr(admission, "REFUSALS_LOG_EVERY_S", 0.0)  # every refusal told, for the test
 
@@ -208,7 +208,7 @@ def test_the_cores_read_busy_while_every_core_spins_and_calm_after(tmp_path):
     import multiprocessing
     import os
 
-    from config.admission import CpuBusy
+    from config.cpu_busy import CpuBusy
     from tests.support.processes import wait_for
 
     cpu = CpuBusy()
@@ -244,7 +244,7 @@ def _spin(stop):
 def test_in_a_container_with_a_cpu_quota_busy_is_the_containers_time_against_its_quota(tmp_path):
     """A container given 1.5 cores on a large machine is full while the machine's cores idle: the
     quota's share counts (cgroup v2 cpu.max and cpu.stat), not /proc/stat."""
-    from config.admission import CpuBusy
+    from config.cpu_busy import CpuBusy
 
     (tmp_path / "cpu.max").write_text("150000 100000\n")
     usage = {"us": 0}
@@ -277,7 +277,8 @@ def test_in_a_container_with_a_cpu_quota_busy_is_the_containers_time_against_its
 def test_about_the_bound_a_share_of_turns_is_refused_that_grows_with_the_load(tmp_path):
     """All or none at one line made admissions come in waves as long as a stream (every stream
     admitted in a lull ends together); within CPU_BAND_PCT of the bound the chance grows instead."""
-    from config.admission import CPU_BAND_PCT, CpuBusy
+    from config.admission import CPU_BAND_PCT
+    from config.cpu_busy import CpuBusy
 
     stat = tmp_path / "stat"
     door = Admission(None, paths=r"^/api/adventures/\d+/(turns|retry)/$", lag_ms=0, in_flight=0, cpu_busy_pct=80)
