@@ -176,8 +176,8 @@ class Refusals:
                 self.detail,
             )
             self.counts.clear()
-        if not self.counts:
-            self.since = now if now - self.since >= REFUSALS_LOG_EVERY_S else self.since
+        if not self.counts and now - self.since >= REFUSALS_LOG_EVERY_S:
+            self.since = now  # a quiet stretch: the next line counts from here
 
 
 refusals = Refusals()  # one per process
