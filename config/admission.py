@@ -97,7 +97,8 @@ class Pressure:
     """When a refused turn should come back: when a place will be free for it. This process starts
     turns at a rate: the turns it admitted over the last RATE_WINDOW_S (at least RATE_MIN a second),
     or, for a turn the first steps' line had no room for, what its places start a second when that is
-    more (a crowd that comes to an idle process finds few started lately). Each refusal is promised
+    more (a crowd that comes to an idle process finds few started lately; at the door, DOOR_SHARE of
+    it, for the cores or the loop are full of turns already admitted). Each refusal is promised
     the next start not yet promised to a turn refused before it, so a crowd is told to come back
     spread over the time the process needs to start them all, in the order they came, and a lone
     refusal is told a second. Past capacity the promises run ahead as fast as turns are refused
