@@ -396,9 +396,9 @@ def main() -> None:
             if live:
                 stories = together
             else:  # players alone, as many as play the together run's served turns per second: how many
-                # turns one player alone starts in the window, by the players' own clock (a first turn after
-                # a think, then a reply and a think each); a run of a few thinks never reaches the steady
-                # rate of one turn per think + model seconds (that count offered ~1.4x at --think 100)
+                # turns one player alone starts in the window, by the players' own clock (a first turn as
+                # found mid-evening, then a reply and a think each): simulated, not the steady rate of one
+                # turn per think + model seconds (with a first turn after a think that count offered ~1.4x)
                 each = _turns_alone_each(args.think, args.model_seconds, args.duration, args.seed)
                 count = max(1, round(rows[0]["served_per_s"] * args.duration / each))
                 stories = [
