@@ -8,7 +8,9 @@ Each player plays a streamed turn, reads and thinks for a random while
 players start as they would be mid-evening (``mid_evening``), so turns come at
 the evening's steady rate from the first second, not as a crowd arriving at
 once. A refused turn (503 with Retry-After) is retried after the time it names,
-as the play page does.
+as the play page does. Each player's story is under way (bench/_under_way.py): a history of 12-80
+turns, its bank of memories, its summary and its marks as a steady pass leaves them, so the memory
+work its turns bring comes due at the rate it does in play and each turn ranks a real bank.
 
 For each player count it prints turns/s offered and served, errors by kind,
 first-token overhead beyond the model's own p50/p95/p99, turn time beyond the
@@ -41,6 +43,7 @@ import time
 from pathlib import Path
 
 from _setup import ROOT, clock_bar, django_setup, percentile, print_table, save
+from _under_way import give_history
 from concurrency import _free_port, _players, _postgres_cpu, _postgres_processes, _wait_live
 
 TEXTS = [
@@ -342,6 +345,19 @@ def _summary(count: int, results: list[dict], cpu: dict[str, float], args, drain
     }
 
 
+def _with_memory_work(row: dict, drain_cpu: dict[str, float]) -> dict:
+    """The site's CPU a served turn with the memory work its turns left behind at the run's end
+    (done in the drain after it): what a turn costs in all, once the pass has caught up (None when
+    the backlog did not drain within the bench's wait: the figure would leave work out)."""
+    n = max(1, row["served"])
+    drain = {k: round(v * 1000 / n, 1) for k, v in drain_cpu.items() if k in SITE_GROUPS}
+    whole = round(row["site_cpu_ms_per_turn"] + sum(drain.values()), 1)
+    return {
+        "drain_cpu_ms_per_turn": drain,
+        "site_cpu_ms_per_turn_with_memory_work": whole if row["backlog_drained_s"] is not None else None,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--players", type=int, nargs="+", default=[300, 1000, 2000])
@@ -380,6 +396,7 @@ def main() -> None:
         asyncio.run(_evening(port, warm, duration=0.1, think=0.1, seed=args.seed, model_seconds=None))  # warm now
         for count in args.players:
             players = _players(count, fake_url, prefix="bench-evening-")
+            give_history([aid for _, aid in players], seed=args.seed + count)  # stories under way
             _drain(args.drain_timeout)  # the players' setup (and earlier runs) leave no memory work behind
             sampler = Sampler(site, {"bench model": [psutil.Process(model.pid)], "bench players": [me]})
             before = sampler.totals()
@@ -399,8 +416,10 @@ def main() -> None:
             sampler.join(5)
             after = sampler.totals()
             drained = _drain(args.drain_timeout)
+            settled = sampler.totals()  # the memory work the turns left behind, done while draining
             cpu = {k: max(0.0, after.get(k, 0.0) - before.get(k, 0.0)) for k in after}
             row = _summary(count, results, cpu, args, drained)
+            row.update(_with_memory_work(row, {k: max(0.0, settled.get(k, 0.0) - after.get(k, 0.0)) for k in after}))
             row["sql_per_turn"] = sql
             rows.append(row)
             timeline.append(
@@ -441,6 +460,7 @@ def main() -> None:
             "CPU ms/turn web+PG+worker+Redis",
             "SQL/turn",
             "backlog (drained s)",
+            "CPU ms/turn with its memory work",
         ],
         [
             [
@@ -456,6 +476,8 @@ def main() -> None:
                 f"+{r['cpu_ms_per_turn'].get('redis')}",
                 r["sql_per_turn"],
                 f"{r['backlog_at_end']} ({r['backlog_drained_s']})",
+                f"{r['site_cpu_ms_per_turn_with_memory_work'] or 'not drained'} (drain "
+                f"+{round(sum(r['drain_cpu_ms_per_turn'].values()), 1)})",
             ]
             for r in rows
         ],

@@ -34,6 +34,7 @@ import subprocess
 import time
 
 from _setup import clock_bar, django_setup, percentile, print_table, save
+from _under_way import give_history
 from concurrency import _free_port, _players, _wait_live
 from evening import SITE_GROUPS, Sampler, _ahead, _counts, _drain, _model, _site, _turn, mid_evening
 
@@ -93,6 +94,7 @@ def _together(count: int, size: int, fake_url: str) -> list[dict]:
             Membership.objects.create(adventure_id=aid, user_id=tokens[token], role="player", character=card)
             seats.append((token, tokens[token]))
         stories.append({"adventure_id": aid, "seats": seats})
+    give_history([s["adventure_id"] for s in stories], seed=count)  # stories under way, their characters' too
     return stories
 
 
@@ -405,6 +407,7 @@ def main() -> None:
                     {"adventure_id": aid, "seats": [(token, 0)]}
                     for token, aid in _players(count, fake_url, prefix="bench-alone-")
                 ]
+                give_history([s["adventure_id"] for s in stories], seed=count)
             backlog, drained_s = _drain(args.drain_timeout)
             sampler = Sampler(site, {"bench model": [psutil.Process(model.pid)], "bench players": [psutil.Process()]})
             before, calls_before = {}, _model_calls(stories)

@@ -18,6 +18,7 @@ that pass was most of what a story played together costs beyond one played alone
 from __future__ import annotations
 
 import json
+import time
 
 import h11
 from h11._writers import ChunkedWriter
@@ -28,7 +29,14 @@ from config.env import env_int
 
 HEADER_TIMEOUT_DEFAULT_S = 10
 BODY_WRITER = "everlore.body_writer"  # the scope extension's name
+ARRIVED = "everlore.arrived"  # the scope extension: the wall-clock time the request's head was read
 BACKED_UP_BYTES = 512 * 1024  # a connection whose unsent bytes pass this is backed up: its writer says so
+
+
+def arrived(scope) -> float:
+    """When the request reached the site (the wall clock as its head was read, under the site's own
+    server; else now): what orders a story's line of turns (play.turn_line)."""
+    return (scope or {}).get("extensions", {}).get(ARRIVED) or time.time()
 
 
 def header_timeout_s() -> int:
@@ -81,6 +89,7 @@ class HeaderDeadlineProtocol(H11Protocol):
             extensions = cycle.scope.setdefault("extensions", {})
             if BODY_WRITER not in extensions:
                 extensions[BODY_WRITER] = BodyWriter(cycle)
+                extensions[ARRIVED] = time.time()
 
     def connection_lost(self, exc) -> None:
         self._disarm()

@@ -34,7 +34,7 @@ from config.async_db import db_step
 from config.errors import Conflict, DomainError, InvalidRequest, NotFound
 from config.serializer_fields import represent
 from config.serializer_fields import valid as _valid
-from config.web_protocol import BODY_WRITER
+from config.web_protocol import BODY_WRITER, arrived
 from play import live, live_hub, turn_line, turns
 from play import serializers as s
 from play.api_support import adventure_for as _adventure
@@ -87,7 +87,7 @@ class Waiting:
     mode: str
     text: str
     key: str
-    place: str = ""  # its place in line, taken as it reached the site (turn_line.Line)
+    place: str = ""  # its place in line, by when it reached the site (turn_line.Line)
     private: bool = False  # a secret (stories.party.secrets): told to the narrator alone, or
     to: tuple[str, ...] = ()  # whispered to these characters
 
@@ -138,12 +138,12 @@ def _play(waiting: Waiting):
     return Begun(prepared, retried=False)
 
 
-def _lined(adventure, waiting: Waiting):
-    """A turn of a story whose turns wait in line: its place at the line's end first, then the story
-    when no place is ahead of it; Waiting (in its place) while a turn ahead or a reply has the story.
-    Redis away: no line, and a busy story answers the 409 it always had."""
+def _lined(adventure, waiting: Waiting, arrived: float):
+    """A turn of a story whose turns wait in line: its place first (by ``arrived``, when its request
+    reached the site), then the story when no place is ahead of it; Waiting (in its place) while a turn
+    ahead or a reply has the story. Redis away: no line, and a busy story answers the 409 it always had."""
     line = turn_line.Line(waiting.adventure_id)
-    first = line.join()
+    first = line.join(arrived)
     if first is None:
         return Begun(turns.begin_play(adventure=adventure, **_sent(waiting)), retried=False)
     waiting = dataclasses.replace(waiting, place=line.me)
@@ -290,7 +290,7 @@ class TurnView(_TurnView):
         try:
             if _in_line(adventure):
                 with server_timing.phase("join"):
-                    return _lined(adventure, waiting)
+                    return _lined(adventure, waiting, arrived(getattr(request, "scope", None)))
             return Begun(turns.begin_play(adventure=adventure, **_sent(waiting)), retried=False)
         except turns.TurnFailed as exc:
             return _failed_response(exc)

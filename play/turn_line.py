@@ -3,7 +3,8 @@ place in line, in the order sent, instead of a 409; then it plays. Every turn of
 its place as it reaches the site, before it asks for the story (so a turn refused the story and one
 that comes as the reply is stored cannot pass each other), and leaves it once it has the story.
 Never lost, never merged: each waiting turn becomes its own node once its turn comes. The line is a
-Redis sorted set per adventure; each place has a heartbeat, so a client that left or a process that
+Redis sorted set per adventure, ordered by when each turn's request reached the site (the web
+processes' clocks: one machine's, or a deployment's kept in step by NTP); each place has a heartbeat, so a client that left or a process that
 died drops out of it within ALIVE_S. A turn in line holds no thread and no database connection (it
 sleeps on the event loop between looks). Redis away: no line, and each turn asks for the story as a
 story played alone does (played when free, the 409 when busy)."""
@@ -28,15 +29,13 @@ def _key(adventure_id: int) -> str:
     return f"turnline:{adventure_id}"
 
 
-# Takes the place at the line's end and answers whether no live place is ahead of it (places whose
-# heartbeat stopped are dropped on the way): one round trip for a turn that reaches the site.
+# Takes the place the turn's arrival gives it and answers whether no live place is ahead of it
+# (places whose heartbeat stopped are dropped on the way): one round trip for a turn that reaches the site.
 _JOIN = """
 local key, me = KEYS[1], ARGV[1]
-local number = redis.call('INCR', key .. ':n')
-redis.call('ZADD', key, number, me)
+redis.call('ZADD', key, tonumber(ARGV[4]), me)
 redis.call('SET', key .. ':alive:' .. me, 1, 'EX', tonumber(ARGV[2]))
 redis.call('EXPIRE', key, tonumber(ARGV[3]))
-redis.call('EXPIRE', key .. ':n', tonumber(ARGV[3]))
 for _, member in ipairs(redis.call('ZRANGE', key, 0, -1)) do
   if member == me then return 1 end
   if redis.call('EXISTS', key .. ':alive:' .. member) == 1 then return 0 end
@@ -53,14 +52,16 @@ class Line:
         self.key = _key(adventure_id)
         self.me = me or secrets.token_hex(8)
 
-    def join(self) -> bool | None:
-        """Take the place at the line's end, the moment the turn reaches the site (so the line keeps
-        the order turns came in, whatever happens to each on its way to the claim): True when no
-        live place is ahead of it, False when one is, None when Redis is away (no line: the turn
-        tries the claim, and a busy story answers the 409)."""
+    def join(self, arrived: float) -> bool | None:
+        """Take the place ``arrived`` gives the turn (the wall-clock time its request reached the site:
+        config.web_protocol.arrived), so the line keeps the order turns came in, whatever happens to
+        each on its way here (a wait for the door's turn-start place or a thread; measured, a turn held
+        there joined after one sent 50 ms later to the other web process): True when no live place is
+        ahead of it, False when one is, None when Redis is away (no line: the turn tries the claim, and
+        a busy story answers the 409)."""
         try:
             client = redis_client()
-            return bool(client.register_script(_JOIN)(keys=[self.key], args=[self.me, ALIVE_S, KEEP_S]))
+            return bool(client.register_script(_JOIN)(keys=[self.key], args=[self.me, ALIVE_S, KEEP_S, repr(arrived)]))
         except redis.RedisError:
             return None
 

@@ -129,6 +129,48 @@ def test_in_free_mode_a_turn_refused_the_busy_story_keeps_the_place_it_arrived_a
     assert _players_acts(aid) == [("", "I wade in"), ("Sela", "I follow Mira"), ("Oric", "I hold the bank")]
 
 
+@pytest.mark.django_db(transaction=True)
+def test_in_free_mode_a_turn_that_reached_the_site_first_plays_first_though_it_took_its_place_later(
+    alice_plays, bob, charlie, fake_llm, monkeypatch
+):
+    """The line keeps the order turns reached the site, not the order they got to it: a turn held on its
+    way (the door's wait for a turn-start place, a thread) after it arrived goes ahead of one that arrived
+    after it and took its place first (the bench saw a turn sent 50 ms later to the other web process
+    stored first)."""
+    from play import turn_line
+
+    aid, cards, code = _story(alice_plays)
+    bob_api, carol_api = _joined(bob, code, cards["Sela"]), _joined(charlie, code, cards["Oric"])
+    fake_llm.latency = 0.6
+    line = f"turnline:{aid}"
+    real, held, carol_placed = turn_line.Line.join, threading.Event(), threading.Event()
+
+    def join(self, arrived):
+        if carol_placed.is_set() or held.is_set():  # alice's, carol's
+            placed = real(self, arrived)
+            if held.is_set():
+                carol_placed.set()
+            return placed
+        if not redis_client().exists(f"{line}:held"):  # alice's turn: the first to come
+            redis_client().set(f"{line}:held", 1, ex=60)
+            return real(self, arrived)
+        held.set()  # bob's: held after it arrived, until carol, who came after, has her place
+        assert carol_placed.wait(20)
+        return real(self, arrived)
+
+    monkeypatch.setattr(turn_line.Line, "join", join)
+
+    with ThreadPoolExecutor(3) as pool:
+        first = pool.submit(_play, aid, alice_plays, "I wade in")
+        _until(lambda: fake_llm.in_flight == 1)
+        second = pool.submit(_play, aid, bob_api, "I follow Mira")
+        _until(held.is_set)
+        third = pool.submit(_play, aid, carol_api, "I hold the bank")
+        assert [first.result(), second.result(), third.result()] == [201, 201, 201]
+
+    assert _players_acts(aid) == [("", "I wade in"), ("Sela", "I follow Mira"), ("Oric", "I hold the bank")]
+
+
 @pytest.mark.django_db
 def test_round_robin_says_whose_turn_it_is_refuses_the_others_and_skips_an_idle_player(alice_plays, bob, charlie):
     aid, cards, code = _story(alice_plays)
