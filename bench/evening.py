@@ -297,18 +297,21 @@ def _sql_per_turn(fake_url: str) -> int:
     return len(queries)
 
 
-def _backlog() -> int:
+def _backlog(adventure_ids: list[int] | None = None) -> int:
     from memory.story import memory_pass
 
-    return len(memory_pass.adventures_behind(limit=10**6))
+    behind = memory_pass.adventures_behind(limit=10**6)
+    return len(behind) if adventure_ids is None else len(set(behind) & set(adventure_ids))
 
 
-def _drain(timeout: float) -> tuple[int, float | None]:
-    """Adventures behind at the end, and seconds until none is (None: not within ``timeout``)."""
+def _drain(timeout: float, adventure_ids: list[int] | None = None) -> tuple[int, float | None]:
+    """Adventures behind at the end (of ``adventure_ids``: a run's own; an earlier run's stories
+    whose bench model is gone fail their passes, back off and come due again for ever), and seconds
+    until none is (None: not within ``timeout``)."""
     began = time.monotonic()
-    first = _backlog()
+    first = _backlog(adventure_ids)
     while time.monotonic() - began < timeout:
-        if _backlog() == 0:
+        if _backlog(adventure_ids) == 0:
             return first, round(time.monotonic() - began, 1)
         time.sleep(2)
     return first, None
@@ -397,7 +400,7 @@ def main() -> None:
         for count in args.players:
             players = _players(count, fake_url, prefix="bench-evening-")
             give_history([aid for _, aid in players], seed=args.seed + count)  # stories under way
-            _drain(args.drain_timeout)  # the players' setup (and earlier runs) leave no memory work behind
+            _drain(args.drain_timeout, [aid for _, aid in players])  # the players' setup leaves none behind
             sampler = Sampler(site, {"bench model": [psutil.Process(model.pid)], "bench players": [me]})
             before = sampler.totals()
             sampler.start()
@@ -415,7 +418,7 @@ def main() -> None:
             sampler.stop_event.set()
             sampler.join(5)
             after = sampler.totals()
-            drained = _drain(args.drain_timeout)
+            drained = _drain(args.drain_timeout, [aid for _, aid in players])
             settled = sampler.totals()  # the memory work the turns left behind, done while draining
             cpu = {k: max(0.0, after.get(k, 0.0) - before.get(k, 0.0)) for k in after}
             row = _summary(count, results, cpu, args, drained)

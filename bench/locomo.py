@@ -176,6 +176,7 @@ def main() -> None:
     from rest_framework.test import APIClient
     from tqdm import tqdm
 
+    from config.celery import QUEUES
     from memory import embedder
     from memory.agents import agent_recall, agent_upkeep, worlds
     from memory.models import Agent, AgentMemory, World
@@ -220,7 +221,7 @@ def main() -> None:
                 f"/api/worlds/{world.pk}/events/", {"events": events[start : start + 500]}, format="json"
             )
             assert response.status_code == 201, response.content
-        redis_client().delete("celery")  # this bench embeds in-process below
+        redis_client().delete(*QUEUES)  # this bench embeds in-process below
         for agent in Agent.objects.filter(world=world):
             agent_upkeep.agent_catch_up(agent_id=agent.pk)
         questions = []

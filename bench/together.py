@@ -56,9 +56,10 @@ def _forget_earlier_runs() -> int:
     from django.db import IntegrityError
     from django.db.models import Q
 
+    from config.celery import QUEUES
     from config.redis_pool import redis_client
 
-    redis_client().delete("celery")  # their queued memory work, which the site's worker would start on
+    redis_client().delete(*QUEUES)  # their queued memory work, which the site's worker would start on
     q = Q()
     for prefix in BENCH_PREFIXES:
         q |= Q(username__startswith=prefix)
@@ -408,7 +409,8 @@ def main() -> None:
                     for token, aid in _players(count, fake_url, prefix="bench-alone-")
                 ]
                 give_history([s["adventure_id"] for s in stories], seed=count)
-            backlog, drained_s = _drain(args.drain_timeout)
+            # what is behind of every story of this bench (the together run's too, before the alone run)
+            backlog, drained_s = _drain(args.drain_timeout, [s["adventure_id"] for s in together + stories])
             sampler = Sampler(site, {"bench model": [psutil.Process(model.pid)], "bench players": [psutil.Process()]})
             before, calls_before = {}, _model_calls(stories)
             results, watched, refused = asyncio.run(

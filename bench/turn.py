@@ -44,6 +44,7 @@ def main() -> None:
     from tqdm import tqdm
 
     from config import jobs
+    from config.celery import QUEUES
     from memory import embeddings as memory_embeddings
     from memory.models import Memory
     from memory.story import memory_pass
@@ -164,7 +165,7 @@ def main() -> None:
     with_cast = play("turns with a cast", lambda n: f"ask Cora and Bram about island {n % 17}")
     turns_module.retrieval.recall_for_turn = real_recall
     jobs.provide(jobs.STORY_PASS, real_send)
-    redis_client().delete("celery")  # the bench's queued post-turn jobs
+    redis_client().delete(*QUEUES)  # the bench's queued post-turn jobs
     fake.stop()
     totals, memory_ms = plain["totals"], plain["memory_ms"]
 

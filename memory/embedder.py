@@ -151,8 +151,17 @@ class _Local:
         return pooled.astype(np.float32).tolist()
 
 
+_loading = threading.Lock()
+
+
 @functools.lru_cache(maxsize=1)
 def _local() -> _Local:
+    with _loading:  # once, whichever thread asks first (the pass worker's threads ask at once)
+        return _local_made()
+
+
+@functools.lru_cache(maxsize=1)
+def _local_made() -> _Local:
     return _Local()
 
 

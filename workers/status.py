@@ -11,13 +11,14 @@ import redis
 from django.conf import settings
 from django.utils import timezone
 
+from config.celery import PASSES, QUEUES
 from memory.models import PassRun
 from memory.story import memory_pass
 from workers.heartbeat import heartbeats_read
 from workers.locks import client
 from workers.models import ParkedJob
 
-QUEUE = "celery"  # kombu's Redis list for the default queue
+QUEUE = PASSES  # kombu's Redis list of the post-turn jobs (config.celery), whose oldest wait is shown
 
 
 def _oldest_wait(r: redis.Redis) -> float | None:
@@ -39,7 +40,7 @@ def pool_status() -> dict:
     out: dict = {"generated_at": now.isoformat()}
     try:
         r = client()
-        out["queue_depth"] = r.llen(QUEUE)
+        out["queue_depth"] = sum(r.llen(name) for name in QUEUES)
         out["reserved_unacked"] = r.hlen("unacked")
         out["oldest_waiting_s"] = _oldest_wait(r)
         beats = heartbeats_read(client=r)

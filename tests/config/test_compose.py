@@ -12,7 +12,7 @@ from tests.support.processes import ROOT
 
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SERVICES = COMPOSE["services"]
-APP_SERVICES = ["migrate", "web", "worker", "beat", "mcp"]
+APP_SERVICES = ["migrate", "web", "worker", "passes", "beat", "mcp"]
 
 
 def command_words(service: dict) -> list[list[str]]:
@@ -103,10 +103,27 @@ def test_exactly_one_beat_runs_the_periodic_sweeper():
 
 
 def test_workers_can_be_scaled_out():
-    worker = SERVICES["worker"]
-    assert "container_name" not in worker and "ports" not in worker, "`--scale worker=4` needs neither"
+    for name in ("worker", "passes"):
+        worker = SERVICES[name]
+        assert "container_name" not in worker and "ports" not in worker, f"`--scale {name}=4` needs neither"
+        assert worker["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
     assert SERVICES["web"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
-    assert worker["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+
+
+def test_every_queue_has_its_workers_as_make_run_starts_them():
+    """The passes (config.celery) on a worker of threads, as runsite's; imports and the probe on one of
+    processes: a queue no service takes would hold its jobs for ever."""
+    from config.celery import QUEUES
+    from config.management.commands.runsite import pass_worker_argv
+
+    def option(command, name):
+        return command[command.index(name) + 1]
+
+    passes, worker = SERVICES["passes"]["command"], SERVICES["worker"]["command"]
+    expected = pass_worker_argv(threads=16, executable="python")[3:]  # after `python -m celery`
+    assert option(passes, "--pool") == option(expected, "--pool") == "threads"
+    assert option(passes, "--queues") == option(expected, "--queues")
+    assert {option(passes, "--queues"), option(worker, "--queues")} == set(QUEUES)
 
 
 def test_dockerfile_installs_requirements_and_collects_static():

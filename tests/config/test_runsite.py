@@ -232,11 +232,16 @@ def _starts_again_whatever_dies(site, data_dir):
             wait_for(healthy, timeout=90, interval=0.5, what=f"/healthz to answer 200 after {what}")
             assert site.proc.poll() is None, site.output()[-3000:]
 
-        old, killed = _child(site, "celery"), time.monotonic()
+        old, killed = _child(site, "worker@%h"), time.monotonic()
         os.kill(old, signal.SIGKILL)
-        wait_for(lambda: (_child(site, "celery") or old) != old, timeout=30, what="a new worker")
+        wait_for(lambda: (_child(site, "worker@%h") or old) != old, timeout=30, what="a new worker")
         assert "The worker was killed by SIGKILL; starting it again in 1 s" in site.output()
         healthy_again("the worker's death", since=killed)
+
+        old = _child(site, "passes@%h")  # the worker of the post-turn passes (threads)
+        os.kill(old, signal.SIGKILL)
+        wait_for(lambda: (_child(site, "passes@%h") or old) != old, timeout=30, what="a new pass worker")
+        assert "The pass worker was killed by SIGKILL" in site.output()
 
         old = _child(site, "runmodel")
         os.kill(old, signal.SIGKILL)

@@ -9,6 +9,7 @@ import pytest
 import redis
 from django.db import connection
 
+from config.celery import QUEUES
 from memory.agents import agent_events, agent_upkeep
 from memory.models import Agent, World
 from memory.story import memory_pass
@@ -122,7 +123,7 @@ def test_over_a_hundred_mixed_jobs_on_real_workers_spend_only_their_owners_key(a
             import time
 
             count = len(fake_llm.requests)
-            if count != seen["count"] or client.llen("celery"):
+            if count != seen["count"] or any(client.llen(name) for name in QUEUES):
                 seen.update(count=count, since=time.monotonic())
                 return False
             return time.monotonic() - seen["since"] > 2.5

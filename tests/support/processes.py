@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 import redis
 
+from config.celery import QUEUES
 from config.embedded import redis_server_binary
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,7 +95,7 @@ def broker_clear(redis_url: str | None = None) -> None:
     from django.conf import settings
 
     client = redis.Redis.from_url(redis_url or settings.REDIS_URL)
-    client.delete("celery", "unacked", "unacked_index", "unacked_mutex")
+    client.delete(*QUEUES, "unacked", "unacked_index", "unacked_mutex")
 
 
 # The workers started during the current test: a failed test's report shows the end of their logs
@@ -113,6 +114,8 @@ class Worker:
         log_path: Path | None = None,
         extra_env: dict | None = None,
         include: str | None = None,
+        pool: str = "prefork",
+        queues: tuple[str, ...] = QUEUES,
     ):
         from django.conf import settings
 
@@ -138,6 +141,10 @@ class Worker:
                 self.hostname,
                 "--without-mingle",
                 "--without-gossip",
+                "--pool",
+                pool,  # "threads": as `make run`'s pass worker (config.management.commands.runsite)
+                "--queues",
+                ",".join(queues),  # both by default: the passes' and the default (config.celery)
             ]
             + (["--include", include] if include else []),
             cwd=ROOT,

@@ -8,6 +8,7 @@ import psutil
 import pytest
 from django.db.models import Count
 
+from config.celery import PASSES, QUEUES
 from memory.models import Cursor, Memory, PassRun
 from stories.adventures import story_create
 from tests.support.processes import Worker, broker_clear, wait_for
@@ -48,7 +49,14 @@ def queue_drained() -> bool:
     from config.redis_pool import redis_client
 
     client = redis_client()
-    return client.llen("celery") == 0 and client.hlen("unacked") == 0
+    return not any(client.llen(name) for name in QUEUES) and client.hlen("unacked") == 0
+
+
+def purge_queued() -> None:
+    """Drop every job waiting in the broker's queues (what ``control.purge`` does on Redis, for both)."""
+    from config.redis_pool import redis_client
+
+    redis_client().delete(*QUEUES)
 
 
 def no_duplicates(adventure_ids):
@@ -93,7 +101,7 @@ def test_three_workers_catch_twelve_adventures_up_with_no_duplicate_and_no_gap(o
     )
     # late passes must add nothing: drop the jobs still queued (hundreds of coalesced
     # enqueues), then wait until every job already taken has run to its end
-    post_turn.app.control.purge()
+    purge_queued()
     wait_for(
         lambda: queue_drained() and not PassRun.objects.filter(finished_at__isnull=True).exists(),
         timeout=120,
@@ -103,6 +111,29 @@ def test_three_workers_catch_twelve_adventures_up_with_no_duplicate_and_no_gap(o
     for adventure_id in ids:
         assert blocks_of(adventure_id) == expected_blocks(81)
         assert Cursor.objects.get(adventure_id=adventure_id).memory_depth == 78
+    assert no_duplicates(ids)
+
+
+def test_the_pass_worker_of_threads_waits_on_many_stories_models_at_once_and_catches_each_up(owner, memory_llm):
+    """`make run`'s pass worker (one process of threads, config.celery's passes queue) holds a pass a
+    thread: six stories whose memory calls each wait on a slow model are waited on together, not two
+    at a time as by two processes (the evening bench left 533 of 1,000 stories behind that way), and
+    each story's blocks are written once, as by processes."""
+    memory_llm.latency = 1.0  # each memory call waits a second on the model
+    ids = make_adventures(owner, 6, 25)  # two blocks due in each
+    broker_clear()
+    worker = Worker(pool="threads", concurrency=8, queues=(PASSES,), extra_env=FAST_JOBS).wait_ready()
+    try:
+        for adventure_id in ids:
+            post_turn.apply_async(args=[adventure_id])
+        wait_for(
+            lambda: all(len(blocks_of(a)) == 4 for a in ids), timeout=120, interval=0.5, what="every story's 4 blocks"
+        )
+    finally:
+        worker.stop()
+    assert memory_llm.in_flight_max >= 4, f"at most {memory_llm.in_flight_max} of six stories' calls waited at once"
+    for adventure_id in ids:
+        assert blocks_of(adventure_id) == expected_blocks(25)
     assert no_duplicates(ids)
 
 
