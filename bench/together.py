@@ -36,7 +36,19 @@ import time
 from _setup import clock_bar, django_setup, percentile, print_table, save
 from _under_way import give_history
 from concurrency import _free_port, _players, _wait_live
-from evening import SITE_GROUPS, Sampler, _ahead, _counts, _drain, _model, _site, _turn, mid_evening
+from evening import (
+    BENCH_PLAYERS,
+    SITE_GROUPS,
+    Sampler,
+    _ahead,
+    _counts,
+    _drain,
+    _model,
+    _site,
+    _turn,
+    forget_players,
+    mid_evening,
+)
 
 WAITED_S = 0.3  # a turn whose answer's head came later than this waited its place in line
 PAGES_OPEN_S = 120.0  # the longest the pages are given to open before the players start
@@ -44,35 +56,9 @@ FOLLOW_AFTER_S = 1.0  # the pages follow this long after the last reply ends (it
 TEXTS = ["look around", "open the door", "listen", "follow the road", "ask about the ford", "wait"]
 
 
-BENCH_PREFIXES = ("bench-together-", "bench-guest-", "bench-alone-")
-
-
 def _forget_earlier_runs() -> int:
-    """Delete the players earlier runs of this bench left in the bench database, with their stories.
-    Their last turns' memory work was never done (a run ends with no drain, and their model is gone),
-    so every later run's worker would do it beside the turns it measures: 1,255 stories behind were
-    found before one run, ~24 s to delete 24,000 players."""
-    from django.contrib.auth import get_user_model
-    from django.db import IntegrityError
-    from django.db.models import Q
-
-    from config.celery import QUEUES
-    from config.redis_pool import redis_client
-
-    redis_client().delete(*QUEUES)  # their queued memory work, which the site's worker would start on
-    q = Q()
-    for prefix in BENCH_PREFIXES:
-        q |= Q(username__startswith=prefix)
-    ids = list(get_user_model().objects.filter(q).values_list("pk", flat=True))
-    for i in range(0, len(ids), 500):
-        for attempt in range(5):
-            try:  # a pass already running may log a model call of a story being deleted
-                get_user_model().objects.filter(pk__in=ids[i : i + 500]).delete()
-                break
-            except IntegrityError:
-                if attempt == 4:
-                    raise
-    return len(ids)
+    """This bench's players of earlier runs, with their stories, deleted (evening.forget_players)."""
+    return forget_players(BENCH_PLAYERS)
 
 
 def _together(count: int, size: int, fake_url: str) -> list[dict]:
