@@ -229,11 +229,14 @@ def _order_check(stories: list[dict], results: list[dict]) -> dict:
             (r for r in results if r["adventure_id"] == s["adventure_id"] and r["status"] == 201),
             key=lambda r: r["began"],
         )
-        stored = list(
-            Action.objects.filter(adventure_id=s["adventure_id"], kind="do", live=True)
+        sent = {r["text"] for r in results if r["adventure_id"] == s["adventure_id"]}
+        stored = [  # the players' nodes of this run (the story's history, bench/_under_way.py, is not theirs)
+            text
+            for text in Action.objects.filter(adventure_id=s["adventure_id"], kind="do", live=True)
             .order_by("depth")
             .values_list("text", flat=True)
-        )
+            if text in sent
+        ]
         counts: dict[str, int] = {}
         for text in stored:
             counts[text] = counts.get(text, 0) + 1

@@ -42,7 +42,7 @@ class CpuBusy:
         total = sum(fields)
         # idle and iowait are not busy, nor is work niced (the site's workers, nice 10: they yield the
         # cores to a turn). Measured (bench/evening.py, 1,000 players, stories under way): with the
-        # memory work done as it comes, counting it refused 20% of the turns tried, against 8%.
+        # memory work done as it comes, counting it refused 20% of the turns tried, against 5% not.
         return total - fields[1] - fields[3] - fields[4], total
 
     def read(self) -> None:

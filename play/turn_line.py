@@ -4,10 +4,10 @@ its place as it reaches the site, before it asks for the story (so a turn refuse
 that comes as the reply is stored cannot pass each other), and leaves it once it has the story.
 Never lost, never merged: each waiting turn becomes its own node once its turn comes. The line is a
 Redis sorted set per adventure, ordered by when each turn's request reached the site (the web
-processes' clocks: one machine's, or a deployment's kept in step by NTP); each place has a heartbeat, so a client that left or a process that
-died drops out of it within ALIVE_S. A turn in line holds no thread and no database connection (it
-sleeps on the event loop between looks). Redis away: no line, and each turn asks for the story as a
-story played alone does (played when free, the 409 when busy)."""
+processes' clocks: one machine's, or a deployment's kept in step by NTP); each place has a heartbeat,
+so a client that left or a process that died drops out of it within ALIVE_S. A turn in line holds no
+thread and no database connection (it sleeps on the event loop between looks). Redis away: no line,
+and each turn asks for the story as a story played alone does (played when free, the 409 when busy)."""
 
 from __future__ import annotations
 

@@ -240,7 +240,7 @@ def test_the_cores_read_busy_while_every_core_spins_and_calm_after(tmp_path):
 def test_work_niced_as_the_site_workers_are_leaves_the_cores_free_for_turns(tmp_path):
     """The memory work runs at nice 10 (runsite's WORKER_NICE) and yields the cores to a turn: every
     core spinning at that nice reads as free, so the door does not refuse turns while the pass
-    catches up (measured: counting it refused 20% of an evening's turns tried, against 8%)."""
+    catches up (measured: counting it refused 20% of an evening's turns tried, against 5% not)."""
     import multiprocessing
     import os
 
