@@ -138,12 +138,12 @@ def _play(waiting: Waiting):
     return Begun(prepared, retried=False)
 
 
-def _lined(adventure, waiting: Waiting, arrived: float):
-    """A turn of a story whose turns wait in line: its place first (by ``arrived``, when its request
+def _lined(adventure, waiting: Waiting, arrived_at: float):
+    """A turn of a story whose turns wait in line: its place first (by ``arrived_at``, when its request
     reached the site), then the story when no place is ahead of it; Waiting (in its place) while a turn
     ahead or a reply has the story. Redis away: no line, and a busy story answers the 409 it always had."""
     line = turn_line.Line(waiting.adventure_id)
-    first = line.join(arrived)
+    first = line.join(arrived_at)
     if first is None:
         return Begun(turns.begin_play(adventure=adventure, **_sent(waiting)), retried=False)
     waiting = dataclasses.replace(waiting, place=line.me)

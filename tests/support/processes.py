@@ -119,6 +119,8 @@ class Worker:
     ):
         from django.conf import settings
 
+        from config.management.commands.runsite import worker_argv
+
         self.hostname = f"test-{uuid.uuid4().hex[:8]}@localhost"
         STARTED.append(self)
         self.redis_url = redis_url or settings.REDIS_URL
@@ -126,26 +128,9 @@ class Worker:
         self.log_path = log_path or Path(os.environ.get("TMPDIR", "/tmp")) / f"{self.hostname}.log"
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "config",
-                "worker",
-                "--loglevel",
-                "info",
-                "--concurrency",
-                str(concurrency),
-                "--hostname",
-                self.hostname,
-                "--without-mingle",
-                "--without-gossip",
-                "--pool",
-                pool,  # "threads": as `make run`'s pass worker (config.management.commands.runsite)
-                "--queues",
-                ",".join(queues),  # both by default: the passes' and the default (config.celery)
-            ]
+            # as `make run` starts its workers (its pass worker: pool "threads"); both queues by default
+            worker_argv(queues=queues, concurrency=concurrency, hostname=self.hostname, pool=pool)
+            + ["--without-mingle", "--without-gossip"]
             + (["--include", include] if include else []),
             cwd=ROOT,
             env=env,

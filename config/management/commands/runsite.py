@@ -36,8 +36,16 @@ SUPERVISE_INTERVAL_S = 0.5  # how often the parts are looked at
 PASS_THREADS_DEFAULT = 16
 
 
-def pass_worker_argv(*, threads: int, loglevel: str = "info", executable: str = sys.executable) -> list[str]:
-    """The worker of the post-turn passes (config.celery's ``passes`` queue): one process of threads."""
+def worker_argv(
+    *,
+    queues: tuple[str, ...],
+    concurrency: int,
+    hostname: str,
+    pool: str = "prefork",
+    loglevel: str = "info",
+    executable: str = sys.executable,
+) -> list[str]:
+    """A Celery worker's command line: the queues it takes (config.celery), its pool and size."""
     return [
         executable,
         "-m",
@@ -48,14 +56,26 @@ def pass_worker_argv(*, threads: int, loglevel: str = "info", executable: str = 
         "--loglevel",
         loglevel.lower(),
         "--pool",
-        "threads",
+        pool,
         "--concurrency",
-        str(threads),
+        str(concurrency),
         "--hostname",
-        "passes@%h",
+        hostname,
         "--queues",
-        celery_queues.PASSES,
+        ",".join(queues),
     ]
+
+
+def pass_worker_argv(*, threads: int, loglevel: str = "info", executable: str = sys.executable) -> list[str]:
+    """The worker of the post-turn passes (config.celery's ``passes`` queue): one process of threads."""
+    return worker_argv(
+        queues=(celery_queues.PASSES,),
+        concurrency=threads,
+        hostname="passes@%h",
+        pool="threads",
+        loglevel=loglevel,
+        executable=executable,
+    )
 
 
 class Command(BaseCommand):
@@ -92,26 +112,14 @@ class Command(BaseCommand):
         web = ChildProcess(web_server_argv(host=host, port=port, workers=web_workers))
         worker = ChildProcess(
             nice=WORKER_NICE,
-            cmd=[
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "config",
-                "worker",
-                "--loglevel",
-                settings.LOG_LEVEL.lower(),
-                "--concurrency",
-                str(worker_concurrency),
-                "--hostname",
-                "worker@%h",
-                "--queues",
-                celery_queues.DEFAULT,
-                # one machine: the periodic sweeper runs inside this worker
-                "--beat",
-                "--schedule",
-                str(settings.DATA_DIR / "celerybeat-schedule"),
-            ],
+            cmd=worker_argv(
+                queues=(celery_queues.DEFAULT,),
+                concurrency=worker_concurrency,
+                hostname="worker@%h",
+                loglevel=settings.LOG_LEVEL,
+            )
+            # one machine: the periodic sweeper runs inside this worker
+            + ["--beat", "--schedule", str(settings.DATA_DIR / "celerybeat-schedule")],
         )
         passes = ChildProcess(nice=WORKER_NICE, cmd=pass_worker_argv(threads=pass_threads, loglevel=settings.LOG_LEVEL))
         mcp = ChildProcess([sys.executable, "manage.py", "runmcp", "--host", host, "--port", str(mcp_port)])
