@@ -54,25 +54,31 @@ RETURNING id
 CRASHED = "crashed: the worker stopped mid-pass"
 
 # What most passes would otherwise learn in a statement a step, to find nothing: whether the adventure
-# holds secret nodes, stale blocks, a cast (or marks of characters who left it), and memories without the
-# owner's embedding. Each is over the whole adventure, so it holds whatever its step reads on the path.
+# holds secret nodes, stale blocks, a cast member whose backfill mark is behind the memory mark (or a
+# mark of a character who left the cast), and memories without the owner's embedding. Each is over the
+# whole adventure, so it holds whatever its step reads on the path (a mark the pass's own block step
+# moves past is read on the next pass).
 FINISH_SQL = f"""
 UPDATE {PassRun._meta.db_table} SET finished_at = %s, outcome = %s, memories_created = %s,
     summary_written = %s, embedded = %s, evicted = %s, errors = %s
 WHERE id = %s
 """
 
-DUE_SQL = """
+DUE_SQL = r"""
 SELECT
   EXISTS (SELECT 1 FROM stories_action WHERE adventure_id = %(adventure)s AND seen_by IS NOT NULL),
   EXISTS (
     SELECT 1 FROM memory_memory
     WHERE adventure_id = %(adventure)s AND stale AND NOT edited AND source_start IS NOT NULL
   ),
-  EXISTS (SELECT 1 FROM stories_storycard WHERE adventure_id = %(adventure)s AND type = %(character)s AND in_cast)
-    OR EXISTS (
-      SELECT 1 FROM memory_castmark m JOIN stories_storycard c ON c.id = m.card_id WHERE c.adventure_id = %(adventure)s
-    ),
+  EXISTS (
+    SELECT 1 FROM stories_storycard c LEFT JOIN memory_castmark m ON m.card_id = c.id
+    WHERE c.adventure_id = %(adventure)s AND c.type = %(character)s AND c.in_cast AND c.name ~ '\S'
+      AND (m.id IS NULL OR m.depth < %(memory_depth)s)
+  ) OR EXISTS (
+    SELECT 1 FROM memory_castmark m JOIN stories_storycard c ON c.id = m.card_id
+    WHERE c.adventure_id = %(adventure)s AND NOT (c.type = %(character)s AND c.in_cast AND c.name ~ '\S')
+  ),
   EXISTS (
     SELECT 1 FROM memory_memory
     WHERE adventure_id = %(adventure)s AND (embedding IS NULL OR embedding_model IS DISTINCT FROM %(model)s)
@@ -88,11 +94,19 @@ class _Due:
     unembedded: bool
 
 
-def _due(adventure: Adventure) -> _Due:
+def _due(adventure: Adventure, cursor: Cursor) -> _Due:
     ai = ai_settings.ai_settings_loaded(adventure=adventure, user_id=adventure.owner_id)
     model = embedder.active_model(user_id=adventure.owner_id, ai=ai)
     with connection.cursor() as db:
-        db.execute(DUE_SQL, {"adventure": adventure.pk, "character": StoryCard.Type.CHARACTER, "model": model})
+        db.execute(
+            DUE_SQL,
+            {
+                "adventure": adventure.pk,
+                "character": StoryCard.Type.CHARACTER,
+                "model": model,
+                "memory_depth": cursor.memory_depth,
+            },
+        )
         return _Due(*db.fetchone())
 
 
@@ -202,7 +216,7 @@ def _run(adventure: Adventure, *, cursor: Cursor, report: PassReport) -> None:
     if adventure.head_branch_id is None or adventure.hidden:
         return
     head = adventure.head_branch  # read with the adventure, just now
-    due = _due(adventure)
+    due = _due(adventure, cursor)
     steps = []
     if adventure.memory_bank_enabled:
         steps.append(functools.partial(create_due_memories, cursor=cursor))

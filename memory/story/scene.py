@@ -4,6 +4,7 @@ with its narration (what is outside quotes), its passage and its action's kind."
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -67,39 +68,55 @@ class Sentence:
     first: bool  # the first sentence of its passage
 
 
+_QUOTE_MARK = re.compile('["“”]')
+
+
 def _blank_quotes(text: str) -> str:
-    """``text`` with what is inside quotation marks (and the marks) turned to spaces."""
-    out, inside = [], False
-    for ch in text:
-        if ch in '"“”':
-            inside = ch == "“" or (ch == '"' and not inside)
-            out.append(" ")
-            continue
-        out.append(" " if inside else ch)
+    """``text`` with what is inside quotation marks (and the marks) turned to spaces: a straight mark
+    opens or closes, a curly one opens (“) or closes (”)."""
+    out, inside, at = [], False, 0
+    for mark in _QUOTE_MARK.finditer(text):
+        i = mark.start()
+        out.append(" " * (i - at) if inside else text[at:i])
+        out.append(" ")
+        ch = mark.group()
+        inside = ch == "“" or (ch == '"' and not inside)
+        at = i + 1
+    out.append(" " * (len(text) - at) if inside else text[at:])
     return "".join(out)
 
 
 def sentences_of(actions: list[Action], *, name: str) -> list[Sentence]:
     """The actions' sentences in story order, in third person (``name`` for "you"), with their narration."""
+    out = []
+    for n, action in enumerate(actions):
+        raw = action.text.replace("\n", " ").strip()
+        for i, (text, narration) in enumerate(_passage(action.text, action.kind, getattr(action, "actor", "") or "", name)):
+            out.append(Sentence(text, narration, n, action.kind, raw, i == 0))
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _passage(text: str, kind: str, actor: str, name: str) -> tuple[tuple[str, str], ...]:
+    """One action's sentences and their narration, as sentences_of reads them. The pass reads each
+    action of a block five times or more (the scene, the cast's memories, the claims, the names, and
+    again as the next blocks' lookback): read once a process, by what the reading depends on."""
 
     def third_person(text: str) -> str:  # outside quotes: "you" in what someone says is its listener
         pieces = re.split(r"(\"[^\"]*\"|“[^”]*”)", text)
         return "".join(p if i % 2 else second_to_third_person(p, name=name) for i, p in enumerate(pieces))
 
-    out = []
-    for n, action in enumerate(actions):
-        raw = action.text.replace("\n", " ").strip()
-        text = told_of(action, name=name)  # as the offline summarizer tells a player's act
-        if action.kind != Action.Kind.SAY:
-            text = third_person(text)
-        blanked = _blank_quotes(text)
-        at = 0
-        for i, sentence in enumerate(split_sentences(text)):
-            start = text.find(sentence, at)
-            start = at if start < 0 else start
-            at = start + len(sentence)
-            out.append(Sentence(sentence, blanked[start : start + len(sentence)], n, action.kind, raw, i == 0))
-    return out
+    told = told_of(Action(text=text, kind=kind, actor=actor), name=name)  # as the offline summarizer tells an act
+    if kind != Action.Kind.SAY:
+        told = third_person(told)
+    blanked = _blank_quotes(told)
+    out, at = [], 0
+    for sentence in split_sentences(told):
+        start = told.find(sentence, at)
+        start = at if start < 0 else start
+        at = start + len(sentence)
+        out.append((sentence, blanked[start : start + len(sentence)]))
+    return tuple(out)
 
 
 def story_sentences(actions: list[Action], *, name: str) -> list[str]:

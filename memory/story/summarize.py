@@ -124,23 +124,29 @@ def clean_memory(text: str, *, name: str) -> str:
 
 
 _SECOND_PERSON = [
-    (r"\byou are\b", "{n} is"),
-    (r"\byou were\b", "{n} was"),
-    (r"\byou're\b", "{n} is"),
-    (r"\byou've\b", "{n} has"),
-    (r"\byou'll\b", "{n} will"),
-    (r"\byou'd\b", "{n} would"),
-    (r"\byou have\b", "{n} has"),
-    (r"\byourself\b", "{n}"),
-    (r"\byours\b", "{n}'s"),
-    (r"\byour\b", "{n}'s"),
-    (r"\byou\b", "{n}"),
+    (re.compile(pattern, re.I), replacement)
+    for pattern, replacement in (
+        (r"\byou are\b", "{n} is"),
+        (r"\byou were\b", "{n} was"),
+        (r"\byou're\b", "{n} is"),
+        (r"\byou've\b", "{n} has"),
+        (r"\byou'll\b", "{n} will"),
+        (r"\byou'd\b", "{n} would"),
+        (r"\byou have\b", "{n} has"),
+        (r"\byourself\b", "{n}"),
+        (r"\byours\b", "{n}'s"),
+        (r"\byour\b", "{n}'s"),
+        (r"\byou\b", "{n}"),
+    )
 ]
+_YOU = re.compile("you", re.I)  # every pattern above holds it
 
 
 def second_to_third_person(text: str, *, name: str) -> str:
+    if not _YOU.search(text):
+        return text
     for pattern, replacement in _SECOND_PERSON:
-        text = re.sub(pattern, replacement.format(n=name), text, flags=re.I)
+        text = pattern.sub(replacement.format(n=name).replace("\\", "\\\\"), text)
     return text
 
 

@@ -333,6 +333,36 @@ def test_a_pass_after_a_turn_with_nothing_due_reads_only_what_it_must(
     assert blocks(adventure)[-1] == (13, 18)
 
 
+def test_a_story_with_a_cast_asks_no_more_of_a_pass_with_nothing_due_than_a_lone_one(
+    adventure, memory_llm, django_assert_max_num_queries
+):
+    """A story with characters in its cast (every story played together) whose blocks were all
+    remembered with them in it: a pass with nothing due asks the same seven statements as a lone
+    story's (it once read the cast's backfill again on every pass: its marks never passed the blocks
+    written after they were made). A card that joins the cast later is still read back."""
+    from memory.models import CastMark
+    from stories.models import StoryCard
+
+    oren = StoryCard.objects.create(adventure=adventure, type="character", name="Oren", keys=["Oren"], in_cast=True)
+    grow(adventure, 25, run=lambda depth: memory_pass.run_recorded(adventure.pk))
+    assert blocks(adventure)[-1] == (19, 24)
+    assert CastMark.objects.get(card=oren).depth == 24, "the blocks written with Oren in the cast are his"
+    grow(adventure, 26)
+    with django_assert_max_num_queries(7):
+        report = memory_pass.run_recorded(adventure.pk, worker="w1")
+    assert (report.memories_created, report.errors) == (0, [])
+
+    late = StoryCard.objects.create(adventure=adventure, type="character", name="Wren", in_cast=True)
+    memory_pass.run_recorded(adventure.pk)
+    assert CastMark.objects.get(card=late).depth == 24, "a card that joins later is read back to the mark"
+    oren.in_cast = False
+    oren.save()
+    memory_pass.run_recorded(adventure.pk)
+    assert not CastMark.objects.filter(card=oren).exists(), "a card that leaves the cast loses its mark"
+    with django_assert_max_num_queries(7):
+        memory_pass.run_recorded(adventure.pk, worker="w1")
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_story_deleted_while_its_pass_waits_on_the_model_ends_the_pass_quietly(adventure, memory_llm):
     """A player deletes a story while its memory pass waits on the model: the pass ends, nothing of

@@ -6,7 +6,10 @@ reads, past the mark and up to the memory mark, the head path's remembered block
 holds no memory of: where the scene reading finds it present, its memories of the block are written
 (with the owner's model when there is one, as the pass writes them) and stored beside the block's
 own. A block the member holds any memory of is never touched (what the player wrote or edited
-stays), and the mark only moves forward. A card that leaves the cast loses its mark."""
+stays), and the mark only moves forward: past the blocks remembered after the mark was made (the
+block step wrote them with the member in the cast, and moves the marks of the cast it wrote with),
+so a story whose cast is caught up asks nothing of this step (memory.story.memory_pass's DUE_SQL).
+A card that leaves the cast loses its mark."""
 
 from __future__ import annotations
 
@@ -53,10 +56,14 @@ def backfill_cast(*, adventure: Adventure, head: Branch, report: PassReport, cur
             .order_by("source_start")
             .values_list("source_start", "source_end", "branch_id", "depth")[:BACKFILL_BLOCKS_READ]
         )
-        held = set(
-            path_memories(head)
-            .filter(character_id=member.card_id, source_start__isnull=False)
-            .values_list("source_start", flat=True)
+        held = (
+            set(
+                path_memories(head)
+                .filter(character_id=member.card_id, source_start__isnull=False)
+                .values_list("source_start", flat=True)
+            )
+            if blocks
+            else set()
         )
         read_to = mark.depth
         for start, end, branch_id, depth in blocks:
@@ -108,4 +115,8 @@ def backfill_cast(*, adventure: Adventure, head: Branch, report: PassReport, cur
                         log.info("cast backfill of adventure %s stopped: %s", adventure.pk, exc)
                         return
             read_to = end
-        CastMark.objects.filter(pk=mark.pk, depth__lt=read_to).update(depth=read_to)
+        else:  # every block before the mark was read: the rest were remembered with the member in the cast
+            if len(blocks) < BACKFILL_BLOCKS_READ:
+                read_to = through
+        if read_to > mark.depth:
+            CastMark.objects.filter(pk=mark.pk, depth__lt=read_to).update(depth=read_to)

@@ -7,7 +7,7 @@ import logging
 
 from django.db import IntegrityError, transaction
 
-from memory.models import Cursor, Memory
+from memory.models import CastMark, Cursor, Memory
 from memory.story import claims, proposals, scene, summarize
 from memory.story.blocks import block_changed, block_write, cast_store, own_memories
 from memory.story.marks import (
@@ -108,6 +108,10 @@ def create_due_memories(
                         end=end,
                         written=written.cast,
                     )
+                    if members:  # read for this block with the cast it was written with: no backfill of it
+                        CastMark.objects.filter(
+                            card_id__in=[m.card_id for m in members], depth__gte=start - 1, depth__lt=end
+                        ).update(depth=end)
                     report.memories_created += 1
                 claims.block_store(adventure=adventure, reads=read, offline=written is None or written.changes is None)
                 proposals.note(adventure=adventure, names=names)
