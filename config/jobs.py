@@ -30,9 +30,12 @@ def provide(kind: str, send: Callable[[int], None]) -> None:
     _senders[kind] = send
 
 
-def memory_pass_after_commit(*, adventure_id: int) -> None:
-    """Queue the adventure's post-turn memory pass after the current transaction commits."""
-    _after_commit(STORY_PASS, adventure_id)
+def memory_pass_after_commit(*, adventure_id: int, grown_to: int | None = None) -> None:
+    """Queue the adventure's post-turn memory pass after the current transaction commits.
+    ``grown_to``: the change only grew the path to this depth (a turn's reply), and the sender may
+    skip a pass its last one said growth there leaves nothing to do (memory.story.marks.quiet_at);
+    any other change asked in the same transaction sends it."""
+    _after_commit(STORY_PASS, adventure_id, grown_to)
 
 
 def agent_pass_after_commit(*, agent_id: int) -> None:
@@ -45,11 +48,13 @@ def import_after_commit(*, job_id: int) -> None:
     _after_commit(IMPORT, job_id)
 
 
-def _after_commit(kind: str, ident: int) -> None:
+def _after_commit(kind: str, ident: int, grown_to: int | None = None) -> None:
     job = (kind, int(ident))
     connection = transaction.get_connection()
     if not connection.in_atomic_block:
-        _send(kind, ident)  # no transaction is open (nor, maybe, a connection: an outage), so nothing to wait for
+        _send(
+            kind, ident, grown_to
+        )  # no transaction is open (nor, maybe, a connection: an outage): nothing to wait for
         return
     # Asked for once while it waits for this connection's commit. Django holds the callbacks it
     # will run; a rolled-back block drops them, so a weak reference that died (or a callback that
@@ -58,9 +63,12 @@ def _after_commit(kind: str, ident: int) -> None:
     queued = waiting.get(job)
     queued = queued() if queued is not None else None
     if queued is not None and not queued.ran:
-        return  # already asked for in this transaction (a service that makes several changes)
+        # already asked for in this transaction (a service that makes several changes): it may be
+        # skipped only if every change asked in it only grew the path
+        queued.grown_to = None if grown_to is None or queued.grown_to is None else max(queued.grown_to, grown_to)
+        return
 
-    send = _Send(job)
+    send = _Send(job, grown_to)
     waiting[job] = weakref.ref(send)
     transaction.on_commit(send, robust=True)
 
@@ -69,24 +77,24 @@ class _Send:
     """A job waiting for its commit (a plain object: a closure that named itself would live on in
     a reference cycle after Django dropped it, and a rolled-back job would look still waiting)."""
 
-    def __init__(self, job: tuple[str, int]):
-        self.job, self.ran = job, False
+    def __init__(self, job: tuple[str, int], grown_to: int | None = None):
+        self.job, self.grown_to, self.ran = job, grown_to, False
 
     def __call__(self) -> None:
         self.ran = True
-        _send(*self.job)
+        _send(*self.job, self.grown_to)
 
 
 # connection -> job -> the callback waiting for its commit (weakly: Django owns the callbacks)
 _waiting: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _send(kind: str, ident: int) -> None:
+def _send(kind: str, ident: int, grown_to: int | None = None) -> None:
     sender = _senders.get(kind)
     if sender is None:
         log.warning("no sender for %s work (the workers app is not installed); %s %s not queued", kind, kind, ident)
         return
     try:
-        sender(int(ident))
+        sender(int(ident)) if grown_to is None else sender(int(ident), grown_to=grown_to)
     except Exception as exc:  # kombu/redis raise many types when the broker is away
         log.warning("%s pass for %s not queued (%s); the sweeper will catch up", kind, ident, exc.__class__.__name__)

@@ -22,7 +22,7 @@ from django.db import IntegrityError, connection, transaction
 
 from config.health import database_status
 from memory.agents import agent_indexes, agent_upkeep
-from memory.story import memory_pass
+from memory.story import marks, memory_pass
 from play import imports, party
 from workers.locks import adventure_lock, agent_lock, client
 from workers.models import ParkedJob
@@ -280,7 +280,13 @@ def gather_close(adventure_id: int) -> bool:
     return party.round_close(adventure_id=adventure_id)
 
 
-def send_post_turn(adventure_id: int) -> None:
+def send_post_turn(adventure_id: int, *, grown_to: int | None = None) -> None:
     """Queue an adventure's memory pass now (config.jobs calls this after commit;
-    the sweeper calls it for adventures that fell behind)."""
+    the sweeper calls it for adventures that fell behind). ``grown_to``: the change only grew the
+    path to this depth: no pass when the last one said nothing comes due there (marks.quiet_at);
+    any other change forgets what the last pass said, and its pass says it again."""
+    if grown_to is not None and marks.quiet_at(adventure_id, grown_to):
+        return
+    if grown_to is None:
+        marks.quiet_until(adventure_id, None)
     _send(post_turn, args=[adventure_id], kwargs={"enqueued_at": time.time()})

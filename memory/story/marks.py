@@ -4,11 +4,13 @@ stores what they cover), and when work is due (block size, threshold, summary in
 
 from __future__ import annotations
 
+import redis
 from django.db import transaction
 from django.db.models import F, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
 
 from config.compiled_once import CompiledOnce
+from config.redis_pool import redis_client
 from memory.models import Cursor
 from memory.story.blocks import own_memories
 from stories.models import Adventure, Branch
@@ -94,3 +96,38 @@ def memory_mark(*, adventure: Adventure, head: Branch, cursor: Cursor | None = N
             new = (moved.memory_branch_id, moved.memory_depth)
     cursor.memory_branch_id, cursor.memory_depth = new
     return new
+
+
+# ---------------------------------------------------------------------------- quiet until a depth
+# Most turns make nothing due (a block every MEMORY_INTERVAL actions, a summary every SUMMARY_INTERVAL):
+# measured, 59% of an evening's passes did nothing, each a job sent and taken, its lock, its record and
+# its reads. A pass that leaves nothing due but what the story's growth brings says, in Redis, the depth
+# at which its next block or summary comes due; a turn's reply that grows the path to less than that
+# sends no pass (workers.tasks.send_post_turn). Every other change (an edit, an undo, a hide, a secret,
+# a failed turn) sends its pass and forgets the depth. The key is a hint: the marks are the truth, the
+# sweeper (MEMORIES_DUE, SUMMARY_DUE) catches up what a race left, and with Redis away every turn sends.
+QUIET_KEY = "everlore:pass-quiet:{}"
+QUIET_TTL_S = 3600
+QUIET_NEVER = 2**31 - 1  # a story whose bank and summary are both off: growth brings nothing due
+
+
+def quiet_until(adventure_id: int, depth: int | None) -> None:
+    """Record that nothing is due on the path before ``depth`` but what growth brings (None: not known;
+    the next change sends its pass)."""
+    key = QUIET_KEY.format(adventure_id)
+    try:
+        if depth is None:
+            redis_client().delete(key)
+        else:
+            redis_client().set(key, depth, ex=QUIET_TTL_S)
+    except redis.RedisError:
+        pass  # the key lives no longer than its TTL; without it every turn sends its pass
+
+
+def quiet_at(adventure_id: int, depth: int) -> bool:
+    """Whether a path grown to ``depth`` leaves the adventure's pass nothing to do (its last pass said so)."""
+    try:
+        until = redis_client().get(QUIET_KEY.format(adventure_id))
+    except redis.RedisError:
+        return False
+    return until is not None and depth < int(until)

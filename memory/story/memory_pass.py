@@ -23,7 +23,7 @@ from config.compiled_once import CompiledOnce
 from config.errors import DomainError
 from memory import embedder, embeddings
 from memory.models import Cursor, Memory, PassRun
-from memory.story.marks import MEMORIES_DUE, SUMMARY_DUE, cursor_ensure, with_marks
+from memory.story.marks import MEMORIES_DUE, QUIET_NEVER, SUMMARY_DUE, cursor_ensure, quiet_until, with_marks
 from memory.story.report import PassReport
 from memory.story.steps.backfill import backfill_cast
 from memory.story.steps.blocks import create_due_memories
@@ -237,6 +237,20 @@ def _run(adventure: Adventure, *, cursor: Cursor, report: PassReport) -> None:
             step(adventure=adventure, head=head, report=report)
         except DomainError as exc:
             report.failed(exc.message, exc.code)
+    quiet_until(adventure.pk, _quiet_depth(adventure, due, report))
+
+
+def _quiet_depth(adventure: Adventure, due: _Due, report: PassReport) -> int | None:
+    """The depth before which growth brings this adventure's pass nothing to do, as the steps left it;
+    None when something else may be due (an error, a cap, secrets, stale blocks, a cast to read back)."""
+    if report.errors or report.more_due or due.secrets or due.stale or due.cast:
+        return None
+    nexts = []
+    if adventure.memory_bank_enabled:
+        nexts.append(report.memory_next)
+    if adventure.auto_summarize:
+        nexts.append(report.summary_next)
+    return None if None in nexts else min(nexts, default=QUIET_NEVER)
 
 
 # ---------------------------------------------------------------------------- lagging adventures

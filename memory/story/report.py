@@ -16,6 +16,10 @@ class PassReport:
     errors: list[str] = field(default_factory=list)
     transient: bool = False  # an error a retry in a little while may fix
     more_due: bool = False  # the run stopped at its cap with work left: the next pass is queued at once
+    # the path's depth at which the next block (memory_next) and the next summary (summary_next) come due,
+    # as the steps left the marks; None: not known (marks.quiet_until)
+    memory_next: int | None = None
+    summary_next: int | None = None
 
     def failed(self, message: str, code: str) -> None:
         self.errors.append(message)

@@ -91,7 +91,9 @@ def sentences_of(actions: list[Action], *, name: str) -> list[Sentence]:
     out = []
     for n, action in enumerate(actions):
         raw = action.text.replace("\n", " ").strip()
-        for i, (text, narration) in enumerate(_passage(action.text, action.kind, getattr(action, "actor", "") or "", name)):
+        for i, (text, narration) in enumerate(
+            _passage(action.text, action.kind, getattr(action, "actor", "") or "", name)
+        ):
             out.append(Sentence(text, narration, n, action.kind, raw, i == 0))
     return out
 

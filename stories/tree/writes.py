@@ -2,12 +2,11 @@
 select take, undo, edit, delete, a moderator's hide, fork, checkout (the head's one write path),
 rename and delete branches. How branches share rows is stories.tree.storage.
 
-Each branch is an independent story; sharing rows with ancestors is storage,
-never semantics. So before a node is rewritten on branch H:
-  * if H borrows it from an ancestor, H first gets its own copy of the nodes
-    from there to its fork point (``materialize``);
-  * if other branches borrow it from H, they first get a frozen copy of what
-    they read (``detach_borrowers``, into an internal segment).
+Each branch is an independent story; sharing rows with ancestors is storage, never semantics.
+So before a node is rewritten on branch H:
+  * if H borrows it from an ancestor, H first gets its own copy of the nodes to its fork (``materialize``);
+  * if other branches borrow it from H, they first get a frozen copy of what they read
+    (``detach_borrowers``, into an internal segment).
 No operation on one branch ever changes the story another branch reads.
 
 Every function here runs in one transaction holding the adventure row lock: an adventure's writes are serialized.
@@ -75,9 +74,9 @@ def rewritten_notify(
     )
 
 
-def _story_changed(adventure_id: int) -> None:
-    """Every change of a story's text or path asks for the memory pass (after commit)."""
-    jobs.memory_pass_after_commit(adventure_id=adventure_id)
+def _story_changed(adventure_id: int, *, grown_to: int | None = None) -> None:
+    """Every change of a story's text or path asks for the memory pass (after commit; config.jobs)."""
+    jobs.memory_pass_after_commit(adventure_id=adventure_id, grown_to=grown_to)
 
 
 def _save_branch(branch: Branch, *fields: str) -> None:
@@ -217,8 +216,9 @@ def place(
             if kind == Action.Kind.START and Branch.objects.filter(pk=branch_id or locked.head_branch_id).exists():
                 raise TreeError("the story already has an opening")
             raise NotFound("no such branch in this adventure")
-        if ask_pass:
-            _story_changed(adventure_id)
+        if ask_pass:  # a node all may read, not brought back, only grew the path: the pass may skip it
+            plain = redone_hidden is None and teller.secret() == sql.OWNER and kind != Action.Kind.START
+            _story_changed(adventure_id, grown_to=action.depth if plain else None)
     return action
 
 

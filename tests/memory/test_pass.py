@@ -417,3 +417,47 @@ def test_memories_in_the_same_words_are_embedded_once_and_each_gets_the_vector(a
     assert all(m.embedding is not None and m.embedding_model == "fake-embed" for m in stored.values())
     same = [list(stored[m.pk].embedding) for m in made[:3]]
     assert same[0] == same[1] == same[2] != list(stored[made[3].pk].embedding)
+
+
+@pytest.mark.django_db(transaction=True)  # each change commits, and its pass is sent then
+def test_a_turn_that_makes_nothing_due_sends_no_pass_and_nothing_is_left_undone(adventure, alice_api, memory_llm):
+    """Most turns make nothing due (a block every six actions, a summary every fifteen): a turn's
+    reply that grows the story short of the depth its last pass said the next block or summary
+    comes due sends no pass; the turn that reaches it does, and so does any other change (an edit),
+    and the turn after it. Played so, the story is remembered exactly as with a pass after every turn."""
+    import redis
+    from django.conf import settings
+
+    from config.celery import PASSES
+
+    broker = redis.Redis.from_url(settings.REDIS_URL)
+    url = f"/api/adventures/{adventure.pk}/"
+
+    def sent(method, path, body=None, *, run=True):
+        broker.delete(PASSES)
+        response = getattr(alice_api, method)(url + path, body or {}, format="json")
+        assert response.status_code in (200, 201), response.json()
+        queued = broker.llen(PASSES)
+        broker.delete(PASSES)
+        if queued and run:
+            memory_pass.run_recorded(adventure.pk)  # the worker's part
+        return queued
+
+    grow(adventure, 30, run=lambda depth: memory_pass.run_recorded(adventure.pk))
+    assert blocks(adventure)[-1] == (25, 30)
+    # the next block is due at 36, the next summary at 45: the turns to 32 and 34 ask nothing
+    assert [sent("post", "turns/", {"mode": "do", "text": "wait"}) for _ in range(3)] == [0, 0, 1]
+    assert blocks(adventure)[-1] == (31, 36), "the turn that completed a block had its pass"
+    assert sent("post", "turns/", {"mode": "do", "text": "wait"}) == 0
+    first = alice_api.get(url + "story/").json()["actions"][-2]
+    assert sent("patch", f"actions/{first['id']}/", {"text": "wait, listening"}, run=False) == 1, "an edit asks"
+    assert sent("post", "turns/", {"mode": "do", "text": "wait"}) == 1, "until the edit's pass ran, turns ask too"
+    assert sent("post", "turns/", {"mode": "do", "text": "wait"}) == 1, "the block of 37-42 is due"
+    assert sent("post", "turns/", {"mode": "do", "text": "wait"}) == 0
+    for _ in range(3):
+        sent("post", "turns/", {"mode": "do", "text": "wait"})
+    head = Branch.objects.get(pk=adventure.head_branch_id)
+    assert head.tip_depth == 50
+    assert blocks(adventure) == [(s, s + 5) for s in range(1, 49, 6)], "every block due was written"
+    cursor = Cursor.objects.get(adventure=adventure)
+    assert (cursor.memory_depth, cursor.summary_depth) == (48, 46), "the summary due at 45 came with the turn to 46"

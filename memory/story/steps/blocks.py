@@ -41,6 +41,7 @@ def create_due_memories(
     if not lineage.on_path(head, *mark):
         return  # another run moved it meanwhile; it will do the work
     if mark[1] + MEMORY_INTERVAL > head.tip_depth:
+        report.memory_next = max(MEMORY_THRESHOLD, mark[1] + MEMORY_INTERVAL)
         return  # no whole block past the mark: most turns (nothing more is read)
     conn = ai_settings.connection_for_background(
         user_id=adventure.owner_id,
@@ -123,6 +124,8 @@ def create_due_memories(
             cursor.memory_branch_id, cursor.memory_depth = new
     if mark[1] + MEMORY_INTERVAL <= head.tip_depth:
         report.more_due = True
+    else:
+        report.memory_next = max(MEMORY_THRESHOLD, mark[1] + MEMORY_INTERVAL)
 
 
 class _Abort(Exception):

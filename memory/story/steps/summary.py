@@ -49,6 +49,7 @@ def update_summary(
             mark_move(adventure.pk, "summary", old, lineage.node_ref(head, since))
         old = lineage.node_ref(head, since)
     if target == 0 or (not force and target - since < SUMMARY_INTERVAL):
+        report.summary_next = since + SUMMARY_INTERVAL
         return
     base = summaries.summary_base(head)  # read only when a rewrite is due: the pass runs after every turn
     starting_text = base if force or snap is None else snap.text
@@ -100,3 +101,4 @@ def update_summary(
         Cursor.objects.filter(adventure_id=adventure.pk).update(summary_written_at=timezone.now())
     adventure.story_summary = written.text
     report.summary_written = True
+    report.summary_next = target + SUMMARY_INTERVAL
