@@ -47,7 +47,7 @@ def give_history(adventure_ids: list[int], *, seed: int) -> dict:
 
     from memory.embedder import LOCAL_MODEL, embed_local
     from memory.models import CastMark, Cursor, Memory, SummarySnapshot
-    from memory.story.marks import MEMORY_INTERVAL, MEMORY_THRESHOLD, SUMMARY_INTERVAL
+    from memory.story.marks import MEMORY_INTERVAL, MEMORY_THRESHOLD, SUMMARY_INTERVAL, quiet_until
     from stories.models import Action, Adventure, Branch, StoryCard
 
     rng = random.Random(seed)
@@ -126,6 +126,10 @@ def give_history(adventure_ids: list[int], *, seed: int) -> dict:
             for head, depth in depths.items():
                 Branch.objects.filter(pk=head).update(tip_depth=depth)
             Adventure.objects.filter(pk__in=adventure_ids[i : i + batch]).update(story_summary=SUMMARY)
+        for cursor in cursors:  # and what that pass said: nothing is due before the next block or summary
+            quiet_until(
+                cursor.adventure_id, min(cursor.memory_depth + MEMORY_INTERVAL, cursor.summary_depth + SUMMARY_INTERVAL)
+            )
         counts["stories"] += len(depths)
         counts["actions"] += len(actions)
         counts["memories"] += len(memories)

@@ -33,10 +33,17 @@ _FIRST_PERSON = [  # (pattern, its second person from the match)
 ]
 
 
+_ANY_FIRST_PERSON = re.compile(r"\b(?:i|my|me|mine|myself)\b", re.I)  # every pattern above holds one
+
+
 def second_person(text: str) -> str:
     """``text`` with the first person outside quotes told in the second: "I lift my lantern" is "You
     lift your lantern", "I'm", "I've", "me", "mine", "myself" too; "I am" / "was I" agree ("you
-    are", "were you"). Names that begin with I (Ingrid, Ivo) and "the old mine" stay as written."""
+    are", "were you"). Names that begin with I (Ingrid, Ivo) and "the old mine" stay as written.
+    Most acts hold no first person ("draw the sword"): one search, not eight (every turn tells its
+    story's last hundreds of nodes)."""
+    if not _ANY_FIRST_PERSON.search(text):
+        return text
     pieces = _QUOTED.split(text)
     return "".join(p if i % 2 else _second_person_outside(p, text_start=i == 0) for i, p in enumerate(pieces))
 
