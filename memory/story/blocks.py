@@ -134,11 +134,13 @@ def write_cast(
         .order_by("depth")
     )
     name = summarize.protagonist(adventure)
-    witnesses = presence.present(cast=members, actions=actions, before=before, name=name)
-    if only is not None:
-        witnesses = [w for w in witnesses if w.member.card_id == only]
-        if conn is None and not witnesses:
-            return []
+
+    def witnesses():  # the offline scene reading: read only when the model does not read the scene
+        seen = presence.present(cast=members, actions=actions, before=before, name=name)
+        return seen if only is None else [w for w in seen if w.member.card_id == only]
+
+    if only is not None and conn is None and not witnesses():
+        return []
     written = cast.write_cast_memories(
         conn=conn,
         adventure=adventure,

@@ -5,8 +5,10 @@ model, the offline writer keeps each member's most telling sentences."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
@@ -142,7 +144,7 @@ def write_cast_memories(
     *,
     conn: providers.Connection | None,
     adventure: Adventure,
-    witnesses: list[Witness],
+    witnesses: list[Witness] | Callable[[], list[Witness]],
     cards: list[StoryCard],
     user_id: int,
     cast: list[Member] | None = None,
@@ -162,11 +164,16 @@ def write_cast_memories(
     a well-formed answer is put under ``changes["changes"]`` (each: card id, slot, topic, value, the
     0-based sentence); a missing or garbled one leaves it out (the caller reads offline)."""
     name = protagonist(adventure)
-    cast = cast if cast is not None else [w.member for w in witnesses]
-    sentences = sentences if sentences is not None else list(dict.fromkeys(s for w in witnesses for s in w.sentences))
+    # ``witnesses`` may be a function that reads them (the scene reading is regular expressions over
+    # the block and two before it): read once, and only when the model does not read the scene
+    given = witnesses
+    witnesses = functools.cache(given if callable(given) else lambda: given)
+    cast = cast if cast is not None else [w.member for w in witnesses()]
+    if sentences is None:
+        sentences = list(dict.fromkeys(s for w in witnesses() for s in w.sentences))
     if conn is None or not cast or not sentences:
-        return [m for w in witnesses for m in offline_cast_memories(w, name=name)]
-    if not witnesses and not any(m.spans(" ".join(sentences) + " " + before) for m in cast):
+        return [m for w in witnesses() for m in offline_cast_memories(w, name=name)]
+    if not any(m.spans(" ".join(sentences) + " " + before) for m in cast) and not witnesses():
         return []  # nobody of the cast anywhere near the block: no model call
     numbered = "\n".join(f"{n}. {s}" for n, s in enumerate(sentences, start=1))
     brief = cast_brief(adventure=adventure, text=" ".join(sentences), cards=cards)
@@ -203,7 +210,7 @@ def write_cast_memories(
             changes["changes"] = found
     if read is None:
         log.info("cast of adventure %s read offline: the model's scene answer is missing or garbled", adventure.pk)
-        return [m for w in witnesses for m in offline_cast_memories(w, name=name)]
+        return [m for w in witnesses() for m in offline_cast_memories(w, name=name)]
     out = []
     seen = [Witness(m, [sentences[i] for i in sorted(read[m])], named=len(read[m])) for m in cast if read.get(m)]
     seen.sort(key=lambda w: (-len(w.sentences), w.member.card_id))

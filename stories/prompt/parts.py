@@ -31,6 +31,13 @@ REPLY_PRIMING = 3  # tokens the API adds to prime the reply
 OVERHEAD = 2 * MESSAGE_OVERHEAD + REPLY_PRIMING  # a prompt's two messages and the reply's priming
 
 
+# Every turn counts the tokens of each node of its story's window (50-500 of them), the same nodes as
+# the turn before but two: counted once a process (measured: 200 nodes of 40-90 words, 5.5 ms encoded,
+# 0.24 ms looked up). Keyed by the text's hash, its length checked; cleared whole past COUNTED_MAX.
+COUNTED_MAX = 100_000
+_counted: dict[tuple[str, int], tuple[int, int]] = {}
+
+
 class Counter:
     """Tokens of text with the model's encoding, and text cut to a number of them."""
 
@@ -38,7 +45,17 @@ class Counter:
         self.encoding = tokens.encoding_for(model)
 
     def count(self, text: str) -> int:
-        return len(self.encoding.encode(text, disallowed_special=())) if text else 0
+        if not text:
+            return 0
+        key = (self.encoding.name, hash(text))
+        found = _counted.get(key)
+        if found is not None and found[0] == len(text):
+            return found[1]
+        n = len(self.encoding.encode(text, disallowed_special=()))
+        if len(_counted) >= COUNTED_MAX:
+            _counted.clear()
+        _counted[key] = (len(text), n)
+        return n
 
     def cap(self, text: str, limit: int, *, keep_end: bool = False) -> str:
         ids = self.encoding.encode(text, disallowed_special=())

@@ -147,3 +147,18 @@ def test_insights_shows_the_last_turns_prompt_as_sent_and_the_next_ones(harbor, 
     assert "walk to the pier" in next(p for p in following["parts"] if p["name"] == "story")["text"]
     refused = alice_api.get(f"/api/adventures/{aid}/insights/?turn=first")
     assert refused.status_code == 400 and "turn" in str(refused.json())
+
+
+def test_token_counts_kept_between_turns_count_what_a_fresh_count_does():
+    """Each turn counts the tokens of its story's window again, the same nodes as the last turn but
+    two: the counts are kept in the process, and a kept count is the count of that very text (its
+    length checked against the hash's rare collision), whatever texts came between."""
+    counter = parts.Counter("")
+    texts = ["> You draw the sword.\n\n", "The ferryman squints at Mara. " * 40, "é" * 300, "a", "", "x" * 5000]
+    fresh = [len(counter.encoding.encode(t, disallowed_special=())) if t else 0 for t in texts]
+    parts._counted.clear()
+    assert [counter.count(t) for t in texts] == fresh
+    assert [counter.count(t) for t in reversed(texts)] == fresh[::-1], "counted again from what was kept"
+    key = (counter.encoding.name, hash("a longer text"))
+    parts._counted[key] = (1, 999)  # another text with the same hash: its length differs
+    assert counter.count("a longer text") == len(counter.encoding.encode("a longer text"))
