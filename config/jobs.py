@@ -52,9 +52,8 @@ def _after_commit(kind: str, ident: int, grown_to: int | None = None) -> None:
     job = (kind, int(ident))
     connection = transaction.get_connection()
     if not connection.in_atomic_block:
-        _send(
-            kind, ident, grown_to
-        )  # no transaction is open (nor, maybe, a connection: an outage): nothing to wait for
+        # no transaction is open (nor, maybe, a connection: an outage), so nothing to wait for
+        _send(kind, ident, grown_to)
         return
     # Asked for once while it waits for this connection's commit. Django holds the callbacks it
     # will run; a rolled-back block drops them, so a weak reference that died (or a callback that
