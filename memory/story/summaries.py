@@ -20,6 +20,7 @@ from stories.prompt.context import SummaryFrame
 from stories.tree import lineage, writes
 
 SNAPSHOTS = SummarySnapshot._meta.db_table
+CURSORS = Cursor._meta.db_table
 
 
 def snapshot_on_path(branch: Branch, *, player_only: bool = False, up_to: int | None = None) -> SummarySnapshot | None:
@@ -65,21 +66,30 @@ def summary_base(branch: Branch) -> str:
 def summary_frame(branch: Branch, from_depth: int, *, current: str) -> SummaryFrame:
     """The path's summaries around a story handed to the prompt builder from ``from_depth`` on (its
     ``before`` picks the one below the window it lays out): the snapshots from there to the tip and
-    the newest one below, in one query; the base text only when a window could find none below."""
-    on_path, path = lineage.path_sql(branch, table="s")  # every turn reads it: SQL as written, no ORM compile
+    the newest one below, with what a window that finds none below starts from (``summary_base``'s
+    two reads), in one query: every turn asks it."""
+    on_path, path = lineage.path_sql(branch, table="s")  # SQL as written, no ORM compile
     where = f"{on_path} AND s.adventure_id = %s AND s.depth <= %s"
     params = [*path, branch.adventure_id, branch.tip_depth]
+    newest = "ORDER BY s.depth DESC, s.id DESC LIMIT 1"
     with connection.cursor() as db:
         db.execute(
-            f"(SELECT s.depth, s.id, s.player, s.text FROM {SNAPSHOTS} s WHERE {where} AND s.depth >= %s)"
-            f" UNION (SELECT s.depth, s.id, s.player, s.text FROM {SNAPSHOTS} s WHERE {where} AND s.depth < %s"
-            " ORDER BY s.depth DESC, s.id DESC LIMIT 1)",
-            [*params, from_depth, *params, from_depth],
+            f"(SELECT 0, s.depth, s.id, s.player, s.text FROM {SNAPSHOTS} s WHERE {where} AND s.depth >= %s)"
+            f" UNION ALL (SELECT 0, s.depth, s.id, s.player, s.text FROM {SNAPSHOTS} s WHERE {where}"
+            f" AND s.depth < %s {newest})"
+            f" UNION ALL (SELECT 1, s.depth, s.id, s.player, s.text FROM {SNAPSHOTS} s WHERE {where}"
+            f" AND s.player {newest})"
+            f" UNION ALL (SELECT 2, 0, 0, false, c.summary_base FROM {CURSORS} c WHERE c.adventure_id = %s LIMIT 1)",
+            [*params, from_depth, *params, from_depth, *params, branch.adventure_id],
         )
-        rows = sorted(db.fetchall())
+        found = db.fetchall()
+    rows = sorted(row[1:] for row in found if row[0] == 0)
+    player_own = [row[4] for row in found if row[0] == 1]
+    cursor_base = [row[4] for row in found if row[0] == 2]
     snapshots = tuple((depth, player, text) for depth, _, player, text in rows)
     needs_base = rows and rows[0][0] >= from_depth
-    return SummaryFrame(current=current, base=summary_base(branch) if needs_base else "", snapshots=snapshots)
+    base = (player_own or cursor_base or [""])[0] if needs_base else ""
+    return SummaryFrame(current=current, base=base, snapshots=snapshots)
 
 
 def summary_refresh(adventure_id: int) -> str:

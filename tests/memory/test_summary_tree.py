@@ -134,3 +134,32 @@ def test_a_turns_prompt_gets_the_summaries_of_its_window_and_the_newest_one_belo
     assert [(depth, text) for depth, _, text in frame.snapshots] == [(8, "by 8"), (12, "by 12"), (16, "by 16")]
     fork = writes.fork(adventure_id=adventure.pk, action_id=lineage.node_at(head, 10).pk, checkout=False)
     assert [(depth, text) for depth, _, text in summaries.summary_frame(fork, 9, current="").snapshots] == [(8, "by 8")]
+
+
+def test_a_window_past_the_opening_with_no_summary_below_it_is_told_the_players_opening_text(adventure, alice):
+    """A long import's pass writes its first summary at the tip: a window that starts past the
+    opening and finds no summary below it is told what the player gave the story before any node
+    (its base), on that path, and else the current summary; a summary below the window is told
+    once there is one."""
+    from memory.story import summaries
+
+    summaries.player_summary_set(adventure=adventure, text="BASE: the realm of Vael, where the crown was lost.")
+    head = grow(adventure, 20)
+    summaries.snapshot_write(adventure_id=adventure.pk, branch=head, depth=20, text="TIP: Mira won.", player=False)
+    summaries.summary_refresh(adventure.pk)
+    adventure.refresh_from_db()
+    frame = summaries.summary_frame(head, 10, current=adventure.story_summary)
+    assert frame.before(12) == "BASE: the realm of Vael, where the crown was lost."
+
+    from stories.adventures import story_create
+
+    other = story_create(owner_id=alice.pk, title="No base", opening="Start.")
+    other_head = grow(other, 20)
+    summaries.snapshot_write(adventure_id=other.pk, branch=other_head, depth=20, text="TIP: Ivo won.", player=False)
+    summaries.summary_refresh(other.pk)
+    other.refresh_from_db()
+    assert summaries.summary_frame(other_head, 10, current=other.story_summary).before(12) == "TIP: Ivo won."
+
+    summaries.snapshot_write(adventure_id=adventure.pk, branch=head, depth=8, text="BELOW: the ford.", player=False)
+    frame = summaries.summary_frame(head, 10, current=adventure.story_summary)
+    assert frame.before(12) == "BELOW: the ford."

@@ -159,3 +159,20 @@ def test_player_actions_render_in_second_person(alice):
     say = writes.place(adventure_id=adventure.pk, branch_id=root, kind="say", text="Halt!")
     assert voice.told(do) == "> You draw your sword"
     assert voice.told(say) == '> You say "Halt!"'
+
+
+def test_an_act_is_told_the_same_every_turn_whatever_its_length(alice):
+    """Acts are told from a kept rendering (every turn tells hundreds of them): the second telling
+    of an act is the first's, and a long act is still told in the second person."""
+    adventure = story_create(owner_id=alice.pk, title="t", opening="Start.")
+    root = adventure.head_branch_id
+    short = writes.place(adventure_id=adventure.pk, branch_id=root, kind="do", text="I lift my lantern")
+    long = writes.place(
+        adventure_id=adventure.pk, branch_id=root, kind="do", text="I climb the wall. " + "It is high. " * 60
+    )
+    for _ in range(2):
+        assert voice.told(short) == "> You lift your lantern"
+        assert voice.told(long).startswith("> You climb the wall. It is high.")
+        assert len(voice.told(long)) > voice.YOU_DO_KEPT_CHARS
+    again = writes.place(adventure_id=adventure.pk, branch_id=root, kind="say", text="I lift my lantern")
+    assert voice.told(again) == '> You say "I lift my lantern"', "a kept act is kept for acts of its kind only"
