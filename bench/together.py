@@ -348,6 +348,9 @@ def main() -> None:
         help="seconds to wait before each run for the memory work already queued (the players' setup, an "
         "earlier run's turns) to be done: a worker catching up competes with the run it would be counted in",
     )
+    parser.add_argument(
+        "--together-only", action="store_true", help="no run of players alone (to profile the together run)"
+    )
     parser.add_argument("--smoke", action="store_true", help="seconds, tiny sizes: the test suite runs this")
     args = parser.parse_args()
     if args.smoke:
@@ -384,7 +387,8 @@ def main() -> None:
             )
         together = _together(args.stories, args.players, fake_url)
         # the smoke checks the bench runs: the alone run is evening.py's, measured there too
-        for label, live in (("together", True),) + ((("alone", False),) if not args.smoke else ()):
+        alone = not (args.smoke or args.together_only)
+        for label, live in (("together", True),) + ((("alone", False),) if alone else ()):
             if live:
                 stories = together
             else:  # players alone, as many as play the together run's served turns per second: how many
