@@ -4,11 +4,12 @@ being removed. stories.adventures.access_adventure asks here for every request o
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import secrets
 
 from django.contrib.auth import get_user_model
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Exists, OuterRef, Q, Subquery
 from django.dispatch import Signal
 from django.utils import timezone
@@ -59,15 +60,20 @@ def as_viewer(adventure: Adventure, *, user_id: int, may: str) -> Adventure:
 
 def may_follow(*, adventure_id: int, user_id: int) -> bool:
     """Whether ``user_id`` (active) may still follow the story live: its owner or a member, the story
-    not hidden. One query (a live page asks it on every members event and every minute)."""
-    return (
-        Adventure.objects.filter(pk=adventure_id, hidden=False)
-        .filter(
-            Q(owner_id=user_id, owner__is_active=True)
-            | Exists(Membership.objects.filter(adventure_id=OuterRef("pk"), user_id=user_id, user__is_active=True))
-        )
-        .exists()
-    )
+    not hidden. One query as written (1,000 open pages ask it every minute, and on every members
+    event: the ORM's compile of it was most of its cost)."""
+    with connection.cursor() as db:
+        db.execute(_may_follow_sql(), [user_id, adventure_id])
+        return db.fetchone() is not None
+
+
+@functools.cache
+def _may_follow_sql() -> str:
+    return f"""
+SELECT 1 FROM {Adventure._meta.db_table} a JOIN {get_user_model()._meta.db_table} u ON u.id = %s AND u.is_active
+WHERE a.id = %s AND NOT a.hidden AND (a.owner_id = u.id OR EXISTS (
+  SELECT 1 FROM {Membership._meta.db_table} m WHERE m.adventure_id = a.id AND m.user_id = u.id))
+"""
 
 
 def refuse(*, adventure_id: int, user_id: int, may: str) -> None:

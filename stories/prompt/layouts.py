@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from stories.models import Action
 from stories.prompt.context import Context, Part
-from stories.prompt.parts import OVERHEAD, Counter, Fixed, Turn
+from stories.prompt.parts import OVERHEAD, SEP, Counter, Fixed, Turn
 from stories.prompt.voice import told
 
 AUTHORS_NOTE_OFFSET = 3  # actions from the end where the author's note is placed (the older order)
@@ -57,12 +57,13 @@ def _window(story: list[Action], costs: list[int], left: int, *, step: int) -> l
 
 def _story_part(c: Counter, story: list[Action], kept: list[Action], *, step: int) -> Part:
     dropped = len(story) - len(kept)
-    text = "\n\n".join(told(a) for a in kept)
+    rendered = [told(a) for a in kept]
+    text = SEP.join(rendered)
     reason = f"the newest {len(kept)} actions" + (f"; {dropped} older ones did not fit" if dropped else "")
     if step and kept and dropped:
         reason += f" (the window starts on a step of {step} actions, so the prompt's start holds)"
     window = {"first_depth": kept[0].depth if kept else None, "last_depth": kept[-1].depth if kept else None}
-    return Part("story", text, c.count(text), reason, [{**window, "dropped": dropped}])
+    return Part("story", text, c.joined(rendered), reason, [{**window, "dropped": dropped}])
 
 
 def _with_depth_cards(rendered: list[str], parts: list[Part]) -> list[str]:
@@ -82,9 +83,10 @@ def _with_depth_cards(rendered: list[str], parts: list[Part]) -> list[str]:
     return out
 
 
-def _context(c: Counter, parts: list[Part], system: str, user: str, *, budget: int, recall_note: str) -> Context:
-    messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-    total = c.count(system) + c.count(user) + OVERHEAD
+def _context(c: Counter, parts: list[Part], system: str, user: list[str], *, budget: int, recall_note: str) -> Context:
+    """The messages: ``system``, and the user's from its pieces (its tokens counted from theirs)."""
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": SEP.join(user)}]
+    total = c.count(system) + c.joined(user) + OVERHEAD
     return Context(
         messages=messages,
         parts=parts,
@@ -106,8 +108,8 @@ def prefix_cache(
     if fixed.note:
         parts.append(Part("authors_note", fixed.note, c.count(fixed.note), "the author's note, after the story"))
     system = "\n\n".join(p.text for p in parts if p.name in SYSTEM_FIXED)
-    user = "\n\n".join(_with_depth_cards([told(a) for a in kept], parts)) if kept else "(The story begins.)"
-    user += "".join("\n\n" + p.text for p in parts if p.name in TURN_PARTS)
+    user = _with_depth_cards([told(a) for a in kept], parts) if kept else ["(The story begins.)"]
+    user += [p.text for p in parts if p.name in TURN_PARTS]
     return _context(c, parts, system, user, budget=budget, recall_note=recall_note)
 
 
@@ -122,5 +124,4 @@ def older_order(c: Counter, fixed: Fixed, turn: Turn, story: list[Action], *, bu
         where = f"placed {min(AUTHORS_NOTE_OFFSET, len(kept))} actions from the end"
         parts.append(Part("authors_note", fixed.note, c.count(fixed.note), f"the author's note, {where}"))
     system = "\n\n".join(p.text for p in parts if p.name in SYSTEM_BEFORE)
-    user = "\n\n".join(rendered) if rendered else "(The story begins.)"
-    return _context(c, parts, system, user, budget=budget, recall_note=recall_note)
+    return _context(c, parts, system, rendered or ["(The story begins.)"], budget=budget, recall_note=recall_note)

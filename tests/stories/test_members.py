@@ -290,3 +290,29 @@ def test_an_export_keeps_who_acted_and_its_import_tells_it_the_same(story, alice
     actions = alice_plays.get(f"/api/adventures/{copy}/story/").json()["actions"]
     assert [a["actor"] for a in actions if a["kind"] == "do"] == ["Sela"]
     assert bob_api.get(f"/api/adventures/{copy}/story/").status_code == 404  # members are not copied
+
+
+def test_who_may_follow_a_story_live_is_its_active_owner_and_active_members_while_it_is_shown(
+    story, alice, alice_plays, bob_api, charlie
+):
+    """What a live page asks every minute and on every members event (play.api_live)."""
+    from stories.models import Adventure
+
+    _join_by_name(alice_plays, bob_api, story, character={"card": _card(alice_plays, story, "Sela")})
+    bob = bob_api.user
+    assert members.may_follow(adventure_id=story, user_id=alice.pk)
+    assert members.may_follow(adventure_id=story, user_id=bob.pk)
+    assert not members.may_follow(adventure_id=story, user_id=charlie.pk), "no member"
+    assert not members.may_follow(adventure_id=story + 10_000, user_id=alice.pk), "no such story"
+
+    type(bob).objects.filter(pk=bob.pk).update(is_active=False)
+    assert not members.may_follow(adventure_id=story, user_id=bob.pk), "a suspended member"
+    type(bob).objects.filter(pk=bob.pk).update(is_active=True)
+    type(alice).objects.filter(pk=alice.pk).update(is_active=False)
+    assert not members.may_follow(adventure_id=story, user_id=alice.pk), "a suspended owner"
+    assert members.may_follow(adventure_id=story, user_id=bob.pk)
+    type(alice).objects.filter(pk=alice.pk).update(is_active=True)
+
+    Adventure.objects.filter(pk=story).update(hidden=True)
+    assert not members.may_follow(adventure_id=story, user_id=alice.pk), "a hidden story"
+    assert not members.may_follow(adventure_id=story, user_id=bob.pk)

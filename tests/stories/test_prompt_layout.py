@@ -2,6 +2,9 @@
 first, then the story, then what changes every turn; the older order on the adventure's setting."""
 
 import pytest
+import tiktoken
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from stories.prompt import parts
 
@@ -162,3 +165,39 @@ def test_token_counts_kept_between_turns_count_what_a_fresh_count_does():
     key = (counter.encoding.name, hash("a longer text"))
     parts._counted[key] = (1, 999)  # another text with the same hash: its length differs
     assert counter.count("a longer text") == len(counter.encoding.encode("a longer text"))
+
+
+_PIECES = st.lists(
+    st.sampled_from(["I", "the", "The", " ", "\n", "\n\n", "\r\n", ".", "!", "/", ">", "> You", '"', "”", "'s", "’"])
+    | st.sampled_from(["123", "4567", "é", "e\u0301", "日本", "🙂", "\t", "—", "...", "a/b", "\u00a0", "Mira", ":"]),
+    max_size=8,
+).map("".join) | st.text(max_size=12)
+
+
+@pytest.mark.parametrize("model", ["gpt-4o", "gpt-4"])
+@settings(max_examples=400, deadline=None)
+@given(pieces=st.lists(_PIECES, min_size=1, max_size=6))
+def test_a_prompt_counted_from_its_pieces_counts_what_a_fresh_count_of_it_does(model, pieces):
+    """A turn's prompt is counted from its nodes' and parts' kept counts (encoding it whole twice a
+    turn cost more than the rest): the figure is the prompt's own token count, whatever the pieces
+    start or end with (newlines, slashes, spaces, quotes, marks)."""
+    counter = parts.Counter(model)
+    joined = parts.SEP.join(pieces)
+    assert counter.joined(pieces) == len(counter.encoding.encode(joined, disallowed_special=()))
+
+
+@pytest.mark.parametrize("before", [False, True])
+def test_the_prompts_total_is_the_count_of_the_messages_sent(harbor, alice_api, memory_llm, before):
+    """What a turn reports as its prompt's tokens is a count of the messages it sent (Insights shows
+    it), in either layout."""
+    aid = harbor(before)
+    played = alice_api.post(
+        f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "I ask Maren about the pier"}, format="json"
+    )
+    assert played.status_code == 201, played.json()
+    context = played.json()["context"]
+    encoding = tiktoken.get_encoding(context["encoding"])
+    sent = narrator_prompts(memory_llm)[-1]
+    assert "Maren keeps the lamps." in sent[-1]["content"] or "Maren keeps the lamps." in sent[0]["content"]
+    fresh = sum(len(encoding.encode(m["content"], disallowed_special=())) for m in sent) + parts.OVERHEAD
+    assert context["total_tokens"] == fresh
