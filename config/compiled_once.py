@@ -23,8 +23,10 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from django.db import connections
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
+from django.db.models.base import ModelState
 from django.db.models.query import get_related_populators
+from django.db.models.signals import post_init, pre_init
 
 # Marker values no real value takes, within every integer column's range, positive ones too: Django
 # turns a lookup past a column's range into no rows at all (a negative depth: the clause dropped)
@@ -42,6 +44,33 @@ class _Shape:
     populators: list
     annotations: dict
     converters: dict
+    made: Callable  # a row's fields -> the model instance
+
+
+def _maker(model: type, init_list: list, using: str) -> Callable:
+    """How a row's fields become an instance: Model.from_db, or, when that would only set every
+    field in turn (all of them read, no init signal listened to, from_db not overridden), the
+    instance's dict filled in one step (a turn reads its window of 50-500 nodes: ~4 us a node
+    through from_db, its field descriptors and two signals, ~1 us so)."""
+    every = [f.attname for f in model._meta.concrete_fields]
+    plain = (
+        init_list == every
+        and getattr(model.from_db, "__func__", None) is Model.from_db.__func__
+        and not pre_init.has_listeners(model)
+        and not post_init.has_listeners(model)
+    )
+    if not plain:
+        return lambda fields: model.from_db(using, init_list, fields)
+    new = model.__new__
+
+    def made(fields):
+        obj = new(model)
+        obj.__dict__.update(zip(init_list, fields))
+        obj._state = state = ModelState()
+        state.adding, state.db = False, using
+        return obj
+
+    return made
 
 
 class CompiledOnce:
@@ -83,6 +112,7 @@ class CompiledOnce:
             populators=get_related_populators(klass_info, select, self.using),
             annotations=dict(compiler.annotation_col_map or {}),
             converters=compiler.get_converters([s[0] for s in select]),
+            made=_maker(klass_info["model"], [f[0].target.attname for f in select[start:end]], self.using),
         )
         with self.lock:
             self.shapes[(shape, names)] = found
@@ -114,7 +144,7 @@ class CompiledOnce:
                     for converter in converters:
                         value = converter(value, expression, connection)
                     row[position] = value
-            obj = s.model.from_db(self.using, s.init_list, row[start:end])
+            obj = s.made(row[start:end])
             for populator in s.populators:
                 populator.populate(row, obj)
             for name, position in s.annotations.items():

@@ -110,3 +110,32 @@ def test_the_recent_story_compiled_once_reads_what_the_orm_reads_for_every_reade
     assert nodes[2].pk in seen[bob] and nodes[2].pk not in seen[alice] | seen[charlie]
     assert nodes[3].pk in seen[charlie] and nodes[3].pk not in seen[alice] | seen[bob]
     assert nodes[5].pk in seen[alice] & seen[bob] and nodes[5].pk not in seen[charlie]
+
+
+def test_a_row_read_through_a_compiled_query_is_the_instance_the_orm_makes(alice_plays, alice):
+    """Rows of a model read whole are made without from_db's field-by-field setting: each is the
+    instance Django makes (every field, saved rows, the database it came from), it saves as an
+    update, its related objects load, and a changed foreign key forgets the related object read."""
+    from stories.models import Action, Branch
+    from stories.tree import lineage
+
+    aid, _, _ = _story(alice_plays)
+    played = alice_plays.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "I wade in"}, format="json")
+    assert played.status_code == 201, played.json()
+    main = Branch.objects.get(adventure_id=aid, internal=False)
+    read = lineage.recent(main, count=50)
+    orm = {a.pk: a for a in Action.objects.filter(branch=main, live=True)}
+    assert read and {a.pk for a in read} == set(orm)
+    for action in read:
+        fields = {f.attname: getattr(action, f.attname) for f in Action._meta.concrete_fields}
+        assert fields == {f.attname: getattr(orm[action.pk], f.attname) for f in Action._meta.concrete_fields}
+        assert (action._state.adding, action._state.db) == (False, "default")
+        assert action.adventure.pk == aid and action.branch == main
+    newest = read[-1]
+    newest.text = "I wade in, slowly"
+    newest.save(update_fields=["text"])
+    assert Action.objects.get(pk=newest.pk).text == "I wade in, slowly"
+    assert Action.objects.filter(adventure_id=aid).count() == len(orm), "saved as an update"
+    other = Branch.objects.create(adventure_id=aid, parent=main, fork_depth=1, lineage=[[main.pk, 1]], tip_depth=1)
+    newest.branch_id = other.pk
+    assert newest.branch == other, "the related object read before is forgotten when its key changes"
