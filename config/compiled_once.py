@@ -49,13 +49,14 @@ class _Shape:
 
 def _maker(model: type, init_list: list, using: str) -> Callable:
     """How a row's fields become an instance: Model.from_db, or, when that would only set every
-    field in turn (all of them read, no init signal listened to, from_db not overridden), the
+    field in turn (all of them read, no init signal listened to, neither overridden), the
     instance's dict filled in one step (a turn reads its window of 50-500 nodes: ~4 us a node
     through from_db, its field descriptors and two signals, ~1 us so)."""
     every = [f.attname for f in model._meta.concrete_fields]
     plain = (
         init_list == every
         and getattr(model.from_db, "__func__", None) is Model.from_db.__func__
+        and model.__init__ is Model.__init__
         and not pre_init.has_listeners(model)
         and not post_init.has_listeners(model)
     )
