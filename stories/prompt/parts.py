@@ -73,6 +73,8 @@ class Counter:
         return sum(self.count(p + SEP) for p in pieces[:-1]) + self.count(pieces[-1])
 
     def cap(self, text: str, limit: int, *, keep_end: bool = False) -> str:
+        if self.count(text) <= limit:  # kept: every turn caps the same instructions, summary and note
+            return text
         ids = self.encoding.encode(text, disallowed_special=())
         if len(ids) <= limit:
             return text

@@ -201,3 +201,18 @@ def test_the_prompts_total_is_the_count_of_the_messages_sent(harbor, alice_api, 
     assert "Maren keeps the lamps." in sent[-1]["content"] or "Maren keeps the lamps." in sent[0]["content"]
     fresh = sum(len(encoding.encode(m["content"], disallowed_special=())) for m in sent) + parts.OVERHEAD
     assert context["total_tokens"] == fresh
+
+
+def test_a_capped_part_is_cut_to_its_limit_from_the_end_it_keeps_and_left_whole_under_it():
+    """The instructions, plot essentials, summary and author's note are capped every turn (from a
+    kept count when they fit): under the cap a part is sent whole, over it cut to the cap, the
+    summary keeping its end."""
+    counter = parts.Counter("gpt-4o")
+    text = "[Story so far]\n" + " ".join(f"Mira crossed river {n}." for n in range(200))
+    whole = len(counter.encoding.encode(text))
+    for _ in range(2):
+        assert counter.cap(text, whole) == text
+        head, tail = counter.cap(text, 50), counter.cap(text, 50, keep_end=True)
+        assert len(counter.encoding.encode(head)) <= 50 and text.startswith(head)
+        assert len(counter.encoding.encode(tail)) <= 50 and text.endswith(tail)
+        assert "river 199." in tail and "river 199." not in head
