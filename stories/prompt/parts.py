@@ -76,8 +76,6 @@ class Counter:
         if self.count(text) <= limit:  # kept: every turn caps the same instructions, summary and note
             return text
         ids = self.encoding.encode(text, disallowed_special=())
-        if len(ids) <= limit:
-            return text
         return self.encoding.decode(ids[-limit:] if keep_end else ids[:limit])
 
 
