@@ -410,3 +410,50 @@ def test_a_stream_event_that_is_not_utf8_json_is_a_bad_response_after_the_text_b
     shown, kept, error = _run(read())
     assert error.code == "bad_response", error.code
     assert shown == kept and shown in ("", "Café ")
+
+
+def test_calls_on_one_endpoint_each_carry_their_own_key_and_a_new_key_is_used_at_once(fake_llm, settings):
+    """The SDK's clients are kept for the next call to the same endpoint with the same key (building
+    one a call cost CPU): a kept client must never carry one account's key on another's call, a key
+    changed in the settings is sent on the very next call, and a call a request waits on is still tried
+    once while a background one keeps its retries. Awaited (a web process's loop) and in threads (a
+    worker's pass)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import openai
+
+    from stories import providers
+    from tests.support.fake_llm import Reply
+
+    settings.ALLOW_PRIVATE_ENDPOINTS = True
+    keys = ["sk-first-0001", "sk-second-0002", "sk-first-0001", "sk-third-0003", "sk-second-0002"]
+    go = [{"role": "user", "content": "go"}]
+
+    async def awaited():
+        for key in keys:
+            conn = Connection(fake_llm.url, key, "m")
+            call = ModelCall(conn=conn, messages=go, max_tokens=20, temperature=0.7, stream=True)
+            assert "".join([piece async for piece in call.deltas()])
+
+    _run(awaited())
+    assert [r.headers["authorization"] for r in fake_llm.chat_requests()] == [f"Bearer {key}" for key in keys]
+
+    def threaded(conn):
+        return providers.client(conn).chat.completions.create(model="m", messages=go, max_tokens=5)
+
+    before = len(fake_llm.chat_requests())
+    with ThreadPoolExecutor(4) as pool:  # a worker's threads share the kept clients
+        list(pool.map(threaded, [Connection(fake_llm.url, key, "m") for key in keys * 4]))
+    sent = sorted(r.headers["authorization"] for r in fake_llm.chat_requests()[before:])
+    assert sent == sorted(f"Bearer {key}" for key in keys * 4)
+
+    for conn, tries in (
+        (providers.for_request(Connection(fake_llm.url, keys[0], "m")), 1),
+        (Connection(fake_llm.url, keys[0], "m"), 3),
+    ):  # a request's call; the background's
+        fake_llm.script.clear()
+        fake_llm.queue(*[Reply(status=500)] * 3)
+        before = len(fake_llm.chat_requests())
+        with pytest.raises(openai.InternalServerError):
+            threaded(conn)
+        assert len(fake_llm.chat_requests()) - before == tries

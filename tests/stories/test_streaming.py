@@ -714,3 +714,25 @@ def test_a_streamed_piece_is_sent_as_the_json_of_its_text_whatever_it_holds(piec
     from play.api_support import token_event
 
     assert token_event(piece) == b"event: token\ndata: " + json.dumps({"text": piece}).encode() + b"\n\n"
+
+
+def test_a_model_that_goes_silent_midway_ends_the_stream_with_the_timeout_answer_and_keeps_the_action(
+    alice_plays, fake_llm, fast_provider
+):
+    """The model writes a few words, then nothing for longer than the read timeout: the player is told
+    it timed out (a 424 they can act on, not a broken stream), the action is kept, and the debug log
+    says so. The stream's body is read past the SDK, so its failures came raw and were not told."""
+    api = alice_plays
+    aid = _adventure(api)
+    fake_llm.queue(Reply(text="The bridge sways under your feet.", stall_after=3, stall_s=3.0))
+    response = api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "cross"}, format="json", **EVENTS)
+    events = parse_events(streamed(response))
+    assert [name for name, _ in events] == ["token"] * (len(events) - 1) + ["error"]
+    assert "".join(data["text"] for _, data in events[:-1]) == "The bridge sways "
+    error = events[-1][1]
+    assert error["status"] == 424 and error["error"] == "timeout", error
+    assert "stopped writing" in error["detail"]
+    assert [a["text"] for a in error["stored_actions"]] == ["cross"], "the player's action is kept"
+    texts = list(Action.objects.filter(adventure_id=aid).order_by("depth").values_list("text", flat=True))
+    assert texts == ["The gate stands open.", "cross"]
+    assert list(ProviderCall.objects.values_list("outcome", flat=True)) == ["timeout"]

@@ -29,6 +29,8 @@ class Reply:
     headers: dict = field(default_factory=dict)
     when: object = None  # optional predicate on the request body: only such a request takes this reply
     error_after: int | None = None  # streaming: after this many pieces, an OpenAI error event ends the stream
+    stall_after: int | None = None  # streaming: after this many pieces the model goes silent for stall_s, then closes
+    stall_s: float = 3.0
     # streaming, on the wire: the line ending; ``wire_slice`` writes the whole stream at once in slices
     # of that many bytes (split anywhere, each its own write); ``terminated`` False leaves the last
     # event without its blank line
@@ -265,6 +267,9 @@ class FakeLLM:
             for i, piece in enumerate(pieces):
                 if not script.wire_slice:
                     time.sleep(self.first_token_delay if i == 0 else self.stream_delay)
+                if i == script.stall_after:
+                    time.sleep(script.stall_s)
+                    return
                 if i == error_after:
                     send(json.dumps({"error": {"message": "the model server overloaded", "type": "server_error"}}))
                     return
