@@ -114,3 +114,8 @@ def generation_check(adventure: Adventure) -> None:
         and adventure.generation_token != _HELD_BY.get()
     ):
         raise Conflict(BUSY, code="generating")
+
+
+def held_claim() -> str:
+    """The claim token this context's generation holds ("" for none): its own tree writes pass the check."""
+    return _HELD_BY.get()

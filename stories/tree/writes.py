@@ -24,7 +24,7 @@ from config import jobs
 from config.errors import Conflict, InvalidRequest, NotFound
 from stories.models import Action, Adventure, Branch, RedoTurn
 from stories.tree import lineage, sql
-from stories.tree.generation import generation_check
+from stories.tree.generation import BUSY, generation_check, held_claim
 from stories.tree.signals import head_moved, nodes_copied, story_rewritten  # noqa: F401 (the tree's signals)
 from stories.tree.storage import copy_rows, detach_borrowers, materialize, own_for_rewrite
 
@@ -49,7 +49,7 @@ def lock(
     ``transaction.atomic()``. Raises NotFound for no such adventure, and Conflict while another
     request's reply is being written (stories.tree.generation) unless ``tree_write`` is False: a
     writer that only needs the lock order (the memory pass's summary, a card's count) and changes
-    no node. ``sql.append_lock`` is this lock as one statement, for a turn's append."""
+    no node. ``sql.PLACE_SQL`` takes this lock in the statement that appends a turn's node."""
     adventure = Adventure.objects.select_for_update().filter(pk=adventure_id).first()
     if adventure is None:
         raise NotFound("no such adventure")
@@ -197,28 +197,36 @@ def place(
     fails). ``release``: a generation's claim token, freed in the same write (its reply).
     ``redone_hidden``: a node redo brings back (stories.tree.history), hidden as it was.
     ``teller``: a member's turn or a secret. The returned ``branch`` is the branch as it stands after."""
-    with transaction.atomic():
-        locked = sql.append_lock(adventure_id=adventure_id, release=release)
-        if locked is None:
-            raise NotFound("no such adventure")
-        generation_check(locked)
-        action = sql.append_node(
-            adventure_id=adventure_id,
-            branch_id=branch_id or locked.head_branch_id,
-            kind=kind,
-            text=text,
-            now=locked.updated_at,
-            hidden=bool(redone_hidden),
-            ends_redo=redone_hidden is None,
-            teller=teller,
-        )
-        if action is None:
-            if kind == Action.Kind.START and Branch.objects.filter(pk=branch_id or locked.head_branch_id).exists():
-                raise TreeError("the story already has an opening")
-            raise NotFound("no such branch in this adventure")
-        if ask_pass:  # a node all may read, not brought back, only grew the path: the pass may skip it
-            plain = redone_hidden is None and teller.secret() == sql.OWNER and kind != Action.Kind.START
-            _story_changed(adventure_id, grown_to=action.depth if plain else None)
+    claim = held_claim()
+    node = {
+        "adventure_id": adventure_id,
+        "branch_id": branch_id,
+        "kind": kind,
+        "text": text,
+        "held": claim,
+        "release": release,
+        "hidden": bool(redone_hidden),
+        "ends_redo": redone_hidden is None,
+        "teller": teller,
+    }
+    if claim:  # a turn's: one statement (no tree write commits between its snapshot and its lock: sql.PLACE_SQL)
+        placed = sql.place_node(**node)
+    else:
+        with transaction.atomic():  # the lock first: the statement's snapshot then holds every write before it
+            sql.lock_row(adventure_id)
+            placed = sql.place_node(**node)
+    if not placed.adventure:
+        raise NotFound("no such adventure")
+    if not placed.free:
+        raise Conflict(BUSY, code="generating")
+    action = placed.action
+    if action is None:
+        if kind == Action.Kind.START and Branch.objects.filter(pk=branch_id or placed.head_branch_id).exists():
+            raise TreeError("the story already has an opening")
+        raise NotFound("no such branch in this adventure")
+    if ask_pass:  # a node all may read, not brought back, only grew the path: the pass may skip it
+        plain = redone_hidden is None and teller.secret() == sql.OWNER and kind != Action.Kind.START
+        _story_changed(adventure_id, grown_to=action.depth if plain else None)
     return action
 
 

@@ -64,3 +64,41 @@ def test_a_pass_run_committed_mid_delete_does_not_fail_the_delete(alice):
     assert not Adventure.objects.filter(pk=adventure.pk).exists()
     assert not PassRun.objects.filter(adventure_id=adventure.pk).exists()
     assert pass_outcome == {"refused": True}, "the pass waited for the delete, then found its adventure gone"
+
+
+@pytest.mark.parametrize("claimed", [False, True])
+def test_a_node_placed_while_an_undo_holds_the_story_ends_what_that_undo_kept_to_redo(alice, claimed):
+    """An undo holds the story's lock and keeps its turn to redo; a node placed meanwhile waits for the
+    lock and must then end what the undo kept (a redo after it would bring back a turn from before the
+    new one). A placement is one statement whose snapshot predates the wait, so it runs alone only for
+    a generation holding its claim, which an undo is refused while it holds: with no claim it takes the
+    lock first. Claimed: the undo comes first and the claim after it (the claim waits for the undo)."""
+    from stories.models import RedoTurn
+    from stories.tree import generation, writes
+
+    adventure = story_create(owner_id=alice.pk, title="Race", opening="Dusk.")
+    branch_id = Adventure.objects.get(pk=adventure.pk).head_branch_id
+    placed = {}
+
+    def place():
+        try:
+            if claimed:
+                token = generation.generation_claim(
+                    adventure_id=adventure.pk
+                )  # waits for the undo's lock, as a turn's does
+                with generation.held(token):
+                    placed["node"] = writes.place(adventure_id=adventure.pk, branch_id=None, kind="do", text="Go.")
+            else:
+                placed["node"] = writes.place(adventure_id=adventure.pk, branch_id=None, kind="do", text="Go.")
+        finally:
+            connection.close()
+
+    with transaction.atomic():  # the undo: the lock, then its turn kept to redo
+        writes.lock(adventure.pk)
+        RedoTurn.objects.create(branch_id=branch_id, from_depth=2, nodes=[{"kind": "do", "text": "Undone."}])
+        placing = threading.Thread(target=place)
+        placing.start()
+        wait_for(_someone_waits_on_a_lock, timeout=20, what="the placement to wait for the undo's lock")
+    placing.join(30)
+    assert placed["node"].depth == 2
+    assert not RedoTurn.objects.filter(branch_id=branch_id).exists(), "the new node ended what undo kept"
