@@ -410,6 +410,32 @@ def complete(
     return result
 
 
+EMBEDDING_DIMS_MAX = 4000  # a stored vector's most (memory.models: a halfvec with STORAGE PLAIN fits an 8 kB page)
+HALF_MAX = 65504.0  # the largest magnitude a halfvec holds
+
+
+def _vectors_check(vectors: list) -> None:
+    """Every vector a list of finite numbers a halfvec holds, of one length within EMBEDDING_DIMS_MAX:
+    else ProviderError. A vector no memory can hold failed the pass that stored it, and the turn
+    that ranked with it, as a database error."""
+    lengths = {len(v) if isinstance(v, list) else -1 for v in vectors}
+    if len(lengths) > 1 or -1 in lengths or 0 in lengths:
+        raise ProviderError(
+            "bad_response", "the embedding endpoint sent vectors of different lengths, empty ones or no vectors"
+        )
+    if lengths and max(lengths) > EMBEDDING_DIMS_MAX:
+        raise ProviderError(
+            "bad_response",
+            f"the embedding model's vectors have over {EMBEDDING_DIMS_MAX} dimensions: use a smaller one",
+        )
+    for vector in vectors:
+        for value in vector:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not -HALF_MAX <= value <= HALF_MAX:
+                raise ProviderError(
+                    "bad_response", "the embedding endpoint sent a vector with a value that is not a number within ±65504"
+                )
+
+
 def embed(
     *,
     conn: Connection,
@@ -428,6 +454,7 @@ def embed(
         vectors = [item.embedding for item in sorted(response.data, key=lambda d: d.index)]
         if len(vectors) != len(texts):
             raise ValueError("wrong number of embeddings")
+        _vectors_check(vectors)
     usage = getattr(response, "usage", None)
     record_call(
         user_id=user_id,

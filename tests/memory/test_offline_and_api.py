@@ -288,3 +288,67 @@ def test_a_turns_query_reads_the_same_word_pieces_from_its_tail_as_from_the_whol
     keep = embedder.LOCAL_QUERY_WORDPIECES
     tokenizer = embedder._local().query_tokenizer(keep)
     assert embedder.query_encoding(text, keep, tokenizer).ids == tokenizer.encode(text).ids
+
+
+@pytest.mark.parametrize(
+    "bad, says",
+    [
+        ([], "empty"),
+        ([0.1] * 4001, "over 4000 dimensions"),
+        ([1e6] * 384, "not a number within ±65504"),  # past what a halfvec holds
+    ],
+)
+def test_vectors_an_endpoint_sends_that_no_memory_can_hold_store_none_and_say_why(owner, memory_llm, bad, says):
+    """The pass writes a batch's vectors in one statement: a vector no memory can hold fails the
+    batch with the endpoint's fault named (never a database error that stops the pass: it was), the
+    next pass stores them all, and a memory whose text changed after it was read keeps no vector of
+    the old text."""
+    from memory.story.report import PassReport
+    from tests.support.fake_llm import Reply
+
+    adventure = story_create(owner_id=owner.pk, title="T", opening="Dawn.")
+    branch = Branch.objects.get(adventure=adventure)
+    memories = [
+        Memory.objects.create(adventure=adventure, branch=branch, depth=1, text=f"Memory {n} of the harbor.")
+        for n in range(3)
+    ]
+    data = [{"object": "embedding", "index": i, "embedding": bad} for i in range(3)]
+    memory_llm.queue(Reply(body={"object": "list", "data": data, "model": "fake-embed"}, when=lambda b: "input" in b))
+    report = PassReport()
+    embeddings.embed_pending(adventure=adventure, report=report)
+    assert report.embedded == 0 and says in " ".join(report.errors), report.errors
+    assert not Memory.objects.filter(adventure=adventure, embedding__isnull=False).exists()
+
+    report = PassReport()
+    embeddings.embed_pending(adventure=adventure, report=report)
+    assert report.embedded == 3 and not report.errors
+    assert Memory.objects.filter(adventure=adventure, embedding_model="fake-embed").count() == 3
+
+    Memory.objects.filter(adventure=adventure).update(embedding=None, embedding_model="")
+    Memory.objects.filter(pk=memories[1].pk).update(text="Rewritten meanwhile.")
+    model, vectors = embedder.embed(user_id=owner.pk, texts=[m.text for m in memories])
+    stored = embeddings.vectors_set([(m.pk, m.text, v) for m, v in zip(memories, vectors)], model=model)
+    assert stored == 2
+    assert list(
+        Memory.objects.filter(adventure=adventure, embedding__isnull=False).order_by("pk").values_list("pk", flat=True)
+    ) == [memories[0].pk, memories[2].pk]
+
+
+@pytest.mark.parametrize("bad", [[], [1e6] * 384, [0.1] * 4001, ["x"] * 384])
+def test_a_query_vector_no_memory_can_be_ranked_by_falls_back_to_pins_and_says_so(owner, memory_llm, bad):
+    """The turn's query embedding from the player's endpoint: a vector no memory can be ranked by
+    (empty, past a halfvec's numbers, too long, not numbers) is the endpoint's fault, told as recall
+    falling back to pinned memories; never a failed turn."""
+    from tests.conftest import api_client_for
+    from tests.support.fake_llm import Reply
+
+    api = api_client_for(owner)
+    aid = api.post("/api/adventures/", {"title": "T", "opening": "Dawn."}, format="json").json()["id"]
+    adventure = owner.adventures.get(pk=aid)
+    Memory.objects.create(adventure=adventure, branch_id=adventure.head_branch_id, depth=1, text="PIN-Q", pinned=True)
+    data = [{"object": "embedding", "index": 0, "embedding": bad}]
+    memory_llm.queue(Reply(body={"object": "list", "data": data, "model": "fake-embed"}, when=lambda b: "input" in b))
+    answer = api.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "look"}, format="json")
+    assert answer.status_code == 201, answer.content
+    assert "only pinned memories were used" in answer.json()["recall_note"]
+    assert [m["text"] for m in answer.json()["memories"]] == ["PIN-Q"]

@@ -311,6 +311,8 @@ class FakeLLM:
             time.sleep(script.delay)
         if script.status != 200:
             return handler._send(script.status, self._error_body(script.status), script.headers)
+        if script.body is not None:
+            return handler._send(200, script.body, script.headers)
         inputs = body.get("input", [])
         if isinstance(inputs, str):
             inputs = [inputs]
