@@ -432,7 +432,8 @@ def _vectors_check(vectors: list) -> None:
         for value in vector:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not -HALF_MAX <= value <= HALF_MAX:
                 raise ProviderError(
-                    "bad_response", "the embedding endpoint sent a vector with a value that is not a number within ±65504"
+                    "bad_response",
+                    "the embedding endpoint sent a vector with a value that is not a number within ±65504",
                 )
 
 
