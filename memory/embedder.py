@@ -15,6 +15,7 @@ from config.errors import UpstreamFailed
 from stories import providers
 from stories.accounts import ai_settings
 from stories.models import ProviderCall
+from stories.providers import endpoint
 
 log = logging.getLogger(__name__)
 
@@ -238,7 +239,7 @@ def embed(
     for start in range(0, len(texts), BATCH_MAX):
         try:
             vectors.extend(
-                providers.embed(
+                endpoint.embed(
                     conn=conn,
                     texts=texts[start : start + BATCH_MAX],
                     user_id=user_id,

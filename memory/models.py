@@ -10,7 +10,7 @@ from django.db.models import F, Func, Q
 from pgvector.django import HalfVectorField
 
 from stories.models import Action, Adventure, Branch, StoryCard
-from stories.providers import EMBEDDING_DIMS_MAX  # noqa: F401 (checked where every vector comes in)
+from stories.providers.endpoint import EMBEDDING_DIMS_MAX  # noqa: F401 (checked where every vector comes in)
 
 MEMORY_TEXT_MAX = 1000  # characters in one memory (hand-written or generated)
 

@@ -18,6 +18,7 @@ from stories import limits, providers
 from stories.accounts import ai_settings, auth
 from stories.models import ProviderCall
 from stories.prompt import sampling
+from stories.providers import endpoint
 
 DEBUG_LOG_SIZE = 30  # provider calls shown to a user
 
@@ -140,7 +141,7 @@ class SettingsModelsView(APIView):
     @extend_schema(responses=s.ModelListSerializer, tags=["settings"], summary="The models your endpoint lists")
     def get(self, request):
         conn = ai_settings.connection_for_listing(user_id=request.user.id)
-        return Response(s.ModelListSerializer({"models": providers.models(conn=conn, user_id=request.user.id)}).data)
+        return Response(s.ModelListSerializer({"models": endpoint.models(conn=conn, user_id=request.user.id)}).data)
 
     @extend_schema(
         request=s.TypedConnectionSerializer,
@@ -150,7 +151,7 @@ class SettingsModelsView(APIView):
     )
     def post(self, request):
         conn = ai_settings.connection_typed(user_id=request.user.id, need_model=False, **_typed(request))
-        return Response(s.ModelListSerializer({"models": providers.models(conn=conn, user_id=request.user.id)}).data)
+        return Response(s.ModelListSerializer({"models": endpoint.models(conn=conn, user_id=request.user.id)}).data)
 
 
 def _typed(request) -> dict:

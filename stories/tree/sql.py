@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from stories.models import Action, Branch
@@ -82,6 +82,12 @@ BRANCH_FIELDS = (
 )
 
 
+def _placed(params: dict):
+    with connection.cursor() as cursor:
+        cursor.execute(PLACE_SQL, params)
+        return cursor.fetchone()
+
+
 def lock_row(adventure_id: int) -> None:
     """The adventure row's lock (inside a transaction): the tree's writes are serialized by it."""
     with connection.cursor() as cursor:
@@ -113,16 +119,20 @@ def place_node(
 ) -> Placed:
     """Append a node after the tip of ``branch_id`` (None: the head, as it stands under the lock), in
     one statement (PLACE_SQL): the action's ``branch`` is the branch as it now stands. ``held``: the
-    claim the caller's generation holds (its own writes pass the check); ``release``: a claim token
+    claim the caller's generation holds (its own writes pass the check; without one the lock is taken
+    first, in a transaction); ``release``: a claim token
     freed in the same write. ``ends_redo``: False for a redo placing what undo took. ``teller``: a
     member's turn or a secret (``Teller``)."""
     now = timezone.now()
     params = {"branch": branch_id, "adventure": adventure_id, "kind": kind, "text": text, "now": now}
     params.update(asdict(teller))
     params.update(held=held, release=release, hidden=hidden, ends_redo=ends_redo)
-    with connection.cursor() as cursor:
-        cursor.execute(PLACE_SQL, params)
-        row = cursor.fetchone()
+    if held:  # a turn's: the statement alone (see PLACE_SQL)
+        row = _placed(params)
+    else:
+        with transaction.atomic():  # the lock first: the statement's snapshot then holds every write before it
+            lock_row(adventure_id)
+            row = _placed(params)
     if row is None:
         return Placed(adventure=False, free=False, head_branch_id=None, action=None)
     free, head, action_id = row[0], row[1], row[2]

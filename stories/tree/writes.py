@@ -197,24 +197,10 @@ def place(
     fails). ``release``: a generation's claim token, freed in the same write (its reply).
     ``redone_hidden``: a node redo brings back (stories.tree.history), hidden as it was.
     ``teller``: a member's turn or a secret. The returned ``branch`` is the branch as it stands after."""
-    claim = held_claim()
-    node = {
-        "adventure_id": adventure_id,
-        "branch_id": branch_id,
-        "kind": kind,
-        "text": text,
-        "held": claim,
-        "release": release,
-        "hidden": bool(redone_hidden),
-        "ends_redo": redone_hidden is None,
-        "teller": teller,
-    }
-    if claim:  # a turn's: one statement (no tree write commits between its snapshot and its lock: sql.PLACE_SQL)
-        placed = sql.place_node(**node)
-    else:
-        with transaction.atomic():  # the lock first: the statement's snapshot then holds every write before it
-            sql.lock_row(adventure_id)
-            placed = sql.place_node(**node)
+    node = {"kind": kind, "text": text, "release": release, "hidden": bool(redone_hidden), "teller": teller}
+    placed = sql.place_node(
+        adventure_id=adventure_id, branch_id=branch_id, held=held_claim(), ends_redo=redone_hidden is None, **node
+    )
     if not placed.adventure:
         raise NotFound("no such adventure")
     if not placed.free:
