@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from django.db import connection
 from django.db.models import Q
-from pgvector import HalfVector
 
 from config import jobs
 from memory import embedder
@@ -19,16 +18,10 @@ EMBED_PER_RUN = 256  # memories embedded per run, in batches of embedder.BATCH_M
 
 def vector_set(*, memory_id: int, expected_text: str, vector: list[float] | None, model: str) -> bool:
     """The one write path of a memory's vector: stores (or clears, with None)
-    the vector if the memory's text is still ``expected_text``."""
-    if vector is not None and len(vector) > EMBEDDING_DIMS_MAX:
-        raise ValueError(f"embeddings over {EMBEDDING_DIMS_MAX} dimensions are not supported")
-    return (
-        Memory.objects.filter(pk=memory_id, text=expected_text).update(
-            embedding=HalfVector(vector) if vector is not None else None,
-            embedding_model=model if vector else "",
-        )
-        == 1
-    )
+    the vector if the memory's text is still ``expected_text`` (a vector: ``vectors_set``'s one row)."""
+    if vector is not None:
+        return vectors_set([(memory_id, expected_text, vector)], model=model) == 1
+    return Memory.objects.filter(pk=memory_id, text=expected_text).update(embedding=None, embedding_model="") == 1
 
 
 # A batch's vectors in one statement, each where its memory's text is still the one embedded (an ORM
