@@ -32,17 +32,16 @@ from rest_framework.views import APIView
 from config import admission, errors, server_timing
 from config.async_db import db_step
 from config.errors import Conflict, DomainError, InvalidRequest, NotFound
-from config.serializer_fields import represent
 from config.serializer_fields import valid as _valid
 from config.web_protocol import BODY_WRITER, arrived
-from play import live, live_hub, turn_line, turns
+from play import live_hub, turn_line, turns
 from play import serializers as s
+from play import turn_answers as answers
 from play.api_support import adventure_for as _adventure
 from play.api_support import json_answer as _json
 from play.api_support import token_event
 from stories import limits
 from stories.adventures import access_adventure
-from stories.tree import lineage
 from stories.tree.generation import BUSY, generation_busy
 
 TURN_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")  # an Idempotency-Key header's shape
@@ -126,9 +125,9 @@ def _play(waiting: Waiting):
         )
         prepared = turns.begin_play(adventure=adventure, **_sent(waiting))
     except turns.TurnFailed as exc:
-        return _json(*_failed(exc))
+        return _json(*answers.failed(exc))
     except turns.Gathered as exc:
-        return _json(202, _gathered(exc, waiting.adventure_id))
+        return _json(202, answers.gathered(exc, waiting.adventure_id))
     except Conflict as exc:
         if exc.code == "generating":
             return waiting
@@ -138,11 +137,12 @@ def _play(waiting: Waiting):
     return Begun(prepared, retried=False)
 
 
-def _lined(adventure, waiting: Waiting, arrived_at: float):
+def _lined(adventure, waiting: Waiting, arrived_at: float, *, line: turn_line.Line | None = None):
     """A turn of a story whose turns wait in line: its place first (by ``arrived_at``, when its request
-    reached the site), then the story when no place is ahead of it; Waiting (in its place) while a turn
-    ahead or a reply has the story. Redis away: no line, and a busy story answers the 409 it always had."""
-    line = turn_line.Line(waiting.adventure_id)
+    reached the site; ``line``: the place it took then, _early_place), then the story when no place is
+    ahead of it; Waiting (in its place) while a turn ahead or a reply has the story. Redis away: no
+    line, and a busy story answers the 409 it always had."""
+    line = line or turn_line.Line(waiting.adventure_id)
     first = line.join(arrived_at)
     if first is None:
         return Begun(turns.begin_play(adventure=adventure, **_sent(waiting)), retried=False)
@@ -212,15 +212,28 @@ class _TurnView(APIView):
         response.render()  # inside the database step: a serializer may read rows
         return response
 
-    async def dispatch(self, request, *args, **kwargs):
-        timing = server_timing.begin()
+    lined = False  # whether a turn of this view takes its place in a story's line (play.turn_line)
+
+    async def _first_step(self, request, *args, **kwargs):
         try:
             asked = server_timing.now()
             async with admission.turn_start():  # past what this process starts promptly: 503 at once
                 server_timing.since("admit", asked)
-                begun = await db_step(super().dispatch, request, *args, **kwargs)
+                return await db_step(super().dispatch, request, *args, **kwargs)
         except admission.Overloaded as exc:
             return _json(*errors.answer(exc))
+
+    async def dispatch(self, request, *args, **kwargs):
+        timing = server_timing.begin()
+        place = await _early_place(self, request, kwargs.get("adventure_id"))
+        try:
+            begun = await self._first_step(request, *args, **kwargs)
+        except BaseException:
+            if place is not None:
+                await asyncio.shield(place.leave())
+            raise
+        if place is not None and not isinstance(begun, (Begun, Waiting)):
+            await asyncio.shield(place.leave())  # refused or answered: its place goes at once
         if isinstance(begun, Waiting):
             with server_timing.phase("line"):
                 begun = await _wait_in_line(begun)
@@ -241,11 +254,27 @@ class _TurnView(APIView):
         try:
             result = await reply.finish()
         except turns.TurnFailed as exc:
-            return server_timing.stamp(_json(*await db_step(_failed, exc)), timing)
-        return server_timing.stamp(_json(201, await db_step(_answer, result, begun.retried)), timing)
+            return server_timing.stamp(_json(*await db_step(answers.failed, exc)), timing)
+        return server_timing.stamp(_json(201, await db_step(answers.answer, result, begun.retried)), timing)
+
+
+async def _early_place(view, request, adventure_id) -> turn_line.Line | None:
+    """The place in its story's line a turn takes as its request is read, on the event loop, when this
+    process saw the story played in line (turn_line.lined_here): held through the door's wait, a thread
+    and the first step, so no turn that came after it can play ahead meanwhile. The first step joins
+    it again, with the same arrival (``request.turn_place``)."""
+    if not view.lined or not isinstance(adventure_id, int) or not turn_line.lined_here(adventure_id):
+        return None
+    line, stamp = turn_line.Line(adventure_id), arrived(getattr(request, "scope", None))
+    if not await line.early(stamp):
+        return None
+    request.turn_place = (line, stamp)
+    return line
 
 
 class TurnView(_TurnView):
+    lined = True
+
     @extend_schema(
         request=s.TURN_INPUT_SCHEMA,
         responses={201: s.TurnResultSerializer, 202: s.GatheredSerializer, (200, EVENTS): _STREAM_DOC},
@@ -287,15 +316,22 @@ class TurnView(_TurnView):
             private=data["private"],
             to=data["to"],
         )
+        early = getattr(request, "turn_place", None)  # (Line, arrival): taken as the request was read
+        lined = _in_line(adventure)
+        turn_line.seen(adventure.pk, lined)
+        if early is not None and not lined:
+            early[0].leave_now()
         try:
-            if _in_line(adventure):
+            if lined:
                 with server_timing.phase("join"):
+                    if early is not None:
+                        return _lined(adventure, waiting, early[1], line=early[0])
                     return _lined(adventure, waiting, arrived(getattr(request, "scope", None)))
             return Begun(turns.begin_play(adventure=adventure, **_sent(waiting)), retried=False)
         except turns.TurnFailed as exc:
-            return _failed_response(exc)
+            return answers.failed_response(exc)
         except turns.Gathered as exc:
-            return Response(_gathered(exc, adventure.pk), status=202)
+            return Response(answers.gathered(exc, adventure.pk), status=202)
 
 
 class RetryView(_TurnView):
@@ -313,7 +349,7 @@ class RetryView(_TurnView):
         try:
             prepared = turns.begin_retry(user_id=request.user.id, adventure=adventure)
         except turns.TurnFailed as exc:
-            return _failed_response(exc)
+            return answers.failed_response(exc)
         return Begun(prepared, retried=True)
 
 
@@ -335,8 +371,8 @@ async def _events(reply: turns.Reply, *, retried: bool, writer=None):
     try:
         result = await reply.finish()
     except turns.TurnFailed as exc:
-        status, body, headers = await db_step(_failed, exc)
-        yield _event(
+        status, body, headers = await db_step(answers.failed, exc)
+        yield answers.event(
             "error",
             {
                 **body,
@@ -345,71 +381,7 @@ async def _events(reply: turns.Reply, *, retried: bool, writer=None):
             },
         )
         return
-    yield _event("done", await db_step(_answer, result, retried))
-
-
-def _event(name: str, data) -> bytes:
-    return b"event: " + name.encode() + b"\ndata: " + JSONRenderer().render(data) + b"\n\n"
-
-
-def _answer(result: turns.TurnResult, retried: bool) -> dict:
-    """The 201 answer: the stored actions, the context, the usage and the memories used."""
-    # A new node has one take; only a retry adds a take to an existing node.
-    counts = lineage.take_counts(result.actions) if retried else {}
-    return represent(
-        s.TurnResultSerializer,
-        {
-            "actions": result.actions,
-            "context": result.context.as_dict(),
-            "usage": {
-                "model": result.completion.model,
-                "prompt_tokens": result.completion.prompt_tokens,
-                "completion_tokens": result.completion.completion_tokens,
-                "cached_tokens": result.completion.cached_tokens,
-                "prefix_reused": result.context.prefix_reused,
-                "latency_ms": result.completion.latency_ms,
-                "demo": result.demo,
-            },
-            "memories": [
-                {"id": m.id, "text": m.text, "similarity": m.similarity, "pinned": m.pinned}
-                for m in result.memories
-                if m.id in result.context.memory_ids
-            ],
-            "recall_note": result.context.recall_note,
-            "notices": list(result.notices),
-        },
-        context={"take_counts": counts},
-    )
-
-
-def _failed(exc: turns.TurnFailed) -> tuple[int, dict, dict]:
-    """The model (or the database) failed the turn: its error, and the player's actions that were kept."""
-    status, body, headers = errors.answer(exc.error)
-    body = {
-        **body,
-        "stored_actions": s.ActionSerializer(exc.stored, many=True).data,
-        "hint": "your action was kept; fix the problem and use retry to get the reply",
-    }
-    return status, body, headers
-
-
-def _gathered(exc: turns.Gathered, adventure_id: int) -> dict:
-    """The 202 answer of an action a gather round keeps until its narration (and the members' pages
-    are told at once)."""
-    body = {
-        "actions": s.ActionSerializer([exc.action], many=True).data,
-        "gather": {
-            "waiting": [name for _, name in exc.round.waiting],
-            "closes_at": exc.round.closes_at.isoformat() if exc.round.closes_at else None,
-        },
-    }
-    live.publish_after_commit(adventure_id, "gathered", {"actions": [live.action_data(exc.action)], **body["gather"]})
-    return body
-
-
-def _failed_response(exc: turns.TurnFailed) -> Response:
-    status, body, headers = _failed(exc)
-    return Response(body, status=status, headers=headers)
+    yield answers.event("done", await db_step(answers.answer, result, retried))
 
 
 turn = TurnView.as_view()

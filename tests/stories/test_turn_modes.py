@@ -171,6 +171,68 @@ def test_in_free_mode_a_turn_that_reached_the_site_first_plays_first_though_it_t
     assert _players_acts(aid) == [("", "I wade in"), ("Sela", "I follow Mira"), ("Oric", "I hold the bank")]
 
 
+@pytest.mark.django_db(transaction=True)
+def test_in_free_mode_a_turn_held_on_its_way_to_a_free_story_plays_before_one_that_came_after_it(
+    alice_plays, bob, charlie, fake_llm, monkeypatch
+):
+    """The story is free, and a turn that reached the site first is still on its way to its place (the
+    door's wait, a thread, its first step): a turn that came after it and found the story free does not
+    play ahead of it (the bench stored a turn sent later first, twice in ~1,700, with the site behind).
+    The turn holds its place from the moment its request is read, on the event loop."""
+    from play import turn_line
+
+    aid, cards, code = _story(alice_plays)
+    bob_api, carol_api = _joined(bob, code, cards["Sela"]), _joined(charlie, code, cards["Oric"])
+    assert _play(aid, alice_plays, "I wade in") == 201  # played: the story is free
+    line = f"turnline:{aid}"
+    real, held, go_on = turn_line.Line.join, threading.Event(), threading.Event()
+
+    def join(self, arrived):
+        if not held.is_set():  # bob's turn: held on its way, after it reached the site
+            held.set()
+            go_on.wait(20)
+        return real(self, arrived)
+
+    monkeypatch.setattr(turn_line.Line, "join", join)
+
+    with ThreadPoolExecutor(2) as pool:
+        second = pool.submit(_play, aid, bob_api, "I follow Mira")
+        _until(held.is_set)
+        third = pool.submit(_play, aid, carol_api, "I hold the bank")
+        _until(lambda: third.done() or redis_client().zcard(line) == 2)  # carol waits behind bob's place
+        go_on.set()
+        assert [second.result(), third.result()] == [201, 201]
+
+    assert _players_acts(aid) == [("", "I wade in"), ("Sela", "I follow Mira"), ("Oric", "I hold the bank")]
+    assert redis_client().zcard(line) == 0, "every place left once its turn played"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_turn_refused_before_its_place_in_line_leaves_no_place_behind(alice_plays, bob, charlie, fake_llm):
+    """A turn taken to a place as its request is read, then refused (not a member, bad input), leaves
+    its place at once: the next turn of the story plays without waiting for the place to run out."""
+    aid, cards, code = _story(alice_plays)
+    bob_api = _joined(bob, code, cards["Sela"])
+    assert _play(aid, alice_plays, "I wade in") == 201
+    line = f"turnline:{aid}"
+    stranger = api_client_for(charlie)
+    refused = stranger.post(f"/api/adventures/{aid}/turns/", {"mode": "do", "text": "I barge in"}, format="json")
+    assert refused.status_code == 404
+    bad = bob_api.post(f"/api/adventures/{aid}/turns/", {"mode": "fly", "text": "x"}, format="json")
+    assert bad.status_code == 400
+    assert redis_client().zcard(line) == 0
+    started = time.monotonic()
+    assert _play(aid, bob_api, "I follow Mira") == 201
+    assert time.monotonic() - started < turn_line_alive_s(), "played at once, not after a stale place ran out"
+    assert _players_acts(aid) == [("", "I wade in"), ("Sela", "I follow Mira")]
+
+
+def turn_line_alive_s():
+    from play import turn_line
+
+    return turn_line.ALIVE_S
+
+
 @pytest.mark.django_db
 def test_round_robin_says_whose_turn_it_is_refuses_the_others_and_skips_an_idle_player(alice_plays, bob, charlie):
     aid, cards, code = _story(alice_plays)
