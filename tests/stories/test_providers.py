@@ -87,7 +87,9 @@ def test_usage_is_recorded_and_the_debug_log_never_holds_a_key(alice_plays, adve
 def test_test_connection_reports_success_or_the_exact_problem(alice_plays, fake_llm):
     ok = alice_plays.post("/api/settings/test/")
     assert ok.status_code == 200 and ok.json()["ok"] is True and ok.json()["model"] == "fake-model"
-    assert fake_llm.chat_requests()[-1].body["max_tokens"] == 5
+    sent = fake_llm.chat_requests()[-1].body  # every option as the site set it, the messages whole
+    assert sent["max_tokens"] == 5 and sent["model"] == "fake-model" and "temperature" in sent
+    assert sent["messages"] and all(m["role"] and m["content"] for m in sent["messages"])
     fake_llm.queue(Reply(status=401))
     bad = alice_plays.post("/api/settings/test/")
     assert bad.status_code == 424 and bad.json()["error"] == "bad_key"
