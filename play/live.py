@@ -58,53 +58,118 @@ def publish_after_commit(adventure_id: int, event: str, data: dict) -> None:
     transaction.on_commit(lambda: publish(adventure_id, event, data))
 
 
+def _fields(event: str, data: dict, seen_by: list[int] | None) -> dict:
+    return {"e": event, "d": json.dumps(data)} | ({"s": json.dumps(seen_by)} if seen_by is not None else {})
+
+
 async def publish_soon(adventure_id: int, event: str, data: dict, *, seen_by: list[int] | None = None) -> None:
     """``publish`` from the event loop, on its asyncio Redis client (no thread hop). ``seen_by``: a
     secret's event (stories.party.secrets), sent only to the pages of those it was told to."""
-    fields = {"e": event, "d": json.dumps(data)} | ({"s": json.dumps(seen_by)} if seen_by is not None else {})
+    await _publish_many([(adventure_id, event, _fields(event, data, seen_by))])
+
+
+async def _publish_many(events: list[tuple[int, str, dict]]) -> None:
+    """Each (adventure id, event, fields) appended to its story's stream, in order, in one round trip."""
     try:
-        async with loop_redis().pipeline(transaction=False) as pipe:  # one round trip
-            pipe.xadd(_key(adventure_id), fields, maxlen=KEPT, approximate=True)
-            if event != "token":  # a reply's pieces come between its turn's events, which keep the stream
-                pipe.expire(_key(adventure_id), KEEP_S)
+        async with loop_redis().pipeline(transaction=False) as pipe:
+            for adventure_id, event, fields in events:
+                pipe.xadd(_key(adventure_id), fields, maxlen=KEPT, approximate=True)
+                if event != "token":  # a reply's pieces come between its turn's events, which keep the stream
+                    pipe.expire(_key(adventure_id), KEEP_S)
             await pipe.execute()
     except redis.RedisError as exc:
-        log.warning("live event %s of adventure %s not sent: %s", event, adventure_id, exc)
+        log.warning("%d live events (of adventures %s) not sent: %s", len(events), sorted({e[0] for e in events}), exc)
 
 
 class Relay:
     """The reply's pieces on their way to the members' pages: the first at once, then what came
-    within RELAY_EVERY_S in one event (a piece an event would cost each page a wake-up a piece).
-    Each send is a task of its own, one at a time and in order: the actor's own stream never waits
-    on Redis (measured: awaiting the first piece's send put a Redis round trip, and the busy loop's
-    turn back to the request, before the actor's first word)."""
+    meanwhile at the process's next tick (every RELAY_EVERY_S), in one event (a piece an event would
+    cost each page a wake-up a piece). The first send is a task of its own: the actor's own stream
+    never waits on Redis (measured: awaiting the first piece's send put a Redis round trip, and the
+    busy loop's turn back to the request, before the actor's first word). At a tick, every reply of
+    the process with pieces held goes in one round trip (_Ticker: a send a reply was 8% of a web
+    process's CPU, bench/together.py); a reply's sends stay one at a time and in order."""
 
     def __init__(self, adventure_id: int, *, seen_by: list[int] | None = None, after: asyncio.Task | None = None):
-        self.adventure_id, self.seen_by, self.held, self.sent_at = adventure_id, seen_by, [], None
+        self.adventure_id, self.seen_by, self.held, self.started = adventure_id, seen_by, [], False
         self.after = after  # the turn's own event, published first (its pieces and its end come after it)
         self.sending: asyncio.Task | None = None
 
     def add(self, piece: str) -> None:
         self.held.append(piece)
-        now = asyncio.get_running_loop().time()
-        due = self.sent_at is None or now - self.sent_at >= RELAY_EVERY_S
-        if due and (self.sending is None or self.sending.done()):  # else it goes with the next, or at the end
-            self.sent_at = now
+        if not self.started:
+            self.started = True
             self.sending = asyncio.create_task(self._send())
+        else:
+            _ticker().want(self)
+
+    def ready(self) -> bool:
+        """Whether what is held may go with a tick: the turn's event and the sends before are out."""
+        return (
+            bool(self.held)
+            and (self.after is None or self.after.done())
+            and (self.sending is None or self.sending.done())
+        )
+
+    def take(self) -> tuple[int, str, dict]:
+        text, self.held, self.after = "".join(self.held), [], None
+        return (self.adventure_id, "token", _fields("token", {"text": text}, self.seen_by))
 
     async def _send(self) -> None:
         if self.after is not None:
             await self.after
             self.after = None
         if self.held:  # what came meanwhile goes too
-            text, self.held = "".join(self.held), []
-            await publish_soon(self.adventure_id, "token", {"text": text}, seen_by=self.seen_by)
+            await _publish_many([self.take()])
 
     async def flush(self) -> None:
         """Send what is held, after the sends under way (the reply's end comes after its pieces)."""
+        _ticker().drop(self)
         if self.sending is not None:
             await self.sending
         await self._send()
+
+
+class _Ticker:
+    """The event loop's clock of replies' pieces: every RELAY_EVERY_S while a reply holds any, what
+    each holds goes in one round trip for all of them (publishes at random moments, one a reply,
+    never shared one)."""
+
+    def __init__(self):
+        self.waiting: dict[Relay, None] = {}  # in the order they asked
+        self.task: asyncio.Task | None = None
+
+    def want(self, relay: Relay) -> None:
+        self.waiting[relay] = None
+        if self.task is None or self.task.done():
+            self.task = asyncio.get_running_loop().create_task(self._run())
+
+    def drop(self, relay: Relay) -> None:
+        self.waiting.pop(relay, None)
+
+    async def _run(self) -> None:
+        while self.waiting:
+            await asyncio.sleep(RELAY_EVERY_S)
+            ready = [relay for relay in self.waiting if relay.ready()]
+            if not ready:
+                continue
+            for relay in ready:
+                del self.waiting[relay]
+            batch = asyncio.get_running_loop().create_task(_publish_many([relay.take() for relay in ready]))
+            for relay in ready:
+                relay.sending = batch  # its next send, and its end, wait for this one
+            await asyncio.shield(batch)
+
+
+_tickers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # per event loop
+
+
+def _ticker() -> _Ticker:
+    loop = asyncio.get_running_loop()
+    ticker = _tickers.get(loop)
+    if ticker is None:
+        ticker = _tickers[loop] = _Ticker()
+    return ticker
 
 
 def action_data(action) -> dict:

@@ -42,6 +42,7 @@ _CLAIM = (
 )
 _RELEASE = f"UPDATE {_TABLE} SET generation_token = '', generation_until = NULL WHERE id = %s AND generation_token = %s"
 _RENEW = f"UPDATE {_TABLE} SET generation_until = %s WHERE id = %s AND generation_token = %s"
+_BUSY = f"SELECT 1 FROM {_TABLE} WHERE id = %s AND generation_until > %s"
 
 
 def _update(sql: str, params: list) -> int:
@@ -64,8 +65,12 @@ def generation_claim(*, adventure_id: int) -> str:
 
 
 def generation_busy(*, adventure_id: int) -> bool:
-    """Whether a generation holds the adventure now (one indexed read; the claim itself decides)."""
-    return Adventure.objects.filter(pk=adventure_id, generation_until__gt=timezone.now()).exists()
+    """Whether a generation holds the adventure now (one indexed read; the claim itself decides). As
+    written: a turn in line asks it each time its place may have come (the ORM's was 2.6% of a web
+    process's CPU, bench/together.py)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_BUSY, [adventure_id, timezone.now()])
+        return cursor.fetchone() is not None
 
 
 def generation_release(*, adventure_id: int, token: str) -> None:

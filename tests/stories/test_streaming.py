@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psutil
@@ -594,6 +595,84 @@ def _shared_story(alice_plays, bob_api):
     joined = bob_api.post(f"/api/join/{link['token']}/", {"character": {"card": sela}}, format="json")
     assert joined.status_code == 201
     return made["id"]
+
+
+def test_replies_written_at_once_in_two_stories_reach_each_page_whole_in_order_and_a_secret_nowhere_else(
+    site, alice, alice_plays, bob, bob_api, fake_llm
+):
+    """The process sends every reply's pieces held at its tick in one round trip: each story's page
+    still gets its own reply's pieces, all of them, in order, and a secret reply's pieces go to no page
+    it was not told to, whatever they shared a round trip with."""
+    river = "The water closes over your boots and the current pulls at you as the far bank nears"
+    ring = "The silver ring hums with a cold light that only you can see in the dark of your pocket"
+    pass_ = "Snow falls thicker on the pass and the wind carries voices from somewhere above the ridge"
+
+    def reply(body, n):  # by the action the prompt ends on (the owner's own prompt holds her secret too)
+        told = json.dumps(body)
+        if "river runs" in told:
+            return river
+        return ring if told.rfind("pocket the silver") > told.rfind("climb") else pass_  # "I" is told as "you"
+
+    fake_llm.reply = reply
+    fake_llm.stream_delay = 0.08  # ~1.4 s a reply: pieces held over several ticks, both replies at once
+    first = _shared_story(alice_plays, bob_api)
+    made = alice_plays.post(
+        "/api/adventures/",
+        {
+            "title": "The Ford",
+            "opening": "The river runs high.",
+            "cards": [{"name": "Oric", "type": "character", "keys": ["Oric"], "entry": "A general."}],
+        },
+        format="json",
+    ).json()
+    second = made["id"]
+    oric = alice_plays.get(f"/api/adventures/{second}/cards/").json()[0]["id"]
+    link = alice_plays.post(f"/api/adventures/{second}/invites/", {}, format="json").json()
+    assert bob_api.post(f"/api/join/{link['token']}/", {"character": {"card": oric}}, format="json").status_code == 201
+    pages = {aid: Follower(site, _token(bob), aid) for aid in (first, second)}
+    for page in pages.values():
+        assert page.status == 200
+        wait_for(lambda page=page: "presence" in page.names(), timeout=20, what="bob's pages to be following")
+
+    def played(story, text, private=False):
+        conn = http.client.HTTPConnection("127.0.0.1", site.port, timeout=60)
+        headers = {
+            "Authorization": f"Token {_token(alice)}",
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+        }
+        conn.request(
+            "POST",
+            f"/api/adventures/{story}/turns/",
+            body=json.dumps({"mode": "do", "text": text, "private": private}),
+            headers=headers,
+        )
+        answer = conn.getresponse()  # streamed: the model streams its pieces
+        return [name for name, _ in parse_events(answer.read())][-1] if answer.status == 200 else answer.status
+
+    with ThreadPoolExecutor(3) as pool:
+        turns = [
+            pool.submit(played, first, "I climb"),
+            pool.submit(played, second, "I wade in"),
+            pool.submit(played, first, "I pocket the silver ring", True),  # waits its place in line,
+        ]
+        assert [t.result() for t in turns] == ["done", "done", "done"]
+    wait_for(lambda: pages[second].names().count("done") == 1, timeout=30, what="the river's reply")
+    wait_for(lambda: pages[first].names().count("done") == 1, timeout=30, what="the pass's reply")
+
+    def told(aid):
+        return "".join(d["text"] for _, name, d in pages[aid].events if name == "token")
+
+    assert told(second) == river, "the river's page: its reply whole and in order"
+    assert told(first) == pass_, "the pass's page: its shared reply, none of the secret's pieces"
+    assert sum(name == "token" for _, name, _ in pages[second].events) >= 2, "pieces sent at ticks too"
+    assert not any(
+        "silver" in json.dumps(d) or "cold light" in json.dumps(d) for p in pages.values() for _, _, d in p.events
+    )
+    ids = [int(e[0].split("-")[0]) * 10**6 + int(e[0].split("-")[1]) for e in pages[second].events if e[0]]
+    assert ids == sorted(ids)
+    for page in pages.values():
+        page.close()
 
 
 def test_a_removed_members_page_gets_nothing_written_after_the_removal_even_in_the_same_read(
