@@ -579,14 +579,14 @@ def test_a_members_page_follows_the_others_turn_live_resumes_without_gaps_and_en
     assert watcher.names()[-1] == "gone"
 
 
-def _shared_story(alice_plays, bob_api):
-    """alice's story with bob a player in it (playing Sela); its id."""
+def _shared_story(alice_plays, bob_api, *, title="The Pass", opening="Snow on the pass.", card="Sela"):
+    """alice's story with bob a player in it (playing ``card``); its id."""
     made = alice_plays.post(
         "/api/adventures/",
         {
-            "title": "The Pass",
-            "opening": "Snow on the pass.",
-            "cards": [{"name": "Sela", "type": "character", "keys": ["Sela"], "entry": "A scout."}],
+            "title": title,
+            "opening": opening,
+            "cards": [{"name": card, "type": "character", "keys": [card], "entry": "A scout."}],
         },
         format="json",
     ).json()
@@ -616,19 +616,7 @@ def test_replies_written_at_once_in_two_stories_reach_each_page_whole_in_order_a
     fake_llm.reply = reply
     fake_llm.stream_delay = 0.08  # ~1.4 s a reply: pieces held over several ticks, both replies at once
     first = _shared_story(alice_plays, bob_api)
-    made = alice_plays.post(
-        "/api/adventures/",
-        {
-            "title": "The Ford",
-            "opening": "The river runs high.",
-            "cards": [{"name": "Oric", "type": "character", "keys": ["Oric"], "entry": "A general."}],
-        },
-        format="json",
-    ).json()
-    second = made["id"]
-    oric = alice_plays.get(f"/api/adventures/{second}/cards/").json()[0]["id"]
-    link = alice_plays.post(f"/api/adventures/{second}/invites/", {}, format="json").json()
-    assert bob_api.post(f"/api/join/{link['token']}/", {"character": {"card": oric}}, format="json").status_code == 201
+    second = _shared_story(alice_plays, bob_api, title="The Ford", opening="The river runs high.", card="Oric")
     pages = {aid: Follower(site, _token(bob), aid) for aid in (first, second)}
     for page in pages.values():
         assert page.status == 200
