@@ -13,6 +13,7 @@ from stories.providers import (
     Completion,
     Connection,
     ProviderError,
+    answers,
     cached_tokens,
     client,
     failed,
@@ -64,13 +65,6 @@ async def _event_data(http_response) -> AsyncIterator[list[bytes]]:
     async for raw in http_response.stream:
         yield events.feed(raw)
     yield events.feed(b"\n\n")
-
-
-def _count(usage, name: str) -> int:
-    """A token count of the call's usage: the SDK's object, or a stream's plain dict (read as it is:
-    a model object made of it cost 0.7% of a web process); 0 when it is not a count."""
-    value = usage.get(name) if isinstance(usage, dict) else getattr(usage, name, 0)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 class ModelCall:
@@ -160,10 +154,12 @@ class ModelCall:
                         if done:
                             break
             else:
-                response = await sdk.chat.completions.create(**self.request)
-                choice = response.choices[0]
-                model, usage, finish = response.model or model, response.usage, choice.finish_reason
-                self.text = (choice.message.content or "")[: self.text_max]
+                body = {"model": self.request["model"], **self.request["extra_body"]}
+                text, named, usage, finish = answers.chat_answer(
+                    await sdk.post("/chat/completions", body=body, cast_to=object)  # as sent: answers.py
+                )
+                model = named or model
+                self.text = text[: self.text_max]
                 if self.text:
                     yield self.text
         except ProviderError as exc:
@@ -176,8 +172,8 @@ class ModelCall:
         self.completion = Completion(
             text=self.text.strip(),
             model=model,
-            prompt_tokens=_count(usage, "prompt_tokens"),
-            completion_tokens=_count(usage, "completion_tokens"),
+            prompt_tokens=answers.count(usage, "prompt_tokens"),
+            completion_tokens=answers.count(usage, "completion_tokens"),
             latency_ms=int((time.monotonic() - self.started) * 1000),
             finish_reason=finish,
             cached_tokens=cached,

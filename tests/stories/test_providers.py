@@ -84,6 +84,42 @@ def test_usage_is_recorded_and_the_debug_log_never_holds_a_key(alice_plays, adve
     assert not ProviderCall.objects.filter(error__contains="sk-").exists()
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"choices": []},
+        {"choices": "a reply"},
+        {"choices": [1]},
+        {"choices": [{"message": "a reply"}]},
+        {"choices": [{"message": {"content": 5}}]},
+        {"choices": [{"message": {"content": ["a", "reply"]}}]},
+    ],
+)
+def test_an_answer_not_shaped_as_openais_is_a_bad_response_for_a_turn_and_for_background_calls(
+    alice_plays, adventure_id, fake_llm, body
+):
+    """The answer is read as sent (no model object made of it): every shape that is not OpenAI's
+    is the endpoint's fault, said as such, for a turn (its action kept) and for a call made off a
+    request (the settings' test: the memory pass's calls go the same way)."""
+    fake_llm.queue(Reply(body=body))
+    played = turn(alice_plays, adventure_id, "open the door")
+    assert played.status_code == 424 and played.json()["error"] == "bad_response", played.json()
+    assert [a["text"] for a in played.json()["stored_actions"]] == ["open the door"]
+    fake_llm.queue(Reply(body=body))
+    tested = alice_plays.post("/api/settings/test/")
+    assert tested.status_code == 424 and tested.json()["error"] == "bad_response", tested.json()
+
+
+def test_an_answers_extra_or_odd_fields_beside_its_text_do_not_fail_the_turn(alice_plays, adventure_id, fake_llm):
+    odd = {"model": 7, "usage": "many", "choices": [{"message": {"content": "The door opens."}, "finish_reason": 3}]}
+    fake_llm.queue(Reply(body=odd))
+    played = turn(alice_plays, adventure_id, "open the door")
+    assert played.status_code == 201, played.json()
+    assert played.json()["actions"][-1]["text"] == "The door opens."
+    assert played.json()["usage"]["model"] == "fake-model" and played.json()["usage"]["prompt_tokens"] == 0
+
+
 def test_test_connection_reports_success_or_the_exact_problem(alice_plays, fake_llm):
     ok = alice_plays.post("/api/settings/test/")
     assert ok.status_code == 200 and ok.json()["ok"] is True and ok.json()["model"] == "fake-model"
