@@ -116,6 +116,7 @@ class Worker:
         include: str | None = None,
         pool: str = "prefork",
         queues: tuple[str, ...] = QUEUES,
+        nice: int = 0,
     ):
         from django.conf import settings
 
@@ -137,6 +138,7 @@ class Worker:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=(lambda: os.nice(nice)) if nice else None,  # as `make run` starts its workers
         )
 
     def wait_ready(self, timeout: float = 60.0) -> "Worker":
