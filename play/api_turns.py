@@ -260,10 +260,10 @@ class _TurnView(APIView):
 
 async def _early_place(view, request, adventure_id) -> turn_line.Line | None:
     """The place in its story's line a turn takes as its request is read, on the event loop, when this
-    process saw the story played in line (turn_line.lined_here): held through the door's wait, a thread
+    story was seen played in line (turn_line.lined): held through the door's wait, a thread
     and the first step, so no turn that came after it can play ahead meanwhile. The first step joins
     it again, with the same arrival (``request.turn_place``)."""
-    if not view.lined or not isinstance(adventure_id, int) or not turn_line.lined_here(adventure_id):
+    if not view.lined or not isinstance(adventure_id, int) or not await turn_line.lined(adventure_id):
         return None
     line, stamp = turn_line.Line(adventure_id), arrived(getattr(request, "scope", None))
     if not await line.early(stamp):

@@ -9,10 +9,10 @@ so a client that left or a process that died drops out of it within ALIVE_S. A t
 thread and no database connection (it sleeps on the event loop between looks). Redis away: no line,
 and each turn asks for the story as a story played alone does (played when free, the 409 when busy).
 
-A turn of a story this process has seen played in line takes its place on the event loop as its
-request is read (``early``), before the door's wait, a thread and its first step: a turn that came
-after it and found the story free cannot play ahead of it while it is on its way (the bench stored
-such a turn first, twice in ~1,700, with the site behind)."""
+A turn of a story seen played in line (by this process, or by another: ``lined``) takes its place on
+the event loop as its request is read (``early``), before the door's wait, a thread and its first
+step: a turn that came after it and found the story free cannot play ahead of it while it is on its
+way (the bench stored such a turn first, twice in ~1,700, with the site behind)."""
 
 from __future__ import annotations
 
@@ -37,22 +37,60 @@ _lined: dict[int, float] = {}  # adventure id -> monotonic time its "played in l
 _lined_lock = threading.Lock()
 
 
-def seen(adventure_id: int, lined: bool) -> None:
-    """What a turn's first step found: whether the story's turns wait in line (from a thread)."""
+def _remember(adventure_id: int) -> float | None:
+    """This process takes the story as played in line for LINED_KEEP_S; when it did already, until when."""
     with _lined_lock:
-        if not lined:
-            _lined.pop(adventure_id, None)
-            return
-        if len(_lined) >= LINED_MAX and adventure_id not in _lined:
+        was = _lined.get(adventure_id)
+        if len(_lined) >= LINED_MAX and was is None:
             for old in sorted(_lined, key=_lined.__getitem__)[: LINED_MAX // 2]:
                 del _lined[old]
         _lined[adventure_id] = time.monotonic() + LINED_KEEP_S
+    return was
+
+
+def _told_key(adventure_id: int) -> str:
+    return f"turnlined:{adventure_id}"
+
+
+def seen(adventure_id: int, lined: bool) -> None:
+    """What a turn's first step found: whether the story's turns wait in line (from a thread). A story
+    newly seen so (or half its time on) is told to the other web processes too (a Redis key, asked by
+    ``lined``), so the first turn of it that reaches any of them takes its place early as well."""
+    if not lined:
+        with _lined_lock:
+            was = _lined.pop(adventure_id, None)
+        if was is not None:
+            try:
+                redis_client().delete(_told_key(adventure_id))
+            except redis.RedisError:
+                pass  # it runs out; a turn that takes an early place in vain leaves it at its first step
+        return
+    was = _remember(adventure_id)
+    if was is None or was - time.monotonic() < LINED_KEEP_S / 2:
+        try:
+            redis_client().set(_told_key(adventure_id), 1, ex=int(LINED_KEEP_S))
+        except redis.RedisError:
+            pass  # the other processes learn it from their own first turn of the story
 
 
 def lined_here(adventure_id: int) -> bool:
-    """Whether this process saw the story played in line lately (no I/O: asked on the event loop)."""
+    """Whether this process saw the story played in line lately (no I/O)."""
     until = _lined.get(adventure_id)
     return until is not None and until > time.monotonic()
+
+
+async def lined(adventure_id: int) -> bool:
+    """Whether the story's turns are played in line, as this process or another saw lately (on the event
+    loop: this process's memory, else one Redis look). Redis away: only what this process saw."""
+    if lined_here(adventure_id):
+        return True
+    try:
+        told = await live.loop_redis().exists(_told_key(adventure_id))
+    except redis.RedisError:
+        return False
+    if told:
+        _remember(adventure_id)
+    return bool(told)
 
 
 def _key(adventure_id: int) -> str:

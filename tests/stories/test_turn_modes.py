@@ -208,6 +208,41 @@ def test_in_free_mode_a_turn_held_on_its_way_to_a_free_story_plays_before_one_th
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_turn_held_on_its_way_takes_its_place_early_in_a_process_that_never_saw_the_story_in_line(
+    alice_plays, bob, charlie, fake_llm, monkeypatch
+):
+    """As above, where the held turn is the first of its story to reach its web process (another process
+    played the story's turns so far): the process learns from the others that the story lines up, and
+    the turn that came after it still waits behind it."""
+    from play import turn_line
+
+    aid, cards, code = _story(alice_plays)
+    bob_api, carol_api = _joined(bob, code, cards["Sela"]), _joined(charlie, code, cards["Oric"])
+    assert _play(aid, alice_plays, "I wade in") == 201  # played: the story is free
+    monkeypatch.setattr(turn_line, "_lined", {})  # this process forgets: as a process that never saw it
+    line = f"turnline:{aid}"
+    real, held, go_on = turn_line.Line.join, threading.Event(), threading.Event()
+
+    def join(self, arrived):
+        if not held.is_set():  # bob's turn: held on its way, after it reached the site
+            held.set()
+            go_on.wait(20)
+        return real(self, arrived)
+
+    monkeypatch.setattr(turn_line.Line, "join", join)
+
+    with ThreadPoolExecutor(2) as pool:
+        second = pool.submit(_play, aid, bob_api, "I follow Mira")
+        _until(held.is_set)
+        third = pool.submit(_play, aid, carol_api, "I hold the bank")
+        _until(lambda: third.done() or redis_client().zcard(line) == 2)  # carol waits behind bob's place
+        go_on.set()
+        assert [second.result(), third.result()] == [201, 201]
+
+    assert _players_acts(aid) == [("", "I wade in"), ("Sela", "I follow Mira"), ("Oric", "I hold the bank")]
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_turn_refused_before_its_place_in_line_leaves_no_place_behind(alice_plays, bob, charlie, fake_llm):
     """A turn taken to a place as its request is read, then refused (not a member, bad input), leaves
     its place at once: the next turn of the story plays without waiting for the place to run out."""
