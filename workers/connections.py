@@ -6,21 +6,16 @@ With CELERY_DB_REUSE_MAX set the fixup closes it once in that many tasks; betwee
 starts and ends as Django starts and ends a request: a connection past CONN_MAX_AGE, or one an
 error may have broken, is closed (and CONN_HEALTH_CHECKS tries it before it serves again).
 
-A worker runs niced (`make run`: background work yields the cores to the turns); so does the
-Postgres backend serving it, when Postgres runs on this machine: a niced worker's queries at nice 0
-competed with the turns' own on a busy machine."""
+A worker runs niced (`make run`: background work yields the cores to the turns); the Postgres backend
+serving it does not. Niced backends were tried (2026-12-07) and dropped: a backend holds locks other
+backends wait on (Postgres's own lightweight locks and spinlocks, rows), and at nice 10 on saturated
+cores it can hold them far longer (priority inversion); the together bench read no gain (16.7 turns/s and 133.7 ms of CPU a turn
+niced, 17.7 and 123.8 not, one run each on the same machine)."""
 
 from __future__ import annotations
 
-import logging
-import os
-from pathlib import Path
-
 from celery.signals import task_postrun, task_prerun
-from django.db import DatabaseError, connections
-from django.db.backends.signals import connection_created
-
-log = logging.getLogger(__name__)
+from django.db import connections
 
 
 def _as_a_request_does(sender=None, task=None, **kwargs) -> None:
@@ -31,27 +26,6 @@ def _as_a_request_does(sender=None, task=None, **kwargs) -> None:
         conn.close_if_unusable_or_obsolete()
 
 
-def _backend_as_nice(sender, connection, **kwargs) -> None:
-    """A new connection of a niced process: its backend, when it is a Postgres process on this machine
-    (its title names the connection's user and database), niced as much. Else nothing: Postgres
-    elsewhere, or no right to."""
-    level = os.getpriority(os.PRIO_PROCESS, 0)
-    if level <= 0 or connection.vendor != "postgresql":
-        return
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_backend_pid(), current_user, current_database()")
-            pid, user, database = cursor.fetchone()
-        title = Path(f"/proc/{pid}/cmdline").read_bytes()
-        if not title.startswith(f"postgres: {user} {database} ".encode()):
-            return  # not this connection's backend (Postgres is elsewhere)
-        if os.getpriority(os.PRIO_PROCESS, pid) < level:
-            os.setpriority(os.PRIO_PROCESS, pid, level)
-    except (OSError, DatabaseError) as exc:
-        log.debug("the database backend keeps its priority: %s", exc)
-
-
 def connect() -> None:
-    connection_created.connect(_backend_as_nice, weak=False, dispatch_uid="workers.connections.nice")
     task_prerun.connect(_as_a_request_does, weak=False, dispatch_uid="workers.connections.prerun")
     task_postrun.connect(_as_a_request_does, weak=False, dispatch_uid="workers.connections.postrun")

@@ -51,36 +51,3 @@ def test_a_worker_keeps_its_database_connection_from_one_job_to_the_next():
     assert first, "the worker's connection, open after its first job"
     assert after == first, "the same connections, not one a job"
     assert again["database"]["ok"] is True, again
-
-
-@pytest.mark.django_db
-@pytest.mark.slow
-def test_a_niced_workers_database_backend_yields_as_the_worker_does_and_a_requests_keeps_its_priority():
-    """Background work yields the cores to the turns (`make run` nices its workers); its queries
-    ran at nice 0 in the database's own processes, beside the turns' (workers.connections)."""
-    import os
-    import uuid
-
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        (mine,) = cursor.fetchone()
-    try:  # the same priority again: allowed only with the right to renice the database's processes
-        os.setpriority(os.PRIO_PROCESS, mine, os.getpriority(os.PRIO_PROCESS, mine))
-    except PermissionError:  # Postgres runs as its own user; a container without CAP_SYS_NICE
-        pytest.skip("this machine gives no right to renice the database's processes")
-    name = f"everlore-niced-{uuid.uuid4().hex[:8]}"
-    worker = Worker(nice=10, extra_env={"PGAPPNAME": name}).wait_ready()
-    try:
-        assert health_probe.apply_async().get(timeout=60)["database"]["ok"] is True
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_stat_clear_snapshot()")
-            cursor.execute("SELECT pid FROM pg_stat_activity WHERE application_name = %s", [name])
-            backends = [pid for (pid,) in cursor.fetchall()]
-        niceness = {pid: os.getpriority(os.PRIO_PROCESS, pid) for pid in backends}
-    finally:
-        worker.stop()
-    assert backends, "the worker's connection, open after its job"
-    assert set(niceness.values()) == {10}, niceness
-    assert os.getpriority(os.PRIO_PROCESS, mine) == 0, "a connection of a process at nice 0 keeps nice 0"
