@@ -57,8 +57,16 @@ def _standing(claims) -> dict[tuple[int, str, str], CardClaim]:
 def standing_values(branch: Branch, *, before: int) -> dict[tuple[int, str, str], str]:
     """What stands on the path before depth ``before`` (told, merged or waiting for review), as the
     reader compares: a claim equal to it is not read again."""
-    claims = on_path(branch, before=before).exclude(state=CardClaim.State.REJECTED).select_related("action")
-    return {k: c.value for k, c in _standing(claims).items()}
+    # chosen in SQL as _standing chooses (the deepest evidence, then the newest): every block of the pass
+    # asks, and the path's every claim with its action row was ~5% of a cast's pass
+    rows = (
+        on_path(branch, before=before)
+        .exclude(state=CardClaim.State.REJECTED)
+        .order_by("card_id", "slot", "topic", "-action__depth", "-pk")
+        .distinct("card_id", "slot", "topic")
+        .values_list("card_id", "slot", "topic", "value")
+    )
+    return {(card_id, slot, topic): value for card_id, slot, topic, value in rows}
 
 
 def block_read(*, adventure: Adventure, head: Branch, actions: list[Action], cards: list[StoryCard], name: str):

@@ -145,6 +145,23 @@ def test_a_faked_death_revealed_later_stands_as_alive(mill, alice_api):
     assert [(c.value, c.action.depth) for c in told[bram["id"]]] == [("alive", 16)], "the model is told what stands"
 
 
+def test_a_death_after_a_return_stands_again_against_what_stands_newest(mill, alice_api):
+    """Each block is read against what stands on the path before it: the newest claim (dead, then alive),
+    not the oldest; a second death after the return is a change again, and the card says so."""
+    for kind, text in [("do", "wait")] * 3 + [("ai", "Bram steps out of the smoke, alive.")] + [("do", "stare")] * 2:
+        writes.place(adventure_id=mill.pk, branch_id=mill.head_branch_id, kind=kind, text=text)
+    memory_pass.run(mill.pk)
+    for kind, text in [("do", "ride out")] * 2 + [("ai", "Bram dies on the bridge.")] + [("do", "grieve")] * 3:
+        writes.place(adventure_id=mill.pk, branch_id=mill.head_branch_id, kind=kind, text=text)
+    memory_pass.run(mill.pk)
+    bram = _api_cards(alice_api, mill.pk)["Bram"]
+    assert [(c["value"], c["since"], c["standing"]) for c in bram["claims"]] == [
+        ("dead", 10, False),
+        ("alive", 16, False),
+        ("dead", 21, True),
+    ]
+
+
 def test_accept_merges_into_the_text_reject_is_never_proposed_again_and_an_edit_is_the_players(mill, alice_api):
     claim = _api_cards(alice_api, mill.pk)["Bram"]["claims"][0]
     rejected = alice_api.post(f"/api/adventures/{mill.pk}/claims/{claim['id']}/reject/")
