@@ -216,3 +216,46 @@ def test_a_capped_part_is_cut_to_its_limit_from_the_end_it_keeps_and_left_whole_
         assert len(counter.encoding.encode(head)) <= 50 and text.startswith(head)
         assert len(counter.encoding.encode(tail)) <= 50 and text.endswith(tail)
         assert "river 199." in tail and "river 199." not in head
+
+
+def _window_as_specified(story, costs, left, step):
+    """The story window's rule, stated plainly: the earliest action on the grid (depths 1, 1 + step,
+    ...) from which the story to the newest fits; else (or with no grid) the newest actions that fit."""
+    if step:
+        for i, action in enumerate(story):
+            if sum(costs[i:]) <= left and (action.depth - 1) % step == 0:
+                return story[i:]
+    kept, used = [], 0
+    for action, cost in zip(reversed(story), reversed(costs)):
+        if used + cost > left:
+            break
+        kept.append(action)
+        used += cost
+    return kept[::-1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    costs=st.lists(st.integers(min_value=0, max_value=60), max_size=40),
+    first=st.integers(min_value=1, max_value=30),
+    left=st.integers(min_value=0, max_value=800),
+    step=st.sampled_from([0, 4, 11]),
+)
+def test_the_story_window_is_the_one_its_rule_gives_though_it_tells_only_what_it_keeps(costs, first, left, step):
+    """The window is chosen from the newest action back (an action too old to fit is never told nor
+    counted), and it is the window the rule gives: which actions the model reads does not change."""
+    from stories.models import Action
+    from stories.prompt.layouts import _window
+
+    story = [Action(depth=first + n, text=f"a{n}") for n in range(len(costs))]
+    asked = []
+
+    def cost(action):
+        asked.append(action.depth)
+        return costs[action.depth - first]
+
+    kept = _window(story, cost, left, step=step)
+    assert [a.depth for a in kept] == [a.depth for a in _window_as_specified(story, costs, left, step)]
+    told = len(story) - min(asked, default=first + len(story)) + first
+    fits = len(_window_as_specified(story, costs, left, 0))
+    assert told <= fits + 1, "told and counted: only the newest actions that fit and the one that did not"
