@@ -18,7 +18,7 @@ import redis
 import redis.asyncio as aredis
 from django.conf import settings
 
-from config.redis_pool import CONNECT_TIMEOUT_S
+from config.redis_pool import CONNECT_TIMEOUT_S, PackedConnection
 from play import live
 
 log = logging.getLogger(__name__)
@@ -236,6 +236,7 @@ class Hub:
             max_connections=1,
             socket_timeout=BLOCK_S + READ_MARGIN_S,
             socket_connect_timeout=CONNECT_TIMEOUT_S,
+            connection_class=PackedConnection,
         )
         try:
             await self._read_on(client)

@@ -9,7 +9,9 @@ changes one fails here, by name, instead of somewhere in a slow test or in produ
 - psycopg's ``Connection.wait`` with a timeout and the error it raises (config.db_deadline: a
   frozen database is a 503 within seconds; libpq's own timeouts cannot see a frozen server, the
   kernel answers for it);
-- Pillow's PNG chunk reader (stories.library.lorebooks.png_card)."""
+- Pillow's PNG chunk reader (stories.library.lorebooks.png_card);
+- redis-py's asyncio ``pack_command`` (config.redis_pool.HiredisPacked packs with hiredis instead: the
+  same bytes for every command the site sends)."""
 
 import asyncio
 import inspect
@@ -22,6 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 import h11
 import httpcore2
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 def test_uvicorns_h11_protocol_has_what_the_header_deadline_reads():
@@ -124,3 +128,33 @@ def test_pillows_png_chunk_reader_frames_and_checks_chunks():
         kind, _, length = chunks.read()
         with pytest.raises(SyntaxError):
             chunks.crc(kind, chunks.fp.read(length))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    command=st.sampled_from(["XREAD", "ZADD", "SET", "CONFIG GET", b"XADD"]),
+    args=st.lists(
+        st.one_of(
+            st.text(max_size=20),
+            st.binary(max_size=20),
+            st.integers(min_value=-(2**63), max_value=2**63 - 1),
+            st.floats(allow_nan=False, allow_infinity=False),
+        ),
+        max_size=12,
+    ),
+)
+def test_the_loops_redis_commands_packed_by_hiredis_are_the_bytes_redis_py_packs(command, args):
+    """The event loop's and the live hub's Redis connections pack with hiredis; a command packed so is
+    byte for byte the one redis-py's own asyncio connection packs (or refused the same way)."""
+    import redis
+    from redis.asyncio.connection import Connection
+
+    from config.redis_pool import PackedConnection
+
+    def packed(connection):
+        try:
+            return b"".join(bytes(p) for p in connection.pack_command(command, *args))
+        except (redis.DataError, UnicodeEncodeError) as exc:
+            return type(exc)
+
+    assert packed(PackedConnection()) == packed(Connection())
