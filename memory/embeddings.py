@@ -29,7 +29,7 @@ def vector_set(*, memory_id: int, expected_text: str, vector: list[float] | None
 # update a memory compiled its query each time: 7.4% of the pass worker's CPU, py-spy, bench/evening.py).
 _VECTORS_SQL = f"""
 UPDATE {Memory._meta.db_table} m SET embedding = v.embedding, embedding_model = %s
-FROM unnest(%s::bigint[], %s::text[], %s::halfvec[]) AS v(id, text, embedding)
+FROM unnest(%s::bigint[], %s::text[], %b::halfvec[]) AS v(id, text, embedding)
 WHERE m.id = v.id AND m.text = v.text
 """
 
@@ -43,8 +43,9 @@ def vectors_set(rows: list[tuple[int, str, list[float]]], *, model: str) -> int:
         raise ValueError(f"embeddings must have 1 to {EMBEDDING_DIMS_MAX} dimensions")
     if not rows:
         return 0
-    # In binary (vector_cursor): each vector's text and its quoting as a literal were 7% of the pass
-    # worker's CPU (bench/together.py), ~4 ms for a dozen 384-d vectors against ~0.2 ms.
+    # In binary (vector_cursor; %b: psycopg sends a list of them as text unless told): each vector's
+    # text and its quoting as a literal were 7% of the pass worker's CPU (bench/together.py), ~4 ms
+    # for a dozen 384-d vectors against ~0.2 ms.
     told = [HalfVector(vector) for _, _, vector in rows]
     with vector_cursor() as cursor:
         cursor.execute(_VECTORS_SQL, [model, [r[0] for r in rows], [r[1] for r in rows], told])

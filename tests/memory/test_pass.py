@@ -9,7 +9,7 @@ from memory.story import memories, memory_pass, retrieval
 from memory.story.steps import eviction
 from stories.models import Branch
 from tests.memory.conftest import grow
-from tests.support.fake_llm import Reply
+from tests.support.fake_llm import Reply, bag_of_words_vector
 
 pytestmark = pytest.mark.django_db
 
@@ -56,6 +56,9 @@ def test_forty_actions_give_exactly_the_blocks_the_rules_say(adventure, memory_l
     stored = list(Memory.objects.filter(adventure=adventure))
     assert all(m.embedding is not None and m.embedding_model == "fake-embed" for m in stored)
     assert len(stored[0].embedding) == 384
+    for m in stored:  # each the vector the endpoint sent for its text (as a halfvec holds it)
+        sent = bag_of_words_vector(m.text, 384)
+        assert max(abs(a - b) for a, b in zip(m.embedding, sent)) < 1e-3, m.text
 
 
 def test_recall_returns_the_same_top_k_as_brute_force_numpy(adventure, memory_llm):
