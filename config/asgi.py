@@ -33,6 +33,17 @@ application = Admission(
 )
 
 
+# A web process collects its young garbage once 20,000 objects wait, not Python's 700. A turn makes tens
+# of thousands (rows, model objects, a prompt's pieces, the relay's events): at 700 the young collections
+# were ~7% of a turn's CPU (bench/turn.py in one process: 0.78 s of 11.4 CPU s, 748 collections for 60
+# turns); at 20,000, 0.22 s of 9.6 (25). What waits for a collection so is a few MB at most. Web
+# processes only: a worker's import is stopped by a signal (Celery's soft time limit), and a longer
+# collection runs more finalizers, where an exception the signal raises is dropped ("Exception ignored
+# in"): with 20,000 in the workers, tests/stories/test_import_jobs' 0.1 s limit let 3 of 7 imports finish.
+YOUNG_COLLECTED_AFTER = 20_000
+gc.set_threshold(YOUNG_COLLECTED_AFTER, 10, 10)
+
+
 def _warm_up_then_freeze(warm_ups: list[threading.Thread]) -> None:
     """Once the process has loaded what it keeps (Django, the apps, the local embedder), those objects
     leave the garbage collector's view (gc.freeze): a full collection walked them all, ~100 ms with
