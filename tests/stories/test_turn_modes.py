@@ -172,18 +172,23 @@ def test_in_free_mode_a_turn_that_reached_the_site_first_plays_first_though_it_t
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("seen_here", [True, False], ids=["seen-here", "first-here"])
 def test_in_free_mode_a_turn_held_on_its_way_to_a_free_story_plays_before_one_that_came_after_it(
-    alice_plays, bob, charlie, fake_llm, monkeypatch
+    alice_plays, bob, charlie, fake_llm, monkeypatch, seen_here
 ):
     """The story is free, and a turn that reached the site first is still on its way to its place (the
     door's wait, a thread, its first step): a turn that came after it and found the story free does not
     play ahead of it (the bench stored a turn sent later first, twice in ~1,700, with the site behind).
-    The turn holds its place from the moment its request is read, on the event loop."""
+    The turn holds its place from the moment its request is read, on the event loop. ``first-here``:
+    the held turn is the first of its story to reach its web process (another process played the
+    story so far); the process learns from the others that the story lines up."""
     from play import turn_line
 
     aid, cards, code = _story(alice_plays)
     bob_api, carol_api = _joined(bob, code, cards["Sela"]), _joined(charlie, code, cards["Oric"])
     assert _play(aid, alice_plays, "I wade in") == 201  # played: the story is free
+    if not seen_here:
+        monkeypatch.setattr(turn_line, "_lined", {})  # this process forgets: as a process that never saw it
     line = f"turnline:{aid}"
     real, held, go_on = turn_line.Line.join, threading.Event(), threading.Event()
 
@@ -205,41 +210,6 @@ def test_in_free_mode_a_turn_held_on_its_way_to_a_free_story_plays_before_one_th
 
     assert _players_acts(aid) == [("", "I wade in"), ("Sela", "I follow Mira"), ("Oric", "I hold the bank")]
     assert redis_client().zcard(line) == 0, "every place left once its turn played"
-
-
-@pytest.mark.django_db(transaction=True)
-def test_a_turn_held_on_its_way_takes_its_place_early_in_a_process_that_never_saw_the_story_in_line(
-    alice_plays, bob, charlie, fake_llm, monkeypatch
-):
-    """As above, where the held turn is the first of its story to reach its web process (another process
-    played the story's turns so far): the process learns from the others that the story lines up, and
-    the turn that came after it still waits behind it."""
-    from play import turn_line
-
-    aid, cards, code = _story(alice_plays)
-    bob_api, carol_api = _joined(bob, code, cards["Sela"]), _joined(charlie, code, cards["Oric"])
-    assert _play(aid, alice_plays, "I wade in") == 201  # played: the story is free
-    monkeypatch.setattr(turn_line, "_lined", {})  # this process forgets: as a process that never saw it
-    line = f"turnline:{aid}"
-    real, held, go_on = turn_line.Line.join, threading.Event(), threading.Event()
-
-    def join(self, arrived):
-        if not held.is_set():  # bob's turn: held on its way, after it reached the site
-            held.set()
-            go_on.wait(20)
-        return real(self, arrived)
-
-    monkeypatch.setattr(turn_line.Line, "join", join)
-
-    with ThreadPoolExecutor(2) as pool:
-        second = pool.submit(_play, aid, bob_api, "I follow Mira")
-        _until(held.is_set)
-        third = pool.submit(_play, aid, carol_api, "I hold the bank")
-        _until(lambda: third.done() or redis_client().zcard(line) == 2)  # carol waits behind bob's place
-        go_on.set()
-        assert [second.result(), third.result()] == [201, 201]
-
-    assert _players_acts(aid) == [("", "I wade in"), ("Sela", "I follow Mira"), ("Oric", "I hold the bank")]
 
 
 @pytest.mark.django_db(transaction=True)
